@@ -1,0 +1,223 @@
+# xferd - one non-recursive Makefile for the daemon, libxfer, tools, tests.
+#
+#   make            build everything into build/ (installs missing deps)
+#   make check      unit and integration tests
+#   make demo       start xferd, move verified data between two clients
+#   make bench      xferbench beside its baselines -> BENCHMARKS.md
+#   make asan       the tests again under ASan/UBSan (build-asan/)
+#   make install    PREFIX=/usr/local DESTDIR=
+#   V=1             show the commands
+
+VERSION   := 0.1.0
+SOVERSION := 1
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+BINDIR  ?= $(PREFIX)/bin
+SBINDIR ?= $(PREFIX)/sbin
+LIBDIR  ?= $(PREFIX)/lib
+INCDIR  ?= $(PREFIX)/include
+MANDIR  ?= $(PREFIX)/share/man
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+
+CC      ?= cc
+PROTOC  ?= protoc-c
+PKG     ?= pkg-config
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+# Debian packages the build, the tests and the benchmarks need.
+DEPS_BUILD := build-essential pkg-config libibverbs-dev libevent-dev \
+	libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libssl-dev check
+DEPS_TEST  := iproute2 procps psmisc
+DEPS_BENCH := ucx-utils
+
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
+CFLAGS  ?= -O2 -g
+ifeq ($(WERROR),1)
+WARN    += -Werror
+endif
+ifeq ($(SAN),1)
+CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+	-fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+GEN     := $(BUILD)/gen
+OBJ     := $(BUILD)/obj
+CPPFLAGS += -D_GNU_SOURCE -Iinclude -Iproto -I$(GEN) -Idaemon -Iclient
+
+# libsystemd is optional: sd_notify and socket activation when present.
+HAVE_SYSTEMD := $(shell $(PKG) --exists libsystemd 2>/dev/null && echo 1)
+ifeq ($(HAVE_SYSTEMD),1)
+SYSTEMD_CFLAGS := -DHAVE_SYSTEMD $(shell $(PKG) --cflags libsystemd)
+SYSTEMD_LIBS   := $(shell $(PKG) --libs libsystemd)
+endif
+
+ALL_CFLAGS = -std=c11 $(WARN) -fPIC -fvisibility=hidden -pthread $(CFLAGS)
+
+PROTOS     := client ctl token
+PROTO_C    := $(PROTOS:%=$(GEN)/%.pb-c.c)
+PROTO_H    := $(PROTOS:%=$(GEN)/%.pb-c.h)
+
+# Code both sides speak: framing, ring protocol, tokens.
+COMMON_SRC := proto/wire.c proto/ring.c proto/token_codec.c
+DAEMON_SRC := $(wildcard daemon/*.c)
+LIB_SRC    := $(wildcard client/*.c)
+
+obj = $(patsubst %.c,$(OBJ)/%.o,$(1))
+
+COMMON_OBJ := $(call obj,$(COMMON_SRC)) $(OBJ)/gen/client.pb-c.o \
+	$(OBJ)/gen/token.pb-c.o
+CTL_PB_OBJ := $(OBJ)/gen/ctl.pb-c.o
+DAEMON_OBJ := $(call obj,$(DAEMON_SRC))
+LIB_OBJ    := $(call obj,$(LIB_SRC))
+
+XFERD     := $(BUILD)/xferd
+XFERCTL   := $(BUILD)/xferctl
+XFERBENCH := $(BUILD)/xferbench
+LIBSO     := $(BUILD)/libxfer.so.$(SOVERSION)
+LIBA      := $(BUILD)/libxfer.a
+LIBPC     := $(BUILD)/libxfer.pc
+
+BASE_LIBS := -lprotobuf-c -lcrypto -pthread
+
+# Programs under tests/ and tools/ that use libxfer.
+TEST_PROGS := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,\
+	$(wildcard tests/integration/*.c))
+UNIT_SRC   := $(wildcard tests/unit/*.c)
+UNIT_BIN   := $(BUILD)/tests/unit_tests
+
+.PHONY: all deps check unit integration demo bench asan install clean
+.DEFAULT_GOAL := all
+
+all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(LIBSO) $(LIBA) $(LIBPC) \
+	$(TEST_PROGS) $(UNIT_BIN)
+
+# --- dependencies --------------------------------------------------------
+
+# Installs only what is missing, so it is a no-op on a prepared machine.
+deps:
+	$(Q)missing=$$(for p in $(DEPS_BUILD) $(DEPS_TEST) $(EXTRA_DEPS); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+		grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing: $$missing"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q --no-install-recommends $$missing || \
+		{ apt-get update -q && \
+		  apt-get install -y -q --no-install-recommends $$missing; }; \
+	fi
+
+# The generated code and thus every object wait for deps (order-only).
+$(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto | deps
+	@mkdir -p $(GEN)
+	@echo "  PROTOC  $<"
+	$(Q)$(PROTOC) --proto_path=proto --c_out=$(GEN) $<
+
+# --- compiling -----------------------------------------------------------
+
+$(OBJ)/%.o: %.c $(PROTO_H)
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(SYSTEMD_CFLAGS) -MMD -MP -c -o $@ $<
+
+# Generated code is not ours to warn about.
+$(OBJ)/gen/%.pb-c.o: $(GEN)/%.pb-c.c $(PROTO_H)
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CPPFLAGS) -std=c11 -fPIC -fvisibility=hidden $(CFLAGS) \
+		-c -o $@ $<
+
+-include $(shell find $(OBJ) -name '*.d' 2>/dev/null)
+
+# --- linking -------------------------------------------------------------
+
+$(XFERD): $(DAEMON_OBJ) $(COMMON_OBJ) $(CTL_PB_OBJ)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -levent $(BASE_LIBS) $(SYSTEMD_LIBS)
+
+$(LIBSO): $(LIB_OBJ) $(COMMON_OBJ) client/libxfer.map
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -shared -Wl,-soname,libxfer.so.$(SOVERSION) \
+		-Wl,--version-script=client/libxfer.map -o $@ \
+		$(LIB_OBJ) $(COMMON_OBJ) $(BASE_LIBS)
+	$(Q)ln -sf libxfer.so.$(SOVERSION) $(BUILD)/libxfer.so
+
+# The static archive lets tests and the device scripts run without
+# installing the library.
+$(LIBA): $(LIB_OBJ) $(COMMON_OBJ)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(LIBPC): client/libxfer.pc.in Makefile
+	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+		-e 's|@INCLUDEDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+		$< > $@
+
+$(XFERCTL): $(OBJ)/tools/xferctl.o $(OBJ)/proto/wire.o $(CTL_PB_OBJ)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
+
+$(XFERBENCH): $(OBJ)/tools/xferbench.o $(LIBA)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) -lm
+
+$(BUILD)/tests/%: $(OBJ)/tests/integration/%.o $(OBJ)/tests/integration/testlib.o $(LIBA)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
+
+# Unit tests link the modules they test directly.
+UNIT_DEPS := $(OBJ)/daemon/config.o $(OBJ)/daemon/log.o \
+	$(OBJ)/daemon/region.o $(OBJ)/daemon/progress.o \
+	$(OBJ)/daemon/path_local.o $(COMMON_OBJ) $(CTL_PB_OBJ)
+$(UNIT_BIN): $(call obj,$(UNIT_SRC)) $(UNIT_DEPS)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(shell $(PKG) --libs check) $(BASE_LIBS)
+
+# testlib.c is a helper, not a test program of its own.
+$(BUILD)/tests/testlib: ;
+
+# --- running -------------------------------------------------------------
+
+check: all
+	$(Q)tests/run-tests.sh $(BUILD)
+
+unit: $(UNIT_BIN)
+	$(Q)$(UNIT_BIN)
+
+demo: all
+	$(Q)tools/demo.sh $(BUILD)
+
+bench:
+	$(Q)$(MAKE) --no-print-directory EXTRA_DEPS="$(DEPS_BENCH)" all
+	$(Q)tools/bench.sh $(BUILD)
+
+asan:
+	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=1 check
+
+install: all
+	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
+		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) \
+		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man5 \
+		$(DESTDIR)$(MANDIR)/man8
+	install -m 0755 $(XFERD) $(DESTDIR)$(SBINDIR)/xferd
+	install -m 0755 $(XFERCTL) $(XFERBENCH) $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(LIBSO) $(DESTDIR)$(LIBDIR)/
+	ln -sf libxfer.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libxfer.so
+	install -m 0644 $(LIBPC) $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -m 0644 include/xfer.h include/xfer_ring.h $(DESTDIR)$(INCDIR)/
+	sed 's|@SBINDIR@|$(SBINDIR)|g' systemd/xferd.service > \
+		$(DESTDIR)$(UNITDIR)/xferd.service
+	install -m 0644 systemd/xferd.socket $(DESTDIR)$(UNITDIR)/
+	install -m 0644 man/xferd.conf.5 $(DESTDIR)$(MANDIR)/man5/
+	install -m 0644 man/xferd.8 $(DESTDIR)$(MANDIR)/man8/
+
+clean:
+	rm -rf build build-asan

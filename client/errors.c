@@ -1,0 +1,43 @@
+/*
+ * errors.c - human-readable errors and path names.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+
+XFER_EXPORT const char *xfer_path_name(unsigned path)
+{
+	switch (path) {
+	case XFER_PATH_NONE: return "none";
+	case XFER_PATH_MEMCPY: return "memcpy";
+	case XFER_PATH_CMA: return "cma";
+	case XFER_PATH_CUDA_IPC: return "cuda-ipc";
+	case XFER_PATH_RDMA: return "rdma";
+	case XFER_PATH_RDMA_STAGED: return "rdma-staged";
+	case XFER_PATH_TCP: return "tcp";
+	}
+	return "unknown";
+}
+
+XFER_EXPORT const char *xfer_strerror(int err)
+{
+	/* The meanings libxfer and xferd give these codes; the rest are
+	 * what the C library says. */
+	switch (err) {
+	case 0: return "success";
+	case -EACCES: return "no access: not your handle, or the token's key does not match";
+	case -ERANGE: return "offset or length outside the region or token";
+	case -ESTALE: return "the target region was deregistered";
+	case -ENOTCONN: return "not connected to xferd (it stopped or dropped this client)";
+	case -EPROTO: return "protocol error talking to xferd (version mismatch?)";
+	case -ENOENT: return "no xferd socket at that path (is xferd running?)";
+	case -ECONNREFUSED: return "xferd is not listening on that socket";
+	case -ETIME: return "timed out waiting for a completion";
+	case -EHOSTUNREACH: return "the token belongs to another xferd that cannot be reached";
+	case -ESRCH: return "the process owning the memory has exited";
+	case -EFAULT: return "the registered memory is no longer mapped";
+	case -ENOSPC: return "limit reached (handles, or buffer too small)";
+	}
+	return err < 0 ? strerror(-err) : "not an error code";
+}

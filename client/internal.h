@@ -1,0 +1,67 @@
+/*
+ * internal.h - libxfer's private structures, shared by its files.
+ */
+#ifndef XFER_CLIENT_INTERNAL_H
+#define XFER_CLIENT_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "client.pb-c.h"
+#include "ring.h"
+#include "token_codec.h"
+#include "xfer.h"
+
+#define XFER_EXPORT __attribute__((visibility("default")))
+
+struct xfer_ctx {
+	int sock;
+	int sq_efd;               /* ring to wake xferd's progress thread */
+	int cq_efd;               /* xferd rings it when we sleep on the CQ */
+	void *ring_map;
+	size_t ring_len;
+	struct ring_view ring;
+	uint32_t sq_tail;         /* entries handed out by xfer_get_sqe */
+	uint32_t sq_published;    /* entries xfer_submit made visible */
+	uint32_t sq_head_cache;   /* last sq_head seen: refreshed when full */
+	uint32_t cq_head;
+	uint64_t seq;             /* of the last control request */
+	uint64_t client_id;
+	pid_t daemon_pid;
+	uint8_t instance_id[TOKEN_INSTANCE_LEN];
+	unsigned spin_us;
+	bool gone;                /* xferd said goodbye or closed the socket */
+};
+
+struct xfer_mem {
+	void *ptr;
+	size_t len;
+	size_t map_len;           /* memfd mapping (page-rounded); 0 for reg */
+	uint64_t handle;
+	uint32_t kind;            /* Xfer__Client__MemKind */
+	uint8_t key[TOKEN_KEY_LEN];
+	uint8_t instance_id[TOKEN_INSTANCE_LEN];
+};
+
+struct xfer_remote {
+	uint64_t handle;
+	uint64_t len;
+};
+
+/*
+ * Send request m (fds optional) and wait for its reply.  Returns the
+ * unpacked reply (free with xfer__client__client_msg__free_unpacked) in
+ * *reply, or -errno: -ENOTCONN if xferd is gone, -EPROTO on a bad reply.
+ * A Status reply with an error is returned as that error.
+ */
+int ctx_call(struct xfer_ctx *ctx, Xfer__Client__ClientMsg *m,
+	     const int *fds, unsigned nfds, Xfer__Client__ClientMsg **reply);
+
+/* As ctx_call, and the reply may carry up to WIRE_MAX_FDS descriptors,
+ * returned in rfds/rnfds (the caller closes them). */
+int ctx_call_fds(struct xfer_ctx *ctx, Xfer__Client__ClientMsg *m,
+		 const int *fds, unsigned nfds,
+		 Xfer__Client__ClientMsg **reply, int *rfds, unsigned *rnfds);
+
+#endif /* XFER_CLIENT_INTERNAL_H */

@@ -1,0 +1,142 @@
+/*
+ * queue.c - the client's half of the ring: submit and complete.
+ *
+ * The ordering protocol lives in proto/ring.h; this file only keeps the
+ * private indices and decides when to ring or sleep on a doorbell.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static bool daemon_gone(const struct xfer_ctx *ctx)
+{
+	return ctx->gone ||
+	       (atomic_load_explicit(ctx->ring.sq_flags, memory_order_acquire) &
+		XFER_SQ_DEAD);
+}
+
+XFER_EXPORT unsigned xfer_sq_space(const struct xfer_ctx *ctx)
+{
+	return ring_sq_space(&ctx->ring, ctx->sq_tail);
+}
+
+XFER_EXPORT struct xfer_sqe *xfer_get_sqe(struct xfer_ctx *ctx)
+{
+	/* Look at xferd's head (a shared cache line) only when our cached
+	 * copy says the ring is full. */
+	if (ctx->sq_tail - ctx->sq_head_cache >= ctx->ring.sq_entries) {
+		ctx->sq_head_cache = atomic_load_explicit(ctx->ring.sq_head,
+							  memory_order_acquire);
+		if (ctx->sq_tail - ctx->sq_head_cache >= ctx->ring.sq_entries)
+			return NULL;
+	}
+	return ring_sqe_at(&ctx->ring, ctx->sq_tail++);
+}
+
+XFER_EXPORT int xfer_submit(struct xfer_ctx *ctx)
+{
+	uint32_t n = ctx->sq_tail - ctx->sq_published;
+
+	if (daemon_gone(ctx))
+		return -ENOTCONN;
+	if (n == 0)
+		return 0;
+	ctx->sq_published = ctx->sq_tail;
+	if (ring_sq_publish(&ctx->ring, ctx->sq_tail)) {
+		uint64_t one = 1;
+		/* EAGAIN: the counter is saturated, xferd will wake anyway. */
+		if (write(ctx->sq_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			return -errno;
+	}
+	return (int)n;
+}
+
+XFER_EXPORT int xfer_peek_cqe(struct xfer_ctx *ctx, struct xfer_cqe **cqe)
+{
+	if (ring_cq_avail(&ctx->ring, ctx->cq_head) == 0)
+		return daemon_gone(ctx) ? -ENOTCONN : -EAGAIN;
+	*cqe = ring_cqe_at(&ctx->ring, ctx->cq_head);
+	return 0;
+}
+
+XFER_EXPORT void xfer_cq_advance(struct xfer_ctx *ctx, unsigned n)
+{
+	ctx->cq_head += n;
+	ring_cq_release(&ctx->ring, ctx->cq_head);
+}
+
+XFER_EXPORT uint32_t xfer_cq_overflow(const struct xfer_ctx *ctx)
+{
+	return atomic_load_explicit(ctx->ring.cq_overflow, memory_order_relaxed);
+}
+
+XFER_EXPORT void xfer_set_wait_spin(struct xfer_ctx *ctx, unsigned usec)
+{
+	ctx->spin_us = usec;
+}
+
+/* Sleep until the CQ doorbell, the socket (goodbye, EOF) or the deadline. */
+static int sleep_on_cq(struct xfer_ctx *ctx, int timeout_ms)
+{
+	struct pollfd pfd[2] = {
+		{ .fd = ctx->cq_efd, .events = POLLIN },
+		{ .fd = ctx->sock, .events = POLLIN },
+	};
+	int n = poll(pfd, 2, timeout_ms);
+
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
+	if (pfd[0].revents & POLLIN) {
+		uint64_t v;
+		if (read(ctx->cq_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			return -errno;
+	}
+	/* Nothing but a goodbye (or EOF) arrives unasked on the socket. */
+	if (pfd[1].revents)
+		ctx->gone = true;
+	return n == 0 ? -ETIME : 0;
+}
+
+XFER_EXPORT int xfer_wait_cqe(struct xfer_ctx *ctx, struct xfer_cqe **cqe,
+			      int timeout_ms)
+{
+	uint64_t start = now_ns();
+	uint64_t spin_end = start + 1000ull * ctx->spin_us;
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX
+				: start + 1000000ull * (uint64_t)timeout_ms;
+
+	for (;;) {
+		int rc = xfer_peek_cqe(ctx, cqe);
+		if (rc != -EAGAIN)
+			return rc;
+		uint64_t now = now_ns();
+		if (now >= deadline)
+			return -ETIME;
+		if (now < spin_end)
+			continue;
+		/* (E) in proto/ring.h: flag, then one more look. */
+		ring_flag_set(ctx->ring.cq_flags, XFER_CQ_NEED_WAKEUP);
+		rc = xfer_peek_cqe(ctx, cqe);
+		if (rc == -EAGAIN) {
+			int left = deadline == UINT64_MAX
+				? -1 : (int)((deadline - now + 999999) / 1000000);
+			rc = sleep_on_cq(ctx, left);
+			if (rc == 0 || rc == -ETIME)
+				rc = xfer_peek_cqe(ctx, cqe);
+		}
+		ring_flag_clear(ctx->ring.cq_flags, XFER_CQ_NEED_WAKEUP);
+		if (rc != -EAGAIN)
+			return rc;
+	}
+}

@@ -1,0 +1,226 @@
+/*
+ * config.c - parse and validate xferd settings.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+#include "ring.h"
+
+void config_defaults(struct xferd_config *cfg)
+{
+	*cfg = (struct xferd_config){
+		.socket_path = "",
+		.sq_entries = 1024,
+		.max_sq_entries = 8192,
+		/* Long enough that back-to-back submissions of one client
+		 * find the thread awake; short enough that an idle xferd
+		 * costs no CPU. */
+		.spin_us = 50,
+		.progress_cpu = -1,
+		.log_level = LOG_LVL_INFO,
+		.max_clients = 1024,
+		.max_handles = 65536,
+		.max_region_bytes = 1ull << 40,
+	};
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+int config_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned shift = 0;
+
+	if (!isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (*end) {
+	case '\0': break;
+	case 'K': case 'k': shift = 10; end++; break;
+	case 'M': case 'm': shift = 20; end++; break;
+	case 'G': case 'g': shift = 30; end++; break;
+	case 'T': case 't': shift = 40; end++; break;
+	default: return -EINVAL;
+	}
+	if (*end != '\0' || (shift && v > (ULLONG_MAX >> shift)))
+		return -EINVAL;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+static int parse_u32(const char *key, const char *s, uint64_t min,
+		     uint64_t max, uint32_t *out, char *err, size_t errlen)
+{
+	uint64_t v;
+
+	if (config_parse_size(s, &v) || v < min || v > max)
+		return fail(err, errlen,
+			    "%s: '%s' is not a number in [%llu, %llu]", key, s,
+			    (unsigned long long)min, (unsigned long long)max);
+	*out = (uint32_t)v;
+	return 0;
+}
+
+int config_set(struct xferd_config *cfg, const char *key, const char *value,
+	       char *err, size_t errlen)
+{
+	struct xferd_config c = *cfg;
+	int rc = 0;
+
+	if (strcmp(key, "socket") == 0) {
+		size_t n = strlen(value);
+		if (n == 0 || n >= sizeof(c.socket_path) || value[0] != '/')
+			return fail(err, errlen,
+				    "socket: '%s' is not an absolute path of at most %zu bytes",
+				    value, sizeof(c.socket_path) - 1);
+		memcpy(c.socket_path, value, n + 1);
+	} else if (strcmp(key, "sq_entries") == 0 ||
+		   strcmp(key, "max_sq_entries") == 0) {
+		uint32_t v = 0;
+		rc = parse_u32(key, value, RING_MIN_SQ_ENTRIES,
+			       RING_MAX_SQ_ENTRIES, &v, err, errlen);
+		if (rc)
+			return rc;
+		if (v & (v - 1))
+			return fail(err, errlen, "%s: %u is not a power of two",
+				    key, v);
+		if (key[0] == 's')
+			c.sq_entries = v;
+		else
+			c.max_sq_entries = v;
+	} else if (strcmp(key, "spin_us") == 0) {
+		rc = parse_u32(key, value, 0, 1000000, &c.spin_us, err, errlen);
+	} else if (strcmp(key, "progress_cpu") == 0) {
+		uint32_t v = 0;
+		if (strcmp(value, "none") == 0)
+			c.progress_cpu = -1;
+		else if (!(rc = parse_u32(key, value, 0, 4095, &v, err, errlen)))
+			c.progress_cpu = (int)v;
+	} else if (strcmp(key, "log_level") == 0) {
+		int lvl = log_level_parse(value);
+		if (lvl < 0)
+			return fail(err, errlen,
+				    "log_level: '%s' is not one of error, warn, info, debug",
+				    value);
+		c.log_level = lvl;
+	} else if (strcmp(key, "max_clients") == 0) {
+		rc = parse_u32(key, value, 1, 1u << 20, &c.max_clients, err,
+			       errlen);
+	} else if (strcmp(key, "max_handles") == 0) {
+		rc = parse_u32(key, value, 1, 1u << 24, &c.max_handles, err,
+			       errlen);
+	} else if (strcmp(key, "max_region_bytes") == 0) {
+		uint64_t v;
+		if (config_parse_size(value, &v) || v == 0)
+			return fail(err, errlen,
+				    "max_region_bytes: '%s' is not a size > 0 (e.g. 64G)",
+				    value);
+		c.max_region_bytes = v;
+	} else {
+		return fail(err, errlen, "unknown key '%s'", key);
+	}
+	if (rc)
+		return rc;
+	if (c.sq_entries > c.max_sq_entries)
+		return fail(err, errlen,
+			    "sq_entries (%u) is larger than max_sq_entries (%u)",
+			    c.sq_entries, c.max_sq_entries);
+	*cfg = c;
+	return 0;
+}
+
+static char *trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	char *e = s + strlen(s);
+	while (e > s && isspace((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+int config_parse_line(struct xferd_config *cfg, const char *line, char *err,
+		      size_t errlen)
+{
+	char buf[512];
+
+	if (strlen(line) >= sizeof(buf))
+		return fail(err, errlen, "line longer than %zu bytes",
+			    sizeof(buf) - 1);
+	strcpy(buf, line);
+	char *hash = strchr(buf, '#');
+	if (hash)
+		*hash = '\0';
+	char *s = trim(buf);
+	if (*s == '\0')
+		return 0;
+	char *eq = strchr(s, '=');
+	if (!eq)
+		return fail(err, errlen, "expected 'key = value', got '%s'", s);
+	*eq = '\0';
+	char *key = trim(s), *value = trim(eq + 1);
+	if (*key == '\0' || *value == '\0')
+		return fail(err, errlen, "empty key or value");
+	return config_set(cfg, key, value, err, errlen);
+}
+
+int config_load(struct xferd_config *cfg, const char *path, char *err,
+		size_t errlen)
+{
+	FILE *f = fopen(path, "re");
+	struct xferd_config c = *cfg;
+	char line[1024], why[256];
+	unsigned lineno = 0;
+	int rc = 0;
+
+	if (!f) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(errno));
+		return rc;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		lineno++;
+		size_t n = strlen(line);
+		if (n == sizeof(line) - 1 && line[n - 1] != '\n') {
+			snprintf(err, errlen, "%s:%u: line too long", path,
+				 lineno);
+			rc = -EINVAL;
+			break;
+		}
+		if (config_parse_line(&c, line, why, sizeof(why))) {
+			snprintf(err, errlen, "%s:%u: %s", path, lineno, why);
+			rc = -EINVAL;
+			break;
+		}
+	}
+	if (!rc && ferror(f)) {
+		rc = -EIO;
+		snprintf(err, errlen, "%s: read error", path);
+	}
+	fclose(f);
+	if (!rc)
+		*cfg = c;
+	return rc;
+}

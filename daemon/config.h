@@ -1,0 +1,57 @@
+/*
+ * config.h - xferd settings: embedded defaults, /etc/xferd/xferd.conf,
+ * command-line flags, in that order of precedence (last wins).
+ *
+ * The file is "key = value" lines; '#' starts a comment.  Every line is
+ * validated: an unknown key, a malformed or out-of-range value is an
+ * error that names the file, the line and the reason.  See xferd.conf(5).
+ */
+#ifndef XFERD_CONFIG_H
+#define XFERD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_DEFAULT_PATH "/etc/xferd/xferd.conf"
+#define CONFIG_PATH_MAX     108 /* sizeof(sockaddr_un.sun_path) */
+
+struct xferd_config {
+	char socket_path[CONFIG_PATH_MAX]; /* "" = the default path */
+	uint32_t sq_entries;       /* ring size a client gets by default */
+	uint32_t max_sq_entries;   /* largest ring a client may ask for */
+	uint32_t spin_us;          /* progress thread polls this long idle */
+	int progress_cpu;          /* pin the progress thread; -1 = no */
+	int log_level;             /* enum log_level */
+	uint32_t max_clients;
+	uint32_t max_handles;      /* regions + imports per client */
+	uint64_t max_region_bytes;
+};
+
+void config_defaults(struct xferd_config *cfg);
+
+/*
+ * Apply one "key = value" setting.  Returns 0, or -EINVAL with a reason
+ * in err (cfg unchanged).
+ */
+int config_set(struct xferd_config *cfg, const char *key, const char *value,
+	       char *err, size_t errlen);
+
+/*
+ * Apply one line of a config file (comments and blank lines are fine).
+ * Returns 0 or -EINVAL with a reason in err.
+ */
+int config_parse_line(struct xferd_config *cfg, const char *line, char *err,
+		      size_t errlen);
+
+/*
+ * Read a whole file into cfg.  On any error cfg is left unchanged and
+ * err says "path:line: reason".  Returns 0, -ENOENT when the file does
+ * not exist, -EINVAL on a bad line, or another -errno.
+ */
+int config_load(struct xferd_config *cfg, const char *path, char *err,
+		size_t errlen);
+
+/* Parse "123", "64K", "16M", "2G" (powers of 1024); -EINVAL otherwise. */
+int config_parse_size(const char *s, uint64_t *out);
+
+#endif /* XFERD_CONFIG_H */

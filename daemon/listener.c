@@ -1,0 +1,224 @@
+/*
+ * listener.c - bind or inherit the socket, accept, route first packets.
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "ctl.h"
+#include "listener.h"
+#include "log.h"
+#include "sdnotify.h"
+#include "wire.h"
+#include "xferd.h"
+
+/* A connection has this long to say who it is. */
+#define FIRST_PACKET_TIMEOUT_S 10
+
+struct listener {
+	struct xferd *d;
+	int fd;
+	bool bound_path;          /* we created the socket file */
+	struct event *ev;
+};
+
+struct pending {
+	struct xferd *d;
+	int sock;
+	struct ucred cred;
+	struct event *ev;
+};
+
+static void pending_free(struct pending *p, bool close_sock)
+{
+	event_free(p->ev);
+	if (close_sock)
+		close(p->sock);
+	free(p);
+}
+
+static void on_first_packet(evutil_socket_t fd, short what, void *arg)
+{
+	struct pending *p = arg;
+	uint8_t pkt[WIRE_MAX_PACKET];
+	int fds[WIRE_MAX_FDS];
+	unsigned nfds;
+
+	if (what & EV_TIMEOUT) {
+		log_info("connection from pid %d sent nothing for %d s: closed",
+			 (int)p->cred.pid, FIRST_PACKET_TIMEOUT_S);
+		pending_free(p, true);
+		return;
+	}
+	ssize_t n = wire_recv(fd, pkt, fds, &nfds);
+	if (n == -EAGAIN)
+		return;
+	if (n <= 0) {
+		if (n < 0)
+			log_info("connection from pid %d: %s", (int)p->cred.pid,
+				 strerror((int)-n));
+		pending_free(p, true);
+		return;
+	}
+	struct xferd *d = p->d;
+	int sock = p->sock;
+	struct ucred cred = p->cred;
+	pending_free(p, false);
+
+	switch (wire_tag(pkt, (size_t)n)) {
+	case WIRE_TAG_CLIENT:
+		client_accept(d, sock, &cred, pkt, (size_t)n, fds, nfds);
+		return;
+	case WIRE_TAG_CTL:
+		wire_close_fds(fds, &nfds);
+		ctl_accept(d, sock, &cred, pkt, (size_t)n);
+		return;
+	default:
+		wire_close_fds(fds, &nfds);
+		log_info("connection from pid %d: unknown channel tag, closed",
+			 (int)cred.pid);
+		close(sock);
+	}
+}
+
+static void on_accept(evutil_socket_t fd, short what, void *arg)
+{
+	struct listener *l = arg;
+	(void)what;
+
+	for (;;) {
+		int sock = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (sock < 0) {
+			if (errno != EAGAIN && errno != EINTR)
+				log_warn("accept");
+			return;
+		}
+		struct pending *p = calloc(1, sizeof(*p));
+		socklen_t len = sizeof(p ? p->cred : (struct ucred){ 0 });
+		if (!p || getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &p->cred,
+				     &len)) {
+			log_warn("accepting a connection");
+			free(p);
+			close(sock);
+			continue;
+		}
+		p->d = l->d;
+		p->sock = sock;
+		p->ev = event_new(l->d->base, sock, EV_READ | EV_PERSIST,
+				  on_first_packet, p);
+		struct timeval tv = { .tv_sec = FIRST_PACKET_TIMEOUT_S };
+		if (!p->ev || event_add(p->ev, &tv)) {
+			log_warnx("cannot watch a new connection");
+			if (p->ev)
+				event_free(p->ev);
+			free(p);
+			close(sock);
+		}
+	}
+}
+
+/* Is an xferd answering at path?  Then we must not unlink it. */
+static bool path_in_use(const struct sockaddr_un *sa)
+{
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	bool used;
+
+	if (s < 0)
+		return false;
+	used = connect(s, (const struct sockaddr *)sa, sizeof(*sa)) == 0;
+	close(s);
+	return used;
+}
+
+static int bind_path(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char dir[sizeof(sa.sun_path)];
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		log_warnx("socket path too long: %s", path);
+		return -1;
+	}
+	strcpy(sa.sun_path, path);
+	strcpy(dir, path);
+	/* The runtime directory may not exist yet (/run/xferd as root). */
+	if (mkdir(dirname(dir), 0755) && errno != EEXIST)
+		log_warn("mkdir for %s", path);
+
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			0);
+	if (fd < 0) {
+		log_warn("socket");
+		return -1;
+	}
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		if (errno != EADDRINUSE)
+			goto fail_errno;
+		if (path_in_use(&sa)) {
+			log_warnx("another xferd is listening on %s", path);
+			goto fail;
+		}
+		/* Left over from an xferd that died: take it over. */
+		unlink(path);
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)))
+			goto fail_errno;
+	}
+	if (chmod(path, 0660))
+		log_warn("chmod 0660 %s", path);
+	if (listen(fd, 128))
+		goto fail_errno;
+	return fd;
+fail_errno:
+	log_warn("cannot listen on %s", path);
+fail:
+	close(fd);
+	return -1;
+}
+
+struct listener *listener_open(struct xferd *d)
+{
+	struct listener *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return NULL;
+	l->d = d;
+	l->fd = sdnotify_listen_fd();
+	if (l->fd >= 0) {
+		log_info("listening on the socket passed by systemd");
+		evutil_make_socket_nonblocking(l->fd);
+	} else {
+		l->fd = bind_path(d->socket_path);
+		if (l->fd < 0)
+			goto err;
+		l->bound_path = true;
+		log_info("listening on %s", d->socket_path);
+	}
+	l->ev = event_new(d->base, l->fd, EV_READ | EV_PERSIST, on_accept, l);
+	if (!l->ev || event_add(l->ev, NULL))
+		goto err_fd;
+	return l;
+err_fd:
+	close(l->fd);
+err:
+	free(l);
+	return NULL;
+}
+
+void listener_close(struct listener *l)
+{
+	if (!l)
+		return;
+	if (l->ev)
+		event_free(l->ev);
+	close(l->fd);
+	if (l->bound_path)
+		unlink(l->d->socket_path);
+	free(l);
+}

@@ -1,0 +1,24 @@
+/*
+ * listener.h - xferd's Unix SOCK_SEQPACKET socket.
+ *
+ * Uses the socket systemd passed (socket activation) or binds the path
+ * itself.  Each accepted connection is held until its first packet, whose
+ * channel tag decides who takes it over: libxfer (client.c) or xferctl
+ * (ctl.c).  Connections that send nothing are closed after a while.
+ */
+#ifndef XFERD_LISTENER_H
+#define XFERD_LISTENER_H
+
+struct xferd;
+struct listener;
+
+/*
+ * Listen at d->socket_path (mode 0660), or on the activated socket.
+ * Refuses to take over the path of a running xferd.  Returns NULL with a
+ * logged reason on failure.
+ */
+struct listener *listener_open(struct xferd *d);
+/* Stop accepting; removes the socket file if xferd created it. */
+void listener_close(struct listener *l);
+
+#endif /* XFERD_LISTENER_H */

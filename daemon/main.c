@@ -1,0 +1,347 @@
+/*
+ * main.c - xferd: start-up order, the event loop, shut-down order.
+ *
+ * Start-up: settings -> handle table -> progress thread -> socket ->
+ * READY.  Shut-down (SIGTERM/SIGINT): STOPPING -> stop accepting ->
+ * goodbye to every client -> stop the progress thread -> free clients
+ * and regions.  SIGHUP re-reads the config file.
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "config.h"
+#include "ctl.h"
+#include "listener.h"
+#include "log.h"
+#include "progress.h"
+#include "region.h"
+#include "sdnotify.h"
+#include "xferd.h"
+
+#define STATUS_INTERVAL_S 2
+#define MAX_OVERRIDES     32
+
+/* -o/-s/-l flags, kept to re-apply over the file on SIGHUP. */
+struct overrides {
+	const char *key[MAX_OVERRIDES];
+	const char *value[MAX_OVERRIDES];
+	unsigned n;
+};
+
+struct runtime {
+	struct xferd d;
+	struct overrides flags;
+	struct listener *listener;
+	struct event *ev_term, *ev_int, *ev_hup, *ev_notice, *ev_status,
+		*ev_watchdog;
+};
+
+uint64_t xferd_ms_since(const struct timespec *since)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)(now.tv_sec - since->tv_sec) * 1000 +
+	       (uint64_t)((now.tv_nsec - since->tv_nsec) / 1000000);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: xferd [-c FILE] [-s SOCKET] [-l LEVEL] [-o KEY=VALUE]...\n"
+		"  -c, --config FILE    config file (default %s if it exists)\n"
+		"  -s, --socket PATH    listen here (default $XDG_RUNTIME_DIR/xferd.sock,\n"
+		"                       /run/xferd/xferd.sock as root)\n"
+		"  -l, --log-level LVL  error, warn, info, debug\n"
+		"  -o, --set KEY=VALUE  any config key (see xferd.conf(5))\n"
+		"  -V, --version        print the version\n"
+		"  -h, --help           this text\n",
+		CONFIG_DEFAULT_PATH);
+}
+
+/* Defaults, then the file, then flags.  0, or -1 with a logged reason. */
+static int load_settings(struct runtime *rt, struct xferd_config *out)
+{
+	struct xferd_config cfg;
+	char err[512];
+
+	config_defaults(&cfg);
+	if (rt->d.config_path) {
+		int rc = config_load(&cfg, rt->d.config_path, err, sizeof(err));
+		if (rc == -ENOENT && !rt->d.config_required)
+			log_debug("no %s: embedded defaults", rt->d.config_path);
+		else if (rc) {
+			log_warnx("config: %s", err);
+			return -1;
+		}
+	}
+	for (unsigned i = 0; i < rt->flags.n; i++) {
+		if (config_set(&cfg, rt->flags.key[i], rt->flags.value[i], err,
+			       sizeof(err))) {
+			log_warnx("command line: %s", err);
+			return -1;
+		}
+	}
+	*out = cfg;
+	return 0;
+}
+
+static int add_override(struct overrides *o, const char *key,
+			const char *value)
+{
+	if (o->n == MAX_OVERRIDES)
+		return -1;
+	o->key[o->n] = key;
+	o->value[o->n] = value;
+	o->n++;
+	return 0;
+}
+
+static void parse_args(struct runtime *rt, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "log-level", required_argument, NULL, 'l' },
+		{ "set", required_argument, NULL, 'o' },
+		{ "version", no_argument, NULL, 'V' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int ch;
+
+	rt->d.config_path = CONFIG_DEFAULT_PATH;
+	while ((ch = getopt_long(argc, argv, "c:s:l:o:Vh", opts, NULL)) != -1) {
+		int rc = 0;
+		char *eq;
+		switch (ch) {
+		case 'c':
+			rt->d.config_path = optarg;
+			rt->d.config_required = true;
+			break;
+		case 's':
+			rc = add_override(&rt->flags, "socket", optarg);
+			break;
+		case 'l':
+			rc = add_override(&rt->flags, "log_level", optarg);
+			break;
+		case 'o':
+			eq = strchr(optarg, '=');
+			if (!eq) {
+				fprintf(stderr, "xferd: -o needs KEY=VALUE, got '%s'\n",
+					optarg);
+				exit(2);
+			}
+			*eq = '\0';
+			rc = add_override(&rt->flags, optarg, eq + 1);
+			break;
+		case 'V':
+			printf("xferd %s\n", XFERD_VERSION);
+			exit(0);
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			usage(stderr);
+			exit(2);
+		}
+		if (rc) {
+			fprintf(stderr, "xferd: too many settings on the command line\n");
+			exit(2);
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "xferd: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		exit(2);
+	}
+}
+
+static void default_socket_path(char *out, size_t len)
+{
+	const char *rt = getenv("XDG_RUNTIME_DIR");
+
+	if (geteuid() == 0 || !rt || !*rt)
+		snprintf(out, len, "/run/xferd/xferd.sock");
+	else
+		snprintf(out, len, "%s/xferd.sock", rt);
+}
+
+static void update_status(struct runtime *rt)
+{
+	struct regtab_counts counts;
+	const struct path_stats *ps = progress_path_stats(rt->d.progress);
+	uint64_t bytes = 0;
+
+	regtab_count_all(rt->d.regs, &counts);
+	for (unsigned p = 0; p < XFER_PATH__COUNT; p++)
+		bytes += atomic_load_explicit(&ps->bytes[p], memory_order_relaxed);
+	sdnotify_status("%u clients, %u regions, %u imports, %llu MB moved",
+			rt->d.nclients, counts.regions, counts.imports,
+			(unsigned long long)(bytes / 1000000));
+}
+
+static void on_status_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what;
+	update_status(arg);
+}
+
+static void on_watchdog(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what, (void)arg;
+	/* Sent from the event loop: a stuck loop misses it and systemd
+	 * restarts xferd. */
+	sdnotify_watchdog();
+}
+
+static void on_notice(evutil_socket_t fd, short what, void *arg)
+{
+	struct runtime *rt = arg;
+	(void)fd, (void)what;
+	progress_take_notices(rt->d.progress, client_on_notice, &rt->d);
+}
+
+static void on_terminate(evutil_socket_t sig, short what, void *arg)
+{
+	struct runtime *rt = arg;
+	(void)what;
+
+	log_info("signal %d: shutting down", (int)sig);
+	sdnotify_stopping();
+	rt->d.stopping = true;
+	event_base_loopbreak(rt->d.base);
+}
+
+static void on_reload(evutil_socket_t sig, short what, void *arg)
+{
+	struct runtime *rt = arg;
+	struct xferd_config cfg;
+	(void)sig, (void)what;
+
+	sdnotify_reloading();
+	if (load_settings(rt, &cfg) == 0) {
+		struct xferd_config *cur = &rt->d.cfg;
+		if (strcmp(cfg.socket_path, cur->socket_path) ||
+		    cfg.progress_cpu != cur->progress_cpu)
+			log_warnx("reload: socket and progress_cpu change only "
+				  "on restart");
+		memcpy(cfg.socket_path, cur->socket_path, sizeof(cfg.socket_path));
+		cfg.progress_cpu = cur->progress_cpu;
+		*cur = cfg;
+		log_set_level(cfg.log_level);
+		progress_set_spin(rt->d.progress, cfg.spin_us);
+		log_info("configuration reloaded");
+	} else {
+		log_warnx("reload failed; keeping the running configuration");
+	}
+	sdnotify_ready();
+}
+
+static struct event *add_signal(struct runtime *rt, int sig,
+				event_callback_fn fn)
+{
+	struct event *ev = evsignal_new(rt->d.base, sig, fn, rt);
+
+	if (!ev || event_add(ev, NULL))
+		fatalx("cannot watch signal %d", sig);
+	return ev;
+}
+
+static struct event *add_timer(struct runtime *rt, uint64_t usec,
+			       event_callback_fn fn)
+{
+	struct event *ev = event_new(rt->d.base, -1, EV_PERSIST, fn, rt);
+	struct timeval tv = { .tv_sec = (time_t)(usec / 1000000),
+			      .tv_usec = (suseconds_t)(usec % 1000000) };
+
+	if (!ev || event_add(ev, &tv))
+		fatalx("cannot add a timer");
+	return ev;
+}
+
+int main(int argc, char **argv)
+{
+	static struct runtime rt;
+	struct xferd *d = &rt.d;
+
+	log_init(LOG_LVL_INFO);
+	parse_args(&rt, argc, argv);
+	if (load_settings(&rt, &d->cfg))
+		return 1;
+	log_set_level(d->cfg.log_level);
+	if (d->cfg.socket_path[0])
+		snprintf(d->socket_path, sizeof(d->socket_path), "%s",
+			 d->cfg.socket_path);
+	else
+		default_socket_path(d->socket_path, sizeof(d->socket_path));
+
+	/* A client that dies mid-reply must not kill us. */
+	signal(SIGPIPE, SIG_IGN);
+	if (getrandom(d->instance_id, sizeof(d->instance_id), 0) !=
+	    (ssize_t)sizeof(d->instance_id))
+		fatal("getrandom");
+	clock_gettime(CLOCK_MONOTONIC, &d->started);
+	TAILQ_INIT(&d->clients);
+	d->next_client_id = 1;
+
+	d->base = event_base_new();
+	if (!d->base)
+		fatalx("event_base_new failed");
+	d->regs = regtab_create();
+	if (!d->regs)
+		fatalx("out of memory");
+	d->progress = progress_create(d->regs, d->cfg.spin_us,
+				      d->cfg.progress_cpu);
+	if (!d->progress)
+		fatal("cannot create the progress thread state");
+	rt.ev_notice = event_new(d->base, progress_notice_fd(d->progress),
+				 EV_READ | EV_PERSIST, on_notice, &rt);
+	if (!rt.ev_notice || event_add(rt.ev_notice, NULL))
+		fatalx("cannot watch progress notices");
+	if (progress_start(d->progress))
+		fatalx("cannot start the progress thread");
+
+	rt.ev_term = add_signal(&rt, SIGTERM, on_terminate);
+	rt.ev_int = add_signal(&rt, SIGINT, on_terminate);
+	rt.ev_hup = add_signal(&rt, SIGHUP, on_reload);
+	rt.listener = listener_open(d);
+	if (!rt.listener)
+		return 1;
+
+	uint64_t wd = sdnotify_watchdog_usec();
+	if (wd)
+		rt.ev_watchdog = add_timer(&rt, wd / 2, on_watchdog);
+	rt.ev_status = add_timer(&rt, STATUS_INTERVAL_S * 1000000ull,
+				 on_status_timer);
+	log_info("xferd %s ready (pid %d, progress spin %u us)", XFERD_VERSION,
+		 (int)getpid(), d->cfg.spin_us);
+	update_status(&rt);
+	sdnotify_ready();
+
+	event_base_dispatch(d->base);
+
+	listener_close(rt.listener);
+	client_goodbye_all(d, "xferd is shutting down");
+	progress_destroy(d->progress);
+	client_free_all(d);
+	regtab_destroy(d->regs);
+	event_free(rt.ev_term);
+	event_free(rt.ev_int);
+	event_free(rt.ev_hup);
+	event_free(rt.ev_notice);
+	event_free(rt.ev_status);
+	if (rt.ev_watchdog)
+		event_free(rt.ev_watchdog);
+	event_base_free(d->base);
+	log_info("stopped");
+	return 0;
+}

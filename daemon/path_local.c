@@ -1,0 +1,111 @@
+/*
+ * path_local.c - same-node host copies: memcpy and CMA.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "path_local.h"
+#include "xfer_ring.h"
+
+int local_staging_init(struct local_staging *st, size_t len)
+{
+	st->buf = malloc(len);
+	st->len = st->buf ? len : 0;
+	return st->buf ? 0 : -ENOMEM;
+}
+
+void local_staging_fini(struct local_staging *st)
+{
+	free(st->buf);
+	st->buf = NULL;
+	st->len = 0;
+}
+
+static void *map_at(const struct region *r, uint64_t off)
+{
+	return (char *)r->map + off;
+}
+
+static void *addr_at(const struct region *r, uint64_t off)
+{
+	return (void *)(uintptr_t)(r->addr + off);
+}
+
+/*
+ * One CMA call, repeated on short transfers.  The kernel copies page by
+ * page and stops early only at an unmapped page, which then fails the
+ * next call with -EFAULT, so the loop ends.
+ */
+static int64_t cma_move(bool write, pid_t pid, void *local, void *remote,
+			uint64_t len)
+{
+	uint64_t done = 0;
+
+	while (done < len) {
+		struct iovec l = { .iov_base = (char *)local + done,
+				   .iov_len = len - done };
+		struct iovec r = { .iov_base = (char *)remote + done,
+				   .iov_len = len - done };
+		ssize_t n = write ? process_vm_writev(pid, &l, 1, &r, 1, 0)
+				  : process_vm_readv(pid, &l, 1, &r, 1, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EFAULT;
+		done += (uint64_t)n;
+	}
+	return (int64_t)len;
+}
+
+/* CMA -> CMA through the staging buffer.  When both ranges are in one
+ * process and overlap with the target above the source, copy the chunks
+ * from the end so no chunk reads bytes an earlier chunk overwrote. */
+static int64_t cma_to_cma(struct local_staging *st, const struct region *src,
+			  uint64_t soff, const struct region *dst,
+			  uint64_t doff, uint64_t len)
+{
+	uint64_t s = src->addr + soff, d = dst->addr + doff;
+	bool backwards = src->pid == dst->pid && d > s && d < s + len;
+
+	for (uint64_t done = 0; done < len;) {
+		uint64_t n = len - done < st->len ? len - done : st->len;
+		uint64_t at = backwards ? len - done - n : done;
+		int64_t rc = cma_move(false, src->pid, st->buf,
+				      addr_at(src, soff + at), n);
+		if (rc < 0)
+			return rc;
+		rc = cma_move(true, dst->pid, st->buf, addr_at(dst, doff + at),
+			      n);
+		if (rc < 0)
+			return rc;
+		done += n;
+	}
+	return (int64_t)len;
+}
+
+int64_t local_copy(struct local_staging *st, const struct region *src,
+		   uint64_t soff, const struct region *dst, uint64_t doff,
+		   uint64_t len, uint16_t *path)
+{
+	if (src->kind == REGION_MEMFD && dst->kind == REGION_MEMFD) {
+		*path = XFER_PATH_MEMCPY;
+		/* Both ranges may be in one region: memmove then. */
+		if (src == dst)
+			memmove(map_at(dst, doff), map_at(src, soff), len);
+		else
+			memcpy(map_at(dst, doff), map_at(src, soff), len);
+		return (int64_t)len;
+	}
+	*path = XFER_PATH_CMA;
+	if (src->kind == REGION_MEMFD)
+		return cma_move(true, dst->pid, map_at(src, soff),
+				addr_at(dst, doff), len);
+	if (dst->kind == REGION_MEMFD)
+		return cma_move(false, src->pid, map_at(dst, doff),
+				addr_at(src, soff), len);
+	return cma_to_cma(st, src, soff, dst, doff, len);
+}

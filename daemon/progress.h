@@ -1,0 +1,97 @@
+/*
+ * progress.h - the progress thread: drains client SQs, moves the data,
+ * posts CQEs.
+ *
+ * It polls every attached ring while there is work and for spin_us after,
+ * then arms the rings' NEED_WAKEUP flags and sleeps on one doorbell
+ * eventfd that every client (and the main thread) may ring.  An idle
+ * xferd therefore uses no CPU.
+ *
+ * The main thread never touches a ring's private indices: it hands
+ * clients over with progress_attach() and takes them back with
+ * progress_detach(), which completes asynchronously; the progress thread
+ * reports detached (and misbehaving) clients through the notice queue.
+ */
+#ifndef XFERD_PROGRESS_H
+#define XFERD_PROGRESS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ring.h"
+#include "xfer_ring.h"
+
+struct regtab;
+
+/* Daemon-wide totals, per path for data that moved. */
+struct path_stats {
+	_Atomic uint64_t ops[XFER_PATH__COUNT];
+	_Atomic uint64_t bytes[XFER_PATH__COUNT];
+	_Atomic uint64_t completed; /* CQEs posted for submissions */
+	_Atomic uint64_t failed;    /* of which with an error */
+};
+
+/* Counters of one client, written by the progress thread, read by ctl. */
+struct client_stats {
+	_Atomic uint64_t ops_completed;
+	_Atomic uint64_t ops_failed;
+	_Atomic uint64_t bytes_moved;
+};
+
+/*
+ * The half of a client the progress thread owns once attached.  The
+ * main thread fills it before progress_attach() and may free it only
+ * after the notice that it was detached.
+ */
+struct prog_client {
+	uint64_t id;
+	struct ring_view ring;
+	int cq_efd;               /* rung when the client sleeps on its CQ */
+	struct client_stats stats;
+
+	/* progress thread only, from attach to detach */
+	uint32_t sq_head, cq_tail;
+	struct {
+		bool open;        /* inside a linked run of SQEs */
+		int64_t error;    /* first error of the batch, or 0 */
+		uint64_t bytes;
+		uint16_t path;
+	} batch;
+	bool cq_dirty;            /* CQEs written, tail not yet published */
+
+	/* progress <-> main hand-over */
+	struct prog_client *cmd_next;
+	bool detach_requested;
+	const char *broken;       /* why the client must be dropped */
+};
+
+enum notice_kind {
+	NOTICE_DETACHED, /* the progress thread let go: main may free */
+	NOTICE_BROKEN,   /* the client corrupted its ring: drop it */
+};
+
+struct progress;
+
+struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
+				 int cpu);
+/* Stops and joins the thread if running; accepts NULL. */
+void progress_destroy(struct progress *p);
+int progress_start(struct progress *p);
+
+/* Doorbell for the SQs of all clients of this thread. */
+int progress_doorbell_fd(const struct progress *p);
+/* Readable when notices wait; main calls progress_take_notices(). */
+int progress_notice_fd(const struct progress *p);
+void progress_take_notices(struct progress *p,
+			   void (*fn)(struct prog_client *pc,
+				      enum notice_kind kind, void *arg),
+			   void *arg);
+
+void progress_attach(struct progress *p, struct prog_client *pc);
+void progress_detach(struct progress *p, struct prog_client *pc);
+
+void progress_set_spin(struct progress *p, uint32_t spin_us);
+const struct path_stats *progress_path_stats(const struct progress *p);
+
+#endif /* XFERD_PROGRESS_H */

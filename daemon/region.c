@@ -1,0 +1,437 @@
+/*
+ * region.c - region objects and the daemon-wide handle table.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "region.h"
+
+static int random_key(uint8_t key[TOKEN_KEY_LEN])
+{
+	ssize_t n = getrandom(key, TOKEN_KEY_LEN, 0);
+	return n == TOKEN_KEY_LEN ? 0 : -EIO;
+}
+
+static struct region *region_alloc(enum region_kind kind, uint64_t length,
+				   uint64_t owner)
+{
+	struct region *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	if (random_key(r->key)) {
+		free(r);
+		return NULL;
+	}
+	r->kind = kind;
+	r->length = length;
+	r->owner = owner;
+	r->fd = -1;
+	atomic_init(&r->refs, 1);
+	return r;
+}
+
+int region_create_memfd(int fd, uint64_t length, uint64_t owner,
+			struct region **out)
+{
+	const int need = F_SEAL_SHRINK | F_SEAL_GROW;
+	struct stat st;
+
+	if (length == 0 || length > SIZE_MAX)
+		return -EINVAL;
+	int seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0)
+		return -EINVAL;   /* not a memfd */
+	if ((seals & need) != need)
+		return -EPERM;    /* could be truncated under a copy */
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    (uint64_t)st.st_size < length)
+		return -EINVAL;
+
+	struct region *r = region_alloc(REGION_MEMFD, length, owner);
+	if (!r)
+		return -ENOMEM;
+	/* MAP_POPULATE: fault the whole range in now, at registration,
+	 * instead of page by page inside the first transfers. */
+	r->map = mmap(NULL, length, PROT_READ | PROT_WRITE,
+		      MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (r->map == MAP_FAILED) {
+		int err = -errno;
+		free(r);
+		return err;
+	}
+	r->fd = fd;
+	*out = r;
+	return 0;
+}
+
+/* One byte through CMA: does the address exist and may we reach it? */
+static int cma_probe(pid_t pid, uint64_t addr)
+{
+	char byte;
+	struct iovec local = { .iov_base = &byte, .iov_len = 1 };
+	struct iovec remote = { .iov_base = (void *)(uintptr_t)addr,
+				.iov_len = 1 };
+
+	return process_vm_readv(pid, &local, 1, &remote, 1, 0) == 1 ? 0
+								     : -errno;
+}
+
+int region_create_cma(pid_t pid, uint64_t addr, uint64_t length,
+		      uint64_t owner, struct region **out)
+{
+	if (length == 0 || addr == 0 || addr + length < addr ||
+	    addr + length > (1ull << 57))
+		return -EINVAL;
+	int err = cma_probe(pid, addr);
+	if (!err)
+		err = cma_probe(pid, addr + length - 1);
+	if (err)
+		return err; /* -EFAULT: not mapped; -EPERM: no ptrace right */
+
+	struct region *r = region_alloc(REGION_CMA, length, owner);
+	if (!r)
+		return -ENOMEM;
+	r->pid = pid;
+	r->addr = addr;
+	*out = r;
+	return 0;
+}
+
+void region_get(struct region *r)
+{
+	/* Relaxed: a new reference is only ever made from an existing one
+	 * (the table's, under its lock). */
+	atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
+}
+
+void region_put(struct region *r)
+{
+	if (!r)
+		return;
+	/* acq_rel: all uses of the region by this holder happen before the
+	 * free by whichever holder drops the last reference. */
+	if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
+		return;
+	if (r->map)
+		munmap(r->map, r->length);
+	if (r->fd >= 0)
+		close(r->fd);
+	explicit_bzero(r->key, sizeof(r->key));
+	free(r);
+}
+
+const char *region_kind_name(enum region_kind kind)
+{
+	switch (kind) {
+	case REGION_MEMFD: return "memfd";
+	case REGION_CMA: return "cma";
+	}
+	return "?";
+}
+
+/* --- the handle table --- */
+
+struct entry {
+	uint64_t handle;
+	uint64_t client;          /* who may use this handle */
+	bool is_import;
+	struct region *region;    /* !is_import: the table's reference */
+	struct {                  /* is_import: what the token granted */
+		uint64_t region;
+		uint64_t offset, length;
+	} imp;
+	struct entry *next;       /* bucket chain */
+};
+
+struct regtab {
+	pthread_mutex_t lock;     /* leaf lock: guards everything below */
+	struct entry **buckets;
+	size_t nbuckets;          /* power of two */
+	size_t count;
+	uint64_t next_handle;
+};
+
+struct regtab *regtab_create(void)
+{
+	struct regtab *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->nbuckets = 256;
+	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
+	if (!t->buckets) {
+		free(t);
+		return NULL;
+	}
+	pthread_mutex_init(&t->lock, NULL);
+	t->next_handle = 1;
+	return t;
+}
+
+static size_t bucket_of(const struct regtab *t, uint64_t handle)
+{
+	/* Handles are sequential: a multiplicative hash spreads them. */
+	return (size_t)((handle * 0x9e3779b97f4a7c15ull) >> 32) &
+	       (t->nbuckets - 1);
+}
+
+static struct entry *find(const struct regtab *t, uint64_t handle)
+{
+	struct entry *e = t->buckets[bucket_of(t, handle)];
+
+	while (e && e->handle != handle)
+		e = e->next;
+	return e;
+}
+
+static void grow(struct regtab *t)
+{
+	size_t old_n = t->nbuckets;
+	struct entry **old = t->buckets;
+	struct entry **nb = calloc(old_n * 2, sizeof(*nb));
+
+	if (!nb)
+		return; /* keep the longer chains; still correct */
+	t->buckets = nb;
+	t->nbuckets = old_n * 2;
+	for (size_t i = 0; i < old_n; i++) {
+		for (struct entry *e = old[i], *next; e; e = next) {
+			next = e->next;
+			size_t b = bucket_of(t, e->handle);
+			e->next = nb[b];
+			nb[b] = e;
+		}
+	}
+	free(old);
+}
+
+/* Called with the lock held. */
+static void insert(struct regtab *t, struct entry *e)
+{
+	e->handle = t->next_handle++;
+	if (t->count >= t->nbuckets)
+		grow(t);
+	size_t b = bucket_of(t, e->handle);
+	e->next = t->buckets[b];
+	t->buckets[b] = e;
+	t->count++;
+}
+
+/* Unlink e (lock held); the caller frees it outside the lock. */
+static void unlink_entry(struct regtab *t, struct entry *e)
+{
+	struct entry **pp = &t->buckets[bucket_of(t, e->handle)];
+
+	while (*pp != e)
+		pp = &(*pp)->next;
+	*pp = e->next;
+	t->count--;
+	if (e->is_import) {
+		struct entry *target = find(t, e->imp.region);
+		if (target)
+			atomic_fetch_sub_explicit(&target->region->imports, 1,
+						  memory_order_relaxed);
+	}
+}
+
+static void entry_free(struct entry *e)
+{
+	if (!e->is_import)
+		region_put(e->region);
+	free(e);
+}
+
+void regtab_add_region(struct regtab *t, struct region *r)
+{
+	struct entry *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		abort(); /* a few bytes; treat like the rest of malloc */
+	e->client = r->owner;
+	e->region = r;
+	pthread_mutex_lock(&t->lock);
+	insert(t, e);
+	r->handle = e->handle;
+	pthread_mutex_unlock(&t->lock);
+}
+
+int regtab_add_import(struct regtab *t, uint64_t importer,
+		      const struct token *tok, uint64_t *handle,
+		      uint64_t *length)
+{
+	struct entry *e = calloc(1, sizeof(*e));
+	int err = -EACCES;
+
+	if (!e)
+		return -ENOMEM;
+	pthread_mutex_lock(&t->lock);
+	struct entry *target = find(t, tok->region);
+	if (!target || target->is_import ||
+	    tok->region_length != target->region->length ||
+	    tok->mem_kind != (uint32_t)target->region->kind ||
+	    !token_key_valid(tok, target->region->key))
+		goto out;
+	e->client = importer;
+	e->is_import = true;
+	e->imp.region = tok->region;
+	e->imp.offset = tok->offset;
+	e->imp.length = tok->length;
+	insert(t, e);
+	atomic_fetch_add_explicit(&target->region->imports, 1,
+				  memory_order_relaxed);
+	*handle = e->handle;
+	*length = tok->length;
+	e = NULL;
+	err = 0;
+out:
+	pthread_mutex_unlock(&t->lock);
+	free(e);
+	return err;
+}
+
+int regtab_remove(struct regtab *t, uint64_t client, uint64_t handle,
+		  bool is_import)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&t->lock);
+	struct entry *e = find(t, handle);
+	if (!e || e->client != client)
+		err = -EACCES;
+	else if (e->is_import != is_import)
+		err = -EINVAL;
+	else
+		unlink_entry(t, e);
+	pthread_mutex_unlock(&t->lock);
+	if (!err)
+		entry_free(e);
+	return err;
+}
+
+void regtab_remove_client(struct regtab *t, uint64_t client)
+{
+	struct entry *dead = NULL;
+
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		for (struct entry *e = t->buckets[i], *next; e; e = next) {
+			next = e->next;
+			if (e->client != client)
+				continue;
+			unlink_entry(t, e);
+			e->next = dead;
+			dead = e;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	/* Unmapping can take a while for large regions: outside the lock. */
+	for (struct entry *next; dead; dead = next) {
+		next = dead->next;
+		entry_free(dead);
+	}
+}
+
+int regtab_resolve(struct regtab *t, uint64_t client, uint64_t handle,
+		   uint64_t off, uint64_t len, bool allow_import,
+		   struct region **out, uint64_t *region_off)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&t->lock);
+	struct entry *e = find(t, handle);
+	if (!e || e->client != client || (e->is_import && !allow_import)) {
+		err = -EACCES;
+		goto out;
+	}
+	uint64_t base = 0, limit;
+	struct region *r = e->region;
+	if (e->is_import) {
+		struct entry *target = find(t, e->imp.region);
+		if (!target) {
+			err = -ESTALE;
+			goto out;
+		}
+		r = target->region;
+		base = e->imp.offset;
+		limit = e->imp.length;
+	} else {
+		limit = r->length;
+	}
+	/* Written so that no sum can overflow. */
+	if (off > limit || len > limit - off) {
+		err = -ERANGE;
+		goto out;
+	}
+	region_get(r);
+	*out = r;
+	*region_off = base + off;
+out:
+	pthread_mutex_unlock(&t->lock);
+	return err;
+}
+
+static void count_locked(struct regtab *t, bool all, uint64_t client,
+			 struct regtab_counts *out)
+{
+	*out = (struct regtab_counts){ 0 };
+	for (size_t i = 0; i < t->nbuckets; i++)
+		for (struct entry *e = t->buckets[i]; e; e = e->next)
+			if (all || e->client == client) {
+				if (e->is_import)
+					out->imports++;
+				else
+					out->regions++;
+			}
+}
+
+void regtab_count(struct regtab *t, uint64_t client,
+		  struct regtab_counts *out)
+{
+	pthread_mutex_lock(&t->lock);
+	count_locked(t, false, client, out);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void regtab_count_all(struct regtab *t, struct regtab_counts *out)
+{
+	pthread_mutex_lock(&t->lock);
+	count_locked(t, true, 0, out);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void regtab_foreach_region(struct regtab *t,
+			   void (*fn)(const struct region *r, void *arg),
+			   void *arg)
+{
+	pthread_mutex_lock(&t->lock);
+	for (size_t i = 0; i < t->nbuckets; i++)
+		for (struct entry *e = t->buckets[i]; e; e = e->next)
+			if (!e->is_import)
+				fn(e->region, arg);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void regtab_destroy(struct regtab *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		for (struct entry *e = t->buckets[i], *next; e; e = next) {
+			next = e->next;
+			entry_free(e);
+		}
+	}
+	free(t->buckets);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}

@@ -1,0 +1,111 @@
+/*
+ * region.h - registered memory and the handle table.
+ *
+ * A handle names either a region a client registered or a token it
+ * imported; handles are 64-bit, daemon-wide and never reused, so a stale
+ * handle can never reach a newer region.  The table is shared by the main
+ * thread (adds, removes) and the progress thread (resolves handles for
+ * each descriptor); its mutex is a leaf lock: nothing else is locked while
+ * it is held.
+ *
+ * Regions are refcounted: the table holds one reference, and every
+ * descriptor in execution holds one, so deregistration while a copy runs
+ * unmaps only when the copy is done.
+ */
+#ifndef XFERD_REGION_H
+#define XFERD_REGION_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "token_codec.h"
+
+enum region_kind {
+	REGION_MEMFD = 1, /* matches xfer.client.MemKind */
+	REGION_CMA = 2,
+};
+
+struct region {
+	uint64_t handle;
+	uint64_t owner;          /* client id */
+	enum region_kind kind;
+	uint64_t length;
+	void *map;               /* MEMFD: xferd's own mapping */
+	int fd;                  /* MEMFD: the sealed memfd */
+	pid_t pid;               /* CMA: the owner process */
+	uint64_t addr;           /* CMA: the range's address in the owner */
+	uint8_t key[TOKEN_KEY_LEN];
+	_Atomic uint32_t refs;
+	_Atomic uint32_t imports; /* live imports of it, for xferctl */
+};
+
+/*
+ * Map a client's memfd of length bytes.  The memfd must be sealed against
+ * shrinking and growing (otherwise a client could truncate it under a
+ * copy and crash xferd with SIGBUS).  Takes ownership of fd on success.
+ */
+int region_create_memfd(int fd, uint64_t length, uint64_t owner,
+			struct region **out);
+/* Describe [addr, addr + length) in process pid; checks it is readable. */
+int region_create_cma(pid_t pid, uint64_t addr, uint64_t length,
+		      uint64_t owner, struct region **out);
+void region_get(struct region *r);
+/* Drop a reference; the last one unmaps and frees.  Accepts NULL. */
+void region_put(struct region *r);
+const char *region_kind_name(enum region_kind kind);
+
+struct regtab;
+
+struct regtab *regtab_create(void);
+/* Drops every entry; call only when no thread resolves any more. */
+void regtab_destroy(struct regtab *t);
+
+/* Insert r (the table takes over the caller's reference); sets r->handle. */
+void regtab_add_region(struct regtab *t, struct region *r);
+
+/*
+ * Import a decoded token for client `importer`: the region must exist and
+ * the token's key must match.  On success *handle names the import and
+ * *length the bytes it grants.  -EACCES otherwise.
+ */
+int regtab_add_import(struct regtab *t, uint64_t importer,
+		      const struct token *tok, uint64_t *handle,
+		      uint64_t *length);
+
+/*
+ * Remove the client's own region (is_import false) or import (true).
+ * -EACCES if the handle is not the client's, -EINVAL if of the other kind.
+ */
+int regtab_remove(struct regtab *t, uint64_t client, uint64_t handle,
+		  bool is_import);
+/* Remove every region and import of a client (it has gone). */
+void regtab_remove_client(struct regtab *t, uint64_t client);
+
+/*
+ * Resolve a handle held by `client` for bytes [off, off + len): its own
+ * region (always), or an import (when allow_import).  On success returns
+ * a reference to the region (release with region_put) and the offset of
+ * the range within it.  Errors: -EACCES (not the client's handle),
+ * -ESTALE (the imported region is gone), -ERANGE (outside the range).
+ */
+int regtab_resolve(struct regtab *t, uint64_t client, uint64_t handle,
+		   uint64_t off, uint64_t len, bool allow_import,
+		   struct region **out, uint64_t *region_off);
+
+struct regtab_counts {
+	uint32_t regions, imports;
+};
+void regtab_count(struct regtab *t, uint64_t client,
+		  struct regtab_counts *out);
+/* Total over all clients. */
+void regtab_count_all(struct regtab *t, struct regtab_counts *out);
+
+/* Call fn for each region (not imports), under the table lock: fn must
+ * not call back into the table. */
+void regtab_foreach_region(struct regtab *t,
+			   void (*fn)(const struct region *r, void *arg),
+			   void *arg);
+
+#endif /* XFERD_REGION_H */

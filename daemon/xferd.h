@@ -1,0 +1,47 @@
+/*
+ * xferd.h - the daemon's shared state, owned by main.c.
+ *
+ * Only the main thread touches this struct (the progress thread gets its
+ * own pointers at creation).  Modules receive it as their context.
+ */
+#ifndef XFERD_XFERD_H
+#define XFERD_XFERD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <time.h>
+
+#include "config.h"
+#include "token_codec.h"
+
+struct event_base;
+struct regtab;
+struct progress;
+struct client;
+
+#define XFERD_VERSION "0.1.0"
+
+TAILQ_HEAD(client_list, client);
+
+struct xferd {
+	struct event_base *base;
+	struct xferd_config cfg;
+	const char *config_path;    /* NULL: none in use */
+	bool config_required;       /* given with -c: must exist */
+	char socket_path[CONFIG_PATH_MAX];
+	uint8_t instance_id[TOKEN_INSTANCE_LEN];
+	struct timespec started;    /* CLOCK_MONOTONIC */
+
+	struct regtab *regs;
+	struct progress *progress;
+	struct client_list clients;
+	uint32_t nclients;          /* attached, not yet dropped */
+	uint64_t next_client_id;
+	bool stopping;
+};
+
+/* Milliseconds since `since` (CLOCK_MONOTONIC). */
+uint64_t xferd_ms_since(const struct timespec *since);
+
+#endif /* XFERD_XFERD_H */

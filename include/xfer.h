@@ -1,0 +1,196 @@
+/*
+ * xfer.h - libxfer, the client library of xferd.
+ *
+ * A process opens a context (one Unix-socket connection to the local xferd
+ * plus one shared-memory submission/completion ring), registers memory,
+ * exports tokens for it, imports the tokens of others, and moves bytes by
+ * placing descriptors on the ring.  xferd picks the path; every completion
+ * says which path it used.
+ *
+ * Conventions: functions return 0 (or a count) on success and a negative
+ * errno on failure; there is no global error state.  A context is used by
+ * one thread at a time.  Control calls (open, register, import, ...) block
+ * for one round trip to xferd; ring calls never block except xfer_wait_cqe.
+ */
+#ifndef XFER_H
+#define XFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xfer_ring.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct xfer_ctx;    /* a connection to xferd with its ring */
+struct xfer_mem;    /* memory this context registered */
+struct xfer_remote; /* an imported token: a transfer target */
+
+/* Largest token xfer_export() produces. */
+#define XFER_TOKEN_MAX 512
+
+/*
+ * Connect to xferd at socket_path (NULL: $XFERD_SOCKET, else the default
+ * path: $XDG_RUNTIME_DIR/xferd.sock, or /run/xferd/xferd.sock as root) and
+ * set up the ring.  Blocks for the handshake.  On success *out owns the
+ * connection; release it with xfer_close().
+ * Returns -ENOENT/-ECONNREFUSED when no xferd listens there, -EPROTO on a
+ * protocol version mismatch.
+ */
+int xfer_open(const char *socket_path, struct xfer_ctx **out);
+
+/*
+ * Close the connection.  xferd cancels whatever was in flight and releases
+ * every region and import of this context; memory from xfer_alloc_host()
+ * stays mapped until xfer_free_host() (or it is leaked if never freed).
+ * Accepts NULL.
+ */
+void xfer_close(struct xfer_ctx *ctx);
+
+/*
+ * Allocate len bytes of host memory shared with xferd (memfd, zero-copy on
+ * the same node) and register it.  xfer_mem_ptr() gives the address.
+ * Blocks for one round trip.  Free with xfer_free_host().
+ */
+int xfer_alloc_host(struct xfer_ctx *ctx, size_t len, struct xfer_mem **out);
+int xfer_free_host(struct xfer_ctx *ctx, struct xfer_mem *mem);
+
+/*
+ * Register memory the caller already has (malloc, mmap, a numpy array).
+ * xferd reaches it with process_vm_readv/writev, so the memory must stay
+ * valid until xfer_dereg().  The library allows xferd to do so under Yama
+ * (prctl(PR_SET_PTRACER)).  Blocks for one round trip.
+ */
+int xfer_reg(struct xfer_ctx *ctx, void *ptr, size_t len,
+	     struct xfer_mem **out);
+int xfer_dereg(struct xfer_ctx *ctx, struct xfer_mem *mem);
+
+void *xfer_mem_ptr(const struct xfer_mem *mem);
+size_t xfer_mem_len(const struct xfer_mem *mem);
+/* The handle to put in xfer_sqe.local or .remote. */
+uint64_t xfer_mem_handle(const struct xfer_mem *mem);
+
+/*
+ * Export [off, off + len) of mem as a token that lets its holder read and
+ * write exactly that range.  Never blocks (sub-range tokens are derived
+ * locally).  buf must hold *buf_len bytes; on success *buf_len is set to
+ * the token's size.  Returns -ERANGE if the range is outside mem,
+ * -ENOSPC if buf is too small.
+ */
+int xfer_export(const struct xfer_mem *mem, uint64_t off, uint64_t len,
+		void *buf, size_t *buf_len);
+
+/*
+ * Import a token received from anyone.  xferd checks its key: a token
+ * that was altered or names a region that is gone gives -EACCES (or
+ * -EINVAL when it is not a token at all).  Blocks for one round trip.
+ */
+int xfer_import(struct xfer_ctx *ctx, const void *token, size_t len,
+		struct xfer_remote **out);
+int xfer_unimport(struct xfer_ctx *ctx, struct xfer_remote *remote);
+/* Bytes the token grants; offsets in SQEs are relative to its start. */
+uint64_t xfer_remote_len(const struct xfer_remote *remote);
+uint64_t xfer_remote_handle(const struct xfer_remote *remote);
+
+/*
+ * Submission.  xfer_get_sqe() returns the next free entry or NULL when the
+ * SQ is full; fill it (the xfer_prep_* helpers below) and call
+ * xfer_submit() to publish every entry got so far.  xfer_submit() never
+ * blocks; it returns the number of entries published.
+ */
+struct xfer_sqe *xfer_get_sqe(struct xfer_ctx *ctx);
+int xfer_submit(struct xfer_ctx *ctx);
+/* Free SQ slots right now. */
+unsigned xfer_sq_space(const struct xfer_ctx *ctx);
+
+/*
+ * Completion.  xfer_peek_cqe() never blocks: 0 and *cqe, or -EAGAIN.
+ * xfer_wait_cqe() spins for the context's spin time (xfer_set_wait_spin),
+ * then sleeps until a CQE arrives, timeout_ms passes (-1: no limit;
+ * -ETIME) or xferd goes away (-ENOTCONN).  A CQE stays at the head of the
+ * queue until xfer_cq_advance() consumes it.
+ */
+int xfer_peek_cqe(struct xfer_ctx *ctx, struct xfer_cqe **cqe);
+int xfer_wait_cqe(struct xfer_ctx *ctx, struct xfer_cqe **cqe, int timeout_ms);
+void xfer_cq_advance(struct xfer_ctx *ctx, unsigned n);
+/* Notifications dropped because this context's CQ was full. */
+uint32_t xfer_cq_overflow(const struct xfer_ctx *ctx);
+/* How long xfer_wait_cqe() polls before sleeping (default 20 us). */
+void xfer_set_wait_spin(struct xfer_ctx *ctx, unsigned usec);
+
+/* The name of a path (XFER_PATH_*), "memcpy", "cma", "tcp", ... */
+const char *xfer_path_name(unsigned path);
+/* A message for a negative errno returned by this library or a CQE. */
+const char *xfer_strerror(int err);
+
+/* --- descriptor preparation (inline: they only fill an SQE) --- */
+
+static inline void xfer_prep_rw(struct xfer_sqe *sqe, unsigned op,
+				uint64_t local, uint64_t local_off,
+				uint64_t remote, uint64_t remote_off,
+				uint64_t len, uint64_t user_data)
+{
+	*sqe = (struct xfer_sqe){
+		.opcode = (uint8_t)op,
+		.user_data = user_data,
+		.local = local,
+		.local_off = local_off,
+		.remote = remote,
+		.remote_off = remote_off,
+		.len = len,
+	};
+}
+
+/* local[local_off, +len) -> remote[remote_off, +len) */
+static inline void xfer_prep_write(struct xfer_sqe *sqe, uint64_t local,
+				   uint64_t local_off, uint64_t remote,
+				   uint64_t remote_off, uint64_t len,
+				   uint64_t user_data)
+{
+	xfer_prep_rw(sqe, XFER_OP_WRITE, local, local_off, remote, remote_off,
+		     len, user_data);
+}
+
+/* remote[remote_off, +len) -> local[local_off, +len) */
+static inline void xfer_prep_read(struct xfer_sqe *sqe, uint64_t local,
+				  uint64_t local_off, uint64_t remote,
+				  uint64_t remote_off, uint64_t len,
+				  uint64_t user_data)
+{
+	xfer_prep_rw(sqe, XFER_OP_READ, local, local_off, remote, remote_off,
+		     len, user_data);
+}
+
+static inline void xfer_prep_nop(struct xfer_sqe *sqe, uint64_t user_data)
+{
+	xfer_prep_rw(sqe, XFER_OP_NOP, 0, 0, 0, 0, 0, user_data);
+}
+
+/* Deliver value to the owner of remote's region, moving no data. */
+static inline void xfer_prep_notify(struct xfer_sqe *sqe, uint64_t remote,
+				    uint64_t value, uint64_t user_data)
+{
+	xfer_prep_rw(sqe, XFER_OP_NOTIFY, 0, 0, remote, 0, 0, user_data);
+	sqe->notify_value = value;
+}
+
+/* Also notify the remote owner with value once the data has landed. */
+static inline void xfer_sqe_set_notify(struct xfer_sqe *sqe, uint64_t value)
+{
+	sqe->flags |= XFER_SQE_F_NOTIFY;
+	sqe->notify_value = value;
+}
+
+/* Link sqe with the next one into one batch (one CQE for the batch). */
+static inline void xfer_sqe_set_link(struct xfer_sqe *sqe)
+{
+	sqe->flags |= XFER_SQE_F_LINK;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* XFER_H */

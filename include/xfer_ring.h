@@ -1,0 +1,140 @@
+/*
+ * xfer_ring.h - the shared-memory ring ABI between libxfer and xferd.
+ *
+ * One memfd per connection holds a header, a submission queue (SQ) of
+ * fixed-size descriptors and a completion queue (CQ) twice its size.
+ * xferd creates and seals the memfd and sends the byte offset of every
+ * field in its setup reply (struct xfer_ring_offsets), so the layout can
+ * grow without breaking old clients: never compute offsets from the
+ * structs below, always from the offsets you were given.
+ *
+ * Indices are free-running 32-bit counters; entry i lives at slot
+ * (i & (entries - 1)).  The producer of a queue owns its tail, the
+ * consumer its head, and each lives on its own cache line.
+ *
+ * Everything in this file is plain data; the protocol (which side may
+ * write what, and the memory ordering) is described next to each field.
+ */
+#ifndef XFER_RING_H
+#define XFER_RING_H
+
+#include <stdint.h>
+
+#define XFER_RING_MAGIC   0x58524e47u /* "XRNG" */
+#define XFER_RING_VERSION 1u
+
+/* Opcodes of a submission queue entry. */
+enum xfer_op {
+	XFER_OP_NOP = 0,    /* completes at once with result 0 */
+	XFER_OP_WRITE = 1,  /* local[local_off..+len] -> remote[remote_off..] */
+	XFER_OP_READ = 2,   /* remote[remote_off..+len] -> local[local_off..] */
+	XFER_OP_NOTIFY = 3, /* no data: deliver notify_value to remote's owner */
+	XFER_OP__COUNT
+};
+
+/* SQE flags. */
+enum {
+	/*
+	 * This entry and the next one belong to one batch.  A batch is a run
+	 * of entries each carrying LINK except the last; it completes with a
+	 * single CQE carrying the last entry's user_data and the sum of the
+	 * bytes moved, or the first error (after which the rest of the batch
+	 * moves nothing and is skipped).
+	 */
+	XFER_SQE_F_LINK = 1u << 0,
+	/*
+	 * After this entry's data has landed, deliver notify_value as a CQE
+	 * (flag XFER_CQE_F_NOTIFY) on the ring of the remote region's owner.
+	 * For a batch, set it on the last entry: it fires once, after all
+	 * data of the batch has landed and only if the batch succeeded.
+	 */
+	XFER_SQE_F_NOTIFY = 1u << 1,
+	XFER_SQE_F__ALL = (1u << 2) - 1
+};
+
+/* Which path moved the data of a completion (xfer_cqe.path). */
+enum xfer_path {
+	XFER_PATH_NONE = 0,     /* no data moved (NOP, NOTIFY, early error) */
+	XFER_PATH_MEMCPY = 1,   /* same node, memcpy between xferd's mappings */
+	XFER_PATH_CMA = 2,      /* same node, process_vm_readv/writev */
+	XFER_PATH_CUDA_IPC = 3, /* same node, CUDA copy between imports */
+	XFER_PATH_RDMA = 4,     /* other node, one-sided RDMA, zero copy */
+	XFER_PATH_RDMA_STAGED = 5,
+	XFER_PATH_TCP = 6,      /* other node, streamed over the xferd link */
+	XFER_PATH__COUNT
+};
+
+/*
+ * Submission queue entry, written by the client, read by xferd.  xferd
+ * copies each entry out of the ring once and validates the copy: a client
+ * that changes an entry after publishing it only hurts itself.
+ */
+struct xfer_sqe {
+	uint8_t opcode;        /* enum xfer_op */
+	uint8_t flags;         /* XFER_SQE_F_* */
+	uint16_t reserved0;    /* must be 0 */
+	uint32_t reserved1;    /* must be 0 */
+	uint64_t user_data;    /* returned untouched in the CQE */
+	uint64_t local;        /* handle of a region this client registered */
+	uint64_t local_off;
+	uint64_t remote;       /* handle of a region or an imported token */
+	uint64_t remote_off;
+	uint64_t len;          /* bytes; 0 is allowed and moves nothing */
+	uint64_t notify_value; /* with XFER_SQE_F_NOTIFY or XFER_OP_NOTIFY */
+};
+_Static_assert(sizeof(struct xfer_sqe) == 64, "SQE is one cache line");
+
+/* CQE flags. */
+enum {
+	/* A notification for a region this client owns, not a completion of
+	 * its own submission: user_data is the sender's notify_value, result
+	 * the bytes that landed, handle the owner's handle of the region. */
+	XFER_CQE_F_NOTIFY = 1u << 0,
+};
+
+/* Completion queue entry, written by xferd, read by the client. */
+struct xfer_cqe {
+	uint64_t user_data;
+	int64_t result;    /* bytes moved (>= 0) or a negative errno */
+	uint32_t flags;    /* XFER_CQE_F_* */
+	uint16_t path;     /* enum xfer_path */
+	uint16_t reserved;
+	uint64_t handle;   /* XFER_CQE_F_NOTIFY: the region notified */
+};
+_Static_assert(sizeof(struct xfer_cqe) == 32, "two CQEs per cache line");
+
+/* Bits of the SQ flags word (written by xferd, read by the client). */
+enum {
+	/* xferd's progress thread is asleep: ring the SQ doorbell. */
+	XFER_SQ_NEED_WAKEUP = 1u << 0,
+	/* xferd has gone (shut down or dropped this client): stop waiting. */
+	XFER_SQ_DEAD = 1u << 1,
+};
+
+/* Bits of the CQ flags word (written by the client, read by xferd). */
+enum {
+	/* The client sleeps on its CQ doorbell: xferd must ring it. */
+	XFER_CQ_NEED_WAKEUP = 1u << 0,
+};
+
+/*
+ * Byte offsets of the ring fields inside the ring memfd, as sent by xferd
+ * in the setup reply.  Every counter is a uint32_t.
+ */
+struct xfer_ring_offsets {
+	uint32_t map_size;   /* bytes to mmap */
+	uint32_t sq_entries; /* power of two */
+	uint32_t cq_entries; /* power of two, 2 * sq_entries */
+	uint32_t magic;      /* u32 at this offset == XFER_RING_MAGIC */
+	uint32_t sq_head;    /* xferd: consumed up to here (release) */
+	uint32_t sq_tail;    /* client: published up to here (release) */
+	uint32_t sq_flags;   /* xferd: XFER_SQ_* */
+	uint32_t sqes;       /* array of sq_entries struct xfer_sqe */
+	uint32_t cq_head;    /* client: consumed up to here (release) */
+	uint32_t cq_tail;    /* xferd: published up to here (release) */
+	uint32_t cq_flags;   /* client: XFER_CQ_* */
+	uint32_t cq_overflow;/* xferd: notifications dropped, CQ was full */
+	uint32_t cqes;       /* array of cq_entries struct xfer_cqe */
+};
+
+#endif /* XFER_RING_H */

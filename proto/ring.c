@@ -1,0 +1,102 @@
+/*
+ * ring.c - ring layout (xferd) and layout checking (libxfer).
+ */
+#include <errno.h>
+#include <stdalign.h>
+
+#include "ring.h"
+
+/* Fixed header: one 128-byte block per writer so that no index shares a
+ * cache line (or an adjacent-line prefetch pair) with the other side's. */
+enum {
+	HDR_MAGIC = 0,             /* magic, version: written once */
+	HDR_SQ_CONS = 1 * RING_LINE, /* xferd: sq_head, sq_flags */
+	HDR_SQ_PROD = 2 * RING_LINE, /* client: sq_tail */
+	HDR_CQ_CONS = 3 * RING_LINE, /* client: cq_head, cq_flags */
+	HDR_CQ_PROD = 4 * RING_LINE, /* xferd: cq_tail, cq_overflow */
+	HDR_SIZE = 5 * RING_LINE,
+};
+_Static_assert(HDR_SQ_PROD - HDR_SQ_CONS >= 128, "SQ indices share a line");
+_Static_assert(HDR_CQ_PROD - HDR_CQ_CONS >= 128, "CQ indices share a line");
+_Static_assert(HDR_SIZE % alignof(struct xfer_sqe) == 0, "SQE alignment");
+
+static bool is_pow2(uint32_t x)
+{
+	return x && !(x & (x - 1));
+}
+
+int ring_layout(uint32_t sq_entries, struct xfer_ring_offsets *off)
+{
+	if (!is_pow2(sq_entries) || sq_entries < RING_MIN_SQ_ENTRIES ||
+	    sq_entries > RING_MAX_SQ_ENTRIES)
+		return -EINVAL;
+	uint32_t cq_entries = 2 * sq_entries;
+	uint32_t sqes = HDR_SIZE;
+	uint32_t cqes = sqes + sq_entries * (uint32_t)sizeof(struct xfer_sqe);
+
+	*off = (struct xfer_ring_offsets){
+		.sq_entries = sq_entries,
+		.cq_entries = cq_entries,
+		.magic = HDR_MAGIC,
+		.sq_head = HDR_SQ_CONS,
+		.sq_flags = HDR_SQ_CONS + 4,
+		.sq_tail = HDR_SQ_PROD,
+		.cq_head = HDR_CQ_CONS,
+		.cq_flags = HDR_CQ_CONS + 4,
+		.cq_tail = HDR_CQ_PROD,
+		.cq_overflow = HDR_CQ_PROD + 4,
+		.sqes = sqes,
+		.cqes = cqes,
+		.map_size = cqes + cq_entries * (uint32_t)sizeof(struct xfer_cqe),
+	};
+	return 0;
+}
+
+/* A u32 field at off lies in the header, aligned, inside the mapping. */
+static bool field_ok(uint32_t off, uint32_t header_end)
+{
+	return off % 4 == 0 && (uint64_t)off + 4 <= header_end;
+}
+
+int ring_view_init(struct ring_view *v, void *base, size_t map_len,
+		   const struct xfer_ring_offsets *off)
+{
+	char *b = base;
+
+	if (!is_pow2(off->sq_entries) || off->sq_entries > RING_MAX_SQ_ENTRIES ||
+	    off->cq_entries != 2 * off->sq_entries || off->map_size > map_len)
+		return -EPROTO;
+	uint64_t sq_end = (uint64_t)off->sqes +
+			  (uint64_t)off->sq_entries * sizeof(struct xfer_sqe);
+	uint64_t cq_end = (uint64_t)off->cqes +
+			  (uint64_t)off->cq_entries * sizeof(struct xfer_cqe);
+	uint32_t header_end = off->sqes < off->cqes ? off->sqes : off->cqes;
+
+	if (off->sqes % 64 || off->cqes % 32 || sq_end > off->map_size ||
+	    cq_end > off->map_size ||
+	    (off->sqes < off->cqes ? sq_end > off->cqes : cq_end > off->sqes))
+		return -EPROTO;
+	const uint32_t fields[] = { off->magic, off->sq_head, off->sq_tail,
+				    off->sq_flags, off->cq_head, off->cq_tail,
+				    off->cq_flags, off->cq_overflow };
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+		if (!field_ok(fields[i], header_end))
+			return -EPROTO;
+
+	if (*(const uint32_t *)(b + off->magic) != XFER_RING_MAGIC)
+		return -EPROTO;
+	*v = (struct ring_view){
+		.sq_head = (_Atomic uint32_t *)(b + off->sq_head),
+		.sq_tail = (_Atomic uint32_t *)(b + off->sq_tail),
+		.sq_flags = (_Atomic uint32_t *)(b + off->sq_flags),
+		.cq_head = (_Atomic uint32_t *)(b + off->cq_head),
+		.cq_tail = (_Atomic uint32_t *)(b + off->cq_tail),
+		.cq_flags = (_Atomic uint32_t *)(b + off->cq_flags),
+		.cq_overflow = (_Atomic uint32_t *)(b + off->cq_overflow),
+		.sqes = (struct xfer_sqe *)(b + off->sqes),
+		.cqes = (struct xfer_cqe *)(b + off->cqes),
+		.sq_entries = off->sq_entries,
+		.cq_entries = off->cq_entries,
+	};
+	return 0;
+}

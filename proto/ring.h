@@ -1,0 +1,182 @@
+/*
+ * ring.h - the submission/completion ring protocol, both halves.
+ *
+ * The layout (struct xfer_ring_offsets in include/xfer_ring.h) is made by
+ * ring_layout() in xferd and checked by ring_view_init() in libxfer; the
+ * inline functions below are the only code that touches ring indices, so
+ * every memory-ordering pair is visible in this one file:
+ *
+ *   (A) SQ slots:  client writes entries, then store-release sq_tail;
+ *                  xferd load-acquires sq_tail, then reads the entries.
+ *   (B) SQ reuse:  xferd copies entries out, then store-release sq_head;
+ *                  client load-acquires sq_head before overwriting slots.
+ *   (C) CQ slots:  xferd writes entries, then store-release cq_tail;
+ *                  client load-acquires cq_tail, then reads the entries.
+ *   (D) CQ reuse:  client reads entries, then store-release cq_head;
+ *                  xferd load-acquires cq_head before overwriting slots.
+ *   (E) doorbells: the sleeper sets NEED_WAKEUP, full fence, re-reads the
+ *                  tail; the producer stores its tail, full fence, reads
+ *                  the flag.  With both fences at least one side sees the
+ *                  other's store, so a wake-up is never lost.
+ *
+ * xferd treats every value it reads from the ring as untrusted: a client
+ * can only corrupt its own ring, and xferd checks indices before use.
+ */
+#ifndef XFER_PROTO_RING_H
+#define XFER_PROTO_RING_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "xfer_ring.h"
+
+#define RING_LINE           128u  /* two cache lines: no adjacent-line sharing */
+#define RING_MAX_SQ_ENTRIES 32768u
+#define RING_MIN_SQ_ENTRIES 8u
+
+/* A mapped ring, with pointers resolved from its offsets. */
+struct ring_view {
+	_Atomic uint32_t *sq_head, *sq_tail, *sq_flags;
+	_Atomic uint32_t *cq_head, *cq_tail, *cq_flags, *cq_overflow;
+	struct xfer_sqe *sqes;
+	struct xfer_cqe *cqes;
+	uint32_t sq_entries, cq_entries;
+};
+
+/* Offsets for a ring of sq_entries (power of two); -EINVAL otherwise. */
+int ring_layout(uint32_t sq_entries, struct xfer_ring_offsets *off);
+
+/*
+ * Resolve off against a mapping of map_len bytes at base.  Checks that
+ * every field lies inside the mapping, is aligned and does not overlap
+ * the entry arrays, so a bad setup reply cannot make libxfer touch memory
+ * outside the ring.  Returns 0 or -EPROTO.
+ */
+int ring_view_init(struct ring_view *v, void *base, size_t map_len,
+		   const struct xfer_ring_offsets *off);
+
+/* --- producer side of the SQ (libxfer) --- */
+
+/* Free slots, given the producer's private tail. */
+static inline uint32_t ring_sq_space(const struct ring_view *v,
+				     uint32_t tail)
+{
+	/* (B) pairs with ring_sq_release(): slots below head are free. */
+	uint32_t head = atomic_load_explicit(v->sq_head, memory_order_acquire);
+	return v->sq_entries - (tail - head);
+}
+
+static inline struct xfer_sqe *ring_sqe_at(const struct ring_view *v,
+					   uint32_t index)
+{
+	return &v->sqes[index & (v->sq_entries - 1)];
+}
+
+/* Publish entries up to tail; true if xferd asked to be woken. */
+static inline bool ring_sq_publish(const struct ring_view *v, uint32_t tail)
+{
+	/* (A) pairs with the acquire in ring_sq_avail(). */
+	atomic_store_explicit(v->sq_tail, tail, memory_order_release);
+	/* (E) order the tail store before the flag load. */
+	atomic_thread_fence(memory_order_seq_cst);
+	return atomic_load_explicit(v->sq_flags, memory_order_relaxed) &
+	       XFER_SQ_NEED_WAKEUP;
+}
+
+/* --- consumer side of the SQ (xferd) --- */
+
+/* Entries published past head (untrusted: may exceed sq_entries). */
+static inline uint32_t ring_sq_avail(const struct ring_view *v,
+				     uint32_t head)
+{
+	/* (A) pairs with the release in ring_sq_publish(). */
+	return atomic_load_explicit(v->sq_tail, memory_order_acquire) - head;
+}
+
+/*
+ * Copy one entry out of shared memory.  Each field is read exactly once
+ * (relaxed atomic loads) so that validation and use see the same values
+ * even if the client rewrites the slot meanwhile.
+ */
+static inline void ring_sqe_copy(const struct ring_view *v, uint32_t index,
+				 struct xfer_sqe *out)
+{
+	const uint64_t *src = (const uint64_t *)ring_sqe_at(v, index);
+	uint64_t *dst = (uint64_t *)out;
+
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+}
+
+static inline void ring_sq_release(const struct ring_view *v, uint32_t head)
+{
+	/* (B) our copies of the entries are done before the slots go back. */
+	atomic_store_explicit(v->sq_head, head, memory_order_release);
+}
+
+/* --- producer side of the CQ (xferd) --- */
+
+/* Free CQ slots given xferd's private tail; 0 if the client's head is
+ * corrupt (beyond the tail), which only stalls that client. */
+static inline uint32_t ring_cq_space(const struct ring_view *v,
+				     uint32_t tail)
+{
+	/* (D) pairs with ring_cq_release(). */
+	uint32_t head = atomic_load_explicit(v->cq_head, memory_order_acquire);
+	uint32_t used = tail - head;
+
+	return used > v->cq_entries ? 0 : v->cq_entries - used;
+}
+
+static inline struct xfer_cqe *ring_cqe_at(const struct ring_view *v,
+					   uint32_t index)
+{
+	return &v->cqes[index & (v->cq_entries - 1)];
+}
+
+/* Publish completions up to tail; true if the client asked for a wake-up. */
+static inline bool ring_cq_publish(const struct ring_view *v, uint32_t tail)
+{
+	/* (C) pairs with the acquire in ring_cq_avail(). */
+	atomic_store_explicit(v->cq_tail, tail, memory_order_release);
+	/* (E) order the tail store before the flag load. */
+	atomic_thread_fence(memory_order_seq_cst);
+	return atomic_load_explicit(v->cq_flags, memory_order_relaxed) &
+	       XFER_CQ_NEED_WAKEUP;
+}
+
+/* --- consumer side of the CQ (libxfer) --- */
+
+static inline uint32_t ring_cq_avail(const struct ring_view *v,
+				     uint32_t head)
+{
+	/* (C) pairs with the release in ring_cq_publish(). */
+	return atomic_load_explicit(v->cq_tail, memory_order_acquire) - head;
+}
+
+static inline void ring_cq_release(const struct ring_view *v, uint32_t head)
+{
+	/* (D) we have read the entries before xferd may overwrite them. */
+	atomic_store_explicit(v->cq_head, head, memory_order_release);
+}
+
+/*
+ * Doorbell arming for a sleeper (E): set flag in *flags, then re-check
+ * with a full fence in between.  Returns true if work arrived meanwhile
+ * (the caller must not sleep).  `avail` re-reads the producer's tail.
+ */
+static inline void ring_flag_set(_Atomic uint32_t *flags, uint32_t flag)
+{
+	atomic_fetch_or_explicit(flags, flag, memory_order_relaxed);
+	/* (E) the flag store is ordered before the caller's tail re-read. */
+	atomic_thread_fence(memory_order_seq_cst);
+}
+
+static inline void ring_flag_clear(_Atomic uint32_t *flags, uint32_t flag)
+{
+	atomic_fetch_and_explicit(flags, ~flag, memory_order_relaxed);
+}
+
+#endif /* XFER_PROTO_RING_H */
