@@ -88,7 +88,7 @@ BASE_LIBS := -lprotobuf-c -lcrypto -pthread
 
 # Programs under tests/ and tools/ that use libxfer.
 TEST_PROGS := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,\
-	$(wildcard tests/integration/*.c))
+	$(filter-out tests/integration/testlib.c,$(wildcard tests/integration/*.c)))
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 UNIT_BIN   := $(BUILD)/tests/unit_tests
 
@@ -180,9 +180,6 @@ $(UNIT_BIN): $(call obj,$(UNIT_SRC)) $(UNIT_DEPS)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(shell $(PKG) --libs check) $(BASE_LIBS)
-
-# testlib.c is a helper, not a test program of its own.
-$(BUILD)/tests/testlib: ;
 
 # --- running -------------------------------------------------------------
 
