@@ -33,7 +33,7 @@ endif
 # Debian packages the build, the tests and the benchmarks need.
 DEPS_BUILD := build-essential pkg-config libibverbs-dev libevent-dev \
 	libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libssl-dev check
-DEPS_TEST  := iproute2 procps psmisc
+DEPS_TEST  := iproute2 procps psmisc python3 systemd jq
 DEPS_BENCH := ucx-utils
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
@@ -80,6 +80,7 @@ LIB_OBJ    := $(call obj,$(LIB_SRC))
 XFERD     := $(BUILD)/xferd
 XFERCTL   := $(BUILD)/xferctl
 XFERBENCH := $(BUILD)/xferbench
+XFERDEMO  := $(BUILD)/xferdemo
 LIBSO     := $(BUILD)/libxfer.so.$(SOVERSION)
 LIBA      := $(BUILD)/libxfer.a
 LIBPC     := $(BUILD)/libxfer.pc
@@ -95,7 +96,7 @@ UNIT_BIN   := $(BUILD)/tests/unit_tests
 .PHONY: all deps check unit integration demo bench asan install clean
 .DEFAULT_GOAL := all
 
-all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(LIBSO) $(LIBA) $(LIBPC) \
+all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(XFERDEMO) $(LIBSO) $(LIBA) $(LIBPC) \
 	$(TEST_PROGS) $(UNIT_BIN)
 
 # --- dependencies --------------------------------------------------------
@@ -167,6 +168,10 @@ $(XFERBENCH): $(OBJ)/tools/xferbench.o $(LIBA)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) -lm
 
+$(XFERDEMO): $(OBJ)/tools/xferdemo.o $(LIBA)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
+
 $(BUILD)/tests/%: $(OBJ)/tests/integration/%.o $(OBJ)/tests/integration/testlib.o $(LIBA)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
@@ -202,8 +207,8 @@ asan:
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
 		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) \
-		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man5 \
-		$(DESTDIR)$(MANDIR)/man8
+		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man1 \
+		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	install -m 0755 $(XFERD) $(DESTDIR)$(SBINDIR)/xferd
 	install -m 0755 $(XFERCTL) $(XFERBENCH) $(DESTDIR)$(BINDIR)/
 	install -m 0755 $(LIBSO) $(DESTDIR)$(LIBDIR)/
@@ -213,8 +218,9 @@ install: all
 	sed 's|@SBINDIR@|$(SBINDIR)|g' systemd/xferd.service > \
 		$(DESTDIR)$(UNITDIR)/xferd.service
 	install -m 0644 systemd/xferd.socket $(DESTDIR)$(UNITDIR)/
-	install -m 0644 man/xferd.conf.5 $(DESTDIR)$(MANDIR)/man5/
-	install -m 0644 man/xferd.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 0644 tools/xferctl.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 daemon/xferd.conf.5 $(DESTDIR)$(MANDIR)/man5/
+	install -m 0644 daemon/xferd.8 $(DESTDIR)$(MANDIR)/man8/
 
 clean:
 	rm -rf build build-asan

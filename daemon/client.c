@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/pidfd.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -29,6 +30,7 @@ struct client {
 	int sock;
 	struct event *ev;
 	pid_t pid;
+	int pidfd;               /* pins pid for the CMA path (region.h) */
 	uid_t uid;
 	gid_t gid;
 	char name[64];
@@ -98,8 +100,9 @@ static int handle_reg(struct client *c, uint64_t seq,
 		if (*nfds != 0)
 			return reply_status(c, seq, -EINVAL,
 					    "a cma region carries no fd");
-		err = region_create_cma(c->pid, req->addr, req->length,
-					c->pc.id, &r);
+		err = c->pidfd < 0 ? -ESRCH
+			: region_create_cma(c->pid, c->pidfd, req->addr,
+					    req->length, c->pc.id, &r);
 		break;
 	default:
 		return reply_status(c, seq, -EINVAL, "unknown memory kind");
@@ -276,6 +279,8 @@ static void client_free(struct client *c)
 		close(c->pc.cq_efd);
 	if (c->ring_map)
 		munmap(c->ring_map, c->ring_len);
+	if (c->pidfd >= 0)
+		close(c->pidfd);
 	free(c);
 }
 
@@ -455,6 +460,8 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	c->gid = cred->gid;
 	c->pc.id = d->next_client_id++;
 	c->pc.cq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	/* Fails only if the process already exited; then it gets no CMA. */
+	c->pidfd = pidfd_open(c->pid, 0);
 	clock_gettime(CLOCK_MONOTONIC, &c->connected);
 	snprintf(c->name, sizeof(c->name), "%s",
 		 m->hello->name && *m->hello->name ? m->hello->name : "?");

@@ -38,18 +38,22 @@ static void *addr_at(const struct region *r, uint64_t off)
  * page and stops early only at an unmapped page, which then fails the
  * next call with -EFAULT, so the loop ends.
  */
-static int64_t cma_move(bool write, pid_t pid, void *local, void *remote,
-			uint64_t len)
+static int64_t cma_move(bool write, const struct region *r, void *local,
+			void *remote, uint64_t len)
 {
 	uint64_t done = 0;
+
+	/* The pid of a process that exited may belong to another one now. */
+	if (!region_cma_alive(r))
+		return -ESRCH;
 
 	while (done < len) {
 		struct iovec l = { .iov_base = (char *)local + done,
 				   .iov_len = len - done };
-		struct iovec r = { .iov_base = (char *)remote + done,
+		struct iovec rv = { .iov_base = (char *)remote + done,
 				   .iov_len = len - done };
-		ssize_t n = write ? process_vm_writev(pid, &l, 1, &r, 1, 0)
-				  : process_vm_readv(pid, &l, 1, &r, 1, 0);
+		ssize_t n = write ? process_vm_writev(r->pid, &l, 1, &rv, 1, 0)
+				  : process_vm_readv(r->pid, &l, 1, &rv, 1, 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -74,11 +78,11 @@ static int64_t cma_to_cma(struct local_staging *st, const struct region *src,
 	for (uint64_t done = 0; done < len;) {
 		uint64_t n = len - done < st->len ? len - done : st->len;
 		uint64_t at = backwards ? len - done - n : done;
-		int64_t rc = cma_move(false, src->pid, st->buf,
+		int64_t rc = cma_move(false, src, st->buf,
 				      addr_at(src, soff + at), n);
 		if (rc < 0)
 			return rc;
-		rc = cma_move(true, dst->pid, st->buf, addr_at(dst, doff + at),
+		rc = cma_move(true, dst, st->buf, addr_at(dst, doff + at),
 			      n);
 		if (rc < 0)
 			return rc;
@@ -102,10 +106,10 @@ int64_t local_copy(struct local_staging *st, const struct region *src,
 	}
 	*path = XFER_PATH_CMA;
 	if (src->kind == REGION_MEMFD)
-		return cma_move(true, dst->pid, map_at(src, soff),
+		return cma_move(true, dst, map_at(src, soff),
 				addr_at(dst, doff), len);
 	if (dst->kind == REGION_MEMFD)
-		return cma_move(false, src->pid, map_at(dst, doff),
+		return cma_move(false, src, map_at(dst, doff),
 				addr_at(src, soff), len);
 	return cma_to_cma(st, src, soff, dst, doff, len);
 }

@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,7 @@ static struct region *region_alloc(enum region_kind kind, uint64_t length,
 	r->length = length;
 	r->owner = owner;
 	r->fd = -1;
+	r->pidfd = -1;
 	atomic_init(&r->refs, 1);
 	return r;
 }
@@ -86,7 +88,7 @@ static int cma_probe(pid_t pid, uint64_t addr)
 								     : -errno;
 }
 
-int region_create_cma(pid_t pid, uint64_t addr, uint64_t length,
+int region_create_cma(pid_t pid, int pidfd, uint64_t addr, uint64_t length,
 		      uint64_t owner, struct region **out)
 {
 	if (length == 0 || addr == 0 || addr + length < addr ||
@@ -101,10 +103,24 @@ int region_create_cma(pid_t pid, uint64_t addr, uint64_t length,
 	struct region *r = region_alloc(REGION_CMA, length, owner);
 	if (!r)
 		return -ENOMEM;
+	r->pidfd = fcntl(pidfd, F_DUPFD_CLOEXEC, 0);
+	if (r->pidfd < 0) {
+		err = -errno;
+		free(r);
+		return err;
+	}
 	r->pid = pid;
 	r->addr = addr;
 	*out = r;
 	return 0;
+}
+
+bool region_cma_alive(const struct region *r)
+{
+	/* A pidfd becomes readable when its process exits. */
+	struct pollfd pfd = { .fd = r->pidfd, .events = POLLIN };
+
+	return poll(&pfd, 1, 0) == 0;
 }
 
 void region_get(struct region *r)
@@ -126,6 +142,8 @@ void region_put(struct region *r)
 		munmap(r->map, r->length);
 	if (r->fd >= 0)
 		close(r->fd);
+	if (r->pidfd >= 0)
+		close(r->pidfd);
 	explicit_bzero(r->key, sizeof(r->key));
 	free(r);
 }

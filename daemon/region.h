@@ -35,6 +35,7 @@ struct region {
 	void *map;               /* MEMFD: xferd's own mapping */
 	int fd;                  /* MEMFD: the sealed memfd */
 	pid_t pid;               /* CMA: the owner process */
+	int pidfd;               /* CMA: the same process, pinned (see below) */
 	uint64_t addr;           /* CMA: the range's address in the owner */
 	uint8_t key[TOKEN_KEY_LEN];
 	_Atomic uint32_t refs;
@@ -48,9 +49,16 @@ struct region {
  */
 int region_create_memfd(int fd, uint64_t length, uint64_t owner,
 			struct region **out);
-/* Describe [addr, addr + length) in process pid; checks it is readable. */
-int region_create_cma(pid_t pid, uint64_t addr, uint64_t length,
+/*
+ * Describe [addr, addr + length) in process pid; checks it is readable.
+ * pidfd refers to the same process (taken when it connected); the region
+ * keeps a duplicate so that a copy never goes to a recycled pid: once the
+ * process has exited, region_cma_alive() is false.
+ */
+int region_create_cma(pid_t pid, int pidfd, uint64_t addr, uint64_t length,
 		      uint64_t owner, struct region **out);
+/* Has the owner of a CMA region not exited yet? */
+bool region_cma_alive(const struct region *r);
 void region_get(struct region *r);
 /* Drop a reference; the last one unmaps and frees.  Accepts NULL. */
 void region_put(struct region *r);
