@@ -114,6 +114,9 @@ deps:
 		  apt-get install -y -q --no-install-recommends $$missing; }; \
 	fi
 
+# Generated sources are kept (not make's intermediates to delete).
+.SECONDARY: $(PROTO_C) $(PROTO_H)
+
 # The generated code and thus every object wait for deps (order-only).
 $(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto | deps
 	@mkdir -p $(GEN)

@@ -19,6 +19,18 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static void ring_doorbell(int efd)
+{
+	uint64_t one = 1;
+	ssize_t n;
+
+	/* EAGAIN: the counter is saturated, xferd wakes anyway.  Any other
+	 * error means xferd is gone, which the next call reports. */
+	do
+		n = write(efd, &one, sizeof(one));
+	while (n < 0 && errno == EINTR);
+}
+
 static bool daemon_gone(const struct xfer_ctx *ctx)
 {
 	return ctx->gone ||
@@ -53,12 +65,8 @@ XFER_EXPORT int xfer_submit(struct xfer_ctx *ctx)
 	if (n == 0)
 		return 0;
 	ctx->sq_published = ctx->sq_tail;
-	if (ring_sq_publish(&ctx->ring, ctx->sq_tail)) {
-		uint64_t one = 1;
-		/* EAGAIN: the counter is saturated, xferd will wake anyway. */
-		if (write(ctx->sq_efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-			return -errno;
-	}
+	if (ring_sq_publish(&ctx->ring, ctx->sq_tail))
+		ring_doorbell(ctx->sq_efd);
 	return (int)n;
 }
 
@@ -74,6 +82,9 @@ XFER_EXPORT void xfer_cq_advance(struct xfer_ctx *ctx, unsigned n)
 {
 	ctx->cq_head += n;
 	ring_cq_release(&ctx->ring, ctx->cq_head);
+	/* xferd stopped taking our SQEs because the CQ was full. */
+	if (ring_cq_room_wanted(&ctx->ring))
+		ring_doorbell(ctx->sq_efd);
 }
 
 XFER_EXPORT uint32_t xfer_cq_overflow(const struct xfer_ctx *ctx)

@@ -52,10 +52,18 @@ uint64_t ctl_rss_bytes(void)
 	return resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
+static int reply_error(struct ctl_conn *cc, int error, const char *message);
+
 static int send_reply(struct ctl_conn *cc, Xfer__Ctl__CtlMsg *m)
 {
 	m->proto_version = XFER_PROTO_VERSION;
-	return wire_send(cc->sock, WIRE_TAG_CTL, &m->base, NULL, 0);
+	int rc = wire_send(cc->sock, WIRE_TAG_CTL, &m->base, NULL, 0);
+	/* A long list (thousands of regions) outgrows one packet: tell the
+	 * asker so, rather than closing on it as if it had misbehaved. */
+	if (rc == -EMSGSIZE && m->body_case != XFER__CTL__CTL_MSG__BODY_ERROR)
+		return reply_error(cc, -EMSGSIZE,
+				   "the answer is too large for one packet");
+	return rc;
 }
 
 static int reply_error(struct ctl_conn *cc, int error, const char *message)

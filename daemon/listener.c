@@ -27,17 +27,23 @@ struct listener {
 	int fd;
 	bool bound_path;          /* we created the socket file */
 	struct event *ev;
+	/* Connections that have not said who they are yet: closed by
+	 * listener_close() if xferd stops before they do. */
+	TAILQ_HEAD(, pending) pending;
 };
 
 struct pending {
 	struct xferd *d;
+	struct listener *l;
 	int sock;
 	struct ucred cred;
 	struct event *ev;
+	TAILQ_ENTRY(pending) link;
 };
 
 static void pending_free(struct pending *p, bool close_sock)
 {
+	TAILQ_REMOVE(&p->l->pending, p, link);
 	event_free(p->ev);
 	if (close_sock)
 		close(p->sock);
@@ -110,6 +116,7 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 			continue;
 		}
 		p->d = l->d;
+		p->l = l;
 		p->sock = sock;
 		p->ev = event_new(l->d->base, sock, EV_READ | EV_PERSIST,
 				  on_first_packet, p);
@@ -120,7 +127,9 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 				event_free(p->ev);
 			free(p);
 			close(sock);
+			continue;
 		}
+		TAILQ_INSERT_TAIL(&l->pending, p, link);
 	}
 }
 
@@ -189,6 +198,7 @@ struct listener *listener_open(struct xferd *d)
 	if (!l)
 		return NULL;
 	l->d = d;
+	TAILQ_INIT(&l->pending);
 	l->fd = sdnotify_listen_fd();
 	if (l->fd >= 0) {
 		log_info("listening on the socket passed by systemd");
@@ -215,6 +225,8 @@ void listener_close(struct listener *l)
 {
 	if (!l)
 		return;
+	while (!TAILQ_EMPTY(&l->pending))
+		pending_free(TAILQ_FIRST(&l->pending), true);
 	if (l->ev)
 		event_free(l->ev);
 	close(l->fd);

@@ -21,6 +21,14 @@
 
 /* SQEs taken from one client before looking at the next (fairness). */
 #define DRAIN_BUDGET 256u
+/*
+ * The completion of a copy at least this large is published at once, not
+ * with the rest of the drain: the client refills its window while the
+ * next copies run, instead of both sides waiting for a wake-up between
+ * rounds (one across vCPUs can take milliseconds).  Smaller copies keep
+ * one publication, and its fence, per drain.
+ */
+#define PUBLISH_EARLY_BYTES (256u << 10)
 #define STAGING_BYTES (4u << 20)
 
 enum cmd_kind { CMD_ATTACH, CMD_DETACH, CMD_STOP };
@@ -54,6 +62,7 @@ struct progress {
 	/* progress thread only */
 	struct prog_client **clients;
 	size_t nclients, cap;
+	struct regtab_memo memo;   /* handles of the latest descriptors */
 	struct local_staging staging;
 	struct path_stats paths;
 };
@@ -180,14 +189,16 @@ static int64_t exec_copy(struct progress *p, struct prog_client *pc,
 	uint64_t loff, roff;
 	int64_t rc;
 
-	rc = regtab_resolve(p->regs, pc->id, sqe->local, sqe->local_off,
-			    sqe->len, false, &local, &loff);
+	rc = regtab_resolve_memo(p->regs, &p->memo, pc->id, sqe->local,
+				 sqe->local_off, sqe->len, false, &local,
+				 &loff);
 	if (rc)
 		return rc;
-	rc = regtab_resolve(p->regs, pc->id, sqe->remote, sqe->remote_off,
-			    sqe->len, true, &remote, &roff);
+	rc = regtab_resolve_memo(p->regs, &p->memo, pc->id, sqe->remote,
+				 sqe->remote_off, sqe->len, true, &remote,
+				 &roff);
 	if (rc)
-		goto out;
+		return rc;
 	if (sqe->len == 0)
 		rc = 0;
 	else if (sqe->opcode == XFER_OP_WRITE)
@@ -200,9 +211,7 @@ static int64_t exec_copy(struct progress *p, struct prog_client *pc,
 		stat_add(&p->paths.bytes[*path], (uint64_t)rc);
 		stat_add(&p->paths.ops[*path], 1);
 	}
-out:
-	region_put(local);
-	*target = remote;  /* the caller notifies its owner, then puts it */
+	*target = remote;  /* the caller notifies its owner */
 	return rc;
 }
 
@@ -212,8 +221,8 @@ static int64_t exec_notify_only(struct progress *p, struct prog_client *pc,
 {
 	uint64_t off;
 
-	return regtab_resolve(p->regs, pc->id, sqe->remote, 0, 0, true, target,
-			      &off);
+	return regtab_resolve_memo(p->regs, &p->memo, pc->id, sqe->remote, 0, 0,
+				   true, target, &off);
 }
 
 static int64_t sqe_check(const struct xfer_sqe *sqe)
@@ -229,10 +238,11 @@ static int64_t sqe_check(const struct xfer_sqe *sqe)
 static void exec_sqe(struct progress *p, struct prog_client *pc,
 		     const struct xfer_sqe *sqe)
 {
-	struct region *target = NULL;
+	struct region *target = NULL;  /* lent by p->memo */
 	uint16_t path = XFER_PATH_NONE;
 	int64_t rc = sqe_check(sqe);
 
+	regtab_memo_sync(p->regs, &p->memo);
 	if (!pc->batch.open)
 		pc->batch.error = 0, pc->batch.bytes = 0,
 		pc->batch.path = XFER_PATH_NONE;
@@ -258,10 +268,8 @@ static void exec_sqe(struct progress *p, struct prog_client *pc,
 		pc->batch.path = path;
 
 	pc->batch.open = (sqe->flags & XFER_SQE_F_LINK) != 0;
-	if (pc->batch.open) {
-		region_put(target);
+	if (pc->batch.open)
 		return;
-	}
 	int64_t result = pc->batch.error ? pc->batch.error
 					 : (int64_t)pc->batch.bytes;
 	/* Own completion first: drain() reserved its slot, and a client
@@ -274,7 +282,6 @@ static void exec_sqe(struct progress *p, struct prog_client *pc,
 	if (!pc->batch.error && target &&
 	    (sqe->opcode == XFER_OP_NOTIFY || (sqe->flags & XFER_SQE_F_NOTIFY)))
 		notify_owner(p, target, sqe->notify_value, result);
-	region_put(target);
 	if (result < 0) {
 		stat_add(&pc->stats.ops_failed, 1);
 		stat_add(&p->paths.failed, 1);
@@ -307,6 +314,8 @@ static bool drain(struct progress *p, struct prog_client *pc)
 		struct xfer_sqe sqe;
 		ring_sqe_copy(&pc->ring, pc->sq_head + i, &sqe);
 		exec_sqe(p, pc, &sqe);
+		if (sqe.len >= PUBLISH_EARLY_BYTES)
+			publish_cq(pc);
 	}
 	pc->sq_head += i;
 	ring_sq_release(&pc->ring, pc->sq_head);
@@ -399,31 +408,50 @@ void progress_detach(struct progress *p, struct prog_client *pc)
 
 /* --- sleeping --- */
 
+/* SQEs waiting and CQ room to complete them: work we can do now. */
+static bool client_has_work(const struct prog_client *pc)
+{
+	return !pc->broken && ring_sq_avail(&pc->ring, pc->sq_head) &&
+	       ring_cq_space(&pc->ring, pc->cq_tail);
+}
+
 static bool any_work(struct progress *p)
 {
 	if (atomic_load_explicit(&p->cmds_pending, memory_order_relaxed))
 		return true;
 	for (size_t i = 0; i < p->nclients; i++)
-		if (!p->clients[i]->broken &&
-		    ring_sq_avail(&p->clients[i]->ring, p->clients[i]->sq_head))
+		if (client_has_work(p->clients[i]))
 			return true;
 	return false;
 }
 
+/*
+ * Before sleeping: every client must ring when it submits, and a client
+ * whose SQEs wait for CQ room must ring when it consumes CQEs
+ * (XFER_SQ_CQ_WAIT), or a full CQ would keep this thread spinning.
+ */
 static void set_wakeup(struct progress *p, bool on)
 {
+	const uint32_t flags = XFER_SQ_NEED_WAKEUP | XFER_SQ_CQ_WAIT;
+
 	for (size_t i = 0; i < p->nclients; i++) {
-		if (on)
-			ring_flag_set(p->clients[i]->ring.sq_flags,
-				      XFER_SQ_NEED_WAKEUP);
-		else
-			ring_flag_clear(p->clients[i]->ring.sq_flags,
-					XFER_SQ_NEED_WAKEUP);
+		struct prog_client *pc = p->clients[i];
+		if (!on) {
+			ring_flag_clear(pc->ring.sq_flags, flags);
+			continue;
+		}
+		bool stalled = !pc->broken &&
+			       ring_sq_avail(&pc->ring, pc->sq_head) &&
+			       !ring_cq_space(&pc->ring, pc->cq_tail);
+		ring_flag_set(pc->ring.sq_flags,
+			      stalled ? flags : XFER_SQ_NEED_WAKEUP);
 	}
 }
 
 static void sleep_until_rung(struct progress *p)
 {
+	/* An idle xferd keeps no region alive, mapped or not. */
+	regtab_memo_release(&p->memo);
 	/* (E) in ring.h: flags first, then one more look at every tail. */
 	set_wakeup(p, true);
 	if (!any_work(p)) {
@@ -524,6 +552,7 @@ void progress_destroy(struct progress *p)
 		push_cmd(p, CMD_STOP, NULL);
 		pthread_join(p->thread, NULL);
 	}
+	regtab_memo_release(&p->memo);
 	/* Commands queued behind STOP were never applied. */
 	for (struct cmd *c = p->cmds, *next; c; c = next) {
 		next = c->next;

@@ -177,6 +177,8 @@ struct regtab {
 	size_t nbuckets;          /* power of two */
 	size_t count;
 	uint64_t next_handle;
+	/* Bumped by every removal; read without the lock by memos. */
+	_Atomic uint64_t gen;
 };
 
 struct regtab *regtab_create(void)
@@ -254,6 +256,10 @@ static void unlink_entry(struct regtab *t, struct entry *e)
 		pp = &(*pp)->next;
 	*pp = e->next;
 	t->count--;
+	/* Release pairs with the acquire in regtab_memo_sync(): once the
+	 * removal is done, no memo resolves this handle (or, through an
+	 * import, this region) any more. */
+	atomic_fetch_add_explicit(&t->gen, 1, memory_order_release);
 	if (e->is_import) {
 		struct entry *target = find(t, e->imp.region);
 		if (target)
@@ -359,43 +365,128 @@ void regtab_remove_client(struct regtab *t, uint64_t client)
 	}
 }
 
+/* The region behind a handle and the range it grants; lock held. */
+static int lookup_locked(struct regtab *t, uint64_t client, uint64_t handle,
+			 bool allow_import, struct region **out,
+			 uint64_t *base, uint64_t *limit, bool *is_import)
+{
+	struct entry *e = find(t, handle);
+
+	if (!e || e->client != client || (e->is_import && !allow_import))
+		return -EACCES;
+	*is_import = e->is_import;
+	if (!e->is_import) {
+		*out = e->region;
+		*base = 0;
+		*limit = e->region->length;
+		return 0;
+	}
+	struct entry *target = find(t, e->imp.region);
+	if (!target)
+		return -ESTALE;
+	*out = target->region;
+	*base = e->imp.offset;
+	*limit = e->imp.length;
+	return 0;
+}
+
+/* Is [off, off + len) inside [0, limit)?  Written so that no sum can
+ * overflow. */
+static bool in_range(uint64_t off, uint64_t len, uint64_t limit)
+{
+	return off <= limit && len <= limit - off;
+}
+
 int regtab_resolve(struct regtab *t, uint64_t client, uint64_t handle,
 		   uint64_t off, uint64_t len, bool allow_import,
 		   struct region **out, uint64_t *region_off)
 {
-	int err = 0;
+	struct region *r;
+	uint64_t base, limit;
+	bool is_import;
 
 	pthread_mutex_lock(&t->lock);
-	struct entry *e = find(t, handle);
-	if (!e || e->client != client || (e->is_import && !allow_import)) {
-		err = -EACCES;
-		goto out;
-	}
-	uint64_t base = 0, limit;
-	struct region *r = e->region;
-	if (e->is_import) {
-		struct entry *target = find(t, e->imp.region);
-		if (!target) {
-			err = -ESTALE;
-			goto out;
-		}
-		r = target->region;
-		base = e->imp.offset;
-		limit = e->imp.length;
-	} else {
-		limit = r->length;
-	}
-	/* Written so that no sum can overflow. */
-	if (off > limit || len > limit - off) {
+	int err = lookup_locked(t, client, handle, allow_import, &r, &base,
+				&limit, &is_import);
+	if (!err && !in_range(off, len, limit))
 		err = -ERANGE;
-		goto out;
+	if (!err) {
+		region_get(r);
+		*out = r;
+		*region_off = base + off;
 	}
-	region_get(r);
-	*out = r;
-	*region_off = base + off;
-out:
 	pthread_mutex_unlock(&t->lock);
 	return err;
+}
+
+void regtab_memo_release(struct regtab_memo *m)
+{
+	for (unsigned i = 0; i < REGTAB_MEMO_SLOTS; i++) {
+		region_put(m->slot[i].region);
+		m->slot[i].region = NULL;
+	}
+	m->in_use = 0;
+}
+
+void regtab_memo_sync(struct regtab *t, struct regtab_memo *m)
+{
+	/* Acquire pairs with the release in unlink_entry(): a removal that
+	 * finished before this load empties the memo. */
+	uint64_t gen = atomic_load_explicit(&t->gen, memory_order_acquire);
+
+	m->in_use = 0;
+	if (gen != m->gen) {
+		regtab_memo_release(m);
+		m->gen = gen;
+	}
+}
+
+int regtab_resolve_memo(struct regtab *t, struct regtab_memo *m,
+			uint64_t client, uint64_t handle, uint64_t off,
+			uint64_t len, bool allow_import, struct region **out,
+			uint64_t *region_off)
+{
+	unsigned i;
+
+	for (i = 0; i < REGTAB_MEMO_SLOTS; i++)
+		if (m->slot[i].region && m->slot[i].handle == handle &&
+		    m->slot[i].client == client &&
+		    (allow_import || !m->slot[i].is_import))
+			break;
+	if (i == REGTAB_MEMO_SLOTS) {
+		struct region *r;
+		uint64_t base, limit;
+		bool is_import;
+
+		pthread_mutex_lock(&t->lock);
+		int err = lookup_locked(t, client, handle, allow_import, &r,
+					&base, &limit, &is_import);
+		if (!err)
+			region_get(r);
+		pthread_mutex_unlock(&t->lock);
+		if (err)
+			return err;
+		/* Never reuse a slot lent out for this descriptor.  The
+		 * generation stays the one read at the last sync: a removal
+		 * since then empties the memo at the next sync. */
+		do {
+			i = m->next;
+			m->next = (m->next + 1) % REGTAB_MEMO_SLOTS;
+		} while (m->in_use & (1u << i));
+		region_put(m->slot[i].region);
+		m->slot[i].region = r;
+		m->slot[i].client = client;
+		m->slot[i].handle = handle;
+		m->slot[i].is_import = is_import;
+		m->slot[i].base = base;
+		m->slot[i].limit = limit;
+	}
+	if (!in_range(off, len, m->slot[i].limit))
+		return -ERANGE;
+	m->in_use |= 1u << i;
+	*out = m->slot[i].region;
+	*region_off = m->slot[i].base + off;
+	return 0;
 }
 
 static void count_locked(struct regtab *t, bool all, uint64_t client,

@@ -9,8 +9,9 @@
  * it is held.
  *
  * Regions are refcounted: the table holds one reference, and every
- * descriptor in execution holds one, so deregistration while a copy runs
- * unmaps only when the copy is done.
+ * descriptor in execution holds one (its own, or the progress thread's
+ * memo's), so deregistration while a copy runs unmaps only when the copy
+ * is done.
  */
 #ifndef XFERD_REGION_H
 #define XFERD_REGION_H
@@ -101,6 +102,47 @@ void regtab_remove_client(struct regtab *t, uint64_t client);
 int regtab_resolve(struct regtab *t, uint64_t client, uint64_t handle,
 		   uint64_t off, uint64_t len, bool allow_import,
 		   struct region **out, uint64_t *region_off);
+
+/*
+ * A resolver's memo of the handles it resolved last: each slot holds a
+ * reference to its region and the range the handle grants, reused only
+ * while the table's generation is the one they were resolved under.
+ * Every removal bumps the generation, so a memo never outlives a handle;
+ * additions do not (handles are never reused).  The progress thread keeps
+ * one so that a run of descriptors naming the same regions takes the
+ * table lock and the reference counts once, not twice per descriptor.
+ * A memo belongs to one thread; zero it before first use.
+ */
+#define REGTAB_MEMO_SLOTS 4
+struct regtab_memo {
+	uint64_t gen;                 /* of the table, for every slot */
+	unsigned next;                /* where to look for a slot to reuse */
+	unsigned in_use;              /* slots lent out since the last sync */
+	struct {
+		struct region *region;    /* a reference; NULL: empty */
+		uint64_t client, handle;
+		bool is_import;
+		uint64_t base, limit;     /* the range the handle grants */
+	} slot[REGTAB_MEMO_SLOTS];
+};
+
+/*
+ * Begin one descriptor: empties m if anything was removed from the table
+ * since m was filled.  Ends the loans of the previous descriptor.
+ */
+void regtab_memo_sync(struct regtab *t, struct regtab_memo *m);
+/*
+ * regtab_resolve() through memo m, between two regtab_memo_sync() calls
+ * (at most REGTAB_MEMO_SLOTS - 1 per descriptor).  The region is lent by
+ * the memo, not a new reference: valid until the next sync or release.
+ * Same errors.
+ */
+int regtab_resolve_memo(struct regtab *t, struct regtab_memo *m,
+			uint64_t client, uint64_t handle, uint64_t off,
+			uint64_t len, bool allow_import, struct region **out,
+			uint64_t *region_off);
+/* Drop every reference m holds (e.g. before sleeping); m stays usable. */
+void regtab_memo_release(struct regtab_memo *m);
 
 struct regtab_counts {
 	uint32_t regions, imports;

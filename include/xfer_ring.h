@@ -109,6 +109,9 @@ enum {
 	XFER_SQ_NEED_WAKEUP = 1u << 0,
 	/* xferd has gone (shut down or dropped this client): stop waiting. */
 	XFER_SQ_DEAD = 1u << 1,
+	/* xferd has SQEs of this client but no CQ room for their completions
+	 * and sleeps: ring the SQ doorbell after consuming CQEs. */
+	XFER_SQ_CQ_WAIT = 1u << 2,
 };
 
 /* Bits of the CQ flags word (written by the client, read by xferd). */

@@ -163,6 +163,18 @@ static inline void ring_cq_release(const struct ring_view *v, uint32_t head)
 }
 
 /*
+ * After ring_cq_release(): true if xferd sleeps waiting for CQ room and
+ * must be woken.  (E) again, with cq_head as the "tail" that xferd
+ * re-reads after setting XFER_SQ_CQ_WAIT.
+ */
+static inline bool ring_cq_room_wanted(const struct ring_view *v)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	return atomic_load_explicit(v->sq_flags, memory_order_relaxed) &
+	       XFER_SQ_CQ_WAIT;
+}
+
+/*
  * Doorbell arming for a sleeper (E): set flag in *flags, then re-check
  * with a full fence in between.  Returns true if work arrived meanwhile
  * (the caller must not sleep).  `avail` re-reads the producer's tail.

@@ -17,19 +17,31 @@ static void put_le64(uint8_t *p, uint64_t v)
 		p[i] = (uint8_t)(v >> (8 * i));
 }
 
+/*
+ * The key covers every field of the token, not only the range: a token
+ * whose instance id, region length or memory kind was changed must fail
+ * the key check like one whose range was changed.  Every field has a
+ * fixed size here, so no two tokens give the same input.
+ */
 static void range_key(const uint8_t region_key[TOKEN_KEY_LEN],
-		      uint64_t region, uint64_t offset, uint64_t length,
-		      uint8_t out[TOKEN_KEY_LEN])
+		      const struct token *t, uint8_t out[TOKEN_KEY_LEN])
 {
 	static const char label[] = "xfer-range";
-	uint8_t msg[sizeof(label) + 24];
+	uint8_t msg[sizeof(label) + TOKEN_INSTANCE_LEN + 4 * 8 + 4];
+	uint8_t *p = msg;
 	uint8_t mac[EVP_MAX_MD_SIZE];
 	unsigned mac_len = 0;
 
-	memcpy(msg, label, sizeof(label));
-	put_le64(msg + sizeof(label), region);
-	put_le64(msg + sizeof(label) + 8, offset);
-	put_le64(msg + sizeof(label) + 16, length);
+	memcpy(p, label, sizeof(label));
+	p += sizeof(label);
+	memcpy(p, t->instance_id, TOKEN_INSTANCE_LEN);
+	p += TOKEN_INSTANCE_LEN;
+	put_le64(p, t->region);
+	put_le64(p + 8, t->offset);
+	put_le64(p + 16, t->length);
+	put_le64(p + 24, t->region_length);
+	for (int i = 0; i < 4; i++)
+		p[32 + i] = (uint8_t)(t->mem_kind >> (8 * i));
 	HMAC(EVP_sha256(), region_key, TOKEN_KEY_LEN, msg, sizeof(msg), mac,
 	     &mac_len);
 	memcpy(out, mac, TOKEN_KEY_LEN);
@@ -38,7 +50,7 @@ static void range_key(const uint8_t region_key[TOKEN_KEY_LEN],
 
 void token_sign(struct token *t, const uint8_t region_key[TOKEN_KEY_LEN])
 {
-	range_key(region_key, t->region, t->offset, t->length, t->key);
+	range_key(region_key, t, t->key);
 }
 
 bool token_key_valid(const struct token *t,
@@ -47,7 +59,7 @@ bool token_key_valid(const struct token *t,
 	uint8_t expect[TOKEN_KEY_LEN];
 	bool ok;
 
-	range_key(region_key, t->region, t->offset, t->length, expect);
+	range_key(region_key, t, expect);
 	ok = CRYPTO_memcmp(expect, t->key, TOKEN_KEY_LEN) == 0;
 	OPENSSL_cleanse(expect, sizeof(expect));
 	return ok;

@@ -3,9 +3,10 @@
  *
  * Both sides use this: libxfer derives and encodes tokens without asking
  * xferd; xferd decodes them on import and checks the key.  The key of a
- * token is HMAC-SHA256(region key, "xfer-range" | offset | length) cut to
- * 16 bytes, so it authenticates exactly the range it names: a holder can
- * neither widen the range nor point it at another region.
+ * token is HMAC-SHA256(region key, "xfer-range" | instance_id | region |
+ * offset | length | region_length | mem_kind) cut to 16 bytes, so it
+ * authenticates exactly what the token says: a holder can neither widen
+ * the range, point it at another region, nor alter any other field.
  */
 #ifndef XFER_TOKEN_CODEC_H
 #define XFER_TOKEN_CODEC_H
@@ -29,7 +30,7 @@ struct token {
 	uint32_t mem_kind;
 };
 
-/* Fill t->key for the range in t from the region's secret key. */
+/* Fill t->key for the other fields of t from the region's secret key. */
 void token_sign(struct token *t, const uint8_t region_key[TOKEN_KEY_LEN]);
 
 /* Constant-time check of t->key against the region's secret key. */

@@ -24,6 +24,8 @@ wait_for() {
 	for _ in $(seq 200); do "$@" && return 0; sleep 0.05; done
 	return 1
 }
+# at_least N PATTERN: the notify log has N lines matching PATTERN
+at_least() { [ "$(grep -c "$2" "$TMP/notify.log")" -ge "$1" ]; }
 
 # --- 1. sd_notify and watchdog -------------------------------------------
 # A datagram listener standing in for systemd's notify socket; it writes
@@ -62,12 +64,12 @@ grep -q '^READY=1 socket-accepting' "$TMP/notify.log" ||
 	fail "READY=1 came before the socket accepted connections"
 wait_for grep -q '^STATUS=0 clients, 0 regions' "$TMP/notify.log" ||
 	fail "no STATUS line"
-wait_for test "$(grep -c '^WATCHDOG=1' "$TMP/notify.log")" -ge 3 ||
+wait_for at_least 3 '^WATCHDOG=1' ||
 	fail "fewer than 3 WATCHDOG=1 pings in 10 s at a 400 ms interval"
 
 kill -HUP "$xpid"
 wait_for grep -q '^RELOADING=1' "$TMP/notify.log" || fail "no RELOADING=1 on SIGHUP"
-wait_for test "$(grep -c '^READY=1' "$TMP/notify.log")" -ge 2 ||
+wait_for at_least 2 '^READY=1' ||
 	fail "no READY=1 after reload"
 kill -TERM "$xpid"
 wait "$xpid"; rc=$?

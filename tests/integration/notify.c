@@ -1,0 +1,471 @@
+/*
+ * notify.c - notifications reach the target region's owner once, after
+ * the data, and only when the transfer succeeded.
+ *
+ * Two processes: the parent owns the target regions (memfd and malloc'd)
+ * and watches its CQ; a child imports their tokens and sends.  The owner
+ * sees, for each kind of target:
+ *  - a write with notify: one CQE with XFER_CQE_F_NOTIFY, user_data = the
+ *    notify value, handle = its region, result = the bytes, and the bytes
+ *    already in place when the CQE is seen (a plain write before it gave
+ *    no notification);
+ *  - a standalone NOTIFY: the same with result 0 and no data;
+ *  - a linked batch with notify on its last entry: one notification,
+ *    after all of the batch's data;
+ *  - a failed write with notify (bad range, bad local handle, a copy
+ *    that faults), a failed batch with notify, a NOTIFY on a bad handle:
+ *    no notification at all (the next CQE is a fence);
+ *  - a READ with notify: the owner learns its buffer was read.
+ * Also: notifications beyond a full CQ are dropped and counted in
+ * xfer_cq_overflow() without stalling the sender, and a client notifying
+ * its own region gets both its completion and the notification.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "testlib.h"
+
+#define REG_LEN  (1024u * 1024u)
+#define BLK      4096u
+#define NBLK     16u
+
+/* Ranges and values both processes agree on. */
+#define PLAIN_OFF  100u
+#define PLAIN_LEN  1000u
+#define A_OFF      4097u
+#define A_LEN      300001u
+#define C_OFF(i)   (5u + 8192u * (i))
+#define D_OFF      (REG_LEN - 3 * BLK)
+#define E_OFF      77u
+#define E_LEN      65536u
+#define NFLOOD     20000u  /* far more than a CQ of a default ring holds */
+
+enum phase {
+	PH_WRITE = 1, PH_NOTIFY, PH_BATCH, PH_FAIL, PH_READ, PH_FLOOD, PH_QUIT,
+};
+
+static uint64_t nv(enum phase ph, unsigned kind)
+{
+	return 0x4e000000ull + ph * 16u + kind;
+}
+
+static uint64_t seed_of(enum phase ph, unsigned kind, unsigned n)
+{
+	return 0x5eed00ull + ph * 256u + kind * 16u + n;
+}
+
+#define FENCE(kind) (0xfe0ce000ull + (kind))
+
+struct cmd {
+	uint32_t phase, kind;
+};
+
+/* --- the sender (child) --- */
+
+static struct xfer_ctx *sctx;
+static struct tl_buf sbuf;
+
+static struct xfer_cqe send_one(struct xfer_sqe *tmpl, int64_t want,
+				const char *what)
+{
+	struct xfer_sqe *sqe = xfer_get_sqe(sctx);
+
+	T_ASSERT(sqe, "sender: no SQE");
+	*sqe = *tmpl;
+	struct xfer_cqe c = tl_submit_wait(sctx);
+	T_ASSERT(c.user_data == tmpl->user_data, "sender %s: user_data %llu",
+		 what, (unsigned long long)c.user_data);
+	T_ASSERT(c.result == want, "sender %s: result %lld (%s), want %lld",
+		 what, (long long)c.result, xfer_strerror((int)c.result),
+		 (long long)want);
+	T_ASSERT(!(c.flags & XFER_CQE_F_NOTIFY),
+		 "sender %s: its own completion is flagged NOTIFY", what);
+	return c;
+}
+
+static void send_fence(uint64_t rh, unsigned kind)
+{
+	struct xfer_sqe s;
+
+	xfer_prep_notify(&s, rh, FENCE(kind), 900);
+	send_one(&s, 0, "fence");
+}
+
+static void sender_phase(const struct cmd *cmd, uint64_t rh)
+{
+	const unsigned k = cmd->kind;
+	const uint64_t lh = sbuf.handle;
+	struct xfer_cqe c;
+	struct xfer_sqe s;
+
+	switch (cmd->phase) {
+	case PH_WRITE:
+		tl_fill(sbuf.ptr, PLAIN_LEN, seed_of(PH_WRITE, k, 0));
+		xfer_prep_write(&s, lh, 0, rh, PLAIN_OFF, PLAIN_LEN, 1);
+		send_one(&s, PLAIN_LEN, "plain write");
+		tl_fill(sbuf.ptr, A_LEN, seed_of(PH_WRITE, k, 1));
+		xfer_prep_write(&s, lh, 0, rh, A_OFF, A_LEN, 2);
+		xfer_sqe_set_notify(&s, nv(PH_WRITE, k));
+		c = send_one(&s, A_LEN, "write with notify");
+		T_ASSERT(c.path == tl_path_for(TL_HOST, k), "path %s",
+			 xfer_path_name(c.path));
+		break;
+	case PH_NOTIFY:
+		xfer_prep_notify(&s, rh, nv(PH_NOTIFY, k), 3);
+		c = send_one(&s, 0, "notify");
+		T_ASSERT(c.path == XFER_PATH_NONE, "notify moved data");
+		break;
+	case PH_BATCH:
+		for (unsigned i = 0; i < NBLK; i++) {
+			tl_fill(sbuf.ptr + i * BLK, BLK, seed_of(PH_BATCH, k, i));
+			struct xfer_sqe *sqe = xfer_get_sqe(sctx);
+			T_ASSERT(sqe, "sender: no SQE");
+			xfer_prep_write(sqe, lh, i * BLK, rh, C_OFF(i), BLK, 10 + i);
+			if (i < NBLK - 1)
+				xfer_sqe_set_link(sqe);
+			else
+				xfer_sqe_set_notify(sqe, nv(PH_BATCH, k));
+		}
+		c = tl_submit_wait(sctx);
+		T_ASSERT(c.user_data == 10 + NBLK - 1 &&
+			 c.result == (int64_t)NBLK * BLK,
+			 "sender batch: %llu/%lld", (unsigned long long)c.user_data,
+			 (long long)c.result);
+		send_fence(rh, k);
+		break;
+	case PH_FAIL:
+		/* Out of range. */
+		xfer_prep_write(&s, lh, 0, rh, REG_LEN - 10, 11, 20);
+		xfer_sqe_set_notify(&s, nv(PH_FAIL, k));
+		send_one(&s, -ERANGE, "failed write with notify");
+		/* A bad local side. */
+		xfer_prep_write(&s, 0, 0, rh, 0, 11, 21);
+		xfer_sqe_set_notify(&s, nv(PH_FAIL, k) + 1);
+		send_one(&s, -EACCES, "write with notify from handle 0");
+		/* A batch whose middle entry fails, notify on its last. */
+		tl_fill(sbuf.ptr, 3 * BLK, seed_of(PH_FAIL, k, 0));
+		for (unsigned i = 0; i < 3; i++) {
+			struct xfer_sqe *sqe = xfer_get_sqe(sctx);
+			T_ASSERT(sqe, "sender: no SQE");
+			/* The second is one past the end. */
+			xfer_prep_write(sqe, lh, i * BLK, rh,
+					i == 1 ? REG_LEN - BLK + 1 : D_OFF + i * BLK,
+					BLK, 22 + i);
+			if (i < 2)
+				xfer_sqe_set_link(sqe);
+			else
+				xfer_sqe_set_notify(sqe, nv(PH_FAIL, k) + 2);
+		}
+		c = tl_submit_wait(sctx);
+		T_ASSERT(c.user_data == 24 && c.result == -ERANGE,
+			 "sender failed batch: %llu/%lld",
+			 (unsigned long long)c.user_data, (long long)c.result);
+		/* A copy that fails after both handles resolved: the
+		 * sender's registered memory was unmapped under it. */
+		void *gone = mmap(NULL, 65536, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		T_ASSERT(gone != MAP_FAILED, "mmap");
+		struct xfer_mem *gm;
+		T_OK(xfer_reg(sctx, gone, 65536, &gm));
+		munmap(gone, 65536);
+		xfer_prep_write(&s, xfer_mem_handle(gm), 0, rh, 0, BLK, 26);
+		xfer_sqe_set_notify(&s, nv(PH_FAIL, k) + 4);
+		send_one(&s, -EFAULT, "write with notify from unmapped memory");
+		T_OK(xfer_dereg(sctx, gm));
+		/* A NOTIFY to a handle that is not an import. */
+		xfer_prep_notify(&s, 1ull << 40, nv(PH_FAIL, k) + 3, 25);
+		send_one(&s, -EACCES, "notify to an unknown handle");
+		send_fence(rh, k);
+		break;
+	case PH_READ:
+		memset(sbuf.ptr, 0, E_LEN);
+		xfer_prep_read(&s, lh, 0, rh, E_OFF, E_LEN, 30);
+		xfer_sqe_set_notify(&s, nv(PH_READ, k));
+		send_one(&s, E_LEN, "read with notify");
+		T_ASSERT(!tl_check(sbuf.ptr, E_LEN, seed_of(PH_READ, k, 0)),
+			 "read with notify: wrong bytes");
+		break;
+	case PH_FLOOD: {
+		unsigned sent = 0, done = 0;
+		uint64_t deadline = tl_now_ms() + 60000;
+		while (done < NFLOOD) {
+			T_ASSERT(tl_now_ms() < deadline, "flood: %u of %u done",
+				 done, NFLOOD);
+			struct xfer_sqe *sqe;
+			while (sent < NFLOOD && (sqe = xfer_get_sqe(sctx))) {
+				xfer_prep_notify(sqe, rh, nv(PH_FLOOD, k) + sent,
+						 sent);
+				sent++;
+			}
+			T_ASSERT(xfer_submit(sctx) >= 0, "flood submit");
+			struct xfer_cqe *cq;
+			while (xfer_peek_cqe(sctx, &cq) == 0) {
+				T_ASSERT(cq->user_data == done && cq->result == 0,
+					 "flood notify %u: %llu/%lld (%s)", done,
+					 (unsigned long long)cq->user_data,
+					 (long long)cq->result,
+					 xfer_strerror((int)cq->result));
+				xfer_cq_advance(sctx, 1);
+				done++;
+			}
+			sched_yield();
+		}
+		break;
+	}
+	default:
+		T_ASSERT(0, "sender: phase %u", cmd->phase);
+	}
+}
+
+static void sender_main(int in, int out)
+{
+	uint8_t tok[2][XFER_TOKEN_MAX];
+	size_t tok_len[2];
+	struct xfer_remote *rem[2];
+
+	for (unsigned k = 0; k < 2; k++)
+		tok_len[k] = tl_recv_blob(in, tok[k], sizeof(tok[k]));
+	sctx = tl_open();
+	tl_buf_alloc(sctx, TL_HOST, REG_LEN, &sbuf);
+	for (unsigned k = 0; k < 2; k++)
+		T_OK(xfer_import(sctx, tok[k], tok_len[k], &rem[k]));
+	for (;;) {
+		struct cmd cmd;
+		tl_read_full(in, &cmd, sizeof(cmd));
+		if (cmd.phase == PH_QUIT)
+			break;
+		T_ASSERT(cmd.kind < 2, "sender: kind %u", cmd.kind);
+		sender_phase(&cmd, xfer_remote_handle(rem[cmd.kind]));
+		uint8_t ok = 1;
+		tl_write_full(out, &ok, 1);
+	}
+	/* Nothing the owner did shows up here as a notification. */
+	struct xfer_cqe *c;
+	T_ASSERT(xfer_peek_cqe(sctx, &c) == -EAGAIN, "sender got a stray CQE");
+	tl_buf_free(sctx, &sbuf);
+	xfer_close(sctx);
+}
+
+/* --- the owner (parent) --- */
+
+static struct xfer_ctx *octx;
+static struct tl_buf tgt[2];
+static int to_sender, from_sender;
+
+static void go(enum phase ph, unsigned kind)
+{
+	struct cmd cmd = { .phase = ph, .kind = kind };
+
+	tl_write_full(to_sender, &cmd, sizeof(cmd));
+}
+
+static void sender_done(void)
+{
+	uint8_t ok;
+
+	tl_read_full(from_sender, &ok, 1);
+	T_ASSERT(ok == 1, "sender failed");
+}
+
+/* The next CQE must be a notification for region k with value, bytes. */
+static void expect_notify(unsigned k, uint64_t value, int64_t bytes,
+			  const char *what)
+{
+	struct xfer_cqe c = tl_wait(octx);
+
+	T_ASSERT(c.flags & XFER_CQE_F_NOTIFY, "%s: CQE %llu not a notification",
+		 what, (unsigned long long)c.user_data);
+	T_ASSERT(c.user_data == value, "%s: value %#llx, want %#llx", what,
+		 (unsigned long long)c.user_data, (unsigned long long)value);
+	T_ASSERT(c.handle == tgt[k].handle, "%s: handle %llu, want %llu", what,
+		 (unsigned long long)c.handle,
+		 (unsigned long long)tgt[k].handle);
+	T_ASSERT(c.result == bytes, "%s: result %lld, want %lld", what,
+		 (long long)c.result, (long long)bytes);
+}
+
+static void expect_bg(unsigned k, uint64_t off, uint64_t len, uint64_t bg,
+		      const char *what)
+{
+	size_t bad = tl_check_at(tgt[k].ptr + off, len, bg, off);
+
+	T_ASSERT(!bad, "%s: byte %llu was written", what,
+		 (unsigned long long)(off + bad - 1));
+}
+
+static void owner_kind(unsigned k)
+{
+	const uint64_t bg = 0xb9 + k;
+	const char *kn = tl_kind_name(k);
+	char what[96];
+
+	/* A write with notify; the plain write before it did not notify. */
+	snprintf(what, sizeof(what), "write with notify to %s", kn);
+	tl_fill(tgt[k].ptr, REG_LEN, bg);
+	go(PH_WRITE, k);
+	expect_notify(k, nv(PH_WRITE, k), A_LEN, what);
+	/* Seen the notification: the data must already be there. */
+	T_ASSERT(!tl_check(tgt[k].ptr + A_OFF, A_LEN, seed_of(PH_WRITE, k, 1)),
+		 "%s: data not in place at the notification", what);
+	T_ASSERT(!tl_check(tgt[k].ptr + PLAIN_OFF, PLAIN_LEN,
+			   seed_of(PH_WRITE, k, 0)),
+		 "%s: the plain write's data missing", what);
+	expect_bg(k, PLAIN_OFF + PLAIN_LEN, A_OFF - PLAIN_OFF - PLAIN_LEN, bg, what);
+	expect_bg(k, A_OFF + A_LEN, REG_LEN - A_OFF - A_LEN, bg, what);
+	sender_done();
+	printf("%s: ok\n", what);
+
+	snprintf(what, sizeof(what), "standalone notify to %s", kn);
+	tl_fill(tgt[k].ptr, REG_LEN, bg);
+	go(PH_NOTIFY, k);
+	expect_notify(k, nv(PH_NOTIFY, k), 0, what);
+	sender_done();
+	expect_bg(k, 0, REG_LEN, bg, what);
+	printf("%s: ok\n", what);
+
+	snprintf(what, sizeof(what), "batch with notify on the last, to %s", kn);
+	tl_fill(tgt[k].ptr, REG_LEN, bg);
+	go(PH_BATCH, k);
+	expect_notify(k, nv(PH_BATCH, k), (int64_t)NBLK * BLK, what);
+	for (unsigned i = 0; i < NBLK; i++)
+		T_ASSERT(!tl_check(tgt[k].ptr + C_OFF(i), BLK,
+				   seed_of(PH_BATCH, k, i)),
+			 "%s: block %u not in place at the notification", what, i);
+	expect_notify(k, FENCE(k), 0, "the fence after the batch (one notification only)");
+	sender_done();
+	printf("%s: ok\n", what);
+
+	snprintf(what, sizeof(what), "failed transfers with notify to %s", kn);
+	tl_fill(tgt[k].ptr, REG_LEN, bg);
+	go(PH_FAIL, k);
+	expect_notify(k, FENCE(k), 0, "the fence after failures (no notification)");
+	sender_done();
+	/* Only the failed batch's first entry moved, before its error. */
+	T_ASSERT(!tl_check(tgt[k].ptr + D_OFF, BLK, seed_of(PH_FAIL, k, 0)),
+		 "%s: the failed batch's first entry did not land", what);
+	expect_bg(k, 0, D_OFF, bg, what);
+	expect_bg(k, D_OFF + BLK, REG_LEN - D_OFF - BLK, bg, what);
+	printf("%s: none: ok\n", what);
+
+	snprintf(what, sizeof(what), "read with notify from %s", kn);
+	tl_fill(tgt[k].ptr + E_OFF, E_LEN, seed_of(PH_READ, k, 0));
+	go(PH_READ, k);
+	expect_notify(k, nv(PH_READ, k), E_LEN, what);
+	sender_done();
+	T_ASSERT(!tl_check(tgt[k].ptr + E_OFF, E_LEN, seed_of(PH_READ, k, 0)),
+		 "%s: the source changed", what);
+	printf("%s: ok\n", what);
+}
+
+/* Notifications beyond the CQ are counted, not queued, and never stall
+ * the sender. */
+static void owner_flood(void)
+{
+	struct xfer_cqe *c;
+	unsigned got = 0;
+
+	T_ASSERT(xfer_cq_overflow(octx) == 0, "overflow before the flood");
+	go(PH_FLOOD, TL_HOST);
+	sender_done();
+	while (xfer_peek_cqe(octx, &c) == 0) {
+		T_ASSERT((c->flags & XFER_CQE_F_NOTIFY) &&
+			 c->user_data == nv(PH_FLOOD, TL_HOST) + got &&
+			 c->handle == tgt[TL_HOST].handle,
+			 "flood: CQE %u is %#llx", got,
+			 (unsigned long long)c->user_data);
+		xfer_cq_advance(octx, 1);
+		got++;
+	}
+	uint32_t lost = xfer_cq_overflow(octx);
+	T_ASSERT(got + lost == NFLOOD && lost > 0,
+		 "flood of %u: %u delivered, %u counted as overflow", NFLOOD,
+		 got, lost);
+	/* Once drained, notifications flow again. */
+	go(PH_NOTIFY, TL_HOST);
+	expect_notify(TL_HOST, nv(PH_NOTIFY, TL_HOST), 0, "notify after the flood");
+	sender_done();
+	printf("flood of %u notifications: %u delivered, %u overflowed: ok\n",
+	       NFLOOD, got, lost);
+}
+
+/* A client notifying its own region gets its completion and the
+ * notification. */
+static void owner_self(void)
+{
+	struct tl_buf src;
+	struct xfer_sqe *sqe = xfer_get_sqe(octx);
+	bool completion = false, notification = false;
+
+	tl_buf_alloc(octx, TL_HOST, BLK, &src);
+	tl_fill(src.ptr, BLK, 0x5e1f);
+	xfer_prep_write(sqe, src.handle, 0, tgt[TL_MALLOC].handle, 0, BLK, 71);
+	xfer_sqe_set_notify(sqe, 72);
+	T_ASSERT(xfer_submit(octx) == 1, "submit");
+	for (int i = 0; i < 2; i++) {
+		struct xfer_cqe c = tl_wait(octx);
+		if (c.flags & XFER_CQE_F_NOTIFY) {
+			T_ASSERT(c.user_data == 72 && c.result == BLK &&
+				 c.handle == tgt[TL_MALLOC].handle,
+				 "self notification %llu/%lld",
+				 (unsigned long long)c.user_data,
+				 (long long)c.result);
+			T_ASSERT(!notification, "two self notifications");
+			notification = true;
+		} else {
+			T_ASSERT(c.user_data == 71 && c.result == BLK,
+				 "self completion %llu/%lld",
+				 (unsigned long long)c.user_data,
+				 (long long)c.result);
+			T_ASSERT(!completion, "two self completions");
+			completion = true;
+		}
+	}
+	T_ASSERT(!tl_check(tgt[TL_MALLOC].ptr, BLK, 0x5e1f), "self write bytes");
+	tl_buf_free(octx, &src);
+	printf("notify to its own region: completion and notification: ok\n");
+}
+
+int main(void)
+{
+	int to[2], from[2];
+	uint8_t tok[XFER_TOKEN_MAX];
+
+	tl_socket();
+	T_ASSERT(pipe2(to, O_CLOEXEC) == 0 && pipe2(from, O_CLOEXEC) == 0,
+		 "pipe");
+	pid_t pid = tl_fork();
+	if (pid == 0) {
+		close(to[1]);
+		close(from[0]);
+		sender_main(to[0], from[1]);
+		exit(0);
+	}
+	close(to[0]);
+	close(from[1]);
+	to_sender = to[1];
+	from_sender = from[0];
+
+	octx = tl_open();
+	for (unsigned k = 0; k < 2; k++) {
+		tl_buf_alloc(octx, k, REG_LEN, &tgt[k]);
+		tl_send_blob(to_sender, tok, tl_export(&tgt[k], tok));
+	}
+	owner_kind(TL_HOST);
+	owner_kind(TL_MALLOC);
+	owner_flood();
+	owner_self();
+
+	go(PH_QUIT, 0);
+	T_ASSERT(tl_child_wait(pid, 30000) == 0, "sender failed");
+	struct xfer_cqe *c;
+	T_ASSERT(xfer_peek_cqe(octx, &c) == -EAGAIN, "owner: a stray CQE");
+	for (unsigned k = 0; k < 2; k++)
+		tl_buf_free(octx, &tgt[k]);
+	xfer_close(octx);
+	return 0;
+}

@@ -1,0 +1,374 @@
+#!/bin/bash
+# xferctl.sh - what xferctl prints, checked against a private xferd whose
+# state the test knows exactly: idle; one client (xferctl_holder) holding a
+# 1.5 MiB memfd region, a 768 KiB cma region and an import of the first,
+# after one 768 KiB write; the client gone again.  Text and --json must
+# tell the same facts and JSON must parse (jq).  Client names come from
+# other processes: the holder runs under a name with a quote, a backslash
+# and non-ASCII, and (with python3) a fake xferd passes on control
+# characters and invalid UTF-8.  Also: the default socket rule, "not
+# running" (no socket, stale socket), "did not answer", permission denied
+# (as root, through setpriv) and usage errors (exit 2).
+#
+# Env (from tests/run-tests.sh): XFERCTL_BIN, XFERD_BIN, XFER_BUILD,
+# XFERD_SOCKET (the shared xferd).  Exit 0 pass, 1 fail, 77 skip.
+set -u
+# shellcheck disable=SC2016 # $names in single quotes are jq's variables
+
+XFERCTL=${XFERCTL_BIN:-}
+XFERD=${XFERD_BIN:-}
+HOLDER=${XFER_BUILD:-}/tests/xferctl_holder
+ALLOC=1572864          # the memfd region: "1.5 MiB"
+HALF=$((ALLOC / 2))    # the cma region and the bytes moved: "768.0 KiB"
+# Quote, backslash and non-ASCII: JSON must escape the first two and keep
+# the third, the table must show it as is.
+NAME='hold"er\x-ü'
+
+skip() { echo "skip: $*"; exit 77; }
+[ -n "$XFERCTL" ] && [ -x "$XFERCTL" ] || skip "XFERCTL_BIN not set (run through make check)"
+[ -n "$XFERD" ] && [ -x "$XFERD" ] || skip "XFERD_BIN not set (run through make check)"
+[ -x "$HOLDER" ] || skip "$HOLDER not built"
+command -v jq >/dev/null || skip "jq not installed (make deps)"
+
+TMP=$(mktemp -d /tmp/xferctl-test.XXXXXX)
+SOCK=$TMP/xferd.sock
+daemon_pid='' holder_pid='' fake_pid=''
+
+cleanup() {
+	for p in $holder_pid $fake_pid $daemon_pid; do
+		kill -9 "$p" 2>/dev/null
+		wait "$p" 2>/dev/null
+	done
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL: $*"
+	echo "--- last xferctl stdout:"; printf '%s\n' "${out-}"
+	echo "--- last xferctl stderr:"; printf '%s\n' "${err-}"
+	if [ -f "$TMP/xferd.log" ]; then
+		echo "--- private xferd log (tail):"; tail -n 20 "$TMP/xferd.log"
+	fi
+	exit 1
+}
+
+# run CMD...: sets out, err, rc.
+run() {
+	out=$("$@" 2>"$TMP/stderr")
+	rc=$?
+	err=$(cat "$TMP/stderr")
+}
+ctl() { run "$XFERCTL" -s "$SOCK" "$@"; }
+
+expect_rc() { [ "$rc" -eq "$1" ] || fail "$2: exit $rc, want $1"; }
+# A line of $out matching an extended regex.
+expect_out() { grep -Eq -- "$1" <<<"$out" || fail "$2: no line /$1/"; }
+expect_err() { grep -Eq -- "$1" <<<"$err" || fail "$2: stderr lacks /$1/"; }
+# $out is exactly one JSON value and jq expression $1 (with args) holds.
+expect_json() {
+	local expr=$1 what=$2
+	shift 2
+	[ "$(jq -s length <<<"$out" 2>/dev/null)" = 1 ] ||
+		fail "$what: not one JSON value"
+	jq -e "$@" "$expr" >/dev/null <<<"$out" || fail "$what: $expr"
+}
+# A text table as tab-separated cells: columns are 2+ spaces apart.
+cells() { sed -E 's/^ +//; s/ {2,}/\t/g' <<<"$out"; }
+
+# --- usage ----------------------------------------------------------------
+
+run "$XFERCTL"
+expect_rc 2 "no command"; expect_err '^usage: xferctl' "no command"
+run "$XFERCTL" frobnicate
+expect_rc 2 "unknown command"
+expect_err "unknown command 'frobnicate'" "unknown command"
+expect_err '^usage: xferctl' "unknown command"
+run "$XFERCTL" --no-such-option status
+expect_rc 2 "unknown option"; expect_err '^usage: xferctl' "unknown option"
+run "$XFERCTL" status clients
+expect_rc 2 "two commands"
+run "$XFERCTL" status -s
+expect_rc 2 "-s without its path"
+[ -z "$out" ] || fail "usage errors print nothing on stdout"
+run "$XFERCTL" --help
+expect_rc 0 "--help"; expect_out '^usage: xferctl' "--help"
+expect_out '^  regions' "--help lists the commands"
+run "$XFERCTL" --version
+expect_rc 0 "--version"; expect_out '^xferctl [0-9]+\.[0-9]+\.[0-9]+' "--version"
+version=$(awk '{print $2}' <<<"$out")
+
+# --- no daemon ------------------------------------------------------------
+
+ctl status
+expect_rc 1 "no socket"
+expect_err "^xferctl: xferd is not running \(no socket at $SOCK\)$" "no socket"
+[ -z "$out" ] || fail "no socket: nothing on stdout"
+
+# The default path: $XFERD_SOCKET (the shared xferd) when set...
+if [ -n "${XFERD_SOCKET:-}" ] && [ -S "$XFERD_SOCKET" ]; then
+	run "$XFERCTL" status
+	expect_rc 0 "status via \$XFERD_SOCKET"
+	expect_out "^ +socket: $XFERD_SOCKET$" "status via \$XFERD_SOCKET"
+fi
+# ...else $XDG_RUNTIME_DIR/xferd.sock, or /run/xferd/xferd.sock as root.
+if [ "$(id -u)" -eq 0 ]; then want=/run/xferd/xferd.sock
+else want=$TMP/rt/xferd.sock; fi
+run env -u XFERD_SOCKET XDG_RUNTIME_DIR="$TMP/rt" "$XFERCTL" status
+grep -qF -- "$want" <<<"$out$err" || fail "default socket is not $want"
+
+# --- a private xferd, idle ------------------------------------------------
+
+"$XFERD" -s "$SOCK" -l debug >"$TMP/xferd.log" 2>&1 &
+daemon_pid=$!
+for _ in $(seq 100); do
+	ctl status
+	[ "$rc" -eq 0 ] && break
+	kill -0 "$daemon_pid" 2>/dev/null || fail "private xferd died"
+	sleep 0.1
+done
+expect_rc 0 "status of the private xferd"
+
+for key in version 'instance id' pid uptime socket workers clients regions \
+	   imports 'ops completed' 'ops failed' 'bytes moved' rss; do
+	expect_out "^ *$key: [^ ]" "status has '$key'"
+done
+expect_out "^ *version: $version$" "status version"
+expect_out "^ *pid: $daemon_pid$" "status pid"
+expect_out "^ *socket: $SOCK$" "status socket"
+expect_out '^ *instance id: [0-9a-f]{32}$' "status instance id"
+expect_out '^ *clients: 0$' "idle clients"
+expect_out '^ *regions: 0$' "idle regions"
+expect_out '^ *imports: 0$' "idle imports"
+expect_out '^ *ops completed: 0$' "idle ops"
+expect_out '^ *bytes moved: 0 B$' "idle bytes"
+expect_out '^ *rss: [0-9.]+ (KiB|MiB|GiB)$' "status rss"
+# Keys right-aligned: every colon in the same column.
+[ "$(grep -o '^[^:]*:' <<<"$out" | awk '{print length}' | sort -u | wc -l)" = 1 ] ||
+	fail "status keys are not aligned"
+instance=$(sed -nE 's/^ *instance id: //p' <<<"$out")
+
+ctl -j status
+expect_rc 0 "status --json"
+expect_json '.version == $v and .instance_id == $i and .pid == $p and
+	.socket_path == $s and .clients == 0 and .regions == 0 and
+	.imports == 0 and .ops_completed == 0 and .ops_failed == 0 and
+	.bytes_moved == 0 and .rss_bytes > 0 and .workers >= 1 and
+	(.uptime_ms | type) == "number" and .paths == []' "idle status --json" \
+	--arg v "$version" --arg i "$instance" --argjson p "$daemon_pid" \
+	--arg s "$SOCK"
+ctl clients
+expect_rc 0 clients; [ "$out" = "no clients" ] || fail "idle clients text"
+ctl --json clients
+expect_json '. == {"clients": []}' "idle clients --json"
+ctl regions
+expect_rc 0 regions; [ "$out" = "no regions" ] || fail "idle regions text"
+ctl regions -j
+expect_json '. == {"regions": []}' "idle regions --json"
+
+# --- one client holding memory --------------------------------------------
+
+: >"$TMP/holder.out"
+# exec: the holder keeps the subshell's pid, and its argv[0] is the name
+# libxfer sends.
+(XFERD_SOCKET=$SOCK exec -a "$NAME" "$HOLDER" --hold 120 \
+	--alloc "$ALLOC" >"$TMP/holder.out" 2>&1) &
+holder_pid=$!
+for _ in $(seq 100); do
+	grep -q '^ready ' "$TMP/holder.out" && break
+	kill -0 "$holder_pid" 2>/dev/null || break
+	sleep 0.1
+done
+if ! grep -q "^ready $holder_pid$" "$TMP/holder.out"; then
+	wait "$holder_pid"; hrc=$?; holder_pid=
+	[ $hrc -eq 77 ] && skip "holder: $(tail -n 1 "$TMP/holder.out")"
+	cat "$TMP/holder.out"; fail "the holder did not get ready (exit $hrc)"
+fi
+
+ctl clients
+expect_rc 0 "clients with a holder"
+[ "$(cells | head -n 1)" = "$(printf 'ID\tPID\tUID\tNAME\tREGIONS\tIMPORTS\tOPS\tFAILED\tBYTES\tSQ\tAGE')" ] ||
+	fail "clients header"
+[ "$(wc -l <<<"$out")" = 2 ] || fail "clients: want header + 1 row"
+IFS=$'\t' read -r cid pid uid name nreg nimp ops failed bytes sq age \
+	< <(cells | sed -n 2p)
+[ "$pid" = "$holder_pid" ] || fail "clients PID $pid, want $holder_pid"
+[ "$uid" = "$(id -u)" ] || fail "clients UID $uid"
+[ "$name" = "$NAME" ] || fail "clients NAME '$name', want '$NAME'"
+[ "$nreg/$nimp/$ops/$failed" = 2/1/1/0 ] ||
+	fail "clients REGIONS/IMPORTS/OPS/FAILED $nreg/$nimp/$ops/$failed, want 2/1/1/0"
+[ "$bytes" = "768.0 KiB" ] || fail "clients BYTES '$bytes'"
+[[ $cid =~ ^[0-9]+$ && $sq =~ ^[1-9][0-9]*$ && $age =~ ^[0-9]+s$ ]] ||
+	fail "clients ID '$cid' SQ '$sq' AGE '$age'"
+
+ctl --json clients
+expect_rc 0 "clients --json"
+expect_json '.clients | length == 1 and (.[0] | .id == $id and
+	.pid == $pid and .uid == $uid and .name == $name and .regions == 2 and
+	.imports == 1 and .ops_completed == 1 and .ops_failed == 0 and
+	.bytes_moved == $half and .sq_entries == $sq and .connected_ms >= 0)' \
+	"clients --json" --argjson id "$cid" --argjson pid "$holder_pid" \
+	--argjson uid "$(id -u)" --arg name "$NAME" --argjson half "$HALF" \
+	--argjson sq "$sq"
+grep -qF 'hold\"er\\x-' <<<"$out" || fail "name not escaped as JSON"
+
+ctl regions
+expect_rc 0 "regions with a holder"
+[ "$(cells | head -n 1)" = "$(printf 'HANDLE\tOWNER\tKIND\tLENGTH\tIMPORTS\tADDR')" ] ||
+	fail "regions header"
+[ "$(wc -l <<<"$out")" = 3 ] || fail "regions: want header + 2 rows"
+IFS=$'\t' read -r mh mowner _ mlen mimp maddr < <(cells | awk -F'\t' '$3 == "memfd"')
+IFS=$'\t' read -r ch cowner _ clen cimp caddr < <(cells | awk -F'\t' '$3 == "cma"')
+[ "$mowner/$mlen/$mimp/$maddr" = "$cid/1.5 MiB/1/-" ] ||
+	fail "memfd row: owner/length/imports/addr $mowner/$mlen/$mimp/$maddr"
+[ "$cowner/$clen/$cimp" = "$cid/768.0 KiB/0" ] ||
+	fail "cma row: owner/length/imports $cowner/$clen/$cimp"
+[[ $caddr =~ ^0x[0-9a-f]+$ && $mh =~ ^[0-9]+$ && $ch =~ ^[0-9]+$ ]] ||
+	fail "cma ADDR '$caddr', handles '$mh' '$ch'"
+[ "$(cells | sed -n '2,$p' | cut -f1 | sort -n -c 2>&1)" = "" ] ||
+	fail "regions not sorted by handle"
+# Aligned: without the last (left-aligned, unpadded) ADDR column, every
+# line ends in the same column.
+[ "$(sed -E 's/  [^ ]+$//' <<<"$out" | awk '{print length}' | sort -u | wc -l)" = 1 ] ||
+	fail "regions columns are not aligned"
+
+ctl -j regions
+expect_rc 0 "regions --json"
+expect_json '.regions | length == 2 and
+	(map(select(.kind == "memfd")) | length == 1 and (.[0] | .handle == $mh
+	 and .owner == $cid and .length == $alloc and .imports == 1)) and
+	(map(select(.kind == "cma")) | length == 1 and (.[0] | .handle == $ch
+	 and .owner == $cid and .length == $half and .imports == 0 and
+	 .addr == $caddr))' "regions --json" \
+	--argjson mh "$mh" --argjson ch "$ch" --argjson cid "$cid" \
+	--argjson alloc "$ALLOC" --argjson half "$HALF" \
+	--argjson caddr "$(printf '%d' "$caddr")"
+
+ctl status
+expect_rc 0 "status with a holder"
+expect_out '^ *clients: 1$' "busy clients"
+expect_out '^ *regions: 2$' "busy regions"
+expect_out '^ *imports: 1$' "busy imports"
+expect_out '^ *ops completed: 1$' "busy ops"
+expect_out '^ *ops failed: 0$' "busy failed"
+expect_out '^ *bytes moved: 768.0 KiB$' "busy bytes"
+# The per-path table after the keys: the write went by CMA.
+expect_out '^PATH +OPS +BYTES$' "path table header"
+expect_out '^cma +1 +768.0 KiB$' "path table row"
+
+ctl --json status
+expect_json '.clients == 1 and .regions == 2 and .imports == 1 and
+	.ops_completed == 1 and .ops_failed == 0 and .bytes_moved == $half and
+	.paths == [{"path": "cma", "ops": 1, "bytes": $half}] and
+	.instance_id == $i' "busy status --json" \
+	--argjson half "$HALF" --arg i "$instance"
+
+# --- the client gone ------------------------------------------------------
+
+kill -9 "$holder_pid"; wait "$holder_pid" 2>/dev/null; holder_pid=
+for _ in $(seq 50); do
+	ctl clients
+	[ "$out" = "no clients" ] && break
+	sleep 0.1
+done
+[ "$out" = "no clients" ] || fail "the killed holder is still listed"
+ctl -j clients
+expect_json '.clients == []' "clients --json after the holder"
+ctl regions
+[ "$out" = "no regions" ] || fail "the holder's regions are still listed"
+ctl -j regions
+expect_json '.regions == []' "regions --json after the holder"
+ctl -j status
+# Counters are the daemon's history: they stay.
+expect_json '.clients == 0 and .regions == 0 and .imports == 0 and
+	.ops_completed == 1 and .bytes_moved == $half' "status after the holder" \
+	--argjson half "$HALF"
+
+# --- errors on the way to xferd -------------------------------------------
+
+# Permission denied: an unprivileged user cannot enter the 0700 temp dir.
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null &&
+   setpriv --reuid=65534 --regid=65534 --clear-groups "$XFERCTL" --version \
+	>/dev/null 2>&1; then
+	run setpriv --reuid=65534 --regid=65534 --clear-groups \
+		"$XFERCTL" -s "$SOCK" status
+	expect_rc 1 "as nobody"
+	expect_err "^xferctl: permission denied on $SOCK" "as nobody"
+fi
+
+# A private xferd that stops cleanly after all those questions.
+kill -TERM "$daemon_pid"; wait "$daemon_pid"; drc=$?; daemon_pid=
+[ $drc -eq 0 ] || fail "private xferd exited $drc after SIGTERM"
+! grep -Eq 'AddressSanitizer|LeakSanitizer|runtime error:' "$TMP/xferd.log" ||
+	fail "sanitizer report in the private xferd's log"
+ctl status
+expect_rc 1 "after xferd stopped"
+expect_err "^xferctl: xferd is not running" "after xferd stopped"
+
+if command -v python3 >/dev/null; then
+	# A socket file nobody listens on: ECONNREFUSED.
+	python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind(sys.argv[1])' "$TMP/stale.sock"
+	run "$XFERCTL" -s "$TMP/stale.sock" status
+	expect_rc 1 "stale socket"
+	expect_err "^xferctl: xferd is not running \(nothing listens on $TMP/stale.sock\)$" \
+		"stale socket"
+
+	# A hostile client name (as a daemon of another build might pass it
+	# on): quote, backslash, control characters, invalid UTF-8.  JSON
+	# must escape or replace each, text must stay on one line.
+	python3 -c 'import socket, sys
+def varint(n):
+    out = b""
+    while n > 0x7f:
+        out += bytes([n & 0x7f | 0x80]); n >>= 7
+    return out + bytes([n])
+def field(num, payload):
+    if isinstance(payload, int):
+        return varint(num << 3) + varint(payload)
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+name = b"q\"b\\s\x01\x1f\x7f\t\n\xff\xc0\xafok\xe2\x82\xac"
+client = field(1, 7) + field(2, 4242) + field(4, name)
+reply = field(1, 1) + field(13, field(1, client))
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind(sys.argv[1]); s.listen(4)
+open(sys.argv[1] + ".up", "w").close()
+for _ in range(2):
+    c, _ = s.accept(); c.recv(65536); c.send(b"XFRT" + reply); c.close()
+' "$TMP/fake.sock" &
+	fake_pid=$!
+	for _ in $(seq 50); do [ -e "$TMP/fake.sock.up" ] && break; sleep 0.1; done
+	run "$XFERCTL" -s "$TMP/fake.sock" --json clients
+	expect_rc 0 "hostile name --json"
+	expect_json '.clients[0].pid == 4242 and .clients[0].name ==
+		"q\"b\\s\u0001\u001f\u007f\t\n\ufffd\ufffd\ufffdok\u20ac"' \
+		"hostile name --json"
+	# jq itself forgives invalid UTF-8; JSON does not.
+	iconv -f UTF-8 -t UTF-8 <<<"$out" >/dev/null 2>&1 ||
+		fail "hostile name --json: output is not UTF-8"
+	run "$XFERCTL" -s "$TMP/fake.sock" clients
+	expect_rc 0 "hostile name text"
+	[ "$(wc -l <<<"$out")" = 2 ] || fail "hostile name broke the table"
+	[ "$(cells | sed -n 2p | cut -f4)" = 'q"b\s????????ok€' ] ||
+		fail "hostile name text: '$(cells | sed -n 2p | cut -f4)'"
+	wait "$fake_pid"; fake_pid=
+
+	# Listening, never answering: the 5 s receive timeout.
+	python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind(sys.argv[1]); s.listen(4)
+open(sys.argv[1] + ".up", "w").close()
+time.sleep(60)' "$TMP/mute.sock" &
+	fake_pid=$!
+	for _ in $(seq 50); do [ -e "$TMP/mute.sock.up" ] && break; sleep 0.1; done
+	start=$(date +%s)
+	run "$XFERCTL" -s "$TMP/mute.sock" status
+	took=$(($(date +%s) - start))
+	expect_rc 1 "silent xferd"
+	expect_err "^xferctl: xferd did not answer" "silent xferd"
+	[ $took -ge 4 ] && [ $took -le 8 ] || fail "gave up after ${took}s, want 5"
+fi
+
+echo "pass: xferctl status/clients/regions, text and --json"
+exit 0

@@ -1,0 +1,28 @@
+/*
+ * main.c - the unit test runner: every module's suite in one srunner.
+ * Exits 0 when all tests pass, 1 otherwise.
+ */
+#include <stdlib.h>
+
+#include "log.h"
+#include "suites.h"
+
+int main(void)
+{
+	/* The code under test logs expected failures (a broken ring, ...);
+	 * keep the report readable. */
+	log_init(LOG_LVL_ERR);
+
+	SRunner *sr = srunner_create(ring_suite());
+	srunner_add_suite(sr, wire_suite());
+	srunner_add_suite(sr, token_suite());
+	srunner_add_suite(sr, config_suite());
+	srunner_add_suite(sr, progress_suite());
+
+	/* CK_ENV is CK_NORMAL unless CK_VERBOSITY says otherwise
+	 * (CK_VERBOSITY=verbose lists every test). */
+	srunner_run_all(sr, CK_ENV);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

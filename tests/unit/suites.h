@@ -1,0 +1,16 @@
+/*
+ * suites.h - the check suites of the unit test binary, one per module.
+ * main.c runs them all; each is defined in its own test_*.c.
+ */
+#ifndef XFER_UNIT_SUITES_H
+#define XFER_UNIT_SUITES_H
+
+#include <check.h>
+
+Suite *ring_suite(void);
+Suite *wire_suite(void);
+Suite *token_suite(void);
+Suite *config_suite(void);
+Suite *progress_suite(void);
+
+#endif /* XFER_UNIT_SUITES_H */

@@ -1,0 +1,513 @@
+/*
+ * test_config.c - xferd settings (daemon/config.c): the defaults, every
+ * key of a config line with good, malformed and out-of-range values, the
+ * line syntax (comments, blanks, whitespace), size suffixes, and loading
+ * whole files, where an error names "path:line" and changes nothing.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "ring.h"
+#include "suites.h"
+
+static bool config_equal(const struct xferd_config *a,
+			 const struct xferd_config *b)
+{
+	return strcmp(a->socket_path, b->socket_path) == 0 &&
+	       a->sq_entries == b->sq_entries &&
+	       a->max_sq_entries == b->max_sq_entries &&
+	       a->spin_us == b->spin_us &&
+	       a->progress_cpu == b->progress_cpu &&
+	       a->log_level == b->log_level &&
+	       a->max_clients == b->max_clients &&
+	       a->max_handles == b->max_handles &&
+	       a->max_region_bytes == b->max_region_bytes;
+}
+
+/* Apply a line that must be accepted. */
+static struct xferd_config good_line(const char *line)
+{
+	struct xferd_config c;
+	char err[256] = "";
+
+	config_defaults(&c);
+	int rc = config_parse_line(&c, line, err, sizeof(err));
+	ck_assert_msg(rc == 0, "'%s' rejected: %s", line, err);
+	return c;
+}
+
+/* Apply a line that must be refused: -EINVAL, a reason, cfg unchanged.
+ * The reason must contain `why` when given. */
+static void bad_line(const char *line, const char *why)
+{
+	struct xferd_config c, before;
+	char err[256] = "";
+
+	config_defaults(&c);
+	before = c;
+	int rc = config_parse_line(&c, line, err, sizeof(err));
+	ck_assert_msg(rc == -EINVAL, "'%s' accepted (rc %d)", line, rc);
+	ck_assert_msg(err[0] != '\0', "'%s': no reason given", line);
+	if (why)
+		ck_assert_msg(strstr(err, why), "'%s': reason '%s' lacks '%s'",
+			      line, err, why);
+	ck_assert_msg(config_equal(&c, &before), "'%s' changed cfg", line);
+}
+
+START_TEST(defaults)
+{
+	struct xferd_config c;
+
+	memset(&c, 0xa5, sizeof(c));
+	config_defaults(&c);
+	ck_assert_str_eq(c.socket_path, "");
+	ck_assert_uint_eq(c.sq_entries, 1024);
+	ck_assert_uint_eq(c.max_sq_entries, 8192);
+	ck_assert_uint_eq(c.spin_us, 50);
+	ck_assert_int_eq(c.progress_cpu, -1);
+	ck_assert_int_eq(c.log_level, LOG_LVL_INFO);
+	ck_assert_uint_eq(c.max_clients, 1024);
+	ck_assert_uint_eq(c.max_handles, 65536);
+	ck_assert_uint_eq(c.max_region_bytes, 1ull << 40);
+	/* The defaults themselves pass validation. */
+	ck_assert(c.sq_entries <= c.max_sq_entries);
+	ck_assert((c.sq_entries & (c.sq_entries - 1)) == 0);
+	ck_assert_uint_ge(c.sq_entries, RING_MIN_SQ_ENTRIES);
+	ck_assert_uint_le(c.max_sq_entries, RING_MAX_SQ_ENTRIES);
+}
+END_TEST
+
+START_TEST(key_socket)
+{
+	struct xferd_config c = good_line("socket = /run/xferd/xferd.sock");
+	ck_assert_str_eq(c.socket_path, "/run/xferd/xferd.sock");
+
+	/* The longest path that fits sun_path with its NUL. */
+	char line[256], path[CONFIG_PATH_MAX + 1];
+	memset(path, 'p', sizeof(path));
+	path[0] = '/';
+	path[CONFIG_PATH_MAX - 1] = '\0';
+	snprintf(line, sizeof(line), "socket=%s", path);
+	c = good_line(line);
+	ck_assert_str_eq(c.socket_path, path);
+
+	path[CONFIG_PATH_MAX - 1] = 'p';
+	path[CONFIG_PATH_MAX] = '\0';
+	snprintf(line, sizeof(line), "socket=%s", path);
+	bad_line(line, "socket");
+	bad_line("socket = relative/path.sock", "absolute");
+	bad_line("socket = ./x", "absolute");
+}
+END_TEST
+
+START_TEST(key_sq_entries)
+{
+	struct xferd_config c;
+
+	c = good_line("sq_entries = 8");
+	ck_assert_uint_eq(c.sq_entries, 8);
+	c = good_line("sq_entries = 4096");
+	ck_assert_uint_eq(c.sq_entries, 4096);
+	c = good_line("sq_entries = 2K"); /* sizes work for counts too */
+	ck_assert_uint_eq(c.sq_entries, 2048);
+	c = good_line("sq_entries = 8192"); /* = the default maximum */
+	ck_assert_uint_eq(c.sq_entries, 8192);
+
+	bad_line("sq_entries = 4", "sq_entries");
+	bad_line("sq_entries = 0", "sq_entries");
+	bad_line("sq_entries = 65536", "sq_entries");
+	bad_line("sq_entries = 1000", "power of two");
+	bad_line("sq_entries = 1023", "power of two");
+	bad_line("sq_entries = -8", "sq_entries");
+	bad_line("sq_entries = 8x", "sq_entries");
+	bad_line("sq_entries = many", "sq_entries");
+	/* A power of two in range, but above max_sq_entries (8192). */
+	bad_line("sq_entries = 16384", "max_sq_entries");
+}
+END_TEST
+
+START_TEST(key_max_sq_entries)
+{
+	struct xferd_config c;
+	char err[256];
+
+	c = good_line("max_sq_entries = 32768");
+	ck_assert_uint_eq(c.max_sq_entries, RING_MAX_SQ_ENTRIES);
+	c = good_line("max_sq_entries = 1024"); /* = the default sq */
+	ck_assert_uint_eq(c.max_sq_entries, 1024);
+
+	bad_line("max_sq_entries = 65536", "max_sq_entries");
+	bad_line("max_sq_entries = 3000", "power of two");
+	/* Below the default sq_entries (1024). */
+	bad_line("max_sq_entries = 512", "larger than");
+
+	/* Order matters only through the check of the pair. */
+	config_defaults(&c);
+	ck_assert_int_eq(config_parse_line(&c, "max_sq_entries = 32768", err,
+					   sizeof(err)), 0);
+	ck_assert_int_eq(config_parse_line(&c, "sq_entries = 16384", err,
+					   sizeof(err)), 0);
+	ck_assert_uint_eq(c.sq_entries, 16384);
+	ck_assert_int_eq(config_parse_line(&c, "max_sq_entries = 8192", err,
+					   sizeof(err)), -EINVAL);
+	ck_assert_uint_eq(c.max_sq_entries, 32768);
+}
+END_TEST
+
+START_TEST(key_spin_us)
+{
+	struct xferd_config c;
+
+	c = good_line("spin_us = 0");
+	ck_assert_uint_eq(c.spin_us, 0);
+	c = good_line("spin_us = 1000000");
+	ck_assert_uint_eq(c.spin_us, 1000000);
+	c = good_line("spin_us=250");
+	ck_assert_uint_eq(c.spin_us, 250);
+	bad_line("spin_us = 1000001", "spin_us");
+	bad_line("spin_us = 1G", "spin_us");
+	bad_line("spin_us = 10us", "spin_us");
+	bad_line("spin_us = 4294967296", "spin_us");
+}
+END_TEST
+
+START_TEST(key_progress_cpu)
+{
+	struct xferd_config c;
+
+	c = good_line("progress_cpu = 0");
+	ck_assert_int_eq(c.progress_cpu, 0);
+	c = good_line("progress_cpu = 4095");
+	ck_assert_int_eq(c.progress_cpu, 4095);
+	c = good_line("progress_cpu = 3");
+	ck_assert_int_eq(c.progress_cpu, 3);
+	c.progress_cpu = 3;
+	char err[64];
+	ck_assert_int_eq(config_parse_line(&c, "progress_cpu = none", err,
+					   sizeof(err)), 0);
+	ck_assert_int_eq(c.progress_cpu, -1);
+	bad_line("progress_cpu = 4096", "progress_cpu");
+	bad_line("progress_cpu = -1", "progress_cpu");
+	bad_line("progress_cpu = None", "progress_cpu");
+}
+END_TEST
+
+START_TEST(key_log_level)
+{
+	const char *names[] = { "error", "warn", "info", "debug" };
+	const int levels[] = { LOG_LVL_ERR, LOG_LVL_WARN, LOG_LVL_INFO,
+			       LOG_LVL_DEBUG };
+	char line[64];
+
+	for (size_t i = 0; i < 4; i++) {
+		snprintf(line, sizeof(line), "log_level = %s", names[i]);
+		struct xferd_config c = good_line(line);
+		ck_assert_int_eq(c.log_level, levels[i]);
+	}
+	bad_line("log_level = verbose", "log_level");
+	bad_line("log_level = DEBUG", "log_level");
+	bad_line("log_level = 3", "log_level");
+}
+END_TEST
+
+START_TEST(key_limits)
+{
+	struct xferd_config c;
+
+	c = good_line("max_clients = 1");
+	ck_assert_uint_eq(c.max_clients, 1);
+	c = good_line("max_clients = 1M");
+	ck_assert_uint_eq(c.max_clients, 1u << 20);
+	bad_line("max_clients = 0", "max_clients");
+	bad_line("max_clients = 1048577", "max_clients");
+
+	c = good_line("max_handles = 16M");
+	ck_assert_uint_eq(c.max_handles, 1u << 24);
+	c = good_line("max_handles = 100");
+	ck_assert_uint_eq(c.max_handles, 100);
+	bad_line("max_handles = 0", "max_handles");
+	bad_line("max_handles = 16777217", "max_handles");
+
+	c = good_line("max_region_bytes = 64G");
+	ck_assert_uint_eq(c.max_region_bytes, 64ull << 30);
+	c = good_line("max_region_bytes = 1");
+	ck_assert_uint_eq(c.max_region_bytes, 1);
+	c = good_line("max_region_bytes = 16777215T");
+	ck_assert_uint_eq(c.max_region_bytes, 16777215ull << 40);
+	bad_line("max_region_bytes = 0", "max_region_bytes");
+	bad_line("max_region_bytes = 0G", "max_region_bytes");
+	bad_line("max_region_bytes = 1P", "max_region_bytes");
+	bad_line("max_region_bytes = 16777216T", "max_region_bytes");
+	bad_line("max_region_bytes = 64G1", "max_region_bytes");
+}
+END_TEST
+
+START_TEST(line_syntax)
+{
+	struct xferd_config c, d;
+	char err[256];
+
+	/* Lines that change nothing. */
+	const char *noops[] = { "", "\n", "   \t  \n", "# a comment",
+				"   # indented comment = 5",
+				"#sq_entries = 3" };
+	for (size_t i = 0; i < sizeof(noops) / sizeof(noops[0]); i++) {
+		config_defaults(&d);
+		c = good_line(noops[i]);
+		ck_assert_msg(config_equal(&c, &d), "'%s' changed cfg",
+			      noops[i]);
+	}
+
+	/* Whitespace and a trailing comment around a setting. */
+	c = good_line("  \tspin_us\t=\t  77  # seventy-seven\n");
+	ck_assert_uint_eq(c.spin_us, 77);
+	c = good_line("spin_us=78#x");
+	ck_assert_uint_eq(c.spin_us, 78);
+	c = good_line("spin_us = 79\r\n");
+	ck_assert_uint_eq(c.spin_us, 79);
+
+	bad_line("spin_us 50", "key = value");
+	bad_line("spin_us", "key = value");
+	bad_line("spin_us # = 5", "key = value");
+	bad_line("= 50", "empty");
+	bad_line("spin_us =", "empty");
+	bad_line("spin_us =   # nothing", "empty");
+	bad_line("spin us = 50", "unknown key");
+	bad_line("no_such_key = 1", "unknown key 'no_such_key'");
+	bad_line("SPIN_US = 50", "unknown key");
+	bad_line("spin_us = 5 0", "spin_us");
+	bad_line("spin_us = 50 = 60", "spin_us");
+
+	/* A line too long to be a setting. */
+	char *lng = malloc(2000);
+	ck_assert_ptr_nonnull(lng);
+	memset(lng, ' ', 1999);
+	lng[1999] = '\0';
+	memcpy(lng, "spin_us = 1", 11);
+	bad_line(lng, "line longer");
+	free(lng);
+
+	/* A failed line leaves earlier settings alone. */
+	config_defaults(&c);
+	ck_assert_int_eq(config_parse_line(&c, "spin_us = 5", err,
+					   sizeof(err)), 0);
+	d = c;
+	ck_assert_int_eq(config_parse_line(&c, "spin_us = x", err,
+					   sizeof(err)), -EINVAL);
+	ck_assert(config_equal(&c, &d));
+	ck_assert_uint_eq(c.spin_us, 5);
+
+	/* config_set directly, without line syntax. */
+	config_defaults(&c);
+	ck_assert_int_eq(config_set(&c, "max_clients", "7", err, sizeof(err)),
+			 0);
+	ck_assert_uint_eq(c.max_clients, 7);
+	ck_assert_int_eq(config_set(&c, "max_clients", " 7", err, sizeof(err)),
+			 -EINVAL);
+}
+END_TEST
+
+START_TEST(parse_size)
+{
+	static const struct {
+		const char *s;
+		uint64_t v;
+	} ok[] = {
+		{ "0", 0 },
+		{ "123", 123 },
+		{ "64K", 64ull << 10 }, { "64k", 64ull << 10 },
+		{ "16M", 16ull << 20 }, { "16m", 16ull << 20 },
+		{ "2G", 2ull << 30 }, { "2g", 2ull << 30 },
+		{ "3T", 3ull << 40 }, { "3t", 3ull << 40 },
+		{ "0K", 0 },
+		{ "007", 7 },
+		{ "18446744073709551615", UINT64_MAX },
+		{ "16777215T", 16777215ull << 40 },
+		{ "17179869183G", 17179869183ull << 30 },
+	};
+	static const char *bad[] = {
+		"", " 1", "-1", "+1", "K", "1.5G", "1KB", "1 K", "1P", "1e3",
+		"0x10", "12abc", "1K ", "18446744073709551616",
+		"99999999999999999999999", "16777216T", "17179869184G",
+		"17592186044416M", "18014398509481984K",
+	};
+	uint64_t v;
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		v = 42;
+		ck_assert_msg(config_parse_size(ok[i].s, &v) == 0,
+			      "'%s' rejected", ok[i].s);
+		ck_assert_msg(v == ok[i].v, "'%s' -> %llu", ok[i].s,
+			      (unsigned long long)v);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		v = 42;
+		ck_assert_msg(config_parse_size(bad[i], &v) == -EINVAL,
+			      "'%s' accepted as %llu", bad[i],
+			      (unsigned long long)v);
+		ck_assert_uint_eq(v, 42);
+	}
+}
+END_TEST
+
+/* --- config_load --- */
+
+static char tmp_dir[64];
+static char tmp_path[128];
+
+static void load_setup(void)
+{
+	strcpy(tmp_dir, "/tmp/xferd-unit-config.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
+	snprintf(tmp_path, sizeof(tmp_path), "%s/xferd.conf", tmp_dir);
+}
+
+static void load_teardown(void)
+{
+	unlink(tmp_path);
+	rmdir(tmp_dir);
+}
+
+static void write_file(const char *text)
+{
+	FILE *f = fopen(tmp_path, "w");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fputs(text, f) >= 0, 1);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+START_TEST(load_ok)
+{
+	struct xferd_config c;
+	char err[256] = "";
+
+	write_file("# xferd.conf\n"
+		   "\n"
+		   "socket = /tmp/x.sock\n"
+		   "max_sq_entries = 16384   # room for big clients\n"
+		   "sq_entries = 2048\n"
+		   "  spin_us = 0\n"
+		   "progress_cpu = 1\n"
+		   "log_level = debug\n"
+		   "max_clients = 16\n"
+		   "max_handles = 4K\n"
+		   "max_region_bytes = 2G\n"
+		   "spin_us = 10\n" /* the last setting wins */
+		   "# end, and a last line without newline\n"
+		   "max_clients = 17");
+	config_defaults(&c);
+	ck_assert_int_eq(config_load(&c, tmp_path, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.socket_path, "/tmp/x.sock");
+	ck_assert_uint_eq(c.max_sq_entries, 16384);
+	ck_assert_uint_eq(c.sq_entries, 2048);
+	ck_assert_uint_eq(c.spin_us, 10);
+	ck_assert_int_eq(c.progress_cpu, 1);
+	ck_assert_int_eq(c.log_level, LOG_LVL_DEBUG);
+	ck_assert_uint_eq(c.max_clients, 17);
+	ck_assert_uint_eq(c.max_handles, 4096);
+	ck_assert_uint_eq(c.max_region_bytes, 2ull << 30);
+
+	/* An empty file is a valid one that changes nothing. */
+	struct xferd_config d;
+	write_file("");
+	config_defaults(&c);
+	d = c;
+	ck_assert_int_eq(config_load(&c, tmp_path, err, sizeof(err)), 0);
+	ck_assert(config_equal(&c, &d));
+}
+END_TEST
+
+/* Load text whose line `lineno` is bad; the error names it. */
+static void load_bad(const char *text, unsigned lineno, const char *why)
+{
+	struct xferd_config c, before;
+	char err[512] = "", want[256];
+
+	write_file(text);
+	config_defaults(&c);
+	c.spin_us = 123; /* not a default: must survive the failure */
+	before = c;
+	ck_assert_int_eq(config_load(&c, tmp_path, err, sizeof(err)), -EINVAL);
+	ck_assert(config_equal(&c, &before));
+	snprintf(want, sizeof(want), "%s:%u: ", tmp_path, lineno);
+	ck_assert_msg(strncmp(err, want, strlen(want)) == 0,
+		      "error '%s' does not start with '%s'", err, want);
+	ck_assert_msg(strstr(err, why), "error '%s' lacks '%s'", err, why);
+}
+
+START_TEST(load_bad_line)
+{
+	/* Settings before the bad line are not applied either. */
+	load_bad("spin_us = 7\n"
+		 "max_clients = 9\n"
+		 "\n"
+		 "# comment\n"
+		 "sq_entries = 1000\n"
+		 "max_handles = 5\n",
+		 5, "power of two");
+	load_bad("bogus = 1\n", 1, "unknown key 'bogus'");
+	load_bad("spin_us = 1\nspin_us = 2\nspin_us\n", 3, "key = value");
+	load_bad("# only\n#comments\n\n\nlog_level = loud", 5, "log_level");
+	load_bad("max_sq_entries = 512\n", 1, "larger than");
+
+	/* A line longer than the reader's buffer. */
+	char *text = malloc(3000);
+	ck_assert_ptr_nonnull(text);
+	strcpy(text, "spin_us = 1\n# ");
+	size_t n = strlen(text);
+	memset(text + n, 'c', 2000);
+	strcpy(text + n + 2000, "\n");
+	load_bad(text, 2, "too long");
+	free(text);
+}
+END_TEST
+
+START_TEST(load_missing)
+{
+	struct xferd_config c, before;
+	char err[256] = "";
+
+	config_defaults(&c);
+	before = c;
+	ck_assert_int_eq(config_load(&c, tmp_path, err, sizeof(err)), -ENOENT);
+	ck_assert(config_equal(&c, &before));
+	ck_assert_msg(strstr(err, tmp_path), "error '%s' lacks the path", err);
+
+	/* A directory is no config file either. */
+	ck_assert_int_lt(config_load(&c, tmp_dir, err, sizeof(err)), 0);
+	ck_assert(config_equal(&c, &before));
+}
+END_TEST
+
+Suite *config_suite(void)
+{
+	Suite *s = suite_create("config");
+	TCase *tc;
+
+	tc = tcase_create("lines");
+	tcase_add_test(tc, defaults);
+	tcase_add_test(tc, key_socket);
+	tcase_add_test(tc, key_sq_entries);
+	tcase_add_test(tc, key_max_sq_entries);
+	tcase_add_test(tc, key_spin_us);
+	tcase_add_test(tc, key_progress_cpu);
+	tcase_add_test(tc, key_log_level);
+	tcase_add_test(tc, key_limits);
+	tcase_add_test(tc, line_syntax);
+	tcase_add_test(tc, parse_size);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("load");
+	tcase_add_checked_fixture(tc, load_setup, load_teardown);
+	tcase_add_test(tc, load_ok);
+	tcase_add_test(tc, load_bad_line);
+	tcase_add_test(tc, load_missing);
+	suite_add_tcase(s, tc);
+	return s;
+}
