@@ -31,6 +31,7 @@ struct xfer_ctx {
 	pid_t daemon_pid;
 	uint8_t instance_id[TOKEN_INSTANCE_LEN];
 	unsigned spin_us;
+	unsigned empty_peeks;     /* since the last look at the socket */
 	bool gone;                /* xferd said goodbye or closed the socket */
 };
 

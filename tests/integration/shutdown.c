@@ -8,8 +8,9 @@
  * sees -ENOTCONN, every control and ring call afterwards returns
  * -ENOTCONN, freeing memory still works, a connection that never sent
  * its hello is closed, xferd exits with status 0 (leaking nothing: under
- * ASan a leak would make it exit 1) and removes its socket.  Then a second xferd is SIGKILLed under a blocked
- * wait: the wait returns -ENOTCONN too.
+ * ASan a leak would make it exit 1) and removes its socket.  Then a
+ * second xferd is SIGKILLed under a blocked wait and a polling client:
+ * both see -ENOTCONN too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -240,10 +241,27 @@ static void killed(void)
 	struct waiter w;
 
 	tl_daemon_start(&xd, NULL);
+	struct xfer_ctx *poller;
+
 	T_OK(xfer_open(xd.socket, &blocked));
+	T_OK(xfer_open(xd.socket, &poller));
 	nop_roundtrip(blocked);
 	waiter_start(&w, blocked);
 	kill(xd.pid, SIGKILL);
+
+	/* A crashed xferd sets no DEAD flag: a client that only polls must
+	 * still notice, from the hung-up socket. */
+	struct xfer_cqe *c;
+	int prc;
+	uint64_t deadline = tl_now_ms() + 10000;
+	while ((prc = xfer_peek_cqe(poller, &c)) == -EAGAIN)
+		T_ASSERT(tl_now_ms() < deadline,
+			 "a polling client never noticed the killed xferd");
+	T_ASSERT(prc == -ENOTCONN, "peek after SIGKILL -> %d (%s)", prc,
+		 xfer_strerror(prc));
+	xfer_close(poller);
+	printf("SIGKILL: a polling client sees -ENOTCONN: ok\n");
+
 	int rc = waiter_result(&w, "SIGKILL");
 	T_ASSERT(rc == -ENOTCONN, "blocked wait -> %d (%s)", rc,
 		 xfer_strerror(rc));
