@@ -52,11 +52,12 @@ OBJ     := $(BUILD)/obj
 CPPFLAGS += -D_GNU_SOURCE -Iinclude -Iproto -I$(GEN) -Idaemon -Iclient
 
 # libsystemd is optional: sd_notify and socket activation when present.
-HAVE_SYSTEMD := $(shell $(PKG) --exists libsystemd 2>/dev/null && echo 1)
-ifeq ($(HAVE_SYSTEMD),1)
-SYSTEMD_CFLAGS := -DHAVE_SYSTEMD $(shell $(PKG) --cflags libsystemd)
-SYSTEMD_LIBS   := $(shell $(PKG) --libs libsystemd)
-endif
+# Recursive (=) on purpose: evaluated when a recipe runs, after `deps`
+# has installed what a fresh machine lacks, not when make reads this file.
+SYSTEMD_CFLAGS = $(shell $(PKG) --exists libsystemd 2>/dev/null && \
+	echo -DHAVE_SYSTEMD $$($(PKG) --cflags libsystemd))
+SYSTEMD_LIBS   = $(shell $(PKG) --exists libsystemd 2>/dev/null && \
+	$(PKG) --libs libsystemd)
 
 ALL_CFLAGS = -std=c11 $(WARN) -fPIC -fvisibility=hidden -pthread $(CFLAGS)
 
