@@ -115,8 +115,9 @@ deps:
 		  apt-get install -y -q --no-install-recommends $$missing; }; \
 	fi
 
-# Generated sources are kept (not make's intermediates to delete).
-.SECONDARY: $(PROTO_C) $(PROTO_H)
+# Keep every intermediate (generated sources, test objects): without this
+# make deletes them after a build and rebuilds them the next time.
+.SECONDARY:
 
 # The generated code and thus every object wait for deps (order-only).
 $(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto | deps

@@ -26,7 +26,13 @@ log=$(mktemp /tmp/xferd-demo-log.XXXXXX)
 echo "== starting xferd ${args[*]:-(embedded defaults)}"
 "$XFERD" "${args[@]}" 2>"$log" &
 pid=$!
-trap 'kill -9 $pid 2>/dev/null; rm -f "$log"; [ -n "${dir:-}" ] && rm -rf "$dir"' EXIT
+cleanup() {
+	kill -9 $pid 2>/dev/null || true
+	rm -f "$log"
+	if [ -n "${dir:-}" ]; then rm -rf "$dir"; fi
+	return 0
+}
+trap cleanup EXIT
 for _ in $(seq 100); do
 	"$XFERCTL" status >/dev/null 2>&1 && break
 	kill -0 $pid 2>/dev/null || { cat "$log"; exit 1; }
