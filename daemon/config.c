@@ -29,11 +29,18 @@ void config_defaults(struct xferd_config *cfg)
 		.max_clients = 1024,
 		.max_handles = 65536,
 		.max_region_bytes = 1ull << 40,
+		.listen = "*:7474",
+		.keepalive_ms = 1000,
+		.peer_timeout_ms = 5000,
+		.connect_timeout_ms = 3000,
+		.op_timeout_ms = 10000,
+		.tcp_chunk = 1u << 20,
 	};
 }
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+static bool valid_name(const char *s);
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -138,16 +145,120 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 				    "max_region_bytes: '%s' is not a size > 0 (e.g. 64G)",
 				    value);
 		c.max_region_bytes = v;
+	} else if (strcmp(key, "listen") == 0) {
+		char host[CONFIG_HOST_MAX];
+		uint16_t port;
+		if (strcmp(value, "off") != 0 &&
+		    (config_split_hostport(value, host, &port, 0) || port == 0))
+			return fail(err, errlen,
+				    "listen: '%s' is not ADDR:PORT, *:PORT or off",
+				    value);
+		snprintf(c.listen, sizeof(c.listen), "%s", value);
+	} else if (strcmp(key, "node_name") == 0) {
+		if (!valid_name(value))
+			return fail(err, errlen,
+				    "node_name: '%s' must be 1-%d characters of [A-Za-z0-9._-]",
+				    value, CONFIG_HOST_MAX - 1);
+		snprintf(c.node_name, sizeof(c.node_name), "%s", value);
+	} else if (strcmp(key, "peer") == 0) {
+		char host[CONFIG_HOST_MAX];
+		uint16_t port;
+		if (config_split_hostport(value, host, &port, CONFIG_DEFAULT_PORT))
+			return fail(err, errlen, "peer: '%s' is not HOST[:PORT]",
+				    value);
+		if (c.npeers == CONFIG_MAX_PEERS)
+			return fail(err, errlen, "peer: more than %d peers",
+				    CONFIG_MAX_PEERS);
+		snprintf(c.peers[c.npeers++], CONFIG_HOST_MAX, "%s", value);
+	} else if (strcmp(key, "cluster_key_file") == 0) {
+		if (value[0] != '/' || strlen(value) >= sizeof(c.cluster_key_file))
+			return fail(err, errlen,
+				    "cluster_key_file: '%s' is not an absolute path",
+				    value);
+		snprintf(c.cluster_key_file, sizeof(c.cluster_key_file), "%s",
+			 value);
+	} else if (strcmp(key, "keepalive_ms") == 0) {
+		rc = parse_u32(key, value, 10, 600000, &c.keepalive_ms, err,
+			       errlen);
+	} else if (strcmp(key, "peer_timeout_ms") == 0) {
+		rc = parse_u32(key, value, 20, 3600000, &c.peer_timeout_ms, err,
+			       errlen);
+	} else if (strcmp(key, "connect_timeout_ms") == 0) {
+		rc = parse_u32(key, value, 10, 600000, &c.connect_timeout_ms,
+			       err, errlen);
+	} else if (strcmp(key, "op_timeout_ms") == 0) {
+		rc = parse_u32(key, value, 1, 86400000, &c.op_timeout_ms, err,
+			       errlen);
+	} else if (strcmp(key, "tcp_chunk") == 0) {
+		rc = parse_u32(key, value, 4096, 4u << 20, &c.tcp_chunk, err,
+			       errlen);
 	} else {
 		return fail(err, errlen, "unknown key '%s'", key);
 	}
 	if (rc)
 		return rc;
+	if (c.keepalive_ms >= c.peer_timeout_ms)
+		return fail(err, errlen,
+			    "keepalive_ms (%u) must be below peer_timeout_ms (%u)",
+			    c.keepalive_ms, c.peer_timeout_ms);
 	if (c.sq_entries > c.max_sq_entries)
 		return fail(err, errlen,
 			    "sq_entries (%u) is larger than max_sq_entries (%u)",
 			    c.sq_entries, c.max_sq_entries);
 	*cfg = c;
+	return 0;
+}
+
+static bool valid_name(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n >= CONFIG_HOST_MAX)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr("._-", *s))
+			return false;
+	return true;
+}
+
+int config_split_hostport(const char *s, char *host, uint16_t *port,
+			  uint16_t default_port)
+{
+	const char *colon, *end;
+	size_t n;
+
+	if (s[0] == '[') {            /* [v6]:port */
+		end = strchr(s, ']');
+		if (!end)
+			return -EINVAL;
+		n = (size_t)(end - s - 1);
+		memcpy(host, s + 1, n < CONFIG_HOST_MAX ? n : 0);
+		colon = end[1] == ':' ? end + 1 : NULL;
+		if (!colon && end[1] != '\0')
+			return -EINVAL;
+		s++;
+	} else {
+		colon = strrchr(s, ':');
+		if (colon && strchr(s, ':') != colon)
+			return -EINVAL;   /* a bare IPv6 address needs [] */
+		n = colon ? (size_t)(colon - s) : strlen(s);
+		memcpy(host, s, n < CONFIG_HOST_MAX ? n : 0);
+	}
+	if (n == 0 || n >= CONFIG_HOST_MAX)
+		return -EINVAL;
+	host[n] = '\0';
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)host[i]) && !strchr("._-:*", host[i]))
+			return -EINVAL;
+	*port = default_port;
+	if (colon) {
+		char *e;
+		errno = 0;
+		unsigned long v = strtoul(colon + 1, &e, 10);
+		if (errno || *e || e == colon + 1 || v > 65535)
+			return -EINVAL;
+		*port = (uint16_t)v;
+	}
 	return 0;
 }
 

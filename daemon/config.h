@@ -14,6 +14,10 @@
 
 #define CONFIG_DEFAULT_PATH "/etc/xferd/xferd.conf"
 #define CONFIG_PATH_MAX     108 /* sizeof(sockaddr_un.sun_path) */
+#define CONFIG_FILE_MAX     256
+#define CONFIG_HOST_MAX     80  /* "host:port", "[v6]:port", a node name */
+#define CONFIG_MAX_PEERS    64
+#define CONFIG_DEFAULT_PORT 7474
 
 struct xferd_config {
 	char socket_path[CONFIG_PATH_MAX]; /* "" = the default path */
@@ -25,7 +29,26 @@ struct xferd_config {
 	uint32_t max_clients;
 	uint32_t max_handles;      /* regions + imports per client */
 	uint64_t max_region_bytes;
+
+	/* other nodes */
+	char listen[CONFIG_HOST_MAX];   /* "*:7474", "ADDR:PORT" or "off" */
+	char node_name[CONFIG_HOST_MAX]; /* "" = the host name */
+	char peers[CONFIG_MAX_PEERS][CONFIG_HOST_MAX]; /* "host[:port]" */
+	uint32_t npeers;
+	char cluster_key_file[CONFIG_FILE_MAX]; /* "" = no authentication */
+	uint32_t keepalive_ms;     /* ping an idle link this often */
+	uint32_t peer_timeout_ms;  /* a link silent this long is dead */
+	uint32_t connect_timeout_ms;
+	uint32_t op_timeout_ms;    /* default deadline of a remote descriptor */
+	uint32_t tcp_chunk;        /* bytes per data frame on a link */
 };
+
+/*
+ * Split "host:port", "[v6]:port", "host" (port = default_port) into its
+ * parts.  Returns 0 or -EINVAL.  host must hold CONFIG_HOST_MAX bytes.
+ */
+int config_split_hostport(const char *s, char *host, uint16_t *port,
+			  uint16_t default_port);
 
 void config_defaults(struct xferd_config *cfg);
 

@@ -21,6 +21,7 @@
 #include "ctl.h"
 #include "listener.h"
 #include "log.h"
+#include "peer.h"
 #include "progress.h"
 #include "region.h"
 #include "sdnotify.h"
@@ -239,6 +240,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 		*cur = cfg;
 		log_set_level(cfg.log_level);
 		progress_set_spin(rt->d.progress, cfg.spin_us);
+		peers_reload(rt->d.peers);
 		log_info("configuration reloaded");
 	} else {
 		log_warnx("reload failed; keeping the running configuration");
@@ -310,6 +312,8 @@ int main(int argc, char **argv)
 	if (progress_start(d->progress))
 		fatalx("cannot start the progress thread");
 
+	if (peers_create(d, &d->peers))
+		return 1;
 	rt.ev_term = add_signal(&rt, SIGTERM, on_terminate);
 	rt.ev_int = add_signal(&rt, SIGINT, on_terminate);
 	rt.ev_hup = add_signal(&rt, SIGHUP, on_reload);
@@ -331,6 +335,7 @@ int main(int argc, char **argv)
 
 	listener_close(rt.listener);
 	client_goodbye_all(d, "xferd is shutting down");
+	peers_destroy(d->peers);
 	progress_destroy(d->progress);
 	client_free_all(d);
 	regtab_destroy(d->regs);

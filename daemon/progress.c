@@ -228,7 +228,7 @@ static int64_t exec_notify_only(struct progress *p, struct prog_client *pc,
 static int64_t sqe_check(const struct xfer_sqe *sqe)
 {
 	if (sqe->opcode >= XFER_OP__COUNT || (sqe->flags & ~XFER_SQE_F__ALL) ||
-	    sqe->reserved0 || sqe->reserved1)
+	    sqe->reserved0)
 		return -EINVAL;
 	if (sqe->opcode == XFER_OP_NOTIFY && (sqe->flags & XFER_SQE_F_NOTIFY))
 		return -EINVAL;   /* NOTIFY already is the notification */

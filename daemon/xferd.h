@@ -19,6 +19,8 @@ struct event_base;
 struct regtab;
 struct progress;
 struct client;
+struct peers;
+struct names;
 
 #define XFERD_VERSION "0.1.0"
 
@@ -35,6 +37,8 @@ struct xferd {
 
 	struct regtab *regs;
 	struct progress *progress;
+	struct peers *peers;        /* other xferds (peer.h) */
+	struct names *names;        /* published tokens (names.h) */
 	struct client_list clients;
 	uint32_t nclients;          /* attached, not yet dropped */
 	uint64_t next_client_id;

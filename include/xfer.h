@@ -95,6 +95,30 @@ uint64_t xfer_remote_len(const struct xfer_remote *remote);
 uint64_t xfer_remote_handle(const struct xfer_remote *remote);
 
 /*
+ * Publish a token under a name at the local xferd so that xfer_lookup()
+ * on any node finds it.  Names are 1-200 bytes of [A-Za-z0-9._:@+-]
+ * (no '/': "node/name" addresses a node).  Publishing a name again
+ * from the same context replaces its token; another context's name is
+ * -EEXIST.  Names are removed by xfer_unpublish() or when the context
+ * closes.  Blocks for one round trip.
+ */
+int xfer_publish(struct xfer_ctx *ctx, const char *name, const void *token,
+		 size_t len);
+int xfer_unpublish(struct xfer_ctx *ctx, const char *name);
+
+/*
+ * Find a published token.  "name" looks at the local xferd, then at every
+ * peer configured in xferd.conf (the first that has it answers);
+ * "node/name" asks the xferd of that node only (its node_name, or
+ * host[:port]).  buf must hold *len bytes (XFER_TOKEN_MAX is enough); on
+ * success *len is the token's size.  Blocks until answered: -ENOENT if
+ * nobody has the name, -EHOSTUNREACH/-ETIMEDOUT if the node cannot be
+ * asked.
+ */
+int xfer_lookup(struct xfer_ctx *ctx, const char *name, void *buf,
+		size_t *len);
+
+/*
  * Submission.  xfer_get_sqe() returns the next free entry or NULL when the
  * SQ is full; fill it (the xfer_prep_* helpers below) and call
  * xfer_submit() to publish every entry got so far.  xfer_submit() never
@@ -181,6 +205,12 @@ static inline void xfer_sqe_set_notify(struct xfer_sqe *sqe, uint64_t value)
 {
 	sqe->flags |= XFER_SQE_F_NOTIFY;
 	sqe->notify_value = value;
+}
+
+/* Give up after ms milliseconds (paths to other nodes; 0 = default). */
+static inline void xfer_sqe_set_timeout(struct xfer_sqe *sqe, uint32_t ms)
+{
+	sqe->timeout_ms = ms;
 }
 
 /* Link sqe with the next one into one batch (one CQE for the batch). */

@@ -73,7 +73,8 @@ struct xfer_sqe {
 	uint8_t opcode;        /* enum xfer_op */
 	uint8_t flags;         /* XFER_SQE_F_* */
 	uint16_t reserved0;    /* must be 0 */
-	uint32_t reserved1;    /* must be 0 */
+	uint32_t timeout_ms;   /* other-node paths: fail with -ETIMEDOUT after
+				* this long; 0 = xferd's op_timeout_ms */
 	uint64_t user_data;    /* returned untouched in the CQE */
 	uint64_t local;        /* handle of a region this client registered */
 	uint64_t local_off;

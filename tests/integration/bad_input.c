@@ -161,9 +161,9 @@ static void bad_descriptors(void)
 	s.flags = 0;
 	s.reserved0 = 1;
 	expect_sqe(&s, -EINVAL, "reserved0 != 0");
+	s.reserved0 = 0x8000;
+	expect_sqe(&s, -EINVAL, "reserved0 high bit");
 	s.reserved0 = 0;
-	s.reserved1 = 0x80000000u;
-	expect_sqe(&s, -EINVAL, "reserved1 != 0");
 	xfer_prep_notify(&s, rh, 1, 0);
 	xfer_sqe_set_notify(&s, 2);
 	expect_sqe(&s, -EINVAL, "NOTIFY with the notify flag");

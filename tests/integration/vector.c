@@ -209,7 +209,7 @@ static void break_range(struct xfer_sqe *sqe)
 
 static void break_opcode(struct xfer_sqe *sqe)
 {
-	sqe->reserved1 = 1;
+	sqe->reserved0 = 1;
 }
 
 static void break_handle(struct xfer_sqe *sqe)

@@ -472,8 +472,8 @@ START_TEST(invalid_descriptors)
 		  -EINVAL },
 		{ "reserved0", { .opcode = XFER_OP_NOP, .reserved0 = 1 },
 		  -EINVAL },
-		{ "reserved1", { .opcode = XFER_OP_NOP,
-				 .reserved1 = 0x80000000u }, -EINVAL },
+		{ "reserved0 high", { .opcode = XFER_OP_NOP,
+				      .reserved0 = 0x8000 }, -EINVAL },
 		{ "NOTIFY with F_NOTIFY", { .opcode = XFER_OP_NOTIFY,
 					    .flags = XFER_SQE_F_NOTIFY,
 					    .remote = imp }, -EINVAL },
@@ -846,7 +846,7 @@ START_TEST(linked_batch_error)
 		sqe_write(A.handle, 0, imp, 0, 100, 1),
 		sqe_write(A.handle, 0, imp, REGION_LEN, 1, 2), /* -ERANGE */
 		sqe_write(A.handle, 0, 999999, 0, 1, 3),       /* -EACCES */
-		{ .opcode = XFER_OP_NOP, .reserved1 = 1 },     /* -EINVAL */
+		{ .opcode = XFER_OP_NOP, .reserved0 = 1 },     /* -EINVAL */
 		sqe_write(A.handle, 1000, imp, 1000, 100, 5),  /* valid */
 	};
 

@@ -1,0 +1,41 @@
+/*
+ * names.h - the publish/lookup table: name -> token, per xferd.
+ *
+ * Main thread only.  A name belongs to the client that published it and
+ * goes when that client disconnects.
+ */
+#ifndef XFERD_NAMES_H
+#define XFERD_NAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NAMES_NAME_MAX  200  /* bytes, without the NUL */
+#define NAMES_TOKEN_MAX 512  /* = XFER_TOKEN_MAX */
+#define NAMES_PER_CLIENT_MAX 4096
+
+struct names;
+
+struct names *names_create(void);
+void names_destroy(struct names *n);
+
+/* 1-NAMES_NAME_MAX bytes of [A-Za-z0-9._:@+-]. */
+bool names_valid(const char *name);
+
+/*
+ * Store (or, for the same client, replace) a token.  -EINVAL for a bad
+ * name or token size, -EEXIST if another client owns the name, -ENOSPC
+ * beyond NAMES_PER_CLIENT_MAX names of one client.
+ */
+int names_publish(struct names *n, const char *name, uint64_t client,
+		  const void *token, size_t len);
+/* -ENOENT if absent, -EACCES if another client's. */
+int names_unpublish(struct names *n, const char *name, uint64_t client);
+/* Points into the table: valid until the next change.  -ENOENT. */
+int names_lookup(const struct names *n, const char *name,
+		 const void **token, size_t *len);
+void names_remove_client(struct names *n, uint64_t client);
+size_t names_count(const struct names *n);
+
+#endif /* XFERD_NAMES_H */

@@ -1,0 +1,74 @@
+/*
+ * peer.h - the other xferds: TCP listener, links, handshake, lookups.
+ *
+ * Main thread.  A link is set up here (connect or accept, the handshake
+ * of proto/peer.proto, optional cluster authentication, the choice of
+ * address by subnet) and then handed to the progress thread, which runs
+ * the data path on it (link.h).  Requests that need an answer from a peer
+ * (lookup, ping) are asynchronous: the callback runs later on the main
+ * thread, exactly once.
+ */
+#ifndef XFERD_PEER_H
+#define XFERD_PEER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "netaddr.h"
+
+struct xferd;
+struct peers;
+
+/*
+ * Listen on cfg.listen (unless "off"), learn this node's addresses, load
+ * the cluster key if configured.  Returns 0 or -errno with the reason
+ * logged.
+ */
+int peers_create(struct xferd *d, struct peers **out);
+/* Close every link and the listener; accepts NULL. */
+void peers_destroy(struct peers *p);
+/* SIGHUP: the configured peers, timeouts and the cluster key. */
+void peers_reload(struct peers *p);
+
+/* What this xferd advertises in tokens: addresses and TCP port. */
+size_t peers_advertised(const struct peers *p, const struct netaddr **addrs,
+			uint16_t *port);
+const char *peers_node_name(const struct peers *p);
+
+typedef void (*peers_lookup_cb)(void *arg, int error, const void *token,
+				size_t len);
+/*
+ * Ask `node` (a node name, "host[:port]", or NULL for every configured
+ * peer, first answer wins) for the token published under `name`.
+ * error: 0, -ENOENT (nobody has it), -EHOSTUNREACH, -ETIMEDOUT, ...
+ */
+void peers_lookup(struct peers *p, const char *node, const char *name,
+		  peers_lookup_cb cb, void *arg);
+
+typedef void (*peers_ping_cb)(void *arg, int error, uint64_t rtt_ns,
+			      const char *who);
+/* Round trip to a peer: node name, instance id (hex prefix) or
+ * host[:port]. */
+void peers_ping(struct peers *p, const char *target, peers_ping_cb cb,
+		void *arg);
+
+/* What xferctl shows of a peer. */
+struct peer_view {
+	uint8_t instance_id[16];
+	const char *node_name;
+	const struct netaddr *addrs;  /* what the peer advertised */
+	size_t naddrs;
+	const char *address;          /* "10.0.1.2:7474", "" if none yet */
+	const char *why;              /* why that address */
+	const char *state;            /* "connecting", "up", "down", ... */
+	int initiated;                /* 1: we connected, 0: it did */
+	uint64_t rtt_ns;              /* last keepalive round trip */
+	uint64_t bytes_tx, bytes_rx;
+	uint64_t ops, errors;
+	uint64_t up_ms;               /* since the link came up */
+	const char *last_error;
+};
+void peers_foreach(struct peers *p,
+		   void (*fn)(const struct peer_view *v, void *arg), void *arg);
+
+#endif /* XFERD_PEER_H */
