@@ -61,7 +61,7 @@ SYSTEMD_LIBS   = $(shell $(PKG) --exists libsystemd 2>/dev/null && \
 
 ALL_CFLAGS = -std=c11 $(WARN) -fPIC -fvisibility=hidden -pthread $(CFLAGS)
 
-PROTOS     := client ctl token
+PROTOS     := client ctl token peer
 PROTO_C    := $(PROTOS:%=$(GEN)/%.pb-c.c)
 PROTO_H    := $(PROTOS:%=$(GEN)/%.pb-c.h)
 
@@ -91,6 +91,9 @@ BASE_LIBS := -lprotobuf-c -lcrypto -pthread
 # Programs under tests/ and tools/ that use libxfer.
 TEST_PROGS := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,\
 	$(filter-out tests/integration/testlib.c,$(wildcard tests/integration/*.c)))
+# Programs the test scripts drive (not tests of their own).
+TEST_TOOLS := $(patsubst tests/tools/%.c,$(BUILD)/test-tools/%,\
+	$(wildcard tests/tools/*.c))
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 UNIT_BIN   := $(BUILD)/tests/unit_tests
 
@@ -98,7 +101,7 @@ UNIT_BIN   := $(BUILD)/tests/unit_tests
 .DEFAULT_GOAL := all
 
 all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(XFERDEMO) $(LIBSO) $(LIBA) $(LIBPC) \
-	$(TEST_PROGS) $(UNIT_BIN)
+	$(TEST_PROGS) $(TEST_TOOLS) $(UNIT_BIN)
 
 # --- dependencies --------------------------------------------------------
 
@@ -143,7 +146,7 @@ $(OBJ)/gen/%.pb-c.o: $(GEN)/%.pb-c.c $(PROTO_H)
 
 # --- linking -------------------------------------------------------------
 
-$(XFERD): $(DAEMON_OBJ) $(COMMON_OBJ) $(CTL_PB_OBJ)
+$(XFERD): $(DAEMON_OBJ) $(COMMON_OBJ) $(CTL_PB_OBJ) $(OBJ)/gen/peer.pb-c.o
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -levent $(BASE_LIBS) $(SYSTEMD_LIBS)
 
@@ -182,14 +185,21 @@ $(BUILD)/tests/%: $(OBJ)/tests/integration/%.o $(OBJ)/tests/integration/testlib.
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
 
+# Test tools may use the daemon's wire code (proto/) besides libxfer.
+$(BUILD)/test-tools/%: $(OBJ)/tests/tools/%.o $(OBJ)/tests/integration/testlib.o \
+		$(LIBA) $(OBJ)/gen/peer.pb-c.o
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
+
 # Unit tests link the modules they test directly.
-UNIT_DEPS := $(OBJ)/daemon/config.o $(OBJ)/daemon/log.o \
-	$(OBJ)/daemon/region.o $(OBJ)/daemon/progress.o \
-	$(OBJ)/daemon/path_local.o $(COMMON_OBJ) $(CTL_PB_OBJ)
+UNIT_DEPS := $(filter-out $(OBJ)/daemon/main.o,$(DAEMON_OBJ)) \
+	$(COMMON_OBJ) $(CTL_PB_OBJ) $(OBJ)/gen/peer.pb-c.o
 $(UNIT_BIN): $(call obj,$(UNIT_SRC)) $(UNIT_DEPS)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(shell $(PKG) --libs check) $(BASE_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(shell $(PKG) --libs check) -levent \
+		$(BASE_LIBS) $(SYSTEMD_LIBS)
 
 # --- running -------------------------------------------------------------
 

@@ -45,15 +45,6 @@ struct runtime {
 		*ev_watchdog;
 };
 
-uint64_t xferd_ms_since(const struct timespec *since)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (uint64_t)(now.tv_sec - since->tv_sec) * 1000 +
-	       (uint64_t)((now.tv_nsec - since->tv_nsec) / 1000000);
-}
-
 static void usage(FILE *f)
 {
 	fprintf(f,

@@ -46,6 +46,13 @@ struct xferd {
 };
 
 /* Milliseconds since `since` (CLOCK_MONOTONIC). */
-uint64_t xferd_ms_since(const struct timespec *since);
+static inline uint64_t xferd_ms_since(const struct timespec *since)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)((now.tv_sec - since->tv_sec) * 1000 +
+			  (now.tv_nsec - since->tv_nsec) / 1000000);
+}
 
 #endif /* XFERD_XFERD_H */

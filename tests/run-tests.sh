@@ -51,7 +51,8 @@ run_one unit "$BUILD/tests/unit_tests"
 
 echo "== integration tests"
 export XFERD_BIN="$BUILD/xferd" XFERCTL_BIN="$BUILD/xferctl" \
-	XFERBENCH_BIN="$BUILD/xferbench" XFER_BUILD="$BUILD" XFER_ROOT="$ROOT"
+	XFERBENCH_BIN="$BUILD/xferbench" XFER_BUILD="$BUILD" XFER_ROOT="$ROOT" \
+	XFER_TEST_TOOLS="$BUILD/test-tools"
 export XFERD_SOCKET="$TMP/xferd.sock"
 "$XFERD_BIN" -s "$XFERD_SOCKET" -l debug >"$TMP/xferd.log" 2>&1 &
 daemon_pid=$!
