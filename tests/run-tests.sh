@@ -54,7 +54,8 @@ export XFERD_BIN="$BUILD/xferd" XFERCTL_BIN="$BUILD/xferctl" \
 	XFERBENCH_BIN="$BUILD/xferbench" XFER_BUILD="$BUILD" XFER_ROOT="$ROOT" \
 	XFER_TEST_TOOLS="$BUILD/test-tools"
 export XFERD_SOCKET="$TMP/xferd.sock"
-"$XFERD_BIN" -s "$XFERD_SOCKET" -l debug >"$TMP/xferd.log" 2>&1 &
+# No TCP listener: tests that span nodes start their own daemons.
+"$XFERD_BIN" -s "$XFERD_SOCKET" -l debug -o listen=off >"$TMP/xferd.log" 2>&1 &
 daemon_pid=$!
 for _ in $(seq 100); do
 	[ -S "$XFERD_SOCKET" ] && break

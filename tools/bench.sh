@@ -175,14 +175,14 @@ ucx_once() {
 
 # --- the private xferd ----------------------------------------------------
 
-timeout -k 5 $((PASSES * 300 + 120)) "$XFERD" -s "$SOCK" -o progress_cpu=0 -l warn > "$OUT/raw/xferd.log" 2>&1 &
+timeout -k 5 $((PASSES * 300 + 120)) "$XFERD" -s "$SOCK" -o progress_cpu=0 -o listen=off -l warn > "$OUT/raw/xferd.log" 2>&1 &
 DPID=$!
 for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.05; done
 [ -S "$SOCK" ] || { log "xferd did not start:"; cat "$OUT/raw/xferd.log" >&2; exit 1; }
 # The timeout wrapper is our child; xferd is its child.
 XPID=$(pgrep -P "$DPID" -x xferd || true)
 [ -n "$XPID" ] && DPID=$XPID
-echo "$XFERD -s SOCKET -o progress_cpu=0 -l warn" >> "$OUT/raw/commands.txt"
+echo "$XFERD -s SOCKET -o progress_cpu=0 -o listen=off -l warn" >> "$OUT/raw/commands.txt"
 log "xferd pid $DPID on $SOCK; $PASSES passes; logs in $OUT"
 daemon_idle fresh
 

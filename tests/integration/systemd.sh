@@ -55,7 +55,7 @@ wait_for test -S "$TMP/notify.sock" || fail "notify listener did not start"
 # WATCHDOG_PID must be xferd's own pid: export it from the shell that
 # then execs xferd.
 NOTIFY_SOCKET="$TMP/notify.sock" WATCHDOG_USEC=400000 \
-	sh -c 'WATCHDOG_PID=$$ exec "$0" -s "$1"' "$XFERD_BIN" "$TMP/x.sock" \
+	sh -c 'WATCHDOG_PID=$$ exec "$0" -s "$1" -o listen=off' "$XFERD_BIN" "$TMP/x.sock" \
 	>"$TMP/xferd.log" 2>&1 &
 xpid=$!
 pids+=($xpid)
@@ -79,7 +79,7 @@ grep -q '^STOPPING=1' "$TMP/notify.log" || fail "no STOPPING=1"
 echo "ok: sd_notify READY/STATUS/WATCHDOG/RELOADING/STOPPING"
 
 # --- 2. the same binary without systemd: nothing changes --------------------
-env -u NOTIFY_SOCKET "$XFERD_BIN" -s "$TMP/plain.sock" >"$TMP/xferd.log" 2>&1 &
+env -u NOTIFY_SOCKET "$XFERD_BIN" -s "$TMP/plain.sock" -o listen=off >"$TMP/xferd.log" 2>&1 &
 xpid=$!
 pids+=($xpid)
 wait_for test -S "$TMP/plain.sock" || fail "xferd without NOTIFY_SOCKET did not listen"
@@ -92,7 +92,7 @@ command -v systemd-socket-activate >/dev/null ||
 # xferd must use the inherited socket, not bind: give it a -s path that
 # does not exist so a fallback bind would be visible.
 systemd-socket-activate --seqpacket -l "$TMP/act.sock" \
-	"$XFERD_BIN" -s "$TMP/never.sock" >"$TMP/xferd.log" 2>&1 &
+	"$XFERD_BIN" -s "$TMP/never.sock" -o listen=off >"$TMP/xferd.log" 2>&1 &
 apid=$!
 pids+=($apid)
 wait_for test -S "$TMP/act.sock" || fail "systemd-socket-activate did not listen"

@@ -182,6 +182,10 @@ void tl_daemon_start(struct tl_daemon *d, const char *const *extra_args)
 	argv[argc++] = bin;
 	argv[argc++] = "-s";
 	argv[argc++] = d->socket;
+	/* Same-node tests: no TCP listener, so daemons never collide on
+	 * the default port (a later "-o listen=..." overrides this). */
+	argv[argc++] = "-o";
+	argv[argc++] = "listen=off";
 	for (int i = 0; extra_args && extra_args[i] && argc < 60; i++) {
 		argv[argc++] = "-o";
 		argv[argc++] = extra_args[i];
