@@ -168,7 +168,8 @@ $(LIBPC): client/libxfer.pc.in Makefile
 		-e 's|@INCLUDEDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' \
 		$< > $@
 
-$(XFERCTL): $(OBJ)/tools/xferctl.o $(OBJ)/proto/wire.o $(CTL_PB_OBJ)
+$(XFERCTL): $(OBJ)/tools/xferctl.o $(OBJ)/tools/xferctl_out.o \
+		$(OBJ)/proto/wire.o $(CTL_PB_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
 

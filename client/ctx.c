@@ -132,6 +132,34 @@ static void layout_from(const Xfer__Client__RingLayout *rl,
 	};
 }
 
+/*
+ * Where other nodes reach our xferd.  Tokens hold TOKEN_MAX_ADDRS; any
+ * more are left out.  A node name too long for a token stays out of
+ * tokens too: like the addresses it is only a hint.
+ */
+static int take_addresses(struct xfer_ctx *ctx,
+			  const Xfer__Client__HelloReply *hr)
+{
+	size_t n = hr->n_addresses < TOKEN_MAX_ADDRS ? hr->n_addresses
+						     : TOKEN_MAX_ADDRS;
+
+	for (size_t i = 0; i < n; i++) {
+		const Xfer__Token__Address *m = hr->addresses[i];
+		struct token_addr *a = &ctx->addrs[i];
+		if ((m->ip.len != 4 && m->ip.len != 16) ||
+		    m->prefix_len > 8 * m->ip.len || m->port > UINT16_MAX)
+			return -EPROTO;
+		memcpy(a->ip, m->ip.data, m->ip.len);
+		a->ip_len = (uint8_t)m->ip.len;
+		a->prefix_len = (uint8_t)m->prefix_len;
+		a->port = (uint16_t)m->port;
+	}
+	ctx->naddrs = (uint32_t)n;
+	if (hr->node_name && strlen(hr->node_name) < TOKEN_NODE_NAME_MAX)
+		strcpy(ctx->node_name, hr->node_name);
+	return 0;
+}
+
 static int handshake(struct xfer_ctx *ctx)
 {
 	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
@@ -173,6 +201,9 @@ static int handshake(struct xfer_ctx *ctx)
 	ctx->client_id = hr->client_id;
 	ctx->daemon_pid = (pid_t)hr->daemon_pid;
 	memcpy(ctx->instance_id, hr->instance_id.data, TOKEN_INSTANCE_LEN);
+	err = take_addresses(ctx, hr);
+	if (err)
+		goto out;
 	/* Start where xferd is (a fresh ring is all zero, but be exact). */
 	ctx->sq_tail = ctx->sq_published = ctx->sq_head_cache =
 		atomic_load_explicit(ctx->ring.sq_tail, memory_order_relaxed);

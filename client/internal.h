@@ -30,6 +30,10 @@ struct xfer_ctx {
 	uint64_t client_id;
 	pid_t daemon_pid;
 	uint8_t instance_id[TOKEN_INSTANCE_LEN];
+	/* How other nodes reach our xferd (HelloReply): into every token. */
+	struct token_addr addrs[TOKEN_MAX_ADDRS];
+	uint32_t naddrs;
+	char node_name[TOKEN_NODE_NAME_MAX];
 	unsigned spin_us;
 	unsigned empty_peeks;     /* since the last look at the socket */
 	bool gone;                /* xferd said goodbye or closed the socket */
@@ -43,6 +47,10 @@ struct xfer_mem {
 	uint32_t kind;            /* Xfer__Client__MemKind */
 	uint8_t key[TOKEN_KEY_LEN];
 	uint8_t instance_id[TOKEN_INSTANCE_LEN];
+	/* The context's, at registration: export needs no context. */
+	struct token_addr addrs[TOKEN_MAX_ADDRS];
+	uint32_t naddrs;
+	char node_name[TOKEN_NODE_NAME_MAX];
 };
 
 struct xfer_remote {

@@ -31,6 +31,9 @@ static int reg_request(struct xfer_ctx *ctx, struct xfer_mem *mem, int fd)
 		mem->handle = r->reg_reply->handle;
 		memcpy(mem->key, r->reg_reply->key.data, TOKEN_KEY_LEN);
 		memcpy(mem->instance_id, ctx->instance_id, TOKEN_INSTANCE_LEN);
+		memcpy(mem->addrs, ctx->addrs, sizeof(mem->addrs));
+		mem->naddrs = ctx->naddrs;
+		memcpy(mem->node_name, ctx->node_name, sizeof(mem->node_name));
 	}
 	xfer__client__client_msg__free_unpacked(r, NULL);
 	return err;
@@ -185,6 +188,9 @@ XFER_EXPORT int xfer_export(const struct xfer_mem *mem, uint64_t off,
 	if (!buf || !buf_len)
 		return -EINVAL;
 	memcpy(t.instance_id, mem->instance_id, TOKEN_INSTANCE_LEN);
+	memcpy(t.addrs, mem->addrs, sizeof(t.addrs));
+	t.naddrs = mem->naddrs;
+	memcpy(t.node_name, mem->node_name, sizeof(t.node_name));
 	if (off > mem->len || len > mem->len - off)
 		return -ERANGE;
 	token_sign(&t, mem->key);

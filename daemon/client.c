@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -14,6 +15,8 @@
 #include "client.h"
 #include "client.pb-c.h"
 #include "log.h"
+#include "names.h"
+#include "peer.h"
 #include "region.h"
 #include "wire.h"
 #include "xferd.h"
@@ -69,6 +72,20 @@ static int reply_status(struct client *c, uint64_t seq, int error,
 	m.body_case = XFER__CLIENT__CLIENT_MSG__BODY_STATUS;
 	m.status = &st;
 	return send_msg(c, &m, NULL, 0);
+}
+
+/*
+ * The live client with this id, or NULL.  An asynchronous answer keeps
+ * the id, never the pointer: the client may have gone meanwhile.
+ */
+static struct client *client_by_id(struct xferd *d, uint64_t id)
+{
+	struct client *c;
+
+	TAILQ_FOREACH(c, &d->clients, link)
+		if (c->pc.id == id)
+			return c->state == CLIENT_ACTIVE ? c : NULL;
+	return NULL;
 }
 
 /* --- requests --- */
@@ -132,6 +149,64 @@ static int handle_reg(struct client *c, uint64_t seq,
 	return send_msg(c, &m, NULL, 0);
 }
 
+static int reply_import(struct client *c, uint64_t seq, uint64_t handle,
+			uint64_t length)
+{
+	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
+	Xfer__Client__ImportReply rep = XFER__CLIENT__IMPORT_REPLY__INIT;
+
+	c->handles++;
+	rep.handle = handle;
+	rep.length = length;
+	m.seq = seq;
+	m.body_case = XFER__CLIENT__CLIENT_MSG__BODY_IMPORT_REPLY;
+	m.import_reply = &rep;
+	return send_msg(c, &m, NULL, 0);
+}
+
+/* An import of another xferd's token, waiting for that xferd's check. */
+struct import_wait {
+	struct xferd *d;
+	uint64_t client;
+	uint64_t seq;
+	struct token tok;
+};
+
+static void on_token_checked(void *arg, int error)
+{
+	struct import_wait *w = arg;
+	struct client *c = client_by_id(w->d, w->client);
+	uint64_t handle, length;
+	int err;
+
+	if (!c)
+		goto out; /* it left before the answer came */
+	if (error > 0)
+		error = -EIO;
+	if (!error)
+		error = regtab_add_remote_import(w->d->regs, c->pc.id, &w->tok,
+						 &handle, &length);
+	if (error)
+		err = reply_status(c, w->seq, error,
+				   error == -EACCES
+				   ? "the owning xferd rejects the token's key"
+				   : error == -ESTALE
+				   ? "the region is gone on the owning xferd"
+				   : "cannot reach the xferd that owns the token");
+	else
+		err = reply_import(c, w->seq, handle, length);
+	if (err)
+		client_drop(c, "cannot send reply");
+out:
+	free(w);
+}
+
+/*
+ * A token of this xferd is checked here and now; one of another xferd is
+ * checked by that xferd (connecting to it first), so that a bad key
+ * fails the import rather than a transfer.  The answer then comes later,
+ * through on_token_checked.
+ */
 static int handle_import(struct client *c, uint64_t seq,
 			 const Xfer__Client__ImportRequest *req)
 {
@@ -143,24 +218,21 @@ static int handle_import(struct client *c, uint64_t seq,
 				    "too many regions and imports (max_handles)");
 	if (token_decode(req->token.data, req->token.len, &tok))
 		return reply_status(c, seq, -EINVAL, "not a valid token");
-	if (memcmp(tok.instance_id, c->d->instance_id, sizeof(tok.instance_id)))
-		return reply_status(c, seq, -EHOSTUNREACH,
-				    "token belongs to another xferd");
+	if (memcmp(tok.instance_id, c->d->instance_id, sizeof(tok.instance_id))) {
+		struct import_wait *w = malloc(sizeof(*w));
+		if (!w)
+			return reply_status(c, seq, -ENOMEM, "out of memory");
+		*w = (struct import_wait){ .d = c->d, .client = c->pc.id,
+					   .seq = seq, .tok = tok };
+		peers_check_token(c->d->peers, &tok, on_token_checked, w);
+		return 0;
+	}
 	int err = regtab_add_import(c->d->regs, c->pc.id, &tok, &handle,
 				    &length);
 	if (err)
 		return reply_status(c, seq, err,
 				    "token key does not match a live region");
-	c->handles++;
-
-	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
-	Xfer__Client__ImportReply rep = XFER__CLIENT__IMPORT_REPLY__INIT;
-	rep.handle = handle;
-	rep.length = length;
-	m.seq = seq;
-	m.body_case = XFER__CLIENT__CLIENT_MSG__BODY_IMPORT_REPLY;
-	m.import_reply = &rep;
-	return send_msg(c, &m, NULL, 0);
+	return reply_import(c, seq, handle, length);
 }
 
 static int handle_remove(struct client *c, uint64_t seq, uint64_t handle,
@@ -173,6 +245,143 @@ static int handle_remove(struct client *c, uint64_t seq, uint64_t handle,
 	return reply_status(c, seq, err,
 			    err == -EACCES ? "no such handle of this client"
 			    : err ? "handle is of the other kind" : NULL);
+}
+
+/* --- publish and lookup --- */
+
+#define BAD_NAME "names are 1-200 bytes of [A-Za-z0-9._:@+-]"
+
+static int handle_publish(struct client *c, uint64_t seq,
+			  const Xfer__Client__PublishRequest *req)
+{
+	if (!names_valid(req->name))
+		return reply_status(c, seq, -EINVAL, BAD_NAME);
+	if (req->token.len == 0 || req->token.len > NAMES_TOKEN_MAX)
+		return reply_status(c, seq, -EINVAL, "a token is 1-512 bytes");
+	/* The table keeps opaque bytes: a token is checked where it is
+	 * used, on import at the xferd that owns it. */
+	int err = names_publish(c->d->names, req->name, c->pc.id,
+				req->token.data, req->token.len);
+	if (!err)
+		log_debug("client %llu: published '%s' (%zu bytes)",
+			  (unsigned long long)c->pc.id, req->name,
+			  req->token.len);
+	return reply_status(c, seq, err,
+			    err == -EEXIST ? "name published by another client"
+			    : err == -ENOSPC ? "too many names of this client"
+			    : err ? strerror(-err) : NULL);
+}
+
+static int handle_unpublish(struct client *c, uint64_t seq,
+			    const Xfer__Client__UnpublishRequest *req)
+{
+	if (!names_valid(req->name))
+		return reply_status(c, seq, -EINVAL, BAD_NAME);
+	int err = names_unpublish(c->d->names, req->name, c->pc.id);
+	return reply_status(c, seq, err,
+			    err == -ENOENT ? "no such name"
+			    : err == -EACCES ? "name published by another client"
+			    : err ? strerror(-err) : NULL);
+}
+
+static int reply_token(struct client *c, uint64_t seq, const void *token,
+		       size_t len)
+{
+	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
+	Xfer__Client__LookupReply rep = XFER__CLIENT__LOOKUP_REPLY__INIT;
+
+	rep.token.data = (uint8_t *)token;
+	rep.token.len = len;
+	m.seq = seq;
+	m.body_case = XFER__CLIENT__CLIENT_MSG__BODY_LOOKUP_REPLY;
+	m.lookup_reply = &rep;
+	return send_msg(c, &m, NULL, 0);
+}
+
+/* A lookup handed to the peers: whom to answer, and to what. */
+struct lookup_wait {
+	struct xferd *d;
+	uint64_t client;
+	uint64_t seq;
+};
+
+static void on_peer_lookup(void *arg, int error, const void *token,
+			   size_t len)
+{
+	struct lookup_wait *w = arg;
+	struct client *c = client_by_id(w->d, w->client);
+	int err;
+
+	if (!c)
+		goto out; /* it left before the answer came */
+	if (error > 0)
+		error = -EIO;
+	if (!error && (!token || len == 0 || len > NAMES_TOKEN_MAX))
+		error = -EPROTO;
+	if (error)
+		err = reply_status(c, w->seq, error,
+				   error == -ENOENT ? "no such name"
+				   : error == -EPROTO ? "malformed answer from a peer"
+				   : strerror(-error));
+	else
+		err = reply_token(c, w->seq, token, len);
+	if (err)
+		client_drop(c, "cannot send reply");
+out:
+	free(w);
+}
+
+/* "host", "host:port", "[v6]:port", a node name: printable, no spaces. */
+static bool node_valid(const char *node, size_t len)
+{
+	if (len == 0 || len >= CONFIG_HOST_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)node[i] <= 0x20 ||
+		    (unsigned char)node[i] >= 0x7f)
+			return false;
+	return true;
+}
+
+/*
+ * "name": this xferd's table, then every configured peer; "node/name":
+ * only that node (answered here if it is this one).  An answer from the
+ * peers comes later, through on_peer_lookup.
+ */
+static int handle_lookup(struct client *c, uint64_t seq,
+			 const Xfer__Client__LookupRequest *req)
+{
+	struct xferd *d = c->d;
+	const char *name = req->name, *slash = strchr(name, '/');
+	char node[CONFIG_HOST_MAX];
+	const void *token;
+	size_t len;
+
+	if (slash) {
+		size_t nlen = (size_t)(slash - name);
+		if (!node_valid(name, nlen))
+			return reply_status(c, seq, -EINVAL,
+					    "lookup is 'name' or 'node/name'");
+		memcpy(node, name, nlen);
+		node[nlen] = '\0';
+		name = slash + 1;
+	}
+	if (!names_valid(name))
+		return reply_status(c, seq, -EINVAL, BAD_NAME);
+	if (!slash || strcmp(node, peers_node_name(d->peers)) == 0) {
+		if (names_lookup(d->names, name, &token, &len) == 0)
+			return reply_token(c, seq, token, len);
+		/* With no peers configured, nobody else could have it. */
+		if (slash || d->cfg.npeers == 0)
+			return reply_status(c, seq, -ENOENT, "no such name");
+	}
+
+	struct lookup_wait *w = malloc(sizeof(*w));
+	if (!w)
+		return reply_status(c, seq, -ENOMEM, "out of memory");
+	*w = (struct lookup_wait){ .d = d, .client = c->pc.id, .seq = seq };
+	peers_lookup(d->peers, slash ? node : NULL, name, on_peer_lookup, w);
+	return 0;
 }
 
 /*
@@ -219,6 +428,15 @@ static int dispatch(struct client *c, const uint8_t *pkt, size_t len,
 	case XFER__CLIENT__CLIENT_MSG__BODY_UNIMPORT:
 		rc = handle_remove(c, m->seq, m->unimport->handle, true);
 		break;
+	case XFER__CLIENT__CLIENT_MSG__BODY_PUBLISH:
+		rc = handle_publish(c, m->seq, m->publish);
+		break;
+	case XFER__CLIENT__CLIENT_MSG__BODY_UNPUBLISH:
+		rc = handle_unpublish(c, m->seq, m->unpublish);
+		break;
+	case XFER__CLIENT__CLIENT_MSG__BODY_LOOKUP:
+		rc = handle_lookup(c, m->seq, m->lookup);
+		break;
 	default:
 		*why = "unexpected message type";
 		rc = -EPROTO;
@@ -264,6 +482,10 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 			client_drop(c, why);
 			return;
 		}
+		/* An answer sent from inside dispatch (a lookup the peers
+		 * answered at once) may have found the socket broken. */
+		if (c->state != CLIENT_ACTIVE)
+			return;
 	}
 }
 
@@ -299,6 +521,7 @@ static void client_drop(struct client *c, const char *why)
 	c->sock = -1;
 	/* From here no descriptor of anyone reaches this client's memory. */
 	regtab_remove_client(d->regs, c->pc.id);
+	names_remove_client(d->names, c->pc.id);
 	d->nclients--;
 	progress_detach(d->progress, &c->pc);
 }
@@ -365,6 +588,35 @@ static int send_hello_reply(struct client *c, uint64_t seq,
 	Xfer__Client__RingLayout rl = XFER__CLIENT__RING_LAYOUT__INIT;
 	const int fds[3] = { ring_fd, progress_doorbell_fd(c->d->progress),
 			     c->pc.cq_efd };
+	Xfer__Token__Address addr[TOKEN_MAX_ADDRS];
+	Xfer__Token__Address *addrp[TOKEN_MAX_ADDRS];
+	char ifname[TOKEN_MAX_ADDRS][IF_NAMESIZE];
+	const struct netaddr *na;
+	uint16_t port;
+	size_t nna = peers_advertised(c->d->peers, &na, &port), naddr = 0;
+
+	/* The client copies these into every token, which holds at most
+	 * TOKEN_MAX_ADDRS: send no more, and only what a token accepts. */
+	for (size_t i = 0; i < nna && naddr < TOKEN_MAX_ADDRS; i++) {
+		const struct token_addr ta = {
+			.ip_len = na[i].family == AF_INET ? 4
+				  : na[i].family == AF_INET6 ? 16 : 0,
+			.prefix_len = na[i].prefix_len > 128
+					      ? 255 : (uint8_t)na[i].prefix_len,
+		};
+		if (!token_addr_valid(&ta))
+			continue;
+		xfer__token__address__init(&addr[naddr]);
+		addr[naddr].ip.data = (uint8_t *)na[i].ip;
+		addr[naddr].ip.len = ta.ip_len;
+		addr[naddr].prefix_len = ta.prefix_len;
+		addr[naddr].port = port;
+		snprintf(ifname[naddr], sizeof(ifname[naddr]), "%.*s",
+			 (int)sizeof(na[i].ifname), na[i].ifname);
+		addr[naddr].ifname = ifname[naddr];
+		addrp[naddr] = &addr[naddr];
+		naddr++;
+	}
 
 	rl.map_size = o->map_size;
 	rl.sq_entries = o->sq_entries;
@@ -384,6 +636,9 @@ static int send_hello_reply(struct client *c, uint64_t seq,
 	rep.client_id = c->pc.id;
 	rep.daemon_pid = (uint32_t)getpid();
 	rep.ring = &rl;
+	rep.n_addresses = naddr;
+	rep.addresses = naddr ? addrp : NULL;
+	rep.node_name = (char *)peers_node_name(c->d->peers);
 	m.seq = seq;
 	m.body_case = XFER__CLIENT__CLIENT_MSG__BODY_HELLO_REPLY;
 	m.hello_reply = &rep;

@@ -1,12 +1,19 @@
 /*
- * ctl.c - status, clients and regions for xferctl.
+ * ctl.c - status, clients, regions, peers and ping for xferctl.
  *
  * Read-only requests: anyone who may connect to the socket (mode 0660)
- * may ask.  A connection may ask several questions; a malformed one
- * closes it.
+ * may ask.  A connection may ask several questions, one at a time; a
+ * malformed one closes it.
+ *
+ * A ping is answered later, from the peer module's callback, and by then
+ * xferctl may have given up and closed: the connection is refcounted (the
+ * open socket holds one reference, a ping in flight another) so that the
+ * callback always finds its ctl_conn, and the reply is only sent while
+ * the socket is still open.
  */
 #include <errno.h>
 #include <event2/event.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,18 +23,55 @@
 #include "ctl.h"
 #include "ctl.pb-c.h"
 #include "log.h"
+#include "netaddr.h"
+#include "peer.h"
 #include "progress.h"
 #include "region.h"
 #include "wire.h"
 #include "xfer_ring.h"
 #include "xferd.h"
 
+/* The longest ping target: a node name or "host:port" of config.h's
+ * CONFIG_HOST_MAX, with room to spare.  xferctl checks the same, and the
+ * error message of start_ping() says it. */
+#define CTL_PING_TARGET_MAX 80
+
 struct ctl_conn {
 	struct xferd *d;
-	int sock;
+	int sock;                 /* -1 once closed */
 	pid_t pid;
 	struct event *ev;
+	/* Held by the open socket, a ping in flight and a dispatch under
+	 * way (a callback that runs inside peers_ping may close the socket
+	 * under it); freed at zero. */
+	unsigned refs;
+	bool ping_pending;        /* one question at a time */
+	char ping_target[CTL_PING_TARGET_MAX + 1];
 };
+
+static void ctl_get(struct ctl_conn *cc)
+{
+	cc->refs++;
+}
+
+static void ctl_put(struct ctl_conn *cc)
+{
+	if (--cc->refs == 0)
+		free(cc);
+}
+
+/* Close the socket (once) and drop its reference. */
+static void ctl_close(struct ctl_conn *cc)
+{
+	if (cc->sock < 0)
+		return;
+	if (cc->ev)
+		event_free(cc->ev);
+	cc->ev = NULL;
+	close(cc->sock);
+	cc->sock = -1;
+	ctl_put(cc);
+}
 
 static const char *const path_names[XFER_PATH__COUNT] = {
 	[XFER_PATH_NONE] = "none",
@@ -132,8 +176,8 @@ struct list_acc {
 	size_t n, cap, item_size;
 };
 
-/* Append one zeroed item of acc->item_size; NULL when out of memory. */
-static void *acc_push(struct list_acc *acc)
+/* Append one zeroed item of size bytes; NULL when out of memory. */
+static void *acc_push_sized(struct list_acc *acc, size_t size)
 {
 	if (acc->n == acc->cap) {
 		size_t cap = acc->cap ? 2 * acc->cap : 16;
@@ -143,10 +187,16 @@ static void *acc_push(struct list_acc *acc)
 		acc->items = items;
 		acc->cap = cap;
 	}
-	void *it = calloc(1, acc->item_size);
+	void *it = calloc(1, size);
 	if (it)
 		acc->items[acc->n++] = it;
 	return it;
+}
+
+/* Append one zeroed item of acc->item_size. */
+static void *acc_push(struct list_acc *acc)
+{
+	return acc_push_sized(acc, acc->item_size);
 }
 
 static void acc_free(struct list_acc *acc)
@@ -232,6 +282,153 @@ static int reply_regions(struct ctl_conn *cc)
 	return rc;
 }
 
+/* A PeerInfo and the strings it points to, in one allocation: the view's
+ * strings are only promised for the duration of the callback. */
+struct peer_item {
+	Xfer__Ctl__PeerInfo info; /* first: items are used as PeerInfo * */
+	char *addrs[NETADDR_MAX];
+	uint8_t instance_id[sizeof(((struct peer_view *)0)->instance_id)];
+	size_t used;
+	char text[];
+};
+
+/* Enough for "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255/128". */
+#define ADDR_TEXT_MAX 64
+
+static char *item_strdup(struct peer_item *it, const char *s)
+{
+	size_t n = strlen(s ? s : "") + 1;
+	char *p = it->text + it->used;
+
+	memcpy(p, s ? s : "", n);
+	it->used += n;
+	return p;
+}
+
+static size_t text_size(const char *s)
+{
+	return (s ? strlen(s) : 0) + 1;
+}
+
+static void add_peer(const struct peer_view *v, void *arg)
+{
+	struct list_acc *acc = arg;
+	size_t naddrs = v->naddrs < NETADDR_MAX ? v->naddrs : NETADDR_MAX;
+	size_t size = text_size(v->node_name) + text_size(v->address) +
+		      text_size(v->why) + text_size(v->state) +
+		      text_size(v->last_error) + naddrs * ADDR_TEXT_MAX;
+	struct peer_item *it = acc_push_sized(acc, sizeof(*it) + size);
+	Xfer__Ctl__PeerInfo *pi;
+
+	if (!it)
+		return;
+	pi = &it->info;
+	xfer__ctl__peer_info__init(pi);
+	memcpy(it->instance_id, v->instance_id, sizeof(it->instance_id));
+	pi->instance_id.data = it->instance_id;
+	/* All zeros: not known before the handshake; sent as empty. */
+	for (size_t i = 0; i < sizeof(it->instance_id); i++)
+		if (it->instance_id[i])
+			pi->instance_id.len = sizeof(it->instance_id);
+	pi->node_name = item_strdup(it, v->node_name);
+	for (size_t i = 0; i < naddrs; i++) {
+		it->addrs[i] = it->text + it->used;
+		netaddr_format(&v->addrs[i], true, it->addrs[i], ADDR_TEXT_MAX);
+		it->used += ADDR_TEXT_MAX;
+	}
+	pi->n_addresses = naddrs;
+	pi->addresses = it->addrs;
+	pi->address = item_strdup(it, v->address);
+	pi->why = item_strdup(it, v->why);
+	pi->state = item_strdup(it, v->state);
+	pi->initiated = v->initiated != 0;
+	pi->rtt_ns = v->rtt_ns;
+	pi->bytes_tx = v->bytes_tx;
+	pi->bytes_rx = v->bytes_rx;
+	pi->ops = v->ops;
+	pi->errors = v->errors;
+	pi->up_ms = v->up_ms;
+	pi->last_error = item_strdup(it, v->last_error);
+}
+
+static int reply_peers(struct ctl_conn *cc)
+{
+	struct list_acc acc = { .d = cc->d };
+	Xfer__Ctl__CtlMsg m = XFER__CTL__CTL_MSG__INIT;
+	Xfer__Ctl__PeersReply rep = XFER__CTL__PEERS_REPLY__INIT;
+
+	if (cc->d->peers)
+		peers_foreach(cc->d->peers, add_peer, &acc);
+	rep.n_peers = acc.n;
+	rep.peers = (Xfer__Ctl__PeerInfo **)acc.items;
+	m.body_case = XFER__CTL__CTL_MSG__BODY_PEERS_REPLY;
+	m.peers_reply = &rep;
+	int rc = send_reply(cc, &m);
+	acc_free(&acc);
+	return rc;
+}
+
+/* Runs once per ping, maybe inside peers_ping, maybe after the socket
+ * has closed. */
+static void on_ping_done(void *arg, int error, uint64_t rtt_ns,
+			 const char *who)
+{
+	struct ctl_conn *cc = arg;
+	Xfer__Ctl__CtlMsg m = XFER__CTL__CTL_MSG__INIT;
+	Xfer__Ctl__PingReply pr = XFER__CTL__PING_REPLY__INIT;
+
+	cc->ping_pending = false;
+	if (cc->sock >= 0) {
+		pr.who = (char *)(who && *who ? who : cc->ping_target);
+		pr.error = error > 0 ? -error : error;
+		pr.rtt_ns = error ? 0 : rtt_ns;
+		m.body_case = XFER__CTL__CTL_MSG__BODY_PING_REPLY;
+		m.ping_reply = &pr;
+		if (send_reply(cc, &m)) {
+			log_debug("ctl connection from pid %d: cannot send the "
+				  "ping reply, closed", (int)cc->pid);
+			ctl_close(cc);
+		}
+	} else {
+		log_debug("ctl: ping of %s finished after pid %d left",
+			  cc->ping_target, (int)cc->pid);
+	}
+	ctl_put(cc);
+}
+
+/* What a node name, a hex id prefix or "host:port" can be made of:
+ * printable ASCII, no spaces. */
+static bool valid_ping_target(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (n == 0 || n > CTL_PING_TARGET_MAX)
+		return false;
+	for (; *s; s++)
+		if (*s <= 0x20 || *s >= 0x7f)
+			return false;
+	return true;
+}
+
+static int start_ping(struct ctl_conn *cc, const Xfer__Ctl__PingRequest *rq)
+{
+	if (!valid_ping_target(rq->target)) {
+		reply_error(cc, -EINVAL, "ping: the peer must be 1-80 "
+			    "printable characters without spaces");
+		return -EINVAL;
+	}
+	snprintf(cc->ping_target, sizeof(cc->ping_target), "%s", rq->target);
+	log_debug("ctl: pid %d pings %s", (int)cc->pid, cc->ping_target);
+	/* Set before the call: the callback may run inside it. */
+	cc->ping_pending = true;
+	ctl_get(cc);
+	if (cc->d->peers)
+		peers_ping(cc->d->peers, cc->ping_target, on_ping_done, cc);
+	else
+		on_ping_done(cc, -EHOSTUNREACH, 0, NULL);
+	return 0;
+}
+
 /* One request; returns 0, or -EPROTO when the connection must close. */
 static int dispatch(struct ctl_conn *cc, const uint8_t *pkt, size_t len)
 {
@@ -249,6 +446,12 @@ static int dispatch(struct ctl_conn *cc, const uint8_t *pkt, size_t len)
 		rc = -EPROTO;
 		goto out;
 	}
+	if (cc->ping_pending) {
+		reply_error(cc, -EBUSY, "one question at a time: a ping is "
+			    "in progress");
+		rc = -EPROTO;
+		goto out;
+	}
 	switch (m->body_case) {
 	case XFER__CTL__CTL_MSG__BODY_STATUS:
 		rc = reply_status(cc);
@@ -259,6 +462,12 @@ static int dispatch(struct ctl_conn *cc, const uint8_t *pkt, size_t len)
 	case XFER__CTL__CTL_MSG__BODY_REGIONS:
 		rc = reply_regions(cc);
 		break;
+	case XFER__CTL__CTL_MSG__BODY_PEERS:
+		rc = reply_peers(cc);
+		break;
+	case XFER__CTL__CTL_MSG__BODY_PING:
+		rc = start_ping(cc, m->ping);
+		break;
 	default:
 		reply_error(cc, -EPROTO, "unknown request");
 		rc = -EPROTO;
@@ -267,14 +476,6 @@ static int dispatch(struct ctl_conn *cc, const uint8_t *pkt, size_t len)
 out:
 	xfer__ctl__ctl_msg__free_unpacked(m, NULL);
 	return rc ? -EPROTO : 0;
-}
-
-static void ctl_close(struct ctl_conn *cc)
-{
-	if (cc->ev)
-		event_free(cc->ev);
-	close(cc->sock);
-	free(cc);
 }
 
 static void on_readable(evutil_socket_t fd, short what, void *arg)
@@ -289,12 +490,14 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 	if (n == -EAGAIN)
 		return;
 	wire_close_fds(fds, &nfds);
+	ctl_get(cc);
 	if (n <= 0 || dispatch(cc, pkt, (size_t)n)) {
 		if (n > 0)
 			log_info("ctl connection from pid %d: bad request, closed",
 				 (int)cc->pid);
 		ctl_close(cc);
 	}
+	ctl_put(cc);
 }
 
 void ctl_accept(struct xferd *d, int sock, const struct ucred *cred,
@@ -309,13 +512,17 @@ void ctl_accept(struct xferd *d, int sock, const struct ucred *cred,
 	cc->d = d;
 	cc->sock = sock;
 	cc->pid = cred->pid;
+	cc->refs = 1; /* the socket's */
+	ctl_get(cc);
 	if (dispatch(cc, pkt, len)) {
 		log_info("ctl connection from pid %d: bad request, closed",
 			 (int)cc->pid);
 		ctl_close(cc);
-		return;
+	} else if (cc->sock >= 0) {
+		cc->ev = event_new(d->base, sock, EV_READ | EV_PERSIST,
+				   on_readable, cc);
+		if (!cc->ev || event_add(cc->ev, NULL))
+			ctl_close(cc);
 	}
-	cc->ev = event_new(d->base, sock, EV_READ | EV_PERSIST, on_readable, cc);
-	if (!cc->ev || event_add(cc->ev, NULL))
-		ctl_close(cc);
+	ctl_put(cc);
 }

@@ -21,6 +21,7 @@
 #include "ctl.h"
 #include "listener.h"
 #include "log.h"
+#include "names.h"
 #include "peer.h"
 #include "progress.h"
 #include "region.h"
@@ -200,6 +201,7 @@ static void on_notice(evutil_socket_t fd, short what, void *arg)
 	struct runtime *rt = arg;
 	(void)fd, (void)what;
 	progress_take_notices(rt->d.progress, client_on_notice, &rt->d);
+	progress_take_net_notices(rt->d.progress, peers_on_notice, rt->d.peers);
 }
 
 static void on_terminate(evutil_socket_t sig, short what, void *arg)
@@ -211,6 +213,19 @@ static void on_terminate(evutil_socket_t sig, short what, void *arg)
 	sdnotify_stopping();
 	rt->d.stopping = true;
 	event_base_loopbreak(rt->d.base);
+}
+
+/* What the progress thread needs to run links. */
+static struct linkset_cfg net_cfg(const struct xferd *d)
+{
+	struct linkset_cfg net = {
+		.keepalive_ms = d->cfg.keepalive_ms,
+		.peer_timeout_ms = d->cfg.peer_timeout_ms,
+		.tcp_chunk = d->cfg.tcp_chunk,
+	};
+
+	memcpy(net.self_id, d->instance_id, sizeof(net.self_id));
+	return net;
 }
 
 static void on_reload(evutil_socket_t sig, short what, void *arg)
@@ -231,6 +246,8 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 		*cur = cfg;
 		log_set_level(cfg.log_level);
 		progress_set_spin(rt->d.progress, cfg.spin_us);
+		struct linkset_cfg net = net_cfg(&rt->d);
+		progress_net_cfg(rt->d.progress, &net, cfg.op_timeout_ms);
 		peers_reload(rt->d.peers);
 		log_info("configuration reloaded");
 	} else {
@@ -292,6 +309,9 @@ int main(int argc, char **argv)
 	d->regs = regtab_create();
 	if (!d->regs)
 		fatalx("out of memory");
+	d->names = names_create();
+	if (!d->names)
+		fatalx("out of memory");
 	d->progress = progress_create(d->regs, d->cfg.spin_us,
 				      d->cfg.progress_cpu);
 	if (!d->progress)
@@ -300,9 +320,13 @@ int main(int argc, char **argv)
 				 EV_READ | EV_PERSIST, on_notice, &rt);
 	if (!rt.ev_notice || event_add(rt.ev_notice, NULL))
 		fatalx("cannot watch progress notices");
+	struct linkset_cfg net = net_cfg(d);
+	if (progress_enable_net(d->progress, &net, d->cfg.op_timeout_ms))
+		fatalx("cannot set up links");
 	if (progress_start(d->progress))
 		fatalx("cannot start the progress thread");
 
+	/* Peers before the client socket: tokens carry our addresses. */
 	if (peers_create(d, &d->peers))
 		return 1;
 	rt.ev_term = add_signal(&rt, SIGTERM, on_terminate);
@@ -321,6 +345,7 @@ int main(int argc, char **argv)
 		 (int)getpid(), d->cfg.spin_us);
 	update_status(&rt);
 	sdnotify_ready();
+	peers_start(d->peers);
 
 	event_base_dispatch(d->base);
 
@@ -329,6 +354,7 @@ int main(int argc, char **argv)
 	peers_destroy(d->peers);
 	progress_destroy(d->progress);
 	client_free_all(d);
+	names_destroy(d->names);
 	regtab_destroy(d->regs);
 	event_free(rt.ev_term);
 	event_free(rt.ev_int);

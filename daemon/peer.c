@@ -1,79 +1,1472 @@
 /*
- * peer.c - the other xferds.
+ * peer.c - the other xferds, on the main thread: the TCP listener,
+ * connecting (address chosen by subnet), the handshake with optional
+ * cluster authentication, duplicate links, and the control requests
+ * (lookup, token check, ping) that ride on the links once they are up.
+ *
+ * A link that finished its handshake is handed to the progress thread
+ * (progress_link_attach), which owns it from then on; what it reports
+ * back (link down, control frames, operations waiting for a peer) comes
+ * in through peers_on_notice().
+ *
+ * Simultaneous connects: both xferds may connect to each other at once.
+ * The link initiated by the lower instance id survives: an acceptor that
+ * has its own connect to the same peer in flight keeps whichever of the
+ * two that rule picks and closes the other, and both sides apply the same
+ * rule, so exactly one link remains.
+ *
+ * This file is over 800 lines: connection set-up and the requests that
+ * wait for it share one peer record and one state machine.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "auth.h"
+#include "link.h"
 #include "log.h"
+#include "names.h"
 #include "peer.h"
+#include "peer.pb-c.h"
+#include "progress.h"
+#include "wire.h"
 #include "xferd.h"
+
+#define NAME_MAX_LEN CONFIG_HOST_MAX
+
+enum peer_state { PEER_DOWN, PEER_CONNECTING, PEER_UP };
+
+static const char *const state_names[] = {
+	[PEER_DOWN] = "down", [PEER_CONNECTING] = "connecting",
+	[PEER_UP] = "up",
+};
+
+struct peer;
+struct request;
+TAILQ_HEAD(request_list, request);
+
+/* A TCP connection while its handshake runs. */
+struct conn {
+	struct peers *ps;
+	struct peer *peer;            /* initiator: whom we called */
+	struct bufferevent *bev;
+	bool initiator;
+	int step;                     /* messages seen */
+	uint8_t challenge[AUTH_CHALLENGE_LEN];
+	uint8_t their_id[LINK_ID_LEN];
+	uint8_t their_challenge[AUTH_CHALLENGE_LEN];
+	struct event *timeout;
+	size_t attempt;               /* which of the peer's addresses */
+	char remote[80];
+	LIST_ENTRY(conn) link;
+};
+
+struct peer {
+	uint8_t id[LINK_ID_LEN];
+	bool id_known;                /* false: only an address so far */
+	char node_name[NAME_MAX_LEN];
+	struct netaddr addrs[NETADDR_MAX];
+	uint16_t ports[NETADDR_MAX];
+	size_t naddrs;
+	enum peer_state state;
+	struct conn *conn;            /* our outgoing connect, if any */
+	bool initiated;               /* the up link is ours */
+	char address[80];
+	char why[160];
+	char last_error[160];
+	struct timespec up_since;
+	struct link_stats stats;      /* written by the progress thread */
+	struct request_list waiting;  /* requests to send once up */
+	struct peer *next;
+};
+
+enum request_kind { REQ_LOOKUP, REQ_CHECK, REQ_PING };
+
+struct request {
+	struct peers *ps;
+	enum request_kind kind;
+	uint64_t id;
+	struct peer *peer;
+	uint8_t *msg;                 /* packed PeerMsg to send */
+	size_t len;
+	bool sent;
+	struct event *timeout;
+	struct fanout *fan;           /* a lookup asked of several peers */
+	union {
+		peers_lookup_cb lookup;
+		peers_check_cb check;
+		peers_ping_cb ping;
+	} cb;
+	void *arg;
+	char who[NAME_MAX_LEN];
+	TAILQ_ENTRY(request) q;       /* peer->waiting, or ps->inflight */
+};
+
+/* One lookup sent to every configured peer: first token wins. */
+struct fanout {
+	peers_lookup_cb cb;
+	void *arg;
+	unsigned outstanding;
+	int error;                    /* best error so far */
+	bool done;
+};
 
 struct peers {
 	struct xferd *d;
-	char node_name[CONFIG_HOST_MAX];
+	char node_name[NAME_MAX_LEN];
 	struct netaddr addrs[NETADDR_MAX];
 	size_t naddrs;
+	struct netaddr local[NETADDR_MAX]; /* all ours, to choose rails */
+	size_t nlocal;
 	uint16_t port;
+	struct evconnlistener *listener;
+	struct auth_key *key;
+	struct peer *peers;
+	LIST_HEAD(, conn) conns;
+	struct request_list inflight; /* sent, awaiting a reply */
+	uint64_t next_request;
 };
 
-int peers_create(struct xferd *d, struct peers **out)
-{
-	struct peers *p = calloc(1, sizeof(*p));
+static void conn_free(struct conn *c);
+static void request_end(struct request *r, int error, const void *data,
+			size_t len, uint64_t rtt);
+static void connect_peer(struct peers *ps, struct peer *pe);
 
-	if (!p)
-		return -ENOMEM;
-	p->d = d;
-	if (d->cfg.node_name[0])
-		snprintf(p->node_name, sizeof(p->node_name), "%s",
-			 d->cfg.node_name);
-	else if (gethostname(p->node_name, sizeof(p->node_name)))
-		snprintf(p->node_name, sizeof(p->node_name), "localhost");
-	*out = p;
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void id_hex(const uint8_t *id, char out[9])
+{
+	snprintf(out, 9, "%02x%02x%02x%02x", id[0], id[1], id[2], id[3]);
+}
+
+static const char *peer_label(const struct peer *pe, char *buf, size_t len)
+{
+	char hex[9];
+
+	if (pe->id_known)
+		id_hex(pe->id, hex);
+	else
+		snprintf(hex, sizeof(hex), "?");
+	snprintf(buf, len, "%s (%s)", pe->node_name[0] ? pe->node_name : "?",
+		 hex);
+	return buf;
+}
+
+/* --- the peer table --- */
+
+static struct peer *peer_by_id(struct peers *ps, const uint8_t *id)
+{
+	for (struct peer *pe = ps->peers; pe; pe = pe->next)
+		if (pe->id_known && memcmp(pe->id, id, LINK_ID_LEN) == 0)
+			return pe;
+	return NULL;
+}
+
+static struct peer *peer_by_name(struct peers *ps, const char *name)
+{
+	for (struct peer *pe = ps->peers; pe; pe = pe->next)
+		if (strcmp(pe->node_name, name) == 0)
+			return pe;
+	return NULL;
+}
+
+static struct peer *peer_by_addr(struct peers *ps, const struct netaddr *a,
+				 uint16_t port)
+{
+	for (struct peer *pe = ps->peers; pe; pe = pe->next)
+		for (size_t i = 0; i < pe->naddrs; i++)
+			if (pe->ports[i] == port && pe->addrs[i].family == a->family &&
+			    memcmp(pe->addrs[i].ip, a->ip, 16) == 0)
+				return pe;
+	return NULL;
+}
+
+static struct peer *peer_new(struct peers *ps)
+{
+	struct peer *pe = calloc(1, sizeof(*pe));
+
+	if (!pe)
+		return NULL;
+	TAILQ_INIT(&pe->waiting);
+	pe->next = ps->peers;
+	ps->peers = pe;
+	return pe;
+}
+
+/* Two records turned out to be one xferd (an address, then its id). */
+static void peer_merge(struct peers *ps, struct peer *keep, struct peer *gone)
+{
+	struct request *r;
+
+	while ((r = TAILQ_FIRST(&gone->waiting))) {
+		TAILQ_REMOVE(&gone->waiting, r, q);
+		r->peer = keep;
+		TAILQ_INSERT_TAIL(&keep->waiting, r, q);
+	}
+	TAILQ_FOREACH(r, &ps->inflight, q)
+		if (r->peer == gone)
+			r->peer = keep;
+	if (gone->conn) {
+		gone->conn->peer = NULL;
+		conn_free(gone->conn);
+	}
+	for (struct peer **pp = &ps->peers; *pp; pp = &(*pp)->next)
+		if (*pp == gone) {
+			*pp = gone->next;
+			break;
+		}
+	free(gone);
+}
+
+/* Addresses as a peer advertised them (handshake or token). */
+static void set_addrs_pb(struct peer *pe, Xfer__Token__Address **a, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n && k < NETADDR_MAX; i++) {
+		struct netaddr na = { 0 };
+		if (a[i]->ip.len == 4)
+			na.family = AF_INET;
+		else if (a[i]->ip.len == 16)
+			na.family = AF_INET6;
+		else
+			continue;
+		unsigned max = a[i]->ip.len * 8;
+		if (a[i]->prefix_len > max || a[i]->port == 0 ||
+		    a[i]->port > 65535)
+			continue;
+		memcpy(na.ip, a[i]->ip.data, a[i]->ip.len);
+		na.prefix_len = a[i]->prefix_len;
+		pe->addrs[k] = na;
+		pe->ports[k] = (uint16_t)a[i]->port;
+		k++;
+	}
+	if (k)
+		pe->naddrs = k;
+}
+
+static void set_addrs_tok(struct peer *pe, const struct token *t)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < t->naddrs && k < NETADDR_MAX; i++) {
+		const struct token_addr *a = &t->addrs[i];
+		if (!token_addr_valid(a) || a->port == 0)
+			continue;
+		pe->addrs[k] = (struct netaddr){
+			.family = a->ip_len == 4 ? AF_INET : AF_INET6,
+			.prefix_len = a->prefix_len,
+		};
+		memcpy(pe->addrs[k].ip, a->ip, a->ip_len);
+		pe->ports[k] = a->port;
+		k++;
+	}
+	if (k)
+		pe->naddrs = k;
+	if (t->node_name[0] && !pe->node_name[0])
+		snprintf(pe->node_name, sizeof(pe->node_name), "%s",
+			 t->node_name);
+}
+
+/* Our addresses in protobuf form, for Hello and Welcome. */
+struct pb_addrs {
+	Xfer__Token__Address a[NETADDR_MAX];
+	Xfer__Token__Address *ptr[NETADDR_MAX];
+	size_t n;
+};
+
+static void our_addrs(const struct peers *ps, struct pb_addrs *out)
+{
+	out->n = ps->naddrs;
+	for (size_t i = 0; i < ps->naddrs; i++) {
+		const struct netaddr *na = &ps->addrs[i];
+		xfer__token__address__init(&out->a[i]);
+		out->a[i].ip.data = (uint8_t *)na->ip;
+		out->a[i].ip.len = na->family == AF_INET ? 4 : 16;
+		out->a[i].prefix_len = na->prefix_len;
+		out->a[i].port = ps->port;
+		out->a[i].ifname = (char *)na->ifname;
+		out->ptr[i] = &out->a[i];
+	}
+}
+
+/* --- frames on a handshaking connection --- */
+
+static int conn_send(struct conn *c, Xfer__Peer__PeerMsg *m)
+{
+	uint8_t buf[8 + 4096];
+
+	m->proto_version = XFER_PROTO_VERSION;
+	if (protobuf_c_message_get_packed_size(&m->base) > sizeof(buf) - 8)
+		return -EMSGSIZE;
+	int n = link_frame_header(&m->base, 0, buf);
+	if (n < 0)
+		return n;
+	return bufferevent_write(c->bev, buf, (size_t)n) ? -ENOMEM : 0;
+}
+
+/*
+ * Push what the bufferevent still holds to the socket now: the
+ * connection is about to be closed or handed over, and a bufferevent
+ * that is freed drops its output.  (libevent keeps the front of a socket
+ * bufferevent's output for itself, so the bytes are copied out and sent
+ * here; the bufferevent is freed right after and never sends them.)  A
+ * few hundred bytes into a socket buffer do not block.
+ */
+static int conn_write_out(struct conn *c)
+{
+	struct evbuffer *out = bufferevent_get_output(c->bev);
+	struct evbuffer_iovec v[8];
+	int fd = bufferevent_getfd(c->bev);
+	int n = evbuffer_peek(out, -1, NULL, v, 8);
+
+	if (n > 8)
+		return -EMSGSIZE;
+	for (int i = 0; i < n; i++) {
+		const uint8_t *p = v[i].iov_base;
+		size_t left = v[i].iov_len;
+		while (left) {
+			ssize_t k = send(fd, p, left, MSG_NOSIGNAL);
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k < 0)
+				return -errno;
+			p += k;
+			left -= (size_t)k;
+		}
+	}
 	return 0;
 }
 
-void peers_destroy(struct peers *p)
+static void conn_error(struct conn *c, const char *why)
 {
-	free(p);
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__Error e = XFER__PEER__ERROR__INIT;
+
+	e.code = -EPERM;
+	e.reason = (char *)why;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_ERROR;
+	m.error = &e;
+	if (conn_send(c, &m) == 0)
+		conn_write_out(c);
 }
 
-void peers_reload(struct peers *p)
+/* Fail what waits for pe and mark it down. */
+static void peer_failed(struct peers *ps, struct peer *pe, int err,
+			const char *why)
 {
-	(void)p;
+	char label[128];
+	struct request *r;
+
+	pe->state = PEER_DOWN;
+	snprintf(pe->last_error, sizeof(pe->last_error), "%s", why);
+	log_info("peer %s: %s", peer_label(pe, label, sizeof(label)), why);
+	while ((r = TAILQ_FIRST(&pe->waiting)))
+		request_end(r, err, NULL, 0, 0);
+	/* Operations of clients waiting in the progress thread, too. */
+	if (pe->id_known)
+		progress_link_close(ps->d->progress, pe->id, err, why);
 }
 
-size_t peers_advertised(const struct peers *p, const struct netaddr **addrs,
-			uint16_t *port)
+static void conn_free(struct conn *c)
 {
-	*addrs = p->addrs;
-	*port = p->port;
-	return p->naddrs;
+	if (!c)
+		return;
+	if (c->peer && c->peer->conn == c)
+		c->peer->conn = NULL;
+	LIST_REMOVE(c, link);
+	if (c->timeout)
+		event_free(c->timeout);
+	if (c->bev)
+		bufferevent_free(c->bev);  /* closes the socket */
+	free(c);
 }
 
-const char *peers_node_name(const struct peers *p)
+/* The handshake is done: the progress thread takes the socket over. */
+static void conn_established(struct conn *c, struct peer *pe)
 {
-	return p->node_name;
+	struct peers *ps = c->ps;
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+	size_t left = evbuffer_get_length(in);
+	uint8_t *pending = left ? malloc(left) : NULL;
+	char label[128];
+
+	if (left && !pending) {
+		conn_free(c);
+		peer_failed(ps, pe, -ENOMEM, "out of memory");
+		return;
+	}
+	evbuffer_remove(in, pending, left);
+	int fd = bufferevent_getfd(c->bev);
+	/* Hand the descriptor over: the bufferevent must not close it. */
+	int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dup_fd < 0) {
+		free(pending);
+		conn_free(c);
+		peer_failed(ps, pe, -errno, "cannot hand the link over");
+		return;
+	}
+	if (pe->conn && pe->conn != c) {
+		/* Our own connect lost the race: drop it quietly. */
+		pe->conn->peer = NULL;
+		conn_free(pe->conn);
+	}
+	pe->initiated = c->initiator;
+	snprintf(pe->address, sizeof(pe->address), "%s", c->remote);
+	conn_free(c);
+	pe->state = PEER_UP;
+	pe->last_error[0] = '\0';
+	clock_gettime(CLOCK_MONOTONIC, &pe->up_since);
+	progress_link_attach(ps->d->progress, dup_fd, pe->id, &pe->stats,
+			     pending, left);
+	free(pending);
+	log_info("peer %s: link up via %s (%s, %s)",
+		 peer_label(pe, label, sizeof(label)), pe->address,
+		 pe->initiated ? "we connected" : "it connected", pe->why);
+
+	/* Requests that waited for this link go out now. */
+	struct request *r;
+	while ((r = TAILQ_FIRST(&pe->waiting))) {
+		TAILQ_REMOVE(&pe->waiting, r, q);
+		progress_link_send(ps->d->progress, pe->id, r->msg, r->len);
+		r->sent = true;
+		TAILQ_INSERT_TAIL(&ps->inflight, r, q);
+	}
 }
 
-void peers_lookup(struct peers *p, const char *node, const char *name,
+static bool auth_ok(struct peers *ps, bool their_auth, struct conn *c)
+{
+	if (their_auth == (ps->key != NULL))
+		return true;
+	const char *why = ps->key
+		? "cluster authentication required here, the peer has no key"
+		: "the peer requires cluster authentication, no key here";
+	log_warnx("peer %s: refused: %s", c->remote, why);
+	conn_error(c, why);
+	return false;
+}
+
+/* Acceptor: Hello arrived. */
+static int on_hello(struct conn *c, const Xfer__Peer__Hello *h)
+{
+	struct peers *ps = c->ps;
+	char label[128];
+
+	if (h->instance_id.len != LINK_ID_LEN ||
+	    h->challenge.len != AUTH_CHALLENGE_LEN)
+		return -EPROTO;
+	if (!auth_ok(ps, h->auth, c))
+		return -EPERM;
+	if (memcmp(h->instance_id.data, ps->d->instance_id, LINK_ID_LEN) == 0) {
+		conn_error(c, "connected to itself");
+		return -ELOOP;
+	}
+	memcpy(c->their_id, h->instance_id.data, LINK_ID_LEN);
+	memcpy(c->their_challenge, h->challenge.data, AUTH_CHALLENGE_LEN);
+
+	struct peer *pe = peer_by_id(ps, c->their_id);
+	if (pe && pe->conn && pe->state == PEER_CONNECTING &&
+	    memcmp(ps->d->instance_id, c->their_id, LINK_ID_LEN) < 0) {
+		/* Both connected at once and ours (lower id) wins. */
+		log_debug("peer %s: duplicate link refused (ours wins)",
+			  peer_label(pe, label, sizeof(label)));
+		conn_error(c, "duplicate link");
+		return -EEXIST;
+	}
+	if (!pe) {
+		pe = peer_new(ps);
+		if (!pe)
+			return -ENOMEM;
+		memcpy(pe->id, c->their_id, LINK_ID_LEN);
+		pe->id_known = true;
+	}
+	snprintf(pe->node_name, sizeof(pe->node_name), "%s",
+		 h->node_name ? h->node_name : "");
+	set_addrs_pb(pe, h->addresses, h->n_addresses);
+	snprintf(pe->why, sizeof(pe->why), "it connected from %s", c->remote);
+	c->peer = pe;
+
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__Welcome w = XFER__PEER__WELCOME__INIT;
+	struct pb_addrs addrs;
+	uint8_t proof[AUTH_PROOF_LEN];
+	our_addrs(ps, &addrs);
+	w.instance_id.data = ps->d->instance_id;
+	w.instance_id.len = LINK_ID_LEN;
+	w.node_name = ps->node_name;
+	w.n_addresses = addrs.n;
+	w.addresses = addrs.ptr;
+	w.challenge.data = c->challenge;
+	w.challenge.len = AUTH_CHALLENGE_LEN;
+	w.auth = ps->key != NULL;
+	if (ps->key) {
+		auth_proof(ps->key, AUTH_ACCEPTOR, c->their_challenge,
+			   ps->d->instance_id, c->their_id, proof);
+		w.proof.data = proof;
+		w.proof.len = AUTH_PROOF_LEN;
+	}
+	m.body_case = XFER__PEER__PEER_MSG__BODY_WELCOME;
+	m.welcome = &w;
+	return conn_send(c, &m);
+}
+
+/* Initiator: Welcome arrived. */
+static int on_welcome(struct conn *c, const Xfer__Peer__Welcome *w)
+{
+	struct peers *ps = c->ps;
+	struct peer *pe = c->peer;
+
+	if (!pe)
+		return -ECANCELED;
+	if (w->instance_id.len != LINK_ID_LEN ||
+	    w->challenge.len != AUTH_CHALLENGE_LEN)
+		return -EPROTO;
+	if (!auth_ok(ps, w->auth, c))
+		return -EPERM;
+	if (ps->key && !auth_verify(ps->key, AUTH_ACCEPTOR, c->challenge,
+				    w->instance_id.data, ps->d->instance_id,
+				    w->proof.data, w->proof.len)) {
+		log_warnx("peer %s: refused: its cluster key differs from ours",
+			  c->remote);
+		conn_error(c, "authentication failed: cluster keys differ");
+		return -EPERM;
+	}
+	if (memcmp(w->instance_id.data, ps->d->instance_id, LINK_ID_LEN) == 0) {
+		conn_error(c, "connected to itself");
+		return -ELOOP;
+	}
+	if (pe->id_known &&
+	    memcmp(pe->id, w->instance_id.data, LINK_ID_LEN) != 0) {
+		/* The token named an xferd that has been replaced. */
+		return -ESTALE;
+	}
+	if (!pe->id_known) {
+		struct peer *known = peer_by_id(ps, w->instance_id.data);
+		if (known) {
+			/* We knew it by id already: one record. */
+			known->conn = c;
+			c->peer = known;
+			peer_merge(ps, known, pe);
+			pe = known;
+		} else {
+			memcpy(pe->id, w->instance_id.data, LINK_ID_LEN);
+			pe->id_known = true;
+		}
+	}
+	snprintf(pe->node_name, sizeof(pe->node_name), "%s",
+		 w->node_name ? w->node_name : "");
+	set_addrs_pb(pe, w->addresses, w->n_addresses);
+
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__Ready r = XFER__PEER__READY__INIT;
+	uint8_t proof[AUTH_PROOF_LEN];
+	if (ps->key) {
+		auth_proof(ps->key, AUTH_INITIATOR, w->challenge.data,
+			   ps->d->instance_id, pe->id, proof);
+		r.proof.data = proof;
+		r.proof.len = AUTH_PROOF_LEN;
+	}
+	m.body_case = XFER__PEER__PEER_MSG__BODY_READY;
+	m.ready = &r;
+	return conn_send(c, &m);
+}
+
+/* Acceptor: Ready arrived; answer Established and hand over. */
+static int on_ready(struct conn *c, const Xfer__Peer__Ready *r)
+{
+	struct peers *ps = c->ps;
+
+	if (ps->key && !auth_verify(ps->key, AUTH_INITIATOR, c->challenge,
+				    c->their_id, ps->d->instance_id,
+				    r->proof.data, r->proof.len)) {
+		log_warnx("peer %s: refused: its cluster key differs from ours",
+			  c->remote);
+		conn_error(c, "authentication failed: cluster keys differ");
+		return -EPERM;
+	}
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__Established e = XFER__PEER__ESTABLISHED__INIT;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_ESTABLISHED;
+	m.established = &e;
+	int err = conn_send(c, &m);
+	if (!err)
+		err = conn_write_out(c);
+	if (err)
+		return err;
+	conn_established(c, c->peer);
+	return 1;  /* c is gone */
+}
+
+/* Next handshake message; >0 when c was handed over (and is gone). */
+static int conn_step(struct conn *c, const Xfer__Peer__PeerMsg *m)
+{
+	if (m->proto_version != XFER_PROTO_VERSION)
+		return -EPROTO;
+	if (m->body_case == XFER__PEER__PEER_MSG__BODY_ERROR) {
+		log_warnx("peer %s refused the link: %s", c->remote,
+			  m->error->reason ? m->error->reason : "?");
+		return -ECONNREFUSED;
+	}
+	int expect = c->initiator
+		? (c->step == 0 ? XFER__PEER__PEER_MSG__BODY_WELCOME
+				: XFER__PEER__PEER_MSG__BODY_ESTABLISHED)
+		: (c->step == 0 ? XFER__PEER__PEER_MSG__BODY_HELLO
+				: XFER__PEER__PEER_MSG__BODY_READY);
+	if ((int)m->body_case != expect) {
+		log_debug("peer %s: handshake step %d: got message %d, expected %d",
+			  c->remote, c->step, (int)m->body_case, expect);
+		return -EPROTO;
+	}
+	c->step++;
+	switch (m->body_case) {
+	case XFER__PEER__PEER_MSG__BODY_HELLO:
+		return on_hello(c, m->hello);
+	case XFER__PEER__PEER_MSG__BODY_WELCOME:
+		return on_welcome(c, m->welcome);
+	case XFER__PEER__PEER_MSG__BODY_READY:
+		return on_ready(c, m->ready);
+	case XFER__PEER__PEER_MSG__BODY_ESTABLISHED:
+		if (!c->peer)
+			return -ECANCELED;
+		conn_established(c, c->peer);
+		return 1;
+	default:
+		return -EPROTO;
+	}
+}
+
+static const char *conn_err_text(int err)
+{
+	switch (err) {
+	case -EPROTO: return "handshake protocol error";
+	case -EPERM: return "authentication failed";
+	case -ECONNREFUSED: return "refused by the peer";
+	case -ESTALE: return "a different xferd answers at that address";
+	case -ELOOP: return "that address is this xferd";
+	case -EEXIST: return "duplicate link";
+	case -ETIMEDOUT: return "handshake timed out";
+	default: return strerror(-err);
+	}
+}
+
+/* The handshake failed: for our connect, the peer fails (or the next
+ * address is tried); an accepted connection just closes. */
+static void conn_failed(struct conn *c, int err)
+{
+	struct peers *ps = c->ps;
+	struct peer *pe = c->peer;
+	bool ours = c->initiator && pe && pe->conn == c;
+	size_t next = c->attempt + 1;
+
+	if (!c->initiator && err != -EEXIST)
+		log_info("connection from %s closed: %s", c->remote,
+			 conn_err_text(err));
+	conn_free(c);
+	if (!ours)
+		return;
+	/* Unreachable addresses: try the peer's next one. */
+	if ((err == -ECONNREFUSED || err == -EHOSTUNREACH || err == -ENETUNREACH ||
+	     err == -ETIMEDOUT) && next < pe->naddrs && pe->state != PEER_UP) {
+		log_info("peer %s: %s, trying its next address", pe->address,
+			 conn_err_text(err));
+		pe->state = PEER_DOWN;
+		pe->conn = NULL;
+		connect_peer(ps, pe);
+		if (pe->conn)
+			pe->conn->attempt = next;
+		return;
+	}
+	if (pe->state != PEER_UP)
+		peer_failed(ps, pe, err == -EPERM ? -EACCES : err,
+			    conn_err_text(err));
+}
+
+static void on_conn_read(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	while (evbuffer_get_length(in) >= 8) {
+		uint32_t hlen, plen;
+		uint8_t prefix[8];
+		evbuffer_copyout(in, prefix, 8);
+		memcpy(&hlen, prefix, 4);
+		memcpy(&plen, prefix + 4, 4);
+		if (hlen == 0 || hlen > 4096 || plen) {
+			log_debug("peer %s: bad handshake frame (%u, %u)",
+				  c->remote, hlen, plen);
+			conn_failed(c, -EPROTO);
+			return;
+		}
+		if (evbuffer_get_length(in) < 8 + (size_t)hlen)
+			return;
+		evbuffer_drain(in, 8);
+		Xfer__Peer__PeerMsg *m = xfer__peer__peer_msg__unpack(
+			NULL, hlen, evbuffer_pullup(in, hlen));
+		evbuffer_drain(in, hlen);
+		int rc = m ? conn_step(c, m) : -EPROTO;
+		if (rc == -EPROTO)
+			log_debug("peer %s: handshake message %d refused (step %d)",
+				  c->remote, m ? (int)m->body_case : -1, c->step);
+		if (m)
+			xfer__peer__peer_msg__free_unpacked(m, NULL);
+		if (rc > 0)
+			return;   /* handed over; c is gone */
+		if (rc < 0) {
+			conn_failed(c, rc);
+			return;
+		}
+	}
+}
+
+static void on_conn_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct conn *c = arg;
+	(void)bev;
+
+	if (what & BEV_EVENT_CONNECTED) {
+		/* Our connect went through: say hello. */
+		struct peers *ps = c->ps;
+		Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+		Xfer__Peer__Hello h = XFER__PEER__HELLO__INIT;
+		struct pb_addrs addrs;
+		int one = 1;
+		setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY,
+			   &one, sizeof(one));
+		our_addrs(ps, &addrs);
+		h.instance_id.data = ps->d->instance_id;
+		h.instance_id.len = LINK_ID_LEN;
+		h.node_name = ps->node_name;
+		h.n_addresses = addrs.n;
+		h.addresses = addrs.ptr;
+		h.challenge.data = c->challenge;
+		h.challenge.len = AUTH_CHALLENGE_LEN;
+		h.auth = ps->key != NULL;
+		m.body_case = XFER__PEER__PEER_MSG__BODY_HELLO;
+		m.hello = &h;
+		if (conn_send(c, &m))
+			conn_failed(c, -ENOMEM);
+		return;
+	}
+	int err = -ECONNRESET;
+	if (what & BEV_EVENT_ERROR) {
+		int e = EVUTIL_SOCKET_ERROR();
+		err = e ? -e : -ECONNRESET;
+	}
+	conn_failed(c, err);
+}
+
+static void on_conn_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what;
+	conn_failed(arg, -ETIMEDOUT);
+}
+
+static struct conn *conn_new(struct peers *ps, int fd, bool initiator)
+{
+	struct conn *c = calloc(1, sizeof(*c));
+	struct timeval tv = {
+		.tv_sec = ps->d->cfg.connect_timeout_ms / 1000,
+		.tv_usec = (ps->d->cfg.connect_timeout_ms % 1000) * 1000,
+	};
+
+	if (!c)
+		return NULL;
+	c->ps = ps;
+	c->initiator = initiator;
+	LIST_INSERT_HEAD(&ps->conns, c, link);
+	c->bev = bufferevent_socket_new(ps->d->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	c->timeout = evtimer_new(ps->d->base, on_conn_timeout, c);
+	if (!c->bev || !c->timeout || auth_challenge(c->challenge) ||
+	    evtimer_add(c->timeout, &tv)) {
+		if (!c->bev && fd >= 0)
+			close(fd);
+		conn_free(c);
+		return NULL;
+	}
+	bufferevent_setcb(c->bev, on_conn_read, NULL, on_conn_event, c);
+	bufferevent_enable(c->bev, EV_READ | EV_WRITE);
+	return c;
+}
+
+/* --- connecting --- */
+
+static void connect_peer(struct peers *ps, struct peer *pe)
+{
+	struct netaddr_choice ch;
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	char ip[48], label[128];
+
+	if (pe->state != PEER_DOWN || pe->conn)
+		return;
+	if (netaddr_choose(ps->local, ps->nlocal, pe->addrs, pe->naddrs, &ch)) {
+		peer_failed(ps, pe, -EHOSTUNREACH,
+			    "no address of the peer can be reached from here");
+		return;
+	}
+	/* After a failed attempt, conn_failed moves to the next address:
+	 * the choice is only where we start. */
+	size_t idx = (size_t)ch.peer;
+	if (pe->conn == NULL && pe->address[0] && pe->naddrs > 1) {
+		for (size_t i = 0; i < pe->naddrs; i++) {
+			netaddr_format(&pe->addrs[i], false, ip, sizeof(ip));
+			if (strstr(pe->address, ip) == pe->address ||
+			    strstr(pe->address, ip) == pe->address + 1)
+				idx = (i + 1) % pe->naddrs;
+		}
+	}
+	const struct netaddr *dst = &pe->addrs[idx];
+	int fd = socket(dst->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			0);
+	if (fd < 0) {
+		peer_failed(ps, pe, -errno, "socket() failed");
+		return;
+	}
+	/* Leave from the local address on the peer's subnet: that is the
+	 * rail the two nodes share. */
+	if (ch.local >= 0 && idx == (size_t)ch.peer) {
+		netaddr_to_sockaddr(&ps->local[ch.local], 0, &ss, &sl);
+		if (bind(fd, (struct sockaddr *)&ss, sl))
+			log_debug("bind to the local rail address failed: %s",
+				  strerror(errno));
+	}
+	netaddr_format(dst, false, ip, sizeof(ip));
+	snprintf(pe->address, sizeof(pe->address),
+		 dst->family == AF_INET6 ? "[%s]:%u" : "%s:%u", ip,
+		 pe->ports[idx]);
+	snprintf(pe->why, sizeof(pe->why), "%s",
+		 idx == (size_t)ch.peer ? ch.why : "no common subnet: routed");
+	struct conn *c = conn_new(ps, fd, true);
+	if (!c) {
+		peer_failed(ps, pe, -ENOMEM, "out of memory");
+		return;
+	}
+	c->peer = pe;
+	snprintf(c->remote, sizeof(c->remote), "%s", pe->address);
+	pe->conn = c;
+	pe->state = PEER_CONNECTING;
+	netaddr_to_sockaddr(dst, pe->ports[idx], &ss, &sl);
+	log_debug("peer %s: connecting to %s (%s)",
+		  peer_label(pe, label, sizeof(label)), pe->address, pe->why);
+	if (bufferevent_socket_connect(c->bev, (struct sockaddr *)&ss, (int)sl))
+		conn_failed(c, -ECONNREFUSED);
+}
+
+static void on_accept(struct evconnlistener *lst, evutil_socket_t fd,
+		      struct sockaddr *sa, int salen, void *arg)
+{
+	struct peers *ps = arg;
+	struct netaddr na;
+	uint16_t port = 0;
+	char ip[48];
+	int one = 1;
+	(void)lst, (void)salen;
+
+	evutil_make_socket_nonblocking(fd);
+	evutil_make_socket_closeonexec(fd);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	struct conn *c = conn_new(ps, fd, false);
+	if (!c)
+		return;
+	if (netaddr_from_sockaddr(sa, &na, &port) == 0) {
+		netaddr_format(&na, false, ip, sizeof(ip));
+		snprintf(c->remote, sizeof(c->remote), "%s:%u", ip, port);
+	}
+}
+
+/* --- requests --- */
+
+static void request_free(struct request *r)
+{
+	if (r->timeout)
+		event_free(r->timeout);
+	free(r->msg);
+	free(r);
+}
+
+static void fanout_result(struct fanout *f, int error, const void *data,
+			  size_t len)
+{
+	if (!f->done && error == 0) {
+		f->done = true;
+		f->cb(f->arg, 0, data, len);
+	} else if (error && f->error != -ENOENT) {
+		f->error = error;  /* -ENOENT beats "could not ask" */
+	}
+	if (--f->outstanding == 0) {
+		if (!f->done)
+			f->cb(f->arg, f->error ? f->error : -ENOENT, NULL, 0);
+		free(f);
+	}
+}
+
+/* r answered (or failed): unlink it, call back, free. */
+static void request_end(struct request *r, int error, const void *data,
+			size_t len, uint64_t rtt)
+{
+	struct peers *ps = r->ps;
+
+	if (r->sent)
+		TAILQ_REMOVE(&ps->inflight, r, q);
+	else if (r->peer)
+		TAILQ_REMOVE(&r->peer->waiting, r, q);
+	switch (r->kind) {
+	case REQ_LOOKUP:
+		if (r->fan)
+			fanout_result(r->fan, error, data, len);
+		else
+			r->cb.lookup(r->arg, error, data, len);
+		break;
+	case REQ_CHECK:
+		r->cb.check(r->arg, error);
+		break;
+	case REQ_PING:
+		r->cb.ping(r->arg, error, rtt, r->who);
+		break;
+	}
+	request_free(r);
+}
+
+static void on_request_timeout(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what;
+	request_end(arg, -ETIMEDOUT, NULL, 0, 0);
+}
+
+/* Queue r on peer pe: sent now if the link is up, else once it is. */
+static void request_start(struct peers *ps, struct request *r,
+			  struct peer *pe, Xfer__Peer__PeerMsg *m)
+{
+	struct timeval tv = { .tv_sec = ps->d->cfg.op_timeout_ms / 1000,
+			      .tv_usec = (ps->d->cfg.op_timeout_ms % 1000) * 1000 };
+
+	m->proto_version = XFER_PROTO_VERSION;
+	r->ps = ps;
+	r->peer = pe;
+	r->len = protobuf_c_message_get_packed_size(&m->base);
+	r->msg = malloc(r->len);
+	r->timeout = evtimer_new(ps->d->base, on_request_timeout, r);
+	if (!r->msg || !r->timeout || evtimer_add(r->timeout, &tv)) {
+		r->sent = false;
+		r->peer = NULL;
+		request_end(r, -ENOMEM, NULL, 0, 0);
+		return;
+	}
+	protobuf_c_message_pack(&m->base, r->msg);
+	if (pe->state == PEER_UP) {
+		progress_link_send(ps->d->progress, pe->id, r->msg, r->len);
+		r->sent = true;
+		TAILQ_INSERT_TAIL(&ps->inflight, r, q);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&pe->waiting, r, q);
+	connect_peer(ps, pe);
+}
+
+static struct request *request_new(struct peers *ps, enum request_kind kind)
+{
+	struct request *r = calloc(1, sizeof(*r));
+
+	if (r) {
+		r->kind = kind;
+		r->id = ++ps->next_request;
+	}
+	return r;
+}
+
+/* A peer named by a node name, an instance id prefix, or host[:port]. */
+static struct peer *peer_for(struct peers *ps, const char *target)
+{
+	char host[CONFIG_HOST_MAX];
+	uint16_t port;
+	struct netaddr na;
+	struct peer *pe = peer_by_name(ps, target);
+
+	if (pe)
+		return pe;
+	size_t n = strlen(target);
+	if (n >= 4 && n <= 32) {
+		for (pe = ps->peers; pe; pe = pe->next) {
+			char hex[33];
+			for (int i = 0; i < 16; i++)
+				snprintf(hex + 2 * i, 3, "%02x", pe->id[i]);
+			if (pe->id_known && strncmp(hex, target, n) == 0)
+				return pe;
+		}
+	}
+	if (config_split_hostport(target, host, &port, CONFIG_DEFAULT_PORT) ||
+	    netaddr_parse(host, &na))
+		return NULL;
+	pe = peer_by_addr(ps, &na, port);
+	if (pe)
+		return pe;
+	pe = peer_new(ps);
+	if (!pe)
+		return NULL;
+	na.prefix_len = na.family == AF_INET ? 32 : 128;
+	pe->addrs[0] = na;
+	pe->ports[0] = port;
+	pe->naddrs = 1;
+	return pe;
+}
+
+static void send_lookup(struct peers *ps, struct peer *pe, const char *name,
+			peers_lookup_cb cb, void *arg, struct fanout *fan)
+{
+	struct request *r = request_new(ps, REQ_LOOKUP);
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__Lookup lk = XFER__PEER__LOOKUP__INIT;
+
+	if (!r) {
+		if (fan)
+			fanout_result(fan, -ENOMEM, NULL, 0);
+		else
+			cb(arg, -ENOMEM, NULL, 0);
+		return;
+	}
+	r->cb.lookup = cb;
+	r->arg = arg;
+	r->fan = fan;
+	lk.id = r->id;
+	lk.name = (char *)name;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_LOOKUP;
+	m.lookup = &lk;
+	request_start(ps, r, pe, &m);
+}
+
+void peers_lookup(struct peers *ps, const char *node, const char *name,
 		  peers_lookup_cb cb, void *arg)
 {
-	(void)p, (void)node, (void)name;
-	cb(arg, -EHOSTUNREACH, NULL, 0);
+	const struct xferd_config *cfg = &ps->d->cfg;
+
+	if (node) {
+		struct peer *pe = peer_for(ps, node);
+		if (!pe) {
+			cb(arg, -EHOSTUNREACH, NULL, 0);
+			return;
+		}
+		send_lookup(ps, pe, name, cb, arg, NULL);
+		return;
+	}
+	if (cfg->npeers == 0) {
+		cb(arg, -ENOENT, NULL, 0);
+		return;
+	}
+	struct fanout *f = calloc(1, sizeof(*f));
+	if (!f) {
+		cb(arg, -ENOMEM, NULL, 0);
+		return;
+	}
+	f->cb = cb;
+	f->arg = arg;
+	f->outstanding = cfg->npeers;
+	for (uint32_t i = 0; i < cfg->npeers; i++) {
+		struct peer *pe = peer_for(ps, cfg->peers[i]);
+		if (pe)
+			send_lookup(ps, pe, name, cb, arg, f);
+		else
+			fanout_result(f, -EHOSTUNREACH, NULL, 0);
+	}
 }
 
-void peers_ping(struct peers *p, const char *target, peers_ping_cb cb,
+void peers_check_token(struct peers *ps, const struct token *tok,
+		       peers_check_cb cb, void *arg)
+{
+	struct peer *pe = peer_by_id(ps, tok->instance_id);
+
+	if (!pe) {
+		pe = peer_new(ps);
+		if (!pe) {
+			cb(arg, -ENOMEM);
+			return;
+		}
+		memcpy(pe->id, tok->instance_id, LINK_ID_LEN);
+		pe->id_known = true;
+	}
+	if (pe->state != PEER_UP)
+		set_addrs_tok(pe, tok);
+	struct request *r = request_new(ps, REQ_CHECK);
+	if (!r) {
+		cb(arg, -ENOMEM);
+		return;
+	}
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__CheckToken ck = XFER__PEER__CHECK_TOKEN__INIT;
+	Xfer__Peer__Target t = XFER__PEER__TARGET__INIT;
+	t.region = tok->region;
+	t.key.data = (uint8_t *)tok->key;
+	t.key.len = TOKEN_KEY_LEN;
+	t.offset = tok->offset;
+	t.length = tok->length;
+	t.region_length = tok->region_length;
+	t.mem_kind = tok->mem_kind;
+	ck.id = r->id;
+	ck.target = &t;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_CHECK;
+	m.check = &ck;
+	r->cb.check = cb;
+	r->arg = arg;
+	request_start(ps, r, pe, &m);
+}
+
+void peers_ping(struct peers *ps, const char *target, peers_ping_cb cb,
 		void *arg)
 {
-	(void)p;
-	cb(arg, -EHOSTUNREACH, 0, target);
+	struct peer *pe = peer_for(ps, target);
+	struct request *r = pe ? request_new(ps, REQ_PING) : NULL;
+
+	if (!r) {
+		cb(arg, pe ? -ENOMEM : -EHOSTUNREACH, 0, target);
+		return;
+	}
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__Ping ping = XFER__PEER__PING__INIT;
+	ping.nonce = r->id;
+	ping.sent_ns = now_ns();
+	m.body_case = XFER__PEER__PEER_MSG__BODY_PING;
+	m.ping = &ping;
+	r->cb.ping = cb;
+	r->arg = arg;
+	snprintf(r->who, sizeof(r->who), "%s", target);
+	request_start(ps, r, pe, &m);
 }
 
-void peers_foreach(struct peers *p,
+static struct request *inflight(struct peers *ps, uint64_t id,
+				enum request_kind kind)
+{
+	struct request *r;
+
+	TAILQ_FOREACH(r, &ps->inflight, q)
+		if (r->id == id && r->kind == kind)
+			return r;
+	return NULL;
+}
+
+/* A peer asked for one of our names. */
+static void answer_lookup(struct peers *ps, const uint8_t *id,
+			  const Xfer__Peer__Lookup *lk)
+{
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__LookupReply rep = XFER__PEER__LOOKUP_REPLY__INIT;
+	const void *tok = NULL;
+	size_t len = 0;
+
+	rep.id = lk->id;
+	rep.error = lk->name && names_valid(lk->name)
+		? names_lookup(ps->d->names, lk->name, &tok, &len) : -EINVAL;
+	rep.token.data = (uint8_t *)tok;
+	rep.token.len = rep.error ? 0 : len;
+	m.proto_version = XFER_PROTO_VERSION;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_LOOKUP_REPLY;
+	m.lookup_reply = &rep;
+	uint8_t buf[1024];
+	size_t n = protobuf_c_message_get_packed_size(&m.base);
+	if (n > sizeof(buf))
+		return;
+	protobuf_c_message_pack(&m.base, buf);
+	progress_link_send(ps->d->progress, id, buf, n);
+}
+
+static void on_ctl_frame(struct peers *ps, const struct net_notice *n)
+{
+	Xfer__Peer__PeerMsg *m = xfer__peer__peer_msg__unpack(NULL, n->len,
+							      n->data);
+	struct request *r;
+
+	if (!m)
+		return;
+	switch (m->body_case) {
+	case XFER__PEER__PEER_MSG__BODY_LOOKUP:
+		answer_lookup(ps, n->id, m->lookup);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_LOOKUP_REPLY:
+		r = inflight(ps, m->lookup_reply->id, REQ_LOOKUP);
+		if (r && m->lookup_reply->error <= 0)
+			request_end(r, m->lookup_reply->error,
+				    m->lookup_reply->token.data,
+				    m->lookup_reply->token.len, 0);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_CHECK_REPLY:
+		r = inflight(ps, m->check_reply->id, REQ_CHECK);
+		if (r && m->check_reply->error <= 0)
+			request_end(r, m->check_reply->error, NULL, 0, 0);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_PONG:
+		r = inflight(ps, m->pong->nonce, REQ_PING);
+		if (r)
+			request_end(r, 0, NULL, 0, now_ns() - m->pong->sent_ns);
+		break;
+	default:
+		break;
+	}
+	xfer__peer__peer_msg__free_unpacked(m, NULL);
+}
+
+void peers_on_notice(const struct net_notice *n, void *arg)
+{
+	struct peers *ps = arg;
+	struct peer *pe;
+
+	switch (n->kind) {
+	case NET_NEED_PEER:
+		pe = peer_by_id(ps, n->id);
+		if (!pe) {
+			pe = peer_new(ps);
+			if (!pe) {
+				progress_link_close(ps->d->progress, n->id,
+						    -ENOMEM, "out of memory");
+				return;
+			}
+			memcpy(pe->id, n->id, LINK_ID_LEN);
+			pe->id_known = true;
+		}
+		if (pe->state == PEER_UP) {
+			/* The link came up after the progress thread asked. */
+			return;
+		}
+		set_addrs_tok(pe, &n->tok);
+		connect_peer(ps, pe);
+		break;
+	case NET_LINK_DOWN:
+		pe = peer_by_id(ps, n->id);
+		if (!pe || pe->state != PEER_UP)
+			break;
+		pe->state = PEER_DOWN;
+		snprintf(pe->last_error, sizeof(pe->last_error), "%s", n->why);
+		/* Requests out on that link will not be answered. */
+		for (struct request *r = TAILQ_FIRST(&ps->inflight), *next; r;
+		     r = next) {
+			next = TAILQ_NEXT(r, q);
+			if (r->peer == pe)
+				request_end(r, -ECONNRESET, NULL, 0, 0);
+		}
+		break;
+	case NET_CTL_FRAME:
+		on_ctl_frame(ps, n);
+		break;
+	}
+}
+
+/* --- set-up --- */
+
+/* Which addresses we advertise: the listen address, or all of ours. */
+static void learn_addresses(struct peers *ps, const char *host)
+{
+	int n = netaddr_local(ps->local, NETADDR_MAX, true);
+
+	ps->nlocal = n > 0 ? (size_t)n : 0;
+	ps->naddrs = 0;
+	if (strcmp(host, "*") != 0 && strcmp(host, "0.0.0.0") != 0 &&
+	    strcmp(host, "::") != 0) {
+		struct netaddr want;
+		if (netaddr_parse(host, &want))
+			return;
+		ps->addrs[0] = want;
+		ps->addrs[0].prefix_len = want.family == AF_INET ? 32 : 128;
+		/* Its prefix comes from the interface that has it. */
+		for (size_t i = 0; i < ps->nlocal; i++)
+			if (ps->local[i].family == want.family &&
+			    memcmp(ps->local[i].ip, want.ip, 16) == 0)
+				ps->addrs[0] = ps->local[i];
+		ps->naddrs = 1;
+		return;
+	}
+	for (size_t i = 0; i < ps->nlocal; i++)
+		if (!netaddr_is_loopback(&ps->local[i]))
+			ps->addrs[ps->naddrs++] = ps->local[i];
+}
+
+static int listen_tcp(struct peers *ps)
+{
+	const char *spec = ps->d->cfg.listen;
+	char host[CONFIG_HOST_MAX];
+	struct sockaddr_storage ss;
+	socklen_t sl;
+	struct netaddr na = { .family = AF_INET6 };
+
+	if (strcmp(spec, "off") == 0) {
+		learn_addresses(ps, "*");
+		return 0;
+	}
+	if (config_split_hostport(spec, host, &ps->port, CONFIG_DEFAULT_PORT))
+		return -EINVAL;
+	learn_addresses(ps, host);
+	if (strcmp(host, "*") != 0 && netaddr_parse(host, &na)) {
+		log_warnx("listen: '%s' is not an IP address", host);
+		return -EINVAL;
+	}
+	netaddr_to_sockaddr(&na, ps->port, &ss, &sl);
+	ps->listener = evconnlistener_new_bind(
+		ps->d->base, on_accept, ps,
+		LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+		128, (struct sockaddr *)&ss, (int)sl);
+	if (!ps->listener) {
+		log_warn("cannot listen on %s (setting 'listen')", spec);
+		return -EADDRINUSE;
+	}
+	log_info("listening for peers on %s (node %s)", spec, ps->node_name);
+	return 0;
+}
+
+int peers_create(struct xferd *d, struct peers **out)
+{
+	struct peers *ps = calloc(1, sizeof(*ps));
+	char err[512];
+	int rc;
+
+	if (!ps)
+		return -ENOMEM;
+	ps->d = d;
+	LIST_INIT(&ps->conns);
+	TAILQ_INIT(&ps->inflight);
+	if (d->cfg.node_name[0])
+		snprintf(ps->node_name, sizeof(ps->node_name), "%s",
+			 d->cfg.node_name);
+	else if (gethostname(ps->node_name, sizeof(ps->node_name) - 1))
+		snprintf(ps->node_name, sizeof(ps->node_name), "localhost");
+	if (d->cfg.cluster_key_file[0]) {
+		rc = auth_key_load(d->cfg.cluster_key_file, &ps->key, err,
+				   sizeof(err));
+		if (rc) {
+			log_warnx("cluster key: %s", err);
+			free(ps);
+			return rc;
+		}
+	}
+	rc = listen_tcp(ps);
+	if (rc) {
+		auth_key_free(ps->key);
+		free(ps);
+		return rc;
+	}
+	*out = ps;
+	return 0;
+}
+
+/* Configured peers are connected at start, so that their node names are
+ * known for "node/name" lookups. */
+void peers_start(struct peers *ps)
+{
+	const struct xferd_config *cfg = &ps->d->cfg;
+
+	for (uint32_t i = 0; i < cfg->npeers; i++) {
+		struct peer *pe = peer_for(ps, cfg->peers[i]);
+		if (pe)
+			connect_peer(ps, pe);
+	}
+}
+
+void peers_reload(struct peers *ps)
+{
+	char err[512];
+
+	if (!ps)
+		return;
+	if (ps->d->cfg.cluster_key_file[0]) {
+		struct auth_key *key;
+		if (auth_key_load(ps->d->cfg.cluster_key_file, &key, err,
+				  sizeof(err)) == 0) {
+			auth_key_free(ps->key);
+			ps->key = key;
+		} else {
+			log_warnx("cluster key not reloaded: %s", err);
+		}
+	} else {
+		auth_key_free(ps->key);
+		ps->key = NULL;
+	}
+	peers_start(ps);
+}
+
+void peers_destroy(struct peers *ps)
+{
+	struct conn *c;
+	struct request *r;
+
+	if (!ps)
+		return;
+	while ((r = TAILQ_FIRST(&ps->inflight)))
+		request_end(r, -ECANCELED, NULL, 0, 0);
+	for (struct peer *pe = ps->peers; pe; pe = pe->next)
+		while ((r = TAILQ_FIRST(&pe->waiting)))
+			request_end(r, -ECANCELED, NULL, 0, 0);
+	while ((c = LIST_FIRST(&ps->conns))) {
+		c->peer = NULL;
+		conn_free(c);
+	}
+	for (struct peer *pe = ps->peers, *next; pe; pe = next) {
+		next = pe->next;
+		free(pe);
+	}
+	if (ps->listener)
+		evconnlistener_free(ps->listener);
+	auth_key_free(ps->key);
+	free(ps);
+}
+
+size_t peers_advertised(const struct peers *ps, const struct netaddr **addrs,
+			uint16_t *port)
+{
+	*addrs = ps->addrs;
+	*port = ps->port;
+	return ps->listener ? ps->naddrs : 0;
+}
+
+const char *peers_node_name(const struct peers *ps)
+{
+	return ps->node_name;
+}
+
+void peers_foreach(struct peers *ps,
 		   void (*fn)(const struct peer_view *v, void *arg), void *arg)
 {
-	(void)p, (void)fn, (void)arg;
+	for (struct peer *pe = ps->peers; pe; pe = pe->next) {
+		if (!pe->id_known)
+			continue;
+		struct peer_view v = {
+			.node_name = pe->node_name,
+			.addrs = pe->addrs,
+			.naddrs = pe->naddrs,
+			.address = pe->address,
+			.why = pe->why,
+			.state = state_names[pe->state],
+			.initiated = pe->initiated,
+			.rtt_ns = atomic_load_explicit(&pe->stats.rtt_ns,
+						       memory_order_relaxed),
+			.bytes_tx = atomic_load_explicit(&pe->stats.bytes_tx,
+							 memory_order_relaxed),
+			.bytes_rx = atomic_load_explicit(&pe->stats.bytes_rx,
+							 memory_order_relaxed),
+			.ops = atomic_load_explicit(&pe->stats.ops,
+						    memory_order_relaxed),
+			.errors = atomic_load_explicit(&pe->stats.errors,
+						       memory_order_relaxed),
+			.up_ms = pe->state == PEER_UP
+					 ? xferd_ms_since(&pe->up_since) : 0,
+			.last_error = pe->last_error,
+		};
+		memcpy(v.instance_id, pe->id, LINK_ID_LEN);
+		fn(&v, arg);
+	}
 }

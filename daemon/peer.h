@@ -25,6 +25,8 @@ struct peers;
  * logged.
  */
 int peers_create(struct xferd *d, struct peers **out);
+/* Connect to the configured peers (their node names become known). */
+void peers_start(struct peers *p);
 /* Close every link and the listener; accepts NULL. */
 void peers_destroy(struct peers *p);
 /* SIGHUP: the configured peers, timeouts and the cluster key. */
@@ -44,6 +46,20 @@ typedef void (*peers_lookup_cb)(void *arg, int error, const void *token,
  */
 void peers_lookup(struct peers *p, const char *node, const char *name,
 		  peers_lookup_cb cb, void *arg);
+
+struct token;
+typedef void (*peers_check_cb)(void *arg, int error);
+/*
+ * Ask the xferd that owns tok (connecting to it first if needed) whether
+ * the token is valid there: 0, -EACCES (bad key), -ESTALE (region gone),
+ * -EHOSTUNREACH/-ECONNREFUSED/-ETIMEDOUT (cannot ask).
+ */
+void peers_check_token(struct peers *p, const struct token *tok,
+		       peers_check_cb cb, void *arg);
+
+/* A notice from the progress thread about links (progress.h). */
+struct net_notice;
+void peers_on_notice(const struct net_notice *n, void *arg);
 
 typedef void (*peers_ping_cb)(void *arg, int error, uint64_t rtt_ns,
 			      const char *who);

@@ -1,23 +1,20 @@
 /*
- * progress.c - the progress thread.
+ * progress.c - the progress thread: its loop, its queues to and from the
+ * main thread, sleeping and waking.  What it does with each descriptor
+ * is in exec.c; what it does on links, in link.c.
  *
  * Lock order: p->lock (command and notice queues) is never held while
  * the region table's lock is taken, nor the other way round.
  */
-#include <errno.h>
-#include <poll.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "log.h"
-#include "path_local.h"
-#include "progress.h"
-#include "region.h"
+#include <event2/event.h>
+
+#include "progress_int.h"
+#include "xop.h"
 
 /* SQEs taken from one client before looking at the next (fairness). */
 #define DRAIN_BUDGET 256u
@@ -30,12 +27,28 @@
  */
 #define PUBLISH_EARLY_BYTES (256u << 10)
 #define STAGING_BYTES (4u << 20)
+/* While busy with rings, look at the links at least this often. */
+#define NET_POLL_NS 2000u
+/* Deadlines of operations on links are checked this often. */
+#define EXPIRE_NS (20u * 1000000u)
 
-enum cmd_kind { CMD_ATTACH, CMD_DETACH, CMD_STOP };
+enum cmd_kind {
+	CMD_ATTACH, CMD_DETACH, CMD_STOP,
+	CMD_LINK_ATTACH, CMD_LINK_CLOSE, CMD_LINK_SEND, CMD_NET_CFG,
+};
 
 struct cmd {
 	enum cmd_kind kind;
 	struct prog_client *pc;
+	/* links */
+	uint8_t id[LINK_ID_LEN];
+	int fd, err;
+	char why[128];
+	struct link_stats *stats;
+	uint8_t *data;
+	size_t len;
+	struct linkset_cfg net;
+	uint32_t op_timeout_ms;
 	struct cmd *next;
 };
 
@@ -44,65 +57,6 @@ struct notice {
 	struct prog_client *pc;
 	struct notice *next;
 };
-
-struct progress {
-	struct regtab *regs;
-	pthread_t thread;
-	bool running;
-	int doorbell;              /* eventfd: SQ doorbell and commands */
-	int notice_efd;            /* eventfd: notices for the main thread */
-	_Atomic uint32_t spin_us;
-	int cpu;
-
-	pthread_mutex_t lock;      /* guards cmds and notices */
-	struct cmd *cmds, **cmds_tail;
-	_Atomic bool cmds_pending; /* lets the loop skip the lock */
-	struct notice *notices;
-
-	/* progress thread only */
-	struct prog_client **clients;
-	size_t nclients, cap;
-	struct regtab_memo memo;   /* handles of the latest descriptors */
-	struct local_staging staging;
-	struct path_stats paths;
-};
-
-/*
- * Counters have one writer, this thread: a plain load and store is
- * enough (no locked instruction on the data path); readers on the main
- * thread see a recent value.
- */
-static inline void stat_add(_Atomic uint64_t *counter, uint64_t v)
-{
-	atomic_store_explicit(counter,
-			      atomic_load_explicit(counter, memory_order_relaxed) + v,
-			      memory_order_relaxed);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ volatile("yield");
-#endif
-}
-
-static void ring_eventfd(int fd)
-{
-	uint64_t one = 1;
-	/* A full counter (EAGAIN) already means "wake up". */
-	if (write(fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-		log_warn("eventfd write");
-}
 
 static void post_notice(struct progress *p, struct prog_client *pc,
 			enum notice_kind kind)
@@ -120,6 +74,15 @@ static void post_notice(struct progress *p, struct prog_client *pc,
 	ring_eventfd(p->notice_efd);
 }
 
+static void post_net_notice(struct progress *p, struct net_notice *n)
+{
+	pthread_mutex_lock(&p->lock);
+	n->next = p->net_notices;
+	p->net_notices = n;
+	pthread_mutex_unlock(&p->lock);
+	ring_eventfd(p->notice_efd);
+}
+
 static void mark_broken(struct progress *p, struct prog_client *pc,
 			const char *why)
 {
@@ -129,167 +92,12 @@ static void mark_broken(struct progress *p, struct prog_client *pc,
 	post_notice(p, pc, NOTICE_BROKEN);
 }
 
-/* --- completions --- */
-
-static void publish_cq(struct prog_client *pc)
-{
-	if (!pc->cq_dirty)
-		return;
-	pc->cq_dirty = false;
-	if (ring_cq_publish(&pc->ring, pc->cq_tail))
-		ring_eventfd(pc->cq_efd);
-}
-
-/* Caller made sure there is room (ring_cq_space). */
-static void write_cqe(struct prog_client *pc, const struct xfer_cqe *cqe)
-{
-	*ring_cqe_at(&pc->ring, pc->cq_tail) = *cqe;
-	pc->cq_tail++;
-	pc->cq_dirty = true;
-}
-
-static struct prog_client *find_client(struct progress *p, uint64_t id)
+struct prog_client *progress_find_client(struct progress *p, uint64_t id)
 {
 	for (size_t i = 0; i < p->nclients; i++)
 		if (p->clients[i]->id == id)
 			return p->clients[i];
 	return NULL;
-}
-
-/* Deliver a notification to the owner of region r.  A full CQ drops it
- * and counts it in cq_overflow: a slow consumer must not stall senders. */
-static void notify_owner(struct progress *p, const struct region *r,
-			 uint64_t value, int64_t bytes)
-{
-	struct prog_client *owner = find_client(p, r->owner);
-
-	if (!owner || owner->broken)
-		return;
-	if (ring_cq_space(&owner->ring, owner->cq_tail) == 0) {
-		atomic_fetch_add_explicit(owner->ring.cq_overflow, 1,
-					  memory_order_relaxed);
-		return;
-	}
-	write_cqe(owner, &(struct xfer_cqe){
-		.user_data = value,
-		.result = bytes,
-		.flags = XFER_CQE_F_NOTIFY,
-		.handle = r->handle,
-	});
-	publish_cq(owner);
-}
-
-/* --- executing one descriptor --- */
-
-static int64_t exec_copy(struct progress *p, struct prog_client *pc,
-			 const struct xfer_sqe *sqe, uint16_t *path,
-			 struct region **target)
-{
-	struct region *local = NULL, *remote = NULL;
-	uint64_t loff, roff;
-	int64_t rc;
-
-	rc = regtab_resolve_memo(p->regs, &p->memo, pc->id, sqe->local,
-				 sqe->local_off, sqe->len, false, &local,
-				 &loff);
-	if (rc)
-		return rc;
-	rc = regtab_resolve_memo(p->regs, &p->memo, pc->id, sqe->remote,
-				 sqe->remote_off, sqe->len, true, &remote,
-				 &roff);
-	if (rc)
-		return rc;
-	if (sqe->len == 0)
-		rc = 0;
-	else if (sqe->opcode == XFER_OP_WRITE)
-		rc = local_copy(&p->staging, local, loff, remote, roff,
-				sqe->len, path);
-	else
-		rc = local_copy(&p->staging, remote, roff, local, loff,
-				sqe->len, path);
-	if (rc > 0) {
-		stat_add(&p->paths.bytes[*path], (uint64_t)rc);
-		stat_add(&p->paths.ops[*path], 1);
-	}
-	*target = remote;  /* the caller notifies its owner */
-	return rc;
-}
-
-static int64_t exec_notify_only(struct progress *p, struct prog_client *pc,
-				const struct xfer_sqe *sqe,
-				struct region **target)
-{
-	uint64_t off;
-
-	return regtab_resolve_memo(p->regs, &p->memo, pc->id, sqe->remote, 0, 0,
-				   true, target, &off);
-}
-
-static int64_t sqe_check(const struct xfer_sqe *sqe)
-{
-	if (sqe->opcode >= XFER_OP__COUNT || (sqe->flags & ~XFER_SQE_F__ALL) ||
-	    sqe->reserved0)
-		return -EINVAL;
-	if (sqe->opcode == XFER_OP_NOTIFY && (sqe->flags & XFER_SQE_F_NOTIFY))
-		return -EINVAL;   /* NOTIFY already is the notification */
-	return 0;
-}
-
-static void exec_sqe(struct progress *p, struct prog_client *pc,
-		     const struct xfer_sqe *sqe)
-{
-	struct region *target = NULL;  /* lent by p->memo */
-	uint16_t path = XFER_PATH_NONE;
-	int64_t rc = sqe_check(sqe);
-
-	regtab_memo_sync(p->regs, &p->memo);
-	if (!pc->batch.open)
-		pc->batch.error = 0, pc->batch.bytes = 0,
-		pc->batch.path = XFER_PATH_NONE;
-	/* After a failure the rest of a batch moves nothing. */
-	if (!rc && !pc->batch.error) {
-		switch (sqe->opcode) {
-		case XFER_OP_NOP:
-			break;
-		case XFER_OP_WRITE:
-		case XFER_OP_READ:
-			rc = exec_copy(p, pc, sqe, &path, &target);
-			break;
-		case XFER_OP_NOTIFY:
-			rc = exec_notify_only(p, pc, sqe, &target);
-			break;
-		}
-	}
-	if (rc < 0 && !pc->batch.error)
-		pc->batch.error = rc;
-	else if (rc > 0)
-		pc->batch.bytes += (uint64_t)rc;
-	if (path != XFER_PATH_NONE)
-		pc->batch.path = path;
-
-	pc->batch.open = (sqe->flags & XFER_SQE_F_LINK) != 0;
-	if (pc->batch.open)
-		return;
-	int64_t result = pc->batch.error ? pc->batch.error
-					 : (int64_t)pc->batch.bytes;
-	/* Own completion first: drain() reserved its slot, and a client
-	 * notifying itself must not take that slot. */
-	write_cqe(pc, &(struct xfer_cqe){
-		.user_data = sqe->user_data,
-		.result = result,
-		.path = pc->batch.path,
-	});
-	if (!pc->batch.error && target &&
-	    (sqe->opcode == XFER_OP_NOTIFY || (sqe->flags & XFER_SQE_F_NOTIFY)))
-		notify_owner(p, target, sqe->notify_value, result);
-	if (result < 0) {
-		stat_add(&pc->stats.ops_failed, 1);
-		stat_add(&p->paths.failed, 1);
-	} else {
-		stat_add(&pc->stats.bytes_moved, (uint64_t)result);
-	}
-	stat_add(&pc->stats.ops_completed, 1);
-	stat_add(&p->paths.completed, 1);
 }
 
 /* Run what one client submitted; true if anything was done. */
@@ -303,42 +111,143 @@ static bool drain(struct progress *p, struct prog_client *pc)
 		mark_broken(p, pc, "SQ tail beyond the ring");
 		return false;
 	}
-	/* Every SQE may end a batch and need a CQE: take only as many as
-	 * the CQ has room for, so completions are never dropped.
-	 * Counting by cq_tail also covers notifications a client sends to
-	 * its own regions, which take CQ slots too. */
-	uint32_t space = ring_cq_space(&pc->ring, pc->cq_tail);
+	/*
+	 * Every SQE may end a batch and need a CQE: take only as many as
+	 * the CQ has room for, so completions are never dropped.  Counting
+	 * by cq_tail also covers notifications a client sends to its own
+	 * regions, and by cq_reserved the batches that went out on links.
+	 */
+	uint32_t room = exec_cq_room(pc);
 	uint32_t n = avail < DRAIN_BUDGET ? avail : DRAIN_BUDGET;
-	uint32_t tail0 = pc->cq_tail, i;
-	for (i = 0; i < n && pc->cq_tail - tail0 < space; i++) {
+	uint32_t tail0 = pc->cq_tail, res0 = pc->cq_reserved, i;
+	for (i = 0; i < n && (pc->cq_tail - tail0) + (pc->cq_reserved - res0) <
+				     room; i++) {
 		struct xfer_sqe sqe;
 		ring_sqe_copy(&pc->ring, pc->sq_head + i, &sqe);
 		exec_sqe(p, pc, &sqe);
 		if (sqe.len >= PUBLISH_EARLY_BYTES)
-			publish_cq(pc);
+			exec_publish(pc);
 	}
 	pc->sq_head += i;
 	ring_sq_release(&pc->ring, pc->sq_head);
-	publish_cq(pc);
+	exec_publish(pc);
 	return i > 0;
+}
+
+/* --- operations out on links: the deadline timer runs while any is --- */
+
+void progress_op_started(struct progress *p)
+{
+	if (p->async_ops++ == 0 && p->ev_expire) {
+		struct timeval tv = { 0, EXPIRE_NS / 1000 };
+		event_add(p->ev_expire, &tv);
+	}
+}
+
+void progress_op_ended(struct progress *p)
+{
+	if (--p->async_ops == 0 && p->ev_expire)
+		event_del(p->ev_expire);
+}
+
+static void on_expire(evutil_socket_t fd, short what, void *arg)
+{
+	struct progress *p = arg;
+	(void)fd, (void)what;
+
+	p->last_expire_ns = now_ns();
+	linkset_expire(p->links, p->last_expire_ns);
+}
+
+/* --- link hooks: from link.c to the main thread --- */
+
+static void hook_need_peer(void *arg, const struct token *tok)
+{
+	struct net_notice *n = calloc(1, sizeof(*n));
+
+	if (!n)
+		return;  /* the operations time out */
+	n->kind = NET_NEED_PEER;
+	memcpy(n->id, tok->instance_id, LINK_ID_LEN);
+	n->tok = *tok;
+	post_net_notice(arg, n);
+}
+
+static void hook_link_down(void *arg, const uint8_t id[LINK_ID_LEN], int err,
+			   const char *why)
+{
+	struct net_notice *n = calloc(1, sizeof(*n));
+
+	if (!n)
+		return;
+	n->kind = NET_LINK_DOWN;
+	memcpy(n->id, id, LINK_ID_LEN);
+	n->err = err;
+	snprintf(n->why, sizeof(n->why), "%s", why);
+	post_net_notice(arg, n);
+}
+
+static void hook_ctl_frame(void *arg, const uint8_t id[LINK_ID_LEN],
+			   const uint8_t *msg, size_t len)
+{
+	struct net_notice *n = calloc(1, sizeof(*n));
+
+	if (!n || !(n->data = malloc(len))) {
+		free(n);
+		return;
+	}
+	n->kind = NET_CTL_FRAME;
+	memcpy(n->id, id, LINK_ID_LEN);
+	memcpy(n->data, msg, len);
+	n->len = len;
+	post_net_notice(arg, n);
+}
+
+static void hook_notify_local(void *arg, struct region *r, uint64_t value,
+			      int64_t bytes)
+{
+	exec_notify_owner(arg, r, value, bytes);
 }
 
 /* --- commands from the main thread --- */
 
 static void remove_client(struct progress *p, struct prog_client *pc)
 {
+	/* Its operations on links end first (their CQEs land in a ring
+	 * that is still mapped); whatever it still had queued in the SQ is
+	 * cancelled: never executed. */
+	exec_cancel_client(p, pc);
 	for (size_t i = 0; i < p->nclients; i++) {
 		if (p->clients[i] != pc)
 			continue;
 		p->clients[i] = p->clients[--p->nclients];
 		break;
 	}
-	/* Whatever it still had queued is cancelled: never executed.  The
-	 * DEAD flag (and the doorbell) stop a client that polls or sleeps. */
+	/* The DEAD flag (and the doorbell) stop a client that polls or
+	 * sleeps. */
 	atomic_fetch_or_explicit(pc->ring.sq_flags, XFER_SQ_DEAD,
 				 memory_order_release);
 	ring_eventfd(pc->cq_efd);
 	post_notice(p, pc, NOTICE_DETACHED);
+}
+
+static void add_client(struct progress *p, struct prog_client *pc)
+{
+	if (p->nclients == p->cap) {
+		size_t cap = p->cap ? 2 * p->cap : 16;
+		void *a = realloc(p->clients, cap * sizeof(*p->clients));
+		if (!a)
+			abort();
+		p->clients = a;
+		p->cap = cap;
+	}
+	p->clients[p->nclients++] = pc;
+}
+
+static void free_cmd(struct cmd *c)
+{
+	free(c->data);
+	free(c);
 }
 
 /* Returns false when asked to stop. */
@@ -356,16 +265,7 @@ static bool apply_cmds(struct progress *p)
 		next = c->next;
 		switch (c->kind) {
 		case CMD_ATTACH:
-			if (p->nclients == p->cap) {
-				size_t cap = p->cap ? 2 * p->cap : 16;
-				void *a = realloc(p->clients,
-						  cap * sizeof(*p->clients));
-				if (!a)
-					abort();
-				p->clients = a;
-				p->cap = cap;
-			}
-			p->clients[p->nclients++] = c->pc;
+			add_client(p, c->pc);
 			break;
 		case CMD_DETACH:
 			remove_client(p, c->pc);
@@ -373,27 +273,54 @@ static bool apply_cmds(struct progress *p)
 		case CMD_STOP:
 			keep_going = false;
 			break;
+		case CMD_LINK_ATTACH:
+			linkset_attach(p->links, c->fd, c->id, c->stats, c->data,
+				       c->len);
+			break;
+		case CMD_LINK_CLOSE:
+			linkset_close(p->links, c->id, c->err, c->why);
+			break;
+		case CMD_LINK_SEND:
+			linkset_send_ctl(p->links, c->id, c->data, c->len);
+			break;
+		case CMD_NET_CFG:
+			linkset_set_cfg(p->links, &c->net);
+			p->op_timeout_ms = c->op_timeout_ms;
+			break;
 		}
-		free(c);
+		free_cmd(c);
 	}
 	return keep_going;
 }
 
-static void push_cmd(struct progress *p, enum cmd_kind kind,
-		     struct prog_client *pc)
+static void push(struct progress *p, struct cmd *c)
 {
-	struct cmd *c = calloc(1, sizeof(*c));
-
-	if (!c)
-		abort();
-	c->kind = kind;
-	c->pc = pc;
 	pthread_mutex_lock(&p->lock);
 	*p->cmds_tail = c;
 	p->cmds_tail = &c->next;
 	atomic_store_explicit(&p->cmds_pending, true, memory_order_relaxed);
 	pthread_mutex_unlock(&p->lock);
 	ring_eventfd(p->doorbell);
+}
+
+static struct cmd *new_cmd(enum cmd_kind kind)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		abort();  /* a few bytes; treat like the rest of malloc */
+	c->kind = kind;
+	c->fd = -1;
+	return c;
+}
+
+static void push_cmd(struct progress *p, enum cmd_kind kind,
+		     struct prog_client *pc)
+{
+	struct cmd *c = new_cmd(kind);
+
+	c->pc = pc;
+	push(p, c);
 }
 
 void progress_attach(struct progress *p, struct prog_client *pc)
@@ -406,13 +333,68 @@ void progress_detach(struct progress *p, struct prog_client *pc)
 	push_cmd(p, CMD_DETACH, pc);
 }
 
+void progress_link_attach(struct progress *p, int fd,
+			  const uint8_t id[LINK_ID_LEN],
+			  struct link_stats *stats, const void *pending,
+			  size_t pending_len)
+{
+	struct cmd *c = new_cmd(CMD_LINK_ATTACH);
+
+	c->fd = fd;
+	memcpy(c->id, id, LINK_ID_LEN);
+	c->stats = stats;
+	if (pending_len) {
+		c->data = malloc(pending_len);
+		if (!c->data)
+			abort();
+		memcpy(c->data, pending, pending_len);
+		c->len = pending_len;
+	}
+	push(p, c);
+}
+
+void progress_link_close(struct progress *p, const uint8_t id[LINK_ID_LEN],
+			 int err, const char *why)
+{
+	struct cmd *c = new_cmd(CMD_LINK_CLOSE);
+
+	memcpy(c->id, id, LINK_ID_LEN);
+	c->err = err;
+	snprintf(c->why, sizeof(c->why), "%s", why);
+	push(p, c);
+}
+
+void progress_link_send(struct progress *p, const uint8_t id[LINK_ID_LEN],
+			const void *msg, size_t len)
+{
+	struct cmd *c = new_cmd(CMD_LINK_SEND);
+
+	memcpy(c->id, id, LINK_ID_LEN);
+	c->data = malloc(len);
+	if (!c->data)
+		abort();
+	memcpy(c->data, msg, len);
+	c->len = len;
+	push(p, c);
+}
+
+void progress_net_cfg(struct progress *p, const struct linkset_cfg *cfg,
+		      uint32_t op_timeout_ms)
+{
+	struct cmd *c = new_cmd(CMD_NET_CFG);
+
+	c->net = *cfg;
+	c->op_timeout_ms = op_timeout_ms;
+	push(p, c);
+}
+
 /* --- sleeping --- */
 
 /* SQEs waiting and CQ room to complete them: work we can do now. */
 static bool client_has_work(const struct prog_client *pc)
 {
 	return !pc->broken && ring_sq_avail(&pc->ring, pc->sq_head) &&
-	       ring_cq_space(&pc->ring, pc->cq_tail);
+	       exec_cq_room(pc);
 }
 
 static bool any_work(struct progress *p)
@@ -442,27 +424,44 @@ static void set_wakeup(struct progress *p, bool on)
 		}
 		bool stalled = !pc->broken &&
 			       ring_sq_avail(&pc->ring, pc->sq_head) &&
-			       !ring_cq_space(&pc->ring, pc->cq_tail);
+			       !exec_cq_room(pc);
 		ring_flag_set(pc->ring.sq_flags,
 			      stalled ? flags : XFER_SQ_NEED_WAKEUP);
 	}
 }
 
+static void on_doorbell(evutil_socket_t fd, short what, void *arg)
+{
+	uint64_t v;
+	(void)what, (void)arg;
+
+	if (read(fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_warn("doorbell read");
+}
+
+/* Sleep until a doorbell, a link or a timer has something. */
 static void sleep_until_rung(struct progress *p)
 {
 	/* An idle xferd keeps no region alive, mapped or not. */
 	regtab_memo_release(&p->memo);
 	/* (E) in ring.h: flags first, then one more look at every tail. */
 	set_wakeup(p, true);
-	if (!any_work(p)) {
-		struct pollfd pfd = { .fd = p->doorbell, .events = POLLIN };
-		uint64_t v;
-		while (poll(&pfd, 1, -1) < 0 && errno == EINTR)
-			;
-		if (read(p->doorbell, &v, sizeof(v)) < 0 && errno != EAGAIN)
-			log_warn("doorbell read");
-	}
+	if (!any_work(p))
+		event_base_loop(p->base, EVLOOP_ONCE);
 	set_wakeup(p, false);
+}
+
+/* Let the links run; true if they did anything. */
+static bool poll_net(struct progress *p, bool busy)
+{
+	uint64_t now = now_ns();
+
+	if (!p->links || !linkset_active(p->links) ||
+	    (busy && now - p->last_net_poll_ns < NET_POLL_NS))
+		return false;
+	p->last_net_poll_ns = now;
+	event_base_loop(p->base, EVLOOP_NONBLOCK);
+	return linkset_take_events(p->links) > 0;
 }
 
 static void *progress_main(void *arg)
@@ -484,6 +483,7 @@ static void *progress_main(void *arg)
 		bool busy = false;
 		for (size_t i = 0; i < p->nclients; i++)
 			busy |= drain(p, p->clients[i]);
+		busy |= poll_net(p, busy);
 		if (busy) {
 			idle_since = now_ns();
 			continue;
@@ -491,7 +491,7 @@ static void *progress_main(void *arg)
 		uint64_t spin = 1000ull *
 			atomic_load_explicit(&p->spin_us, memory_order_relaxed);
 		if (now_ns() - idle_since < spin) {
-			cpu_relax();
+			cpu_relax_hint();
 			continue;
 		}
 		sleep_until_rung(p);
@@ -522,8 +522,21 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 		goto err_notice;
 	if (local_staging_init(&p->staging, STAGING_BYTES))
 		goto err_staging;
+	p->base = event_base_new();
+	if (!p->base)
+		goto err_base;
+	p->ev_doorbell = event_new(p->base, p->doorbell, EV_READ | EV_PERSIST,
+				   on_doorbell, p);
+	if (!p->ev_doorbell || event_add(p->ev_doorbell, NULL))
+		goto err_event;
 	return p;
 
+err_event:
+	if (p->ev_doorbell)
+		event_free(p->ev_doorbell);
+	event_base_free(p->base);
+err_base:
+	local_staging_fini(&p->staging);
 err_staging:
 	close(p->notice_efd);
 err_notice:
@@ -532,6 +545,26 @@ err_doorbell:
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 	return NULL;
+}
+
+int progress_enable_net(struct progress *p, const struct linkset_cfg *cfg,
+			uint32_t op_timeout_ms)
+{
+	const struct linkset_hooks hooks = {
+		.op_done = exec_op_done,
+		.notify_local = hook_notify_local,
+		.need_peer = hook_need_peer,
+		.link_down = hook_link_down,
+		.ctl_frame = hook_ctl_frame,
+		.arg = p,
+	};
+
+	p->links = linkset_create(p->base, p->regs, cfg, &hooks);
+	p->ev_expire = event_new(p->base, -1, EV_PERSIST, on_expire, p);
+	if (!p->links || !p->ev_expire)
+		return -ENOMEM;
+	p->op_timeout_ms = op_timeout_ms;
+	return 0;
 }
 
 int progress_start(struct progress *p)
@@ -552,16 +585,30 @@ void progress_destroy(struct progress *p)
 		push_cmd(p, CMD_STOP, NULL);
 		pthread_join(p->thread, NULL);
 	}
+	/* The thread is gone: its state is ours now.  Operations still out
+	 * end here (-ECONNRESET) so their regions are released. */
+	linkset_destroy(p->links);
 	regtab_memo_release(&p->memo);
 	/* Commands queued behind STOP were never applied. */
 	for (struct cmd *c = p->cmds, *next; c; c = next) {
 		next = c->next;
-		free(c);
+		if (c->kind == CMD_LINK_ATTACH)
+			close(c->fd);
+		free_cmd(c);
 	}
 	for (struct notice *n = p->notices, *next; n; n = next) {
 		next = n->next;
 		free(n);
 	}
+	for (struct net_notice *n = p->net_notices, *next; n; n = next) {
+		next = n->next;
+		free(n->data);
+		free(n);
+	}
+	if (p->ev_expire)
+		event_free(p->ev_expire);
+	event_free(p->ev_doorbell);
+	event_base_free(p->base);
 	free(p->clients);
 	local_staging_fini(&p->staging);
 	close(p->doorbell);
@@ -605,6 +652,29 @@ void progress_take_notices(struct progress *p,
 	for (struct notice *next; rev; rev = next) {
 		next = rev->next;
 		fn(rev->pc, rev->kind, arg);
+		free(rev);
+	}
+}
+
+void progress_take_net_notices(struct progress *p,
+			       void (*fn)(const struct net_notice *n, void *arg),
+			       void *arg)
+{
+	pthread_mutex_lock(&p->lock);
+	struct net_notice *n = p->net_notices;
+	p->net_notices = NULL;
+	pthread_mutex_unlock(&p->lock);
+
+	struct net_notice *rev = NULL;  /* oldest first, as above */
+	for (struct net_notice *next; n; n = next) {
+		next = n->next;
+		n->next = rev;
+		rev = n;
+	}
+	for (struct net_notice *next; rev; rev = next) {
+		next = rev->next;
+		fn(rev, arg);
+		free(rev->data);
 		free(rev);
 	}
 }

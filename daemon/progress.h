@@ -19,10 +19,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "link.h"
 #include "ring.h"
+#include "token_codec.h"
 #include "xfer_ring.h"
 
 struct regtab;
+struct abatch;
 
 /* Daemon-wide totals, per path for data that moved. */
 struct path_stats {
@@ -57,8 +60,10 @@ struct prog_client {
 		int64_t error;    /* first error of the batch, or 0 */
 		uint64_t bytes;
 		uint16_t path;
+		struct abatch *ab; /* set once an entry went out on a link */
 	} batch;
 	bool cq_dirty;            /* CQEs written, tail not yet published */
+	uint32_t cq_reserved;     /* CQ slots promised to async batches */
 
 	/* progress <-> main hand-over */
 	struct prog_client *cmd_next;
@@ -71,10 +76,31 @@ enum notice_kind {
 	NOTICE_BROKEN,   /* the client corrupted its ring: drop it */
 };
 
+/* What the progress thread tells the main thread about other nodes. */
+enum net_notice_kind {
+	NET_NEED_PEER,   /* operations wait for a link to tok's instance */
+	NET_LINK_DOWN,   /* the link to id ended (err, why) */
+	NET_CTL_FRAME,   /* a control frame from id for the main thread */
+};
+
+struct net_notice {
+	enum net_notice_kind kind;
+	uint8_t id[LINK_ID_LEN];
+	int err;
+	char why[128];
+	struct token tok;         /* NET_NEED_PEER */
+	uint8_t *data;            /* NET_CTL_FRAME: packed PeerMsg */
+	size_t len;
+	struct net_notice *next;
+};
+
 struct progress;
 
 struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 				 int cpu);
+/* Before progress_start: serve links to other xferds too. */
+int progress_enable_net(struct progress *p, const struct linkset_cfg *cfg,
+			uint32_t op_timeout_ms);
 /* Stops and joins the thread if running; accepts NULL. */
 void progress_destroy(struct progress *p);
 int progress_start(struct progress *p);
@@ -88,8 +114,25 @@ void progress_take_notices(struct progress *p,
 				      enum notice_kind kind, void *arg),
 			   void *arg);
 
+/* Notices about other nodes; the data is freed after fn returns. */
+void progress_take_net_notices(struct progress *p,
+			       void (*fn)(const struct net_notice *n, void *arg),
+			       void *arg);
+
 void progress_attach(struct progress *p, struct prog_client *pc);
 void progress_detach(struct progress *p, struct prog_client *pc);
+
+/* Links (see link.h); applied in the progress thread. */
+void progress_link_attach(struct progress *p, int fd,
+			  const uint8_t id[LINK_ID_LEN],
+			  struct link_stats *stats, const void *pending,
+			  size_t pending_len);
+void progress_link_close(struct progress *p, const uint8_t id[LINK_ID_LEN],
+			 int err, const char *why);
+void progress_link_send(struct progress *p, const uint8_t id[LINK_ID_LEN],
+			const void *msg, size_t len);
+void progress_net_cfg(struct progress *p, const struct linkset_cfg *cfg,
+		      uint32_t op_timeout_ms);
 
 void progress_set_spin(struct progress *p, uint32_t spin_us);
 const struct path_stats *progress_path_stats(const struct progress *p);

@@ -16,6 +16,13 @@
 #include "log.h"
 #include "region.h"
 
+/* Is [off, off + len) inside [0, limit)?  Written so that no sum can
+ * overflow. */
+static bool in_range(uint64_t off, uint64_t len, uint64_t limit)
+{
+	return off <= limit && len <= limit - off;
+}
+
 static int random_key(uint8_t key[TOKEN_KEY_LEN])
 {
 	ssize_t n = getrandom(key, TOKEN_KEY_LEN, 0);
@@ -144,6 +151,7 @@ void region_put(struct region *r)
 		close(r->fd);
 	if (r->pidfd >= 0)
 		close(r->pidfd);
+	free(r->remote);
 	explicit_bzero(r->key, sizeof(r->key));
 	free(r);
 }
@@ -153,6 +161,7 @@ const char *region_kind_name(enum region_kind kind)
 	switch (kind) {
 	case REGION_MEMFD: return "memfd";
 	case REGION_CMA: return "cma";
+	case REGION_REMOTE: return "remote";
 	}
 	return "?";
 }
@@ -163,7 +172,9 @@ struct entry {
 	uint64_t handle;
 	uint64_t client;          /* who may use this handle */
 	bool is_import;
-	struct region *region;    /* !is_import: the table's reference */
+	/* !is_import: the table's reference to the region; an import of
+	 * another xferd's token: its REGION_REMOTE, owned by the entry. */
+	struct region *region;
 	struct {                  /* is_import: what the token granted */
 		uint64_t region;
 		uint64_t offset, length;
@@ -270,8 +281,7 @@ static void unlink_entry(struct regtab *t, struct entry *e)
 
 static void entry_free(struct entry *e)
 {
-	if (!e->is_import)
-		region_put(e->region);
+	region_put(e->region);  /* NULL for imports of local regions */
 	free(e);
 }
 
@@ -321,6 +331,63 @@ out:
 	pthread_mutex_unlock(&t->lock);
 	free(e);
 	return err;
+}
+
+int regtab_add_remote_import(struct regtab *t, uint64_t importer,
+			     const struct token *tok, uint64_t *handle,
+			     uint64_t *length)
+{
+	struct entry *e = calloc(1, sizeof(*e));
+	struct region *r = region_alloc(REGION_REMOTE, tok->length, importer);
+
+	if (!e || !r || !(r->remote = malloc(sizeof(*tok)))) {
+		free(e);
+		region_put(r);
+		return -ENOMEM;
+	}
+	*r->remote = *tok;
+	e->client = importer;
+	e->is_import = true;
+	e->region = r;
+	pthread_mutex_lock(&t->lock);
+	insert(t, e);
+	r->handle = e->handle;
+	pthread_mutex_unlock(&t->lock);
+	*handle = e->handle;
+	*length = tok->length;
+	return 0;
+}
+
+int regtab_resolve_token(struct regtab *t, const struct token *tok,
+			 uint64_t at, uint64_t len, bool check_key,
+			 struct region **out, uint64_t *region_off)
+{
+	struct region *r = NULL;
+
+	pthread_mutex_lock(&t->lock);
+	struct entry *e = find(t, tok->region);
+	if (e && !e->is_import) {
+		r = e->region;
+		region_get(r);
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (!r)
+		return -ESTALE;
+	/* The key check (an HMAC) runs outside the lock. */
+	int err = 0;
+	if (tok->region_length != r->length ||
+	    tok->mem_kind != (uint32_t)r->kind ||
+	    (check_key && !token_key_valid(tok, r->key)))
+		err = -EACCES;
+	else if (!in_range(at, len, tok->length))
+		err = -ERANGE;
+	if (err) {
+		region_put(r);
+		return err;
+	}
+	*out = r;
+	*region_off = tok->offset + at;
+	return 0;
 }
 
 int regtab_remove(struct regtab *t, uint64_t client, uint64_t handle,
@@ -375,7 +442,7 @@ static int lookup_locked(struct regtab *t, uint64_t client, uint64_t handle,
 	if (!e || e->client != client || (e->is_import && !allow_import))
 		return -EACCES;
 	*is_import = e->is_import;
-	if (!e->is_import) {
+	if (e->region) {  /* our own region, or a remote import */
 		*out = e->region;
 		*base = 0;
 		*limit = e->region->length;
@@ -390,12 +457,6 @@ static int lookup_locked(struct regtab *t, uint64_t client, uint64_t handle,
 	return 0;
 }
 
-/* Is [off, off + len) inside [0, limit)?  Written so that no sum can
- * overflow. */
-static bool in_range(uint64_t off, uint64_t len, uint64_t limit)
-{
-	return off <= limit && len <= limit - off;
-}
 
 int regtab_resolve(struct regtab *t, uint64_t client, uint64_t handle,
 		   uint64_t off, uint64_t len, bool allow_import,

@@ -26,6 +26,9 @@
 enum region_kind {
 	REGION_MEMFD = 1, /* matches xfer.client.MemKind */
 	REGION_CMA = 2,
+	/* A region of another xferd, known through an imported token.  Its
+	 * length is the token's range; offsets are relative to that range. */
+	REGION_REMOTE = 3,
 };
 
 struct region {
@@ -38,6 +41,7 @@ struct region {
 	pid_t pid;               /* CMA: the owner process */
 	int pidfd;               /* CMA: the same process, pinned (see below) */
 	uint64_t addr;           /* CMA: the range's address in the owner */
+	struct token *remote;    /* REMOTE: the token, owner's instance in it */
 	uint8_t key[TOKEN_KEY_LEN];
 	_Atomic uint32_t refs;
 	_Atomic uint32_t imports; /* live imports of it, for xferctl */
@@ -82,6 +86,29 @@ void regtab_add_region(struct regtab *t, struct region *r);
 int regtab_add_import(struct regtab *t, uint64_t importer,
 		      const struct token *tok, uint64_t *handle,
 		      uint64_t *length);
+
+/*
+ * Import a token of another xferd for client `importer`.  Nothing is
+ * checked here but the token's form: its key is checked by the owning
+ * xferd on every use.  *handle and *length as for regtab_add_import().
+ */
+int regtab_add_remote_import(struct regtab *t, uint64_t importer,
+			     const struct token *tok, uint64_t *handle,
+			     uint64_t *length);
+
+/*
+ * A token of this xferd presented by a peer, for [at, at + len) of the
+ * token's range: the region must exist (else -ESTALE), match the token's
+ * length and kind and, if check_key, its key (else -EACCES); the range
+ * must lie inside the token's (else -ERANGE).  On success returns a
+ * reference to the region and the offset within it.  check_key may be
+ * false only for a token whose key the caller verified before (handles
+ * are never reused, so a verified token stays valid as long as its
+ * region exists).
+ */
+int regtab_resolve_token(struct regtab *t, const struct token *tok,
+			 uint64_t at, uint64_t len, bool check_key,
+			 struct region **out, uint64_t *region_off);
 
 /*
  * Remove the client's own region (is_import false) or import (true).

@@ -18,10 +18,11 @@ static void put_le64(uint8_t *p, uint64_t v)
 }
 
 /*
- * The key covers every field of the token, not only the range: a token
- * whose instance id, region length or memory kind was changed must fail
- * the key check like one whose range was changed.  Every field has a
- * fixed size here, so no two tokens give the same input.
+ * The key covers every field that decides access, not only the range: a
+ * token whose instance id, region length or memory kind was changed must
+ * fail the key check like one whose range was changed.  Every field has
+ * a fixed size here, so no two tokens give the same input.  Addresses
+ * and node name stay out (token_codec.h says why).
  */
 static void range_key(const uint8_t region_key[TOKEN_KEY_LEN],
 		      const struct token *t, uint8_t out[TOKEN_KEY_LEN])
@@ -71,13 +72,35 @@ static bool range_inside(const struct token *t)
 	       t->length <= t->region_length - t->offset;
 }
 
+bool token_addr_valid(const struct token_addr *a)
+{
+	return (a->ip_len == 4 && a->prefix_len <= 32) ||
+	       (a->ip_len == 16 && a->prefix_len <= 128);
+}
+
 int token_encode(const struct token *t, void *buf, size_t *len)
 {
 	Xfer__Token__Token msg = XFER__TOKEN__TOKEN__INIT;
+	Xfer__Token__Address addr[TOKEN_MAX_ADDRS];
+	Xfer__Token__Address *addrp[TOKEN_MAX_ADDRS];
 	uint32_t tag = TOKEN_TAG;
 
 	if (!range_inside(t))
 		return -ERANGE;
+	if (t->naddrs > TOKEN_MAX_ADDRS ||
+	    memchr(t->node_name, 0, TOKEN_NODE_NAME_MAX) == NULL)
+		return -EINVAL;
+	for (uint32_t i = 0; i < t->naddrs; i++) {
+		const struct token_addr *a = &t->addrs[i];
+		if (!token_addr_valid(a))
+			return -EINVAL;
+		xfer__token__address__init(&addr[i]);
+		addr[i].ip.data = (uint8_t *)a->ip;
+		addr[i].ip.len = a->ip_len;
+		addr[i].prefix_len = a->prefix_len;
+		addr[i].port = a->port;
+		addrp[i] = &addr[i];
+	}
 	msg.version = TOKEN_VERSION;
 	msg.instance_id.data = (uint8_t *)t->instance_id;
 	msg.instance_id.len = TOKEN_INSTANCE_LEN;
@@ -88,6 +111,10 @@ int token_encode(const struct token *t, void *buf, size_t *len)
 	msg.length = t->length;
 	msg.region_length = t->region_length;
 	msg.mem_kind = t->mem_kind;
+	msg.n_addresses = t->naddrs;
+	msg.addresses = t->naddrs ? addrp : NULL;
+	if (t->node_name[0])
+		msg.node_name = (char *)t->node_name;
 
 	size_t need = sizeof(tag) + xfer__token__token__get_packed_size(&msg);
 	if (*len < need)
@@ -95,6 +122,34 @@ int token_encode(const struct token *t, void *buf, size_t *len)
 	memcpy(buf, &tag, sizeof(tag));
 	xfer__token__token__pack(&msg, (uint8_t *)buf + sizeof(tag));
 	*len = need;
+	return 0;
+}
+
+/* Addresses and node name: hints, but still bounded and well-formed. */
+static int decode_hints(const Xfer__Token__Token *msg, struct token *t)
+{
+	memset(t->addrs, 0, sizeof(t->addrs));
+	memset(t->node_name, 0, sizeof(t->node_name));
+	t->naddrs = 0;
+	if (msg->n_addresses > TOKEN_MAX_ADDRS)
+		return -EINVAL;
+	for (size_t i = 0; i < msg->n_addresses; i++) {
+		const Xfer__Token__Address *m = msg->addresses[i];
+		struct token_addr *a = &t->addrs[i];
+		if ((m->ip.len != 4 && m->ip.len != 16) || m->port > UINT16_MAX ||
+		    m->prefix_len > 8 * m->ip.len)
+			return -EINVAL;
+		memcpy(a->ip, m->ip.data, m->ip.len);
+		a->ip_len = (uint8_t)m->ip.len;
+		a->prefix_len = (uint8_t)m->prefix_len;
+		a->port = (uint16_t)m->port;
+	}
+	t->naddrs = (uint32_t)msg->n_addresses;
+	size_t nlen = msg->node_name ? strlen(msg->node_name) : 0;
+	if (nlen >= TOKEN_NODE_NAME_MAX)
+		return -EINVAL;
+	if (nlen)
+		memcpy(t->node_name, msg->node_name, nlen);
 	return 0;
 }
 
@@ -125,7 +180,9 @@ int token_decode(const void *buf, size_t len, struct token *t)
 	t->length = msg->length;
 	t->region_length = msg->region_length;
 	t->mem_kind = msg->mem_kind;
-	err = range_inside(t) ? 0 : -EINVAL;
+	if (!range_inside(t))
+		goto out;
+	err = decode_hints(msg, t);
 out:
 	xfer__token__token__free_unpacked(msg, NULL);
 	return err;

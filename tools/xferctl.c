@@ -1,20 +1,23 @@
 /*
  * xferctl.c - ask the local xferd how it is doing.
  *
- *   xferctl [--socket PATH] [--json] status|clients|regions
+ *   xferctl [--socket PATH] [--json] status|clients|regions|peers
+ *   xferctl [--socket PATH] [--json] ping PEER
  *
  * One ctl.proto request on xferd's Unix socket, one reply, printed as
- * aligned text for people or as one JSON object for scripts.  Exit status:
- * 0 answered, 1 xferd not running, not answering or refusing, 2 bad usage.
+ * aligned text for people or as one JSON object for scripts
+ * (xferctl_out.c does the writing).  Exit status: 0 answered, 1 xferd
+ * not running, not answering or refusing, or the ping failed, 2 bad
+ * usage.
  *
  * Everything printed that came from xferd is treated as untrusted: client
- * names are chosen by other processes, so text output replaces control
- * characters and invalid UTF-8 with '?', and JSON output escapes them.
+ * names are chosen by other processes and peer names by other nodes, so
+ * text output replaces control characters and invalid UTF-8 with '?', and
+ * JSON output escapes them.
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,13 +29,17 @@
 
 #include "ctl.pb-c.h"
 #include "wire.h"
+#include "xferctl_out.h"
 #include "xferd.h" /* XFERD_VERSION: xferctl ships with the daemon it asks */
 
 #define EXIT_USAGE 2
 /* Long enough for a busy daemon, short enough for a script to go on. */
 #define REPLY_TIMEOUT_S 5
-#define STR_(x) #x
-#define STR(x) STR_(x)
+/* A ping may first have to connect (xferd's connect_timeout, 3 s by
+ * default) and then wait for the answer (peer_timeout, 5 s). */
+#define PING_TIMEOUT_S 15
+/* What xferd accepts as a ping target (daemon/ctl.c). */
+#define PING_TARGET_MAX 80
 
 struct options {
 	const char *socket; /* NULL: the default path */
@@ -41,13 +48,17 @@ struct options {
 
 struct command {
 	const char *name;
+	const char *arg;          /* its one argument, NULL: none */
 	Xfer__Ctl__CtlMsg__BodyCase request, reply;
+	unsigned timeout_s;       /* for the answer */
 	void (*print_text)(const Xfer__Ctl__CtlMsg *r);
 	void (*print_json)(const Xfer__Ctl__CtlMsg *r);
 };
 
 #define SYNOPSIS \
-	"usage: xferctl [-s|--socket PATH] [-j|--json] status|clients|regions\n" \
+	"usage: xferctl [-s|--socket PATH] [-j|--json] " \
+	"status|clients|regions|peers\n" \
+	"       xferctl [-s|--socket PATH] [-j|--json] ping PEER\n" \
 	"       xferctl --help | --version\n"
 
 /* After a usage error: the synopsis only, the details are in --help. */
@@ -66,6 +77,10 @@ static void usage(void)
 		"  status    version, uptime, counters, bytes moved per path\n"
 		"  clients   connected processes and what each has moved\n"
 		"  regions   registered memory: owner, kind, length, imports\n"
+		"  peers     other xferds: state, address in use and why, round\n"
+		"            trip, traffic, errors\n"
+		"  ping PEER round trip to a peer: node name, instance id (a hex\n"
+		"            prefix) or host[:port]\n"
 		"\n"
 		"options:\n"
 		"  -s, --socket PATH  xferd's socket (default: $XFERD_SOCKET, else\n"
@@ -76,7 +91,7 @@ static void usage(void)
 		"  -V, --version      print xferctl's version\n"
 		"\n"
 		"exit status: 0 answered, 1 xferd not running or not answering,\n"
-		"2 bad usage\n");
+		"or the ping failed, 2 bad usage\n");
 }
 
 /* The same rule as libxfer's xfer_open(NULL, ...). */
@@ -93,218 +108,6 @@ static void default_socket(char *out, size_t len)
 		snprintf(out, len, "%s/xferd.sock", rt);
 }
 
-/* --- text that came from elsewhere --- */
-
-/* Length of the valid UTF-8 sequence at s (1-4), or 0 when invalid
- * (stray continuation, overlong form, surrogate, beyond U+10FFFF). */
-static size_t utf8_len(const unsigned char *s)
-{
-	static const uint32_t least[] = { 0, 0, 0x80, 0x800, 0x10000 };
-	size_t n = s[0] < 0x80 ? 1 : s[0] < 0xc0 ? 0 : s[0] < 0xe0 ? 2
-		 : s[0] < 0xf0 ? 3 : s[0] < 0xf8 ? 4 : 0;
-	uint32_t cp = s[0] & (0xff >> (n + 1));
-
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80) /* also stops at the terminating NUL */
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if (n == 0 || cp < least[n] || (cp >= 0xd800 && cp <= 0xdfff) ||
-	    cp > 0x10ffff)
-		return 0;
-	return n;
-}
-
-/* Copy src for a terminal: control characters and invalid UTF-8 become
- * '?'; stops before a character that would not fit whole. */
-static void text_clean(char *dst, size_t len, const char *src)
-{
-	const unsigned char *s = (const unsigned char *)(src ? src : "");
-	size_t o = 0;
-
-	while (*s) {
-		size_t n = utf8_len(s);
-		bool bad = n == 0 || *s < 0x20 || *s == 0x7f;
-		size_t need = bad ? 1 : n;
-
-		if (o + need >= len)
-			break;
-		if (bad)
-			dst[o] = '?';
-		else
-			memcpy(dst + o, s, n);
-		o += need;
-		s += bad ? 1 : n;
-	}
-	dst[o] = '\0';
-}
-
-/* Columns a cleaned string takes: one per character, not per byte. */
-static int text_width(const char *s)
-{
-	int w = 0;
-
-	for (; *s; s++)
-		w += ((unsigned char)*s & 0xc0) != 0x80;
-	return w;
-}
-
-static void json_string(const char *src)
-{
-	const unsigned char *s = (const unsigned char *)(src ? src : "");
-
-	putchar('"');
-	while (*s) {
-		size_t n = utf8_len(s);
-
-		if (n == 0) {
-			fputs("\\ufffd", stdout); /* not UTF-8: the replacement */
-			s++;
-			continue;
-		}
-		switch (*s) {
-		case '"': fputs("\\\"", stdout); break;
-		case '\\': fputs("\\\\", stdout); break;
-		case '\b': fputs("\\b", stdout); break;
-		case '\f': fputs("\\f", stdout); break;
-		case '\n': fputs("\\n", stdout); break;
-		case '\r': fputs("\\r", stdout); break;
-		case '\t': fputs("\\t", stdout); break;
-		default:
-			if (*s < 0x20 || *s == 0x7f)
-				printf("\\u%04x", *s);
-			else
-				fwrite(s, 1, n, stdout);
-		}
-		s += n;
-	}
-	putchar('"');
-}
-
-static void print_hex(const ProtobufCBinaryData *b)
-{
-	for (size_t i = 0; i < b->len; i++)
-		printf("%02x", b->data[i]);
-}
-
-/* --- numbers for people --- */
-
-static const char *fmt_bytes(char *buf, size_t len, uint64_t v)
-{
-	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB",
-					      "PiB", "EiB" };
-	double x = (double)v;
-	unsigned u = 0;
-
-	if (v < 1024) {
-		snprintf(buf, len, "%" PRIu64 " B", v);
-		return buf;
-	}
-	x /= 1024;
-	while (x >= 1024 && u + 1 < sizeof(units) / sizeof(units[0])) {
-		x /= 1024;
-		u++;
-	}
-	snprintf(buf, len, "%.1f %s", x, units[u]);
-	return buf;
-}
-
-/* "42s", "5m07s", "2h03m", "3d04h": the two largest units. */
-static const char *fmt_age(char *buf, size_t len, uint64_t ms)
-{
-	uint64_t s = ms / 1000;
-
-	if (s < 60)
-		snprintf(buf, len, "%" PRIu64 "s", s);
-	else if (s < 3600)
-		snprintf(buf, len, "%" PRIu64 "m%02" PRIu64 "s", s / 60, s % 60);
-	else if (s < 86400)
-		snprintf(buf, len, "%" PRIu64 "h%02" PRIu64 "m", s / 3600,
-			 s / 60 % 60);
-	else
-		snprintf(buf, len, "%" PRIu64 "d%02" PRIu64 "h", s / 86400,
-			 s / 3600 % 24);
-	return buf;
-}
-
-/* --- aligned tables --- */
-
-#define TABLE_MAX_COLS 12
-#define CELL_LEN 80
-
-struct table {
-	unsigned ncols;
-	unsigned left;             /* bit per column: align left (text) */
-	size_t nrows;              /* filled so far, header included */
-	char (*cells)[CELL_LEN];   /* row-major; row 0 is the header */
-};
-
-/* Start a new row; its cells are filled with table_set(). */
-static void table_row(struct table *t)
-{
-	t->nrows++;
-}
-
-/* Set column col of the last row; the text is cleaned for a terminal. */
-__attribute__((format(printf, 3, 4)))
-static void table_set(struct table *t, unsigned col, const char *fmt, ...)
-{
-	char raw[CELL_LEN];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(raw, sizeof(raw), fmt, ap);
-	va_end(ap);
-	text_clean(t->cells[(t->nrows - 1) * t->ncols + col], CELL_LEN, raw);
-}
-
-/* A table for rows rows below header (NULL-terminated column names). */
-static void table_init(struct table *t, size_t rows, unsigned left,
-		       const char *const *header)
-{
-	*t = (struct table){ .left = left };
-	while (t->ncols < TABLE_MAX_COLS && header[t->ncols])
-		t->ncols++;
-	t->cells = calloc((rows + 1) * t->ncols, CELL_LEN);
-	if (!t->cells) {
-		fprintf(stderr, "xferctl: out of memory\n");
-		exit(1);
-	}
-	table_row(t);
-	for (unsigned c = 0; c < t->ncols; c++)
-		table_set(t, c, "%s", header[c]);
-}
-
-static void table_print(struct table *t)
-{
-	int width[TABLE_MAX_COLS] = { 0 };
-
-	for (size_t r = 0; r < t->nrows; r++)
-		for (unsigned c = 0; c < t->ncols; c++) {
-			int w = text_width(t->cells[r * t->ncols + c]);
-			if (w > width[c])
-				width[c] = w;
-		}
-	for (size_t r = 0; r < t->nrows; r++) {
-		for (unsigned c = 0; c < t->ncols; c++) {
-			const char *cell = t->cells[r * t->ncols + c];
-			int pad = width[c] - text_width(cell);
-			bool left = t->left & 1u << c, last = c + 1 == t->ncols;
-
-			if (!left)
-				printf("%*s", pad, "");
-			fputs(cell, stdout);
-			if (left && !last)
-				printf("%*s", pad, "");
-			if (!last)
-				fputs("  ", stdout);
-		}
-		putchar('\n');
-	}
-	free(t->cells);
-	t->cells = NULL;
-}
-
 /* --- status --- */
 
 static void print_status_text(const Xfer__Ctl__CtlMsg *r)
@@ -316,7 +119,7 @@ static void print_status_text(const Xfer__Ctl__CtlMsg *r)
 	text_clean(clean, sizeof(clean), st->version);
 	printf("      version: %s\n", clean);
 	printf("  instance id: ");
-	print_hex(&st->instance_id);
+	print_hex(st->instance_id.data, st->instance_id.len);
 	putchar('\n');
 	printf("          pid: %" PRIu32 "\n", st->pid);
 	printf("       uptime: %s\n", fmt_age(b, sizeof(b), st->uptime_ms));
@@ -355,7 +158,7 @@ static void print_status_json(const Xfer__Ctl__CtlMsg *r)
 	printf("{\"version\":");
 	json_string(st->version);
 	printf(",\"instance_id\":\"");
-	print_hex(&st->instance_id);
+	print_hex(st->instance_id.data, st->instance_id.len);
 	printf("\",\"pid\":%" PRIu32 ",\"uptime_ms\":%" PRIu64
 	       ",\"socket_path\":", st->pid, st->uptime_ms);
 	json_string(st->socket_path);
@@ -488,28 +291,216 @@ static void print_regions_json(const Xfer__Ctl__CtlMsg *r)
 	printf("]}\n");
 }
 
+/* --- peers --- */
+
+/* By node name, then instance id: xferd lists links in its own order. */
+static int by_node(const void *a, const void *b)
+{
+	const Xfer__Ctl__PeerInfo *x = *(Xfer__Ctl__PeerInfo *const *)a;
+	const Xfer__Ctl__PeerInfo *y = *(Xfer__Ctl__PeerInfo *const *)b;
+	size_t n = x->instance_id.len < y->instance_id.len ?
+		   x->instance_id.len : y->instance_id.len;
+	int c = strcmp(x->node_name, y->node_name);
+
+	if (c)
+		return c;
+	c = n ? memcmp(x->instance_id.data, y->instance_id.data, n) : 0;
+	if (c)
+		return c;
+	return (x->instance_id.len > y->instance_id.len) -
+	       (x->instance_id.len < y->instance_id.len);
+}
+
+/* The first 4 bytes of the instance id, as `status` shows it in full;
+ * "-" before the handshake has told it. */
+static void set_instance(struct table *t, unsigned col,
+			 const ProtobufCBinaryData *id)
+{
+	char hex[9] = "";
+
+	for (size_t i = 0; i < id->len && i < 4; i++)
+		snprintf(hex + 2 * i, sizeof(hex) - 2 * i, "%02x", id->data[i]);
+	table_set(t, col, "%s", *hex ? hex : "-");
+}
+
+static void print_peers_text(const Xfer__Ctl__CtlMsg *r)
+{
+	static const char *const head[] = {
+		"INSTANCE", "NODE", "STATE", "ADDRESS", "WHY", "RTT", "TX",
+		"RX", "OPS", "ERRORS", "UP", NULL
+	};
+	const Xfer__Ctl__PeersReply *rep = r->peers_reply;
+	struct table t;
+	char b[32];
+
+	if (rep->n_peers == 0) {
+		printf("no peers\n");
+		return;
+	}
+	/* The first five columns are text, the rest numbers. */
+	table_init(&t, rep->n_peers, 0x1f, head);
+	for (size_t i = 0; i < rep->n_peers; i++) {
+		const Xfer__Ctl__PeerInfo *p = rep->peers[i];
+		bool up = !strcmp(p->state, "up");
+
+		table_row(&t);
+		set_instance(&t, 0, &p->instance_id);
+		table_set(&t, 1, "%s", *p->node_name ? p->node_name : "-");
+		table_set(&t, 2, "%s", *p->state ? p->state : "-");
+		table_set(&t, 3, "%s", *p->address ? p->address : "-");
+		table_set(&t, 4, "%s", *p->why ? p->why : "-");
+		table_set(&t, 5, "%s", p->rtt_ns ?
+			  fmt_rtt(b, sizeof(b), p->rtt_ns) : "-");
+		table_set(&t, 6, "%s", fmt_bytes(b, sizeof(b), p->bytes_tx));
+		table_set(&t, 7, "%s", fmt_bytes(b, sizeof(b), p->bytes_rx));
+		table_set(&t, 8, "%" PRIu64, p->ops);
+		table_set(&t, 9, "%" PRIu64, p->errors);
+		table_set(&t, 10, "%s", up || p->up_ms ?
+			  fmt_age(b, sizeof(b), p->up_ms) : "-");
+	}
+	table_print(&t);
+}
+
+static void print_peers_json(const Xfer__Ctl__CtlMsg *r)
+{
+	const Xfer__Ctl__PeersReply *rep = r->peers_reply;
+
+	printf("{\"peers\":[");
+	for (size_t i = 0; i < rep->n_peers; i++) {
+		const Xfer__Ctl__PeerInfo *p = rep->peers[i];
+
+		printf("%s{\"instance_id\":\"", i ? "," : "");
+		print_hex(p->instance_id.data, p->instance_id.len);
+		printf("\",\"node_name\":");
+		json_string(p->node_name);
+		printf(",\"addresses\":[");
+		for (size_t a = 0; a < p->n_addresses; a++) {
+			if (a)
+				putchar(',');
+			json_string(p->addresses[a]);
+		}
+		printf("],\"address\":");
+		json_string(p->address);
+		printf(",\"why\":");
+		json_string(p->why);
+		printf(",\"state\":");
+		json_string(p->state);
+		printf(",\"initiated\":%s,\"rtt_ns\":%" PRIu64
+		       ",\"bytes_tx\":%" PRIu64 ",\"bytes_rx\":%" PRIu64
+		       ",\"ops\":%" PRIu64 ",\"errors\":%" PRIu64
+		       ",\"up_ms\":%" PRIu64 ",\"last_error\":",
+		       p->initiated ? "true" : "false", p->rtt_ns, p->bytes_tx,
+		       p->bytes_rx, p->ops, p->errors, p->up_ms);
+		json_string(p->last_error);
+		putchar('}');
+	}
+	printf("]}\n");
+}
+
+/* --- ping --- */
+
+/* The rule xferd applies (daemon/ctl.c): what a node name, a hex id
+ * prefix or "host:port" can be made of. */
+static bool valid_ping_target(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > PING_TARGET_MAX)
+		return false;
+	for (; *s; s++)
+		if (*s <= 0x20 || *s >= 0x7f)
+			return false;
+	return true;
+}
+
+/* Only called with error 0: a failed ping is ping_failed()'s. */
+static void print_ping_text(const Xfer__Ctl__CtlMsg *r)
+{
+	const Xfer__Ctl__PingReply *pr = r->ping_reply;
+	char who[256];
+
+	text_clean(who, sizeof(who), pr->who);
+	printf("%s: rtt %.1f us\n", who, (double)pr->rtt_ns / 1e3);
+}
+
+static void print_ping_json(const Xfer__Ctl__CtlMsg *r)
+{
+	const Xfer__Ctl__PingReply *pr = r->ping_reply;
+
+	printf("{\"who\":");
+	json_string(pr->who);
+	printf(",\"rtt_ns\":%" PRIu64 "}\n", pr->rtt_ns);
+}
+
+/* Say why the ping of target failed; the exit status is 1. */
+static int ping_failed(const char *target, int error)
+{
+	int e = error < 0 ? -error : error;
+	const char *why;
+	char t[PING_TARGET_MAX + 1];
+
+	switch (e) {
+	case EHOSTUNREACH:
+		why = "no such peer, or it cannot be reached";
+		break;
+	case ENOENT:
+		why = "no such peer";
+		break;
+	case ETIMEDOUT:
+		why = "no answer in time";
+		break;
+	case ECONNREFUSED:
+		why = "refused: no xferd listens there";
+		break;
+	case ECONNRESET:
+	case ENOTCONN:
+		why = "the link to it went down";
+		break;
+	default:
+		why = "failed";
+		break;
+	}
+	text_clean(t, sizeof(t), target);
+	fprintf(stderr, "xferctl: ping %s: %s (%s)\n", t, why, strerror(e));
+	return 1;
+}
+
 static const struct command commands[] = {
-	{ "status", XFER__CTL__CTL_MSG__BODY_STATUS,
-	  XFER__CTL__CTL_MSG__BODY_STATUS_REPLY,
+	{ "status", NULL, XFER__CTL__CTL_MSG__BODY_STATUS,
+	  XFER__CTL__CTL_MSG__BODY_STATUS_REPLY, REPLY_TIMEOUT_S,
 	  print_status_text, print_status_json },
-	{ "clients", XFER__CTL__CTL_MSG__BODY_CLIENTS,
-	  XFER__CTL__CTL_MSG__BODY_CLIENTS_REPLY,
+	{ "clients", NULL, XFER__CTL__CTL_MSG__BODY_CLIENTS,
+	  XFER__CTL__CTL_MSG__BODY_CLIENTS_REPLY, REPLY_TIMEOUT_S,
 	  print_clients_text, print_clients_json },
-	{ "regions", XFER__CTL__CTL_MSG__BODY_REGIONS,
-	  XFER__CTL__CTL_MSG__BODY_REGIONS_REPLY,
+	{ "regions", NULL, XFER__CTL__CTL_MSG__BODY_REGIONS,
+	  XFER__CTL__CTL_MSG__BODY_REGIONS_REPLY, REPLY_TIMEOUT_S,
 	  print_regions_text, print_regions_json },
+	{ "peers", NULL, XFER__CTL__CTL_MSG__BODY_PEERS,
+	  XFER__CTL__CTL_MSG__BODY_PEERS_REPLY, REPLY_TIMEOUT_S,
+	  print_peers_text, print_peers_json },
+	{ "ping", "PEER", XFER__CTL__CTL_MSG__BODY_PING,
+	  XFER__CTL__CTL_MSG__BODY_PING_REPLY, PING_TIMEOUT_S,
+	  print_ping_text, print_ping_json },
 };
+
+static const struct command *find_command(const char *name)
+{
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(name, commands[i].name))
+			return &commands[i];
+	return NULL;
+}
 
 /* --- talking to xferd --- */
 
 /* A connected socket, or -errno. */
-static int connect_xferd(const char *path)
+static int connect_xferd(const char *path, unsigned timeout_s)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	/* A wedged xferd must not hang us: the send timeout also bounds a
 	 * connect() waiting on a full listen backlog, the receive timeout
 	 * the wait for the answer. */
-	struct timeval tv = { .tv_sec = REPLY_TIMEOUT_S };
+	struct timeval tv = { .tv_sec = timeout_s };
 	size_t len = strlen(path);
 	int fd;
 
@@ -529,8 +520,9 @@ static int connect_xferd(const char *path)
 	return fd;
 }
 
-/* Say why talking to xferd at path failed; the exit status is 1. */
-static int report(const char *path, int err)
+/* Say why talking to xferd at path failed (having waited timeout_s for
+ * the answer); the exit status is 1. */
+static int report(const char *path, int err, unsigned timeout_s)
 {
 	const char *why, *end = "";
 
@@ -549,8 +541,9 @@ static int report(const char *path, int err)
 		end = " (the socket is mode 0660: run as xferd's user or group)";
 		break;
 	case -EAGAIN:
-		why = "xferd did not answer within " STR(REPLY_TIMEOUT_S) " s on";
-		break;
+		fprintf(stderr, "xferctl: xferd did not answer within %u s on "
+			"%s\n", timeout_s, path);
+		return 1;
 	case -ENAMETOOLONG:
 		why = "socket path too long:";
 		break;
@@ -577,13 +570,15 @@ static int report(const char *path, int err)
  * xfer__ctl__ctl_msg__free_unpacked) and 0 is returned, otherwise the
  * reason has been printed and the exit status is returned.
  */
-static int ask(const char *path, const struct command *cmd,
+static int ask(const char *path, const struct command *cmd, const char *arg,
 	       Xfer__Ctl__CtlMsg **out)
 {
 	Xfer__Ctl__CtlMsg m = XFER__CTL__CTL_MSG__INIT;
 	Xfer__Ctl__StatusRequest status = XFER__CTL__STATUS_REQUEST__INIT;
 	Xfer__Ctl__ClientsRequest clients = XFER__CTL__CLIENTS_REQUEST__INIT;
 	Xfer__Ctl__RegionsRequest regions = XFER__CTL__REGIONS_REQUEST__INIT;
+	Xfer__Ctl__PeersRequest peers = XFER__CTL__PEERS_REQUEST__INIT;
+	Xfer__Ctl__PingRequest ping = XFER__CTL__PING_REQUEST__INIT;
 	static uint8_t pkt[WIRE_MAX_PACKET]; /* too big for a polite stack */
 	Xfer__Ctl__CtlMsg *r = NULL;
 	int fds[WIRE_MAX_FDS];
@@ -597,25 +592,31 @@ static int ask(const char *path, const struct command *cmd,
 	case XFER__CTL__CTL_MSG__BODY_STATUS: m.status = &status; break;
 	case XFER__CTL__CTL_MSG__BODY_CLIENTS: m.clients = &clients; break;
 	case XFER__CTL__CTL_MSG__BODY_REGIONS: m.regions = &regions; break;
-	default: return report(path, -EINVAL);
+	case XFER__CTL__CTL_MSG__BODY_PEERS: m.peers = &peers; break;
+	case XFER__CTL__CTL_MSG__BODY_PING:
+		ping.target = (char *)arg;
+		m.ping = &ping;
+		break;
+	default: return report(path, -EINVAL, cmd->timeout_s);
 	}
-	sock = connect_xferd(path);
+	sock = connect_xferd(path, cmd->timeout_s);
 	if (sock < 0)
-		return report(path, sock);
+		return report(path, sock, cmd->timeout_s);
 	err = wire_send(sock, WIRE_TAG_CTL, &m.base, NULL, 0);
 	n = err ? err : wire_recv(sock, pkt, fds, &nfds);
 	close(sock);
 	if (n <= 0)
-		return report(path, n == 0 ? -ECONNRESET : (int)n);
+		return report(path, n == 0 ? -ECONNRESET : (int)n,
+			      cmd->timeout_s);
 	if (nfds) { /* ctl replies never carry descriptors */
 		wire_close_fds(fds, &nfds);
-		return report(path, -EMSGSIZE);
+		return report(path, -EMSGSIZE, cmd->timeout_s);
 	}
 	if (wire_tag(pkt, (size_t)n) == WIRE_TAG_CTL)
 		r = xfer__ctl__ctl_msg__unpack(NULL, (size_t)n - WIRE_TAG_LEN,
 					       pkt + WIRE_TAG_LEN);
 	if (!r)
-		return report(path, -EPROTO);
+		return report(path, -EPROTO, cmd->timeout_s);
 	/* An error is shown whatever its version: it says why. */
 	if (r->body_case == XFER__CTL__CTL_MSG__BODY_ERROR) {
 		char msg[256];
@@ -639,6 +640,44 @@ static int ask(const char *path, const struct command *cmd,
 	return 1;
 }
 
+/*
+ * What follows the command name: nothing, or cmd's one argument, checked
+ * here as xferd would so that a typo is a usage error.  Returns 0 with
+ * *arg set (NULL when the command takes none) or EXIT_USAGE.
+ */
+static int parse_arg(const struct command *cmd, int n, char **args,
+		     const char **arg)
+{
+	char clean[PING_TARGET_MAX + 1];
+
+	if (!cmd->arg && n == 0)
+		return 0;
+	if (!cmd->arg) {
+		if (find_command(args[0]))
+			fprintf(stderr, "xferctl: one command at a time\n");
+		else
+			fprintf(stderr, "xferctl: '%s' takes no argument\n",
+				cmd->name);
+	} else if (n != 1) {
+		fprintf(stderr, "xferctl: %s needs one %s\n", cmd->name,
+			cmd->arg);
+	} else if (!*args[0]) {
+		fprintf(stderr, "xferctl: empty %s\n", cmd->arg);
+	} else if (strlen(args[0]) > PING_TARGET_MAX) {
+		fprintf(stderr, "xferctl: %s longer than %d characters\n",
+			cmd->arg, PING_TARGET_MAX);
+	} else if (!valid_ping_target(args[0])) {
+		text_clean(clean, sizeof(clean), args[0]);
+		fprintf(stderr, "xferctl: %s '%s' is not printable ASCII "
+			"without spaces\n", cmd->arg, clean);
+	} else {
+		*arg = args[0];
+		return 0;
+	}
+	usage_error();
+	return EXIT_USAGE;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -649,9 +688,9 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct options opt = { 0 };
-	const struct command *cmd = NULL;
+	const struct command *cmd;
 	char default_path[4096];
-	const char *path;
+	const char *path, *arg = NULL;
 	Xfer__Ctl__CtlMsg *reply = NULL;
 	int ch, rc;
 
@@ -675,20 +714,20 @@ int main(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 	}
-	if (optind != argc - 1) {
-		fprintf(stderr, "xferctl: %s\n", optind == argc
-			? "no command given" : "one command at a time");
+	if (optind == argc) {
+		fprintf(stderr, "xferctl: no command given\n");
 		usage_error();
 		return EXIT_USAGE;
 	}
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (!strcmp(argv[optind], commands[i].name))
-			cmd = &commands[i];
+	cmd = find_command(argv[optind]);
 	if (!cmd) {
 		fprintf(stderr, "xferctl: unknown command '%s'\n", argv[optind]);
 		usage_error();
 		return EXIT_USAGE;
 	}
+	rc = parse_arg(cmd, argc - optind - 1, argv + optind + 1, &arg);
+	if (rc)
+		return rc;
 	if (opt.socket && !*opt.socket) {
 		fprintf(stderr, "xferctl: empty socket path\n");
 		usage_error();
@@ -699,9 +738,15 @@ int main(int argc, char **argv)
 		default_socket(default_path, sizeof(default_path));
 		path = default_path;
 	}
-	rc = ask(path, cmd, &reply);
+	rc = ask(path, cmd, arg, &reply);
 	if (rc)
 		return rc;
+	if (reply->body_case == XFER__CTL__CTL_MSG__BODY_PING_REPLY &&
+	    reply->ping_reply->error) {
+		rc = ping_failed(arg, reply->ping_reply->error);
+		xfer__ctl__ctl_msg__free_unpacked(reply, NULL);
+		return rc;
+	}
 	/* xferd lists regions in hash order; people want handle order.  An
 	 * empty list has no array at all. */
 	if (reply->body_case == XFER__CTL__CTL_MSG__BODY_REGIONS_REPLY &&
@@ -709,6 +754,10 @@ int main(int argc, char **argv)
 		qsort(reply->regions_reply->regions,
 		      reply->regions_reply->n_regions,
 		      sizeof(*reply->regions_reply->regions), by_handle);
+	if (reply->body_case == XFER__CTL__CTL_MSG__BODY_PEERS_REPLY &&
+	    reply->peers_reply->n_peers > 1)
+		qsort(reply->peers_reply->peers, reply->peers_reply->n_peers,
+		      sizeof(*reply->peers_reply->peers), by_node);
 	(opt.json ? cmd->print_json : cmd->print_text)(reply);
 	xfer__ctl__ctl_msg__free_unpacked(reply, NULL);
 	if (fflush(stdout) || ferror(stdout)) {

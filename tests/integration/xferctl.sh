@@ -8,7 +8,10 @@
 # and non-ASCII, and (with python3) a fake xferd passes on control
 # characters and invalid UTF-8.  Also: the default socket rule, "not
 # running" (no socket, stale socket), "did not answer", permission denied
-# (as root, through setpriv) and usage errors (exit 2).
+# (as root, through setpriv) and usage errors (exit 2).  peers and ping on
+# a daemon without peers (no TCP listener): "no peers", a ping that fails
+# with a reason, and (with python3) xferd's own checks of a ping target.
+# What real peers look like is for the multi-node tests.
 #
 # Env (from tests/run-tests.sh): XFERCTL_BIN, XFERD_BIN, XFER_BUILD,
 # XFERD_SOCKET (the shared xferd).  Exit 0 pass, 1 fail, 77 skip.
@@ -91,9 +94,29 @@ expect_rc 2 "two commands"
 run "$XFERCTL" status -s
 expect_rc 2 "-s without its path"
 [ -z "$out" ] || fail "usage errors print nothing on stdout"
+run "$XFERCTL" ping
+expect_rc 2 "ping without a peer"
+expect_err '^xferctl: ping needs one PEER$' "ping without a peer"
+expect_err '^usage: xferctl' "ping without a peer"
+[ -z "$out" ] || fail "ping without a peer: nothing on stdout"
+run "$XFERCTL" ping a b
+expect_rc 2 "ping with two peers"
+run "$XFERCTL" ping ''
+expect_rc 2 "ping ''"; expect_err '^xferctl: empty PEER$' "ping ''"
+run "$XFERCTL" ping "$(printf 'n%.0s' $(seq 81))"
+expect_rc 2 "ping of 81 characters"
+expect_err '^xferctl: PEER longer than 80 characters$' "ping of 81 characters"
+run "$XFERCTL" ping $'no\tde'
+expect_rc 2 "ping of a control character"
+expect_err "^xferctl: PEER 'no\?de' is not printable" "ping of a control character"
+run "$XFERCTL" peers nowhere
+expect_rc 2 "peers with an argument"
+expect_err "^xferctl: 'peers' takes no argument$" "peers with an argument"
 run "$XFERCTL" --help
 expect_rc 0 "--help"; expect_out '^usage: xferctl' "--help"
 expect_out '^  regions' "--help lists the commands"
+expect_out '^  peers' "--help lists peers"
+expect_out '^  ping PEER' "--help lists ping"
 run "$XFERCTL" --version
 expect_rc 0 "--version"; expect_out '^xferctl [0-9]+\.[0-9]+\.[0-9]+' "--version"
 version=$(awk '{print $2}' <<<"$out")
@@ -119,7 +142,9 @@ grep -qF -- "$want" <<<"$out$err" || fail "default socket is not $want"
 
 # --- a private xferd, idle ------------------------------------------------
 
-"$XFERD" -s "$SOCK" -l debug >"$TMP/xferd.log" 2>&1 &
+# No TCP listener: several private daemons may run at once, and this one
+# has no peers.
+"$XFERD" -s "$SOCK" -l debug -o listen=off >"$TMP/xferd.log" 2>&1 &
 daemon_pid=$!
 for _ in $(seq 100); do
 	ctl status
@@ -165,6 +190,81 @@ ctl regions
 expect_rc 0 regions; [ "$out" = "no regions" ] || fail "idle regions text"
 ctl regions -j
 expect_json '. == {"regions": []}' "idle regions --json"
+
+# --- peers and ping without peers -------------------------------------------
+
+ctl peers
+expect_rc 0 peers; [ "$out" = "no peers" ] || fail "peers without peers"
+ctl --json peers
+expect_rc 0 "peers --json"
+expect_json '. == {"peers": []}' "peers --json without peers"
+ctl ping nowhere
+expect_rc 1 "ping nowhere"
+# The target, what went wrong, and the errno text.
+expect_err '^xferctl: ping nowhere: [a-z].* \([A-Z][^)]*\)$' "ping nowhere"
+[ "$(wc -l <<<"$err")" = 1 ] || fail "ping nowhere: one line of error"
+[ -z "$out" ] || fail "ping nowhere: nothing on stdout"
+ctl -j ping nowhere
+expect_rc 1 "ping nowhere --json"
+expect_err '^xferctl: ping nowhere: ' "ping nowhere --json"
+[ -z "$out" ] || fail "ping nowhere --json: nothing on stdout"
+
+if command -v python3 >/dev/null; then
+	# What xferctl never sends: xferd must refuse a bad target with a
+	# reason (EINVAL) and close, survive an asker that leaves before the
+	# answer, and close on a second question before the answer to a ping.
+	run python3 -c 'import errno, socket, sys
+def varint(n):
+    out = b""
+    while n > 0x7f:
+        out += bytes([n & 0x7f | 0x80]); n >>= 7
+    return out + bytes([n])
+def field(num, payload):
+    if isinstance(payload, int):
+        return varint(num << 3) + varint(payload)
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+def ping(target):
+    return b"XFRT" + field(1, 1) + field(19, field(1, target))
+status = b"XFRT" + field(1, 1) + field(10, b"")
+def ask():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    s.settimeout(15)
+    s.connect(sys.argv[1])
+    return s
+# A reply: the tag, proto_version (2 bytes), then the field tag of the body:
+# 16 (Error, whose first field is error: -EINVAL as a zigzag sint32) or
+# 20 (PingReply).
+error_tag, ping_reply_tag = b"\x82\x01", b"\xa2\x01"
+for bad in [b"", b"n" * 81, b"a b", b"a\x01", "n\u00f6de".encode()]:
+    s = ask(); s.send(ping(bad))
+    r = s.recv(65536)
+    if not (r[:4] == b"XFRT" and r[6:8] == error_tag and
+            r[9:11] == field(1, 2 * errno.EINVAL - 1) and b"printable" in r):
+        sys.exit("target %r: %r" % (bad, r))
+    if s.recv(65536) != b"":
+        sys.exit("target %r: connection not closed" % bad)
+for _ in range(20):
+    s = ask(); s.send(ping(b"nowhere")); s.close()
+# A second question at once: answered in turn if the ping was answered
+# first, else refused (EBUSY) and the connection closed.
+s = ask(); s.send(ping(b"nowhere")); s.send(status)
+r = s.recv(65536)
+if r[6:8] == ping_reply_tag:
+    r = s.recv(65536)
+    ok = r[6:7] == b"\x5a" # field 11, StatusReply
+else:
+    ok = r[6:8] == error_tag and s.recv(65536) == b""
+if r[:4] != b"XFRT" or not ok:
+    sys.exit("two questions at once: %r" % r)
+s = ask(); s.send(ping(b"n" * 80))
+r = s.recv(65536)
+if r[:4] != b"XFRT" or r[6:8] != ping_reply_tag:
+    sys.exit("a target of 80 characters: %r" % r)
+print("ok")' "$SOCK"
+	expect_rc 0 "ping targets xferd refuses ($out$err)"
+	ctl status
+	expect_rc 0 "status after odd pings"
+fi
 
 # --- one client holding memory --------------------------------------------
 
@@ -370,5 +470,5 @@ time.sleep(60)' "$TMP/mute.sock" &
 	[ $took -ge 4 ] && [ $took -le 8 ] || fail "gave up after ${took}s, want 5"
 fi
 
-echo "pass: xferctl status/clients/regions, text and --json"
+echo "pass: xferctl status/clients/regions/peers/ping, text and --json"
 exit 0

@@ -18,6 +18,9 @@ int main(void)
 	srunner_add_suite(sr, token_suite());
 	srunner_add_suite(sr, config_suite());
 	srunner_add_suite(sr, progress_suite());
+	srunner_add_suite(sr, names_suite());
+	srunner_add_suite(sr, netaddr_suite());
+	srunner_add_suite(sr, auth_suite());
 
 	/* CK_ENV is CK_NORMAL unless CK_VERBOSITY says otherwise
 	 * (CK_VERBOSITY=verbose lists every test). */

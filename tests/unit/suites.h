@@ -12,5 +12,8 @@ Suite *wire_suite(void);
 Suite *token_suite(void);
 Suite *config_suite(void);
 Suite *progress_suite(void);
+Suite *names_suite(void);
+Suite *netaddr_suite(void);
+Suite *auth_suite(void);
 
 #endif /* XFER_UNIT_SUITES_H */

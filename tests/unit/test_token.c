@@ -2,7 +2,10 @@
  * test_token.c - region tokens (proto/token_codec.c): encode/decode
  * round trips, signing and key checks, tampering with every bit and byte
  * of an encoded token, widening or moving a granted range, and the
- * encoder's and decoder's refusals.
+ * encoder's and decoder's refusals.  Also the owner's addresses and node
+ * name: they survive a round trip, the largest token still fits in
+ * XFER_TOKEN_MAX, bad ones are refused both ways, and, being hints,
+ * changing them leaves the key valid while the rest stays guarded.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -11,6 +14,7 @@
 #include "suites.h"
 #include "token.pb-c.h"
 #include "token_codec.h"
+#include "xfer.h"
 
 static const uint8_t region_key[TOKEN_KEY_LEN] = {
 	0x3c, 0x91, 0x07, 0xee, 0x42, 0x5a, 0xb0, 0x18,
@@ -34,7 +38,8 @@ static struct token sample(void)
 	return t;
 }
 
-static bool token_equal(const struct token *a, const struct token *b)
+/* The fields the key covers. */
+static bool auth_equal(const struct token *a, const struct token *b)
 {
 	return memcmp(a->instance_id, b->instance_id, TOKEN_INSTANCE_LEN) == 0 &&
 	       memcmp(a->key, b->key, TOKEN_KEY_LEN) == 0 &&
@@ -42,6 +47,24 @@ static bool token_equal(const struct token *a, const struct token *b)
 	       a->length == b->length &&
 	       a->region_length == b->region_length &&
 	       a->mem_kind == b->mem_kind;
+}
+
+static bool addr_equal(const struct token_addr *a, const struct token_addr *b)
+{
+	return a->ip_len == b->ip_len && a->prefix_len == b->prefix_len &&
+	       a->port == b->port && memcmp(a->ip, b->ip, a->ip_len) == 0;
+}
+
+/* Everything, the hints included. */
+static bool token_equal(const struct token *a, const struct token *b)
+{
+	if (!auth_equal(a, b) || a->naddrs != b->naddrs ||
+	    strcmp(a->node_name, b->node_name) != 0)
+		return false;
+	for (uint32_t i = 0; i < a->naddrs; i++)
+		if (!addr_equal(&a->addrs[i], &b->addrs[i]))
+			return false;
+	return true;
 }
 
 static size_t encode(const struct token *t, uint8_t *buf, size_t cap)
@@ -461,6 +484,370 @@ START_TEST(decode_rejects_malformed)
 }
 END_TEST
 
+/* --- the owner's addresses and node name --- */
+
+static struct token_addr v4(uint8_t a, uint8_t b, uint8_t c, uint8_t d,
+			    uint8_t prefix, uint16_t port)
+{
+	return (struct token_addr){ .ip = { a, b, c, d }, .ip_len = 4,
+				    .prefix_len = prefix, .port = port };
+}
+
+static struct token_addr v6(uint8_t last, uint8_t prefix, uint16_t port)
+{
+	struct token_addr a = { .ip = { 0xfd, 0x00, 0x12, 0x34 }, .ip_len = 16,
+				.prefix_len = prefix, .port = port };
+
+	a.ip[15] = last;
+	return a;
+}
+
+/* sample() with two rails and a node name. */
+static struct token sample_hints(void)
+{
+	struct token t = sample();
+
+	t.addrs[0] = v4(10, 1, 2, 3, 24, 7474);
+	t.addrs[1] = v6(1, 64, 7475);
+	t.naddrs = 2;
+	strcpy(t.node_name, "node-a.cluster");
+	return t;
+}
+
+START_TEST(hints_round_trip)
+{
+	struct token t = sample_hints(), d;
+	uint8_t buf[XFER_TOKEN_MAX];
+
+	size_t len = encode(&t, buf, sizeof(buf));
+	memset(&d, 0xee, sizeof(d));
+	ck_assert_int_eq(token_decode(buf, len, &d), 0);
+	ck_assert(token_equal(&t, &d));
+	ck_assert_uint_eq(d.naddrs, 2);
+	ck_assert_uint_eq(d.addrs[0].ip_len, 4);
+	ck_assert_mem_eq(d.addrs[0].ip, ((uint8_t[]){ 10, 1, 2, 3 }), 4);
+	ck_assert_uint_eq(d.addrs[0].prefix_len, 24);
+	ck_assert_uint_eq(d.addrs[0].port, 7474);
+	ck_assert_uint_eq(d.addrs[1].ip_len, 16);
+	ck_assert_mem_eq(d.addrs[1].ip, t.addrs[1].ip, 16);
+	ck_assert_uint_eq(d.addrs[1].prefix_len, 64);
+	ck_assert_uint_eq(d.addrs[1].port, 7475);
+	ck_assert_str_eq(d.node_name, "node-a.cluster");
+	ck_assert(token_key_valid(&d, region_key));
+	/* What the decoder did not fill is zero, not left over. */
+	static const struct token_addr zero;
+	for (unsigned i = 2; i < TOKEN_MAX_ADDRS; i++)
+		ck_assert_mem_eq(&d.addrs[i], &zero, sizeof(zero));
+	ck_assert_mem_eq(d.addrs[0].ip + 4, zero.ip, 12);
+	for (size_t i = strlen(d.node_name); i < TOKEN_NODE_NAME_MAX; i++)
+		ck_assert_uint_eq((unsigned char)d.node_name[i], 0);
+
+	/* Edges: port 0 and 65535, prefixes 0 and full. */
+	t.addrs[0] = v4(192, 168, 0, 1, 32, 0);
+	t.addrs[1] = v6(0xff, 128, 65535);
+	t.addrs[2] = v4(0, 0, 0, 0, 0, 1);
+	t.addrs[3] = v6(2, 0, 2);
+	t.naddrs = 4;
+	len = encode(&t, buf, sizeof(buf));
+	ck_assert_int_eq(token_decode(buf, len, &d), 0);
+	ck_assert(token_equal(&t, &d));
+
+	/* No hints at all is still a token (what sample() is). */
+	t.naddrs = 0;
+	t.node_name[0] = '\0';
+	len = encode(&t, buf, sizeof(buf));
+	ck_assert_int_eq(token_decode(buf, len, &d), 0);
+	ck_assert(token_equal(&t, &d));
+	ck_assert_uint_eq(d.naddrs, 0);
+	ck_assert_str_eq(d.node_name, "");
+}
+END_TEST
+
+/* The biggest token there is still fits what libxfer promises. */
+START_TEST(largest_token_fits)
+{
+	struct token t = sample();
+	uint8_t buf[1024];
+	struct token d;
+
+	t.region = t.region_length = t.length = UINT64_MAX;
+	t.offset = 0;
+	t.mem_kind = UINT32_MAX;
+	for (unsigned i = 0; i < TOKEN_MAX_ADDRS; i++) {
+		t.addrs[i] = v6((uint8_t)i, 128, 65535);
+		memset(t.addrs[i].ip, 0xff, 15);
+	}
+	t.naddrs = TOKEN_MAX_ADDRS;
+	memset(t.node_name, 'n', TOKEN_NODE_NAME_MAX - 1);
+	t.node_name[TOKEN_NODE_NAME_MAX - 1] = '\0';
+	token_sign(&t, region_key);
+	size_t len = encode(&t, buf, sizeof(buf));
+	ck_assert_msg(len <= XFER_TOKEN_MAX,
+		      "largest token is %zu bytes", len);
+	ck_assert_int_eq(token_decode(buf, len, &d), 0);
+	ck_assert(token_equal(&t, &d));
+	ck_assert(token_key_valid(&d, region_key));
+}
+END_TEST
+
+START_TEST(encode_refuses_hints)
+{
+	uint8_t buf[512];
+	struct token t;
+	size_t len;
+
+	struct token_addr bad[] = {
+		{ .ip_len = 0 },
+		{ .ip_len = 5, .prefix_len = 8 },
+		{ .ip_len = 15 },
+		{ .ip_len = 17 },
+		{ .ip = { 10 }, .ip_len = 4, .prefix_len = 33 },
+		{ .ip = { 0xfd }, .ip_len = 16, .prefix_len = 129 },
+		{ .ip = { 0xfd }, .ip_len = 16, .prefix_len = 255 },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert(!token_addr_valid(&bad[i]));
+		t = sample_hints();
+		t.addrs[1] = bad[i];
+		len = sizeof(buf);
+		memset(buf, 0, sizeof(buf));
+		ck_assert_msg(token_encode(&t, buf, &len) == -EINVAL,
+			      "address %zu accepted", i);
+		ck_assert_uint_eq(len, sizeof(buf));
+		ck_assert_uint_eq(buf[0], 0);
+	}
+	t = sample_hints();
+	ck_assert(token_addr_valid(&t.addrs[0]));
+	ck_assert(token_addr_valid(&t.addrs[1]));
+
+	/* More addresses than a token holds. */
+	for (unsigned i = 0; i < TOKEN_MAX_ADDRS; i++)
+		t.addrs[i] = v4(10, 0, 0, (uint8_t)i, 8, 7474);
+	t.naddrs = TOKEN_MAX_ADDRS;
+	len = sizeof(buf);
+	ck_assert_int_eq(token_encode(&t, buf, &len), 0);
+	t.naddrs = TOKEN_MAX_ADDRS + 1;
+	len = sizeof(buf);
+	ck_assert_int_eq(token_encode(&t, buf, &len), -EINVAL);
+	t.naddrs = UINT32_MAX;
+	len = sizeof(buf);
+	ck_assert_int_eq(token_encode(&t, buf, &len), -EINVAL);
+
+	/* A node name that fills its array has no room for the NUL. */
+	t = sample_hints();
+	memset(t.node_name, 'x', TOKEN_NODE_NAME_MAX);
+	len = sizeof(buf);
+	ck_assert_int_eq(token_encode(&t, buf, &len), -EINVAL);
+	t.node_name[TOKEN_NODE_NAME_MAX - 1] = '\0';
+	len = sizeof(buf);
+	ck_assert_int_eq(token_encode(&t, buf, &len), 0);
+
+	/* A bad range is still -ERANGE first. */
+	t = sample_hints();
+	t.addrs[0].ip_len = 3;
+	t.length = t.region_length + 1;
+	len = sizeof(buf);
+	ck_assert_int_eq(token_encode(&t, buf, &len), -ERANGE);
+}
+END_TEST
+
+/* Pack raw_sample() with the given addresses and node name. */
+static size_t pack_hints(Xfer__Token__Address *const *addrs, size_t n,
+			 const char *node_name, uint8_t *buf, size_t cap)
+{
+	struct token t;
+	Xfer__Token__Token m = raw_sample(&t);
+
+	m.addresses = (Xfer__Token__Address **)addrs;
+	m.n_addresses = n;
+	m.node_name = (char *)node_name;
+	return pack_raw(TOKEN_TAG, &m, buf, cap);
+}
+
+START_TEST(decode_rejects_hints)
+{
+	uint8_t ip[17] = { 10, 0, 0, 1 };
+	uint8_t buf[1024];
+	struct token d;
+	size_t len;
+
+	struct { size_t ip_len; uint32_t prefix, port; bool ok; } cases[] = {
+		{ 4, 24, 7474, true },
+		{ 16, 64, 7474, true },
+		{ 4, 32, 65535, true },
+		{ 16, 128, 0, true },
+		{ 0, 0, 7474, false },
+		{ 3, 8, 7474, false },
+		{ 5, 8, 7474, false },
+		{ 15, 8, 7474, false },
+		{ 17, 8, 7474, false },
+		{ 4, 33, 7474, false },
+		{ 16, 129, 7474, false },
+		{ 4, 24, 65536, false },
+		{ 16, 64, UINT32_MAX, false },
+		{ 4, UINT32_MAX, 1, false },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		Xfer__Token__Address a = XFER__TOKEN__ADDRESS__INIT;
+		Xfer__Token__Address *ap[] = { &a };
+		a.ip.data = ip;
+		a.ip.len = cases[i].ip_len;
+		a.prefix_len = cases[i].prefix;
+		a.port = cases[i].port;
+		len = pack_hints(ap, 1, "n", buf, sizeof(buf));
+		ck_assert_msg(token_decode(buf, len, &d) ==
+				      (cases[i].ok ? 0 : -EINVAL),
+			      "address case %zu", i);
+		if (cases[i].ok) {
+			ck_assert_uint_eq(d.naddrs, 1);
+			ck_assert_uint_eq(d.addrs[0].ip_len, cases[i].ip_len);
+			ck_assert_uint_eq(d.addrs[0].prefix_len, cases[i].prefix);
+			ck_assert_uint_eq(d.addrs[0].port, cases[i].port);
+			ck_assert_mem_eq(d.addrs[0].ip, ip, cases[i].ip_len);
+		}
+	}
+
+	/* Up to TOKEN_MAX_ADDRS of them; the interface name is read past. */
+	Xfer__Token__Address many[TOKEN_MAX_ADDRS + 1];
+	Xfer__Token__Address *mp[TOKEN_MAX_ADDRS + 1];
+	for (unsigned i = 0; i <= TOKEN_MAX_ADDRS; i++) {
+		xfer__token__address__init(&many[i]);
+		many[i].ip.data = ip;
+		many[i].ip.len = 4;
+		many[i].prefix_len = 16;
+		many[i].port = 7000 + i;
+		many[i].ifname = (char *)"eth0";
+		mp[i] = &many[i];
+	}
+	len = pack_hints(mp, TOKEN_MAX_ADDRS, NULL, buf, sizeof(buf));
+	ck_assert_int_eq(token_decode(buf, len, &d), 0);
+	ck_assert_uint_eq(d.naddrs, TOKEN_MAX_ADDRS);
+	ck_assert_uint_eq(d.addrs[TOKEN_MAX_ADDRS - 1].port,
+			  7000 + TOKEN_MAX_ADDRS - 1);
+	len = pack_hints(mp, TOKEN_MAX_ADDRS + 1, NULL, buf, sizeof(buf));
+	ck_assert_int_eq(token_decode(buf, len, &d), -EINVAL);
+
+	/* Node names up to 63 bytes. */
+	char name[TOKEN_NODE_NAME_MAX + 1];
+	memset(name, 'h', sizeof(name));
+	name[TOKEN_NODE_NAME_MAX - 1] = '\0';
+	len = pack_hints(NULL, 0, name, buf, sizeof(buf));
+	ck_assert_int_eq(token_decode(buf, len, &d), 0);
+	ck_assert_str_eq(d.node_name, name);
+	name[TOKEN_NODE_NAME_MAX - 1] = 'h';
+	name[TOKEN_NODE_NAME_MAX] = '\0';
+	len = pack_hints(NULL, 0, name, buf, sizeof(buf));
+	ck_assert_int_eq(token_decode(buf, len, &d), -EINVAL);
+}
+END_TEST
+
+static void move_address(struct token *t)
+{
+	t->addrs[0].ip[3] ^= 0x40;
+}
+
+static void other_port(struct token *t)
+{
+	t->addrs[1].port = 1;
+}
+
+static void other_prefix(struct token *t)
+{
+	t->addrs[0].prefix_len = 8;
+}
+
+static void drop_addresses(struct token *t)
+{
+	t->naddrs = 0;
+}
+
+static void add_address(struct token *t)
+{
+	t->addrs[t->naddrs++] = v4(203, 0, 113, 9, 32, 9999);
+}
+
+static void other_node_name(struct token *t)
+{
+	strcpy(t->node_name, "elsewhere");
+}
+
+/* As still_valid_after, on a token with hints. */
+static bool hints_still_valid_after(void (*change)(struct token *),
+				    bool *hints_changed)
+{
+	const struct token t = sample_hints();
+	uint8_t enc[XFER_TOKEN_MAX];
+	struct token d;
+
+	size_t len = encode(&t, enc, sizeof(enc));
+	ck_assert_int_eq(token_decode(enc, len, &d), 0);
+	change(&d);
+	len = encode(&d, enc, sizeof(enc));
+	ck_assert_int_eq(token_decode(enc, len, &d), 0);
+	*hints_changed = !token_equal(&t, &d) && auth_equal(&t, &d);
+	return token_key_valid(&d, region_key);
+}
+
+START_TEST(hints_not_authenticated)
+{
+	void (*hint_changes[])(struct token *) = {
+		move_address, other_port, other_prefix, drop_addresses,
+		add_address, other_node_name,
+	};
+	bool changed;
+
+	/* By design: hints may be rewritten and the key stays valid. */
+	for (size_t i = 0; i < sizeof(hint_changes) / sizeof(hint_changes[0]);
+	     i++) {
+		ck_assert_msg(hints_still_valid_after(hint_changes[i], &changed),
+			      "hint change %zu broke the key", i);
+		ck_assert_msg(changed, "hint change %zu changed nothing", i);
+	}
+	/* What grants access is guarded with hints present as without. */
+	ck_assert(!hints_still_valid_after(widen_to_region, &changed));
+	ck_assert(!hints_still_valid_after(other_region, &changed));
+	ck_assert(!hints_still_valid_after(other_instance, &changed));
+	ck_assert(!hints_still_valid_after(other_mem_kind, &changed));
+
+	/* And the key of a token with hints is the key without them. */
+	struct token with = sample_hints(), without = sample();
+	token_sign(&with, region_key);
+	ck_assert_mem_eq(with.key, without.key, TOKEN_KEY_LEN);
+}
+END_TEST
+
+/*
+ * Every single-byte change of a token with hints: rejected by the
+ * decoder, or by the key check, or it touched only hints.
+ */
+START_TEST(tamper_with_hints)
+{
+	const struct token t = sample_hints();
+	uint8_t enc[XFER_TOKEN_MAX], buf[XFER_TOKEN_MAX];
+	size_t len = encode(&t, enc, sizeof(enc));
+	unsigned hint_only = 0;
+	struct token d;
+
+	for (size_t i = 0; i < len; i++)
+		for (unsigned b = 0; b <= 8; b++) {
+			memcpy(buf, enc, len);
+			buf[i] ^= b == 8 ? 0xff : (uint8_t)(1u << b);
+			if (token_decode(buf, len, &d) != 0)
+				continue;
+			if (auth_equal(&d, &t)) {
+				ck_assert(token_key_valid(&d, region_key));
+				hint_only++;
+				continue;
+			}
+			ck_assert_msg(!token_key_valid(&d, region_key),
+				      "byte %zu bit %u: tampered token valid",
+				      i, b);
+		}
+	/* The ip, port and name bytes are in there, and were hints only. */
+	ck_assert_uint_ge(hint_only, 9 * (4 + 16 + strlen(t.node_name)));
+}
+END_TEST
+
 Suite *token_suite(void)
 {
 	Suite *s = suite_create("token");
@@ -475,6 +862,12 @@ Suite *token_suite(void)
 	tcase_add_test(tc, encode_refuses_range);
 	tcase_add_test(tc, encode_small_buffer);
 	tcase_add_test(tc, decode_rejects_malformed);
+	tcase_add_test(tc, hints_round_trip);
+	tcase_add_test(tc, largest_token_fits);
+	tcase_add_test(tc, encode_refuses_hints);
+	tcase_add_test(tc, decode_rejects_hints);
+	tcase_add_test(tc, hints_not_authenticated);
+	tcase_add_test(tc, tamper_with_hints);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,389 @@
+/*
+ * exec.c - executing descriptors and posting their completions.
+ *
+ * A descriptor whose both ends are on this node moves its data here and
+ * now (path_local.c).  One whose remote end is another xferd's region
+ * becomes an operation on a link (xop.h, link.c) and ends later.  A batch
+ * (SQEs linked with XFER_SQE_F_LINK) completes with one CQE either way:
+ * at once if all of it ran here, else when its last operation ends; its
+ * CQ slot is reserved the moment it first goes asynchronous, so late
+ * completions never find the CQ full.
+ *
+ * Runs in the progress thread only.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "progress_int.h"
+#include "xop.h"
+
+/* --- completions --- */
+
+void exec_publish(struct prog_client *pc)
+{
+	if (!pc->cq_dirty)
+		return;
+	pc->cq_dirty = false;
+	if (ring_cq_publish(&pc->ring, pc->cq_tail))
+		ring_eventfd(pc->cq_efd);
+}
+
+/* Caller made sure there is room (exec_cq_room or a reservation). */
+static void write_cqe(struct prog_client *pc, const struct xfer_cqe *cqe)
+{
+	*ring_cqe_at(&pc->ring, pc->cq_tail) = *cqe;
+	pc->cq_tail++;
+	pc->cq_dirty = true;
+}
+
+uint32_t exec_cq_room(const struct prog_client *pc)
+{
+	uint32_t space = ring_cq_space(&pc->ring, pc->cq_tail);
+
+	return space > pc->cq_reserved ? space - pc->cq_reserved : 0;
+}
+
+/* Deliver a notification to the owner of region r.  A full CQ drops it
+ * and counts it in cq_overflow: a slow consumer must not stall senders. */
+void exec_notify_owner(struct progress *p, const struct region *r,
+		       uint64_t value, int64_t bytes)
+{
+	struct prog_client *owner = progress_find_client(p, r->owner);
+
+	if (!owner || owner->broken)
+		return;
+	if (exec_cq_room(owner) == 0) {
+		atomic_fetch_add_explicit(owner->ring.cq_overflow, 1,
+					  memory_order_relaxed);
+		return;
+	}
+	write_cqe(owner, &(struct xfer_cqe){
+		.user_data = value,
+		.result = bytes,
+		.flags = XFER_CQE_F_NOTIFY,
+		.handle = r->handle,
+	});
+	exec_publish(owner);
+}
+
+static void count_completion(struct progress *p, struct prog_client *pc,
+			     int64_t result)
+{
+	if (result < 0) {
+		stat_add(&pc->stats.ops_failed, 1);
+		stat_add(&p->paths.failed, 1);
+	} else {
+		stat_add(&pc->stats.bytes_moved, (uint64_t)result);
+	}
+	stat_add(&pc->stats.ops_completed, 1);
+	stat_add(&p->paths.completed, 1);
+}
+
+/* --- operations on links --- */
+
+static struct abatch *batch_async(struct prog_client *pc)
+{
+	struct abatch *ab = pc->batch.ab;
+
+	if (ab)
+		return ab;
+	ab = calloc(1, sizeof(*ab));
+	if (!ab)
+		return NULL;
+	ab->pc = pc;
+	/* The CQE of this batch will come later: keep its slot. */
+	pc->cq_reserved++;
+	pc->batch.ab = ab;
+	return ab;
+}
+
+static void submit_op(struct progress *p, struct xop *op)
+{
+	progress_op_started(p);
+	linkset_submit(p->links, op);
+}
+
+/* A notification nobody waits for: the batch that asked for it has
+ * already completed. */
+static void notify_remote_later(struct progress *p, struct region *target,
+				uint64_t value)
+{
+	struct xop *op = calloc(1, sizeof(*op));
+
+	if (!op)
+		return;
+	region_get(target);
+	*op = (struct xop){
+		.opcode = XFER_OP_NOTIFY,
+		.remote = target,
+		.notify_value = value,
+		.deadline_ns = now_ns() + 1000000ull * p->op_timeout_ms,
+	};
+	submit_op(p, op);
+}
+
+static void batch_complete(struct progress *p, struct abatch *ab)
+{
+	struct prog_client *pc = ab->pc;
+	int64_t result = ab->error ? ab->error : (int64_t)ab->bytes;
+
+	pc->cq_reserved--;
+	write_cqe(pc, &(struct xfer_cqe){
+		.user_data = ab->user_data,
+		.result = result,
+		.path = ab->path,
+	});
+	exec_publish(pc);
+	if (!ab->error && ab->notify_target) {
+		if (ab->notify_target->kind == REGION_REMOTE)
+			notify_remote_later(p, ab->notify_target,
+					    ab->notify_value);
+		else
+			exec_notify_owner(p, ab->notify_target,
+					  ab->notify_value, result);
+	}
+	region_put(ab->notify_target);
+	count_completion(p, pc, result);
+	free(ab);
+}
+
+void exec_op_done(void *arg, struct xop *op, int64_t result)
+{
+	struct progress *p = arg;
+	struct abatch *ab = op->batch;
+
+	if (result > 0) {
+		stat_add(&p->paths.bytes[XFER_PATH_TCP], (uint64_t)result);
+		stat_add(&p->paths.ops[XFER_PATH_TCP], 1);
+	}
+	region_put(op->local);
+	region_put(op->remote);
+	free(op);
+	progress_op_ended(p);
+	if (!ab)
+		return;
+	if (result < 0 && !ab->error)
+		ab->error = result;
+	else if (result > 0)
+		ab->bytes += (uint64_t)result;
+	ab->path = XFER_PATH_TCP;
+	if (--ab->pending == 0 && ab->closed)
+		batch_complete(p, ab);
+}
+
+/*
+ * Send a WRITE, READ or NOTIFY to another xferd.  The notification of
+ * the batch's last entry rides on its frame when nothing else of the
+ * batch is still out (the peer notifies after the data landed); else it
+ * waits for the whole batch (batch_complete).
+ */
+static int64_t go_remote(struct progress *p, struct prog_client *pc,
+			 const struct xfer_sqe *sqe, struct region *local,
+			 uint64_t loff, struct region *remote, uint64_t roff,
+			 bool *async)
+{
+	if (!p->links)
+		return -EHOSTUNREACH;
+	struct abatch *ab = batch_async(pc);
+	if (!ab)
+		return -ENOMEM;
+	/* As on this node, only the last entry of a batch notifies. */
+	bool last = !(sqe->flags & XFER_SQE_F_LINK);
+	bool wants_notify = last && (sqe->opcode == XFER_OP_NOTIFY ||
+				     (sqe->flags & XFER_SQE_F_NOTIFY));
+	bool alone = ab->pending == 0 && !pc->batch.error;
+	uint32_t timeout = sqe->timeout_ms ? sqe->timeout_ms : p->op_timeout_ms;
+
+	if (wants_notify && !alone) {
+		/* Frames of earlier entries may still be queued behind this
+		 * one: notify once the whole batch is known to have landed. */
+		region_get(remote);
+		ab->notify_target = remote;
+		ab->notify_value = sqe->notify_value;
+		if (sqe->opcode == XFER_OP_NOTIFY)
+			return 0;
+		wants_notify = false;
+	}
+	struct xop *op = calloc(1, sizeof(*op));
+	if (!op)
+		return -ENOMEM;
+
+	if (local)
+		region_get(local);
+	region_get(remote);
+	*op = (struct xop){
+		.pc = pc,
+		.batch = ab,
+		.opcode = sqe->opcode,
+		.local = local,
+		.local_off = loff,
+		.remote = remote,
+		.remote_off = roff,
+		.len = sqe->opcode == XFER_OP_NOTIFY ? 0 : sqe->len,
+		.notify = wants_notify,
+		.notify_value = sqe->notify_value,
+		.deadline_ns = now_ns() + 1000000ull * timeout,
+	};
+	ab->pending++;
+	*async = true;
+	submit_op(p, op);
+	return 0;
+}
+
+/* --- executing one descriptor --- */
+
+static int64_t exec_copy(struct progress *p, struct prog_client *pc,
+			 const struct xfer_sqe *sqe, uint16_t *path,
+			 struct region **target, bool *async)
+{
+	struct region *local = NULL, *remote = NULL;
+	uint64_t loff, roff;
+	int64_t rc;
+
+	rc = regtab_resolve_memo(p->regs, &p->memo, pc->id, sqe->local,
+				 sqe->local_off, sqe->len, false, &local,
+				 &loff);
+	if (rc)
+		return rc;
+	rc = regtab_resolve_memo(p->regs, &p->memo, pc->id, sqe->remote,
+				 sqe->remote_off, sqe->len, true, &remote,
+				 &roff);
+	if (rc)
+		return rc;
+	if (remote->kind == REGION_REMOTE)
+		return go_remote(p, pc, sqe, local, loff, remote, roff, async);
+	if (sqe->len == 0)
+		rc = 0;
+	else if (sqe->opcode == XFER_OP_WRITE)
+		rc = local_copy(&p->staging, local, loff, remote, roff,
+				sqe->len, path);
+	else
+		rc = local_copy(&p->staging, remote, roff, local, loff,
+				sqe->len, path);
+	if (rc > 0) {
+		stat_add(&p->paths.bytes[*path], (uint64_t)rc);
+		stat_add(&p->paths.ops[*path], 1);
+	}
+	*target = remote;  /* the caller notifies its owner */
+	return rc;
+}
+
+static int64_t exec_notify_only(struct progress *p, struct prog_client *pc,
+				const struct xfer_sqe *sqe,
+				struct region **target, bool *async)
+{
+	uint64_t off;
+	int64_t rc = regtab_resolve_memo(p->regs, &p->memo, pc->id,
+					 sqe->remote, 0, 0, true, target, &off);
+
+	if (!rc && (*target)->kind == REGION_REMOTE) {
+		rc = go_remote(p, pc, sqe, NULL, 0, *target, 0, async);
+		*target = NULL;
+	}
+	return rc;
+}
+
+static int64_t sqe_check(const struct xfer_sqe *sqe)
+{
+	if (sqe->opcode >= XFER_OP__COUNT || (sqe->flags & ~XFER_SQE_F__ALL) ||
+	    sqe->reserved0)
+		return -EINVAL;
+	if (sqe->opcode == XFER_OP_NOTIFY && (sqe->flags & XFER_SQE_F_NOTIFY))
+		return -EINVAL;   /* NOTIFY already is the notification */
+	return 0;
+}
+
+/* The batch's last SQE was seen and part of it is out on links. */
+static void close_async(struct progress *p, struct prog_client *pc,
+			const struct xfer_sqe *sqe, struct region *target)
+{
+	struct abatch *ab = pc->batch.ab;
+
+	pc->batch.ab = NULL;
+	if (pc->batch.error && !ab->error)
+		ab->error = pc->batch.error;
+	ab->bytes += pc->batch.bytes;
+	if (ab->path == XFER_PATH_NONE)
+		ab->path = pc->batch.path;
+	ab->closed = true;
+	ab->user_data = sqe->user_data;
+	/* A local notification target of the last entry: after the rest. */
+	if (target && !ab->notify_target &&
+	    (sqe->opcode == XFER_OP_NOTIFY || (sqe->flags & XFER_SQE_F_NOTIFY))) {
+		region_get(target);
+		ab->notify_target = target;
+		ab->notify_value = sqe->notify_value;
+	}
+	if (ab->pending == 0)
+		batch_complete(p, ab);
+}
+
+void exec_sqe(struct progress *p, struct prog_client *pc,
+	      const struct xfer_sqe *sqe)
+{
+	struct region *target = NULL;  /* lent by p->memo */
+	uint16_t path = XFER_PATH_NONE;
+	bool async = false;
+	int64_t rc = sqe_check(sqe);
+
+	regtab_memo_sync(p->regs, &p->memo);
+	if (!pc->batch.open)
+		pc->batch.error = 0, pc->batch.bytes = 0,
+		pc->batch.path = XFER_PATH_NONE;
+	/* After a failure the rest of a batch moves nothing. */
+	if (!rc && !pc->batch.error) {
+		switch (sqe->opcode) {
+		case XFER_OP_NOP:
+			break;
+		case XFER_OP_WRITE:
+		case XFER_OP_READ:
+			rc = exec_copy(p, pc, sqe, &path, &target, &async);
+			break;
+		case XFER_OP_NOTIFY:
+			rc = exec_notify_only(p, pc, sqe, &target, &async);
+			break;
+		}
+	}
+	if (rc < 0 && !pc->batch.error)
+		pc->batch.error = rc;
+	else if (rc > 0)
+		pc->batch.bytes += (uint64_t)rc;
+	if (path != XFER_PATH_NONE)
+		pc->batch.path = path;
+
+	pc->batch.open = (sqe->flags & XFER_SQE_F_LINK) != 0;
+	if (pc->batch.open)
+		return;
+	if (pc->batch.ab) {
+		close_async(p, pc, sqe, async ? NULL : target);
+		return;
+	}
+	int64_t result = pc->batch.error ? pc->batch.error
+					 : (int64_t)pc->batch.bytes;
+	/* Own completion first: drain() reserved its slot, and a client
+	 * notifying itself must not take that slot. */
+	write_cqe(pc, &(struct xfer_cqe){
+		.user_data = sqe->user_data,
+		.result = result,
+		.path = pc->batch.path,
+	});
+	if (!pc->batch.error && target &&
+	    (sqe->opcode == XFER_OP_NOTIFY || (sqe->flags & XFER_SQE_F_NOTIFY)))
+		exec_notify_owner(p, target, sqe->notify_value, result);
+	count_completion(p, pc, result);
+}
+
+void exec_cancel_client(struct progress *p, struct prog_client *pc)
+{
+	if (p->links)
+		linkset_cancel_client(p->links, pc);
+	/* A batch left open (its last SQE never came) ends with nothing
+	 * out any more: drop it without a completion. */
+	struct abatch *ab = pc->batch.ab;
+	if (ab) {
+		pc->batch.ab = NULL;
+		pc->cq_reserved--;
+		region_put(ab->notify_target);
+		free(ab);
+	}
+}

@@ -1,0 +1,1208 @@
+/*
+ * link.c - the data path between xferds, in the progress thread.
+ *
+ * This file is long (about 1200 lines) because both ends of every frame
+ * type live here: what this xferd sends for its clients' descriptors and
+ * what it does with the same frames from the peer.  Keeping the two
+ * halves of the protocol side by side is what makes it reviewable.
+ *
+ * Per link:
+ *   sendq   operations with frames still to queue, served round-robin
+ *           one frame at a time while the socket's output buffer is
+ *           below OUT_HIGH (refilled when it drains below OUT_LOW);
+ *   serveq  reads the peer asked of us, served the same way;
+ *   hash    operations with frames on the wire, awaiting their end.
+ * A frame's payload from a memfd region goes to the socket by reference
+ * (no copy in xferd); incoming payloads are copied once, from libevent's
+ * buffer into the region.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "link.h"
+#include "log.h"
+#include "peer.pb-c.h"
+#include "region.h"
+#include "wire.h"
+#include "xfer_ring.h"
+#include "xop.h"
+
+#define FRAME_PREFIX 8u                /* u32 header len, u32 payload len */
+#define OUT_HIGH     (4u << 20)        /* stop queueing frames above this */
+#define OUT_LOW      (1u << 20)        /* and start again below this */
+#define IN_HIGH      (2 * (FRAME_PREFIX + PEER_MAX_HEADER + PEER_MAX_PAYLOAD))
+#define OP_HASH      1024u
+#define MAX_IOV      64
+
+struct rpeer;
+
+/* A read the peer asked of one of our regions. */
+struct serve {
+	uint64_t op;
+	struct region *r;            /* a reference */
+	uint64_t off;                /* in the region */
+	uint64_t len, done;
+	bool notify;
+	uint64_t notify_value;
+	TAILQ_ENTRY(serve) q;
+};
+TAILQ_HEAD(serve_list, serve);
+
+struct link {
+	struct linkset *ls;
+	struct rpeer *peer;
+	struct bufferevent *bev;
+	struct link_stats *stats;
+	uint64_t next_id;
+	struct xop_list sendq;
+	struct xop *hash[OP_HASH];
+	struct serve_list serveq;
+	bool serve_turn;             /* alternate sendq and serveq */
+	/* Incoming writes that failed: their remaining chunks are dropped
+	 * until their last chunk or an Abort. */
+	uint64_t *failed;
+	size_t nfailed, capfailed;
+	/* The last token whose key checked out (see regtab_resolve_token). */
+	struct token verified;
+	bool have_verified;
+	uint64_t last_rx_ns;
+	struct event *tick;
+};
+
+/* Another xferd as the progress thread knows it. */
+struct rpeer {
+	uint8_t id[LINK_ID_LEN];
+	struct link *link;           /* NULL until attached */
+	struct xop_list pending;     /* waiting for a link */
+	bool asked;                  /* need_peer sent, no answer yet */
+	struct rpeer *next;
+};
+
+struct linkset {
+	struct event_base *base;
+	struct regtab *regs;
+	struct linkset_cfg cfg;
+	struct linkset_hooks hooks;
+	struct rpeer *peers;
+	size_t nlinks;
+	uint64_t events;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Single writer (this thread): no locked instruction needed. */
+static void stat_add(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
+
+static void fail_link(struct link *l, int err, const char *why);
+static void fill(struct link *l);
+
+/* --- frames --- */
+
+int link_frame_header(const ProtobufCMessage *msg, uint32_t payload_len,
+		      uint8_t *out)
+{
+	size_t hlen = protobuf_c_message_get_packed_size(msg);
+
+	if (hlen > PEER_MAX_HEADER || payload_len > PEER_MAX_PAYLOAD)
+		return -EMSGSIZE;
+	uint32_t h = (uint32_t)hlen, p = payload_len;
+	memcpy(out, &h, 4);      /* little-endian hosts only (x86, arm64) */
+	memcpy(out + 4, &p, 4);
+	protobuf_c_message_pack(msg, out + FRAME_PREFIX);
+	return (int)(FRAME_PREFIX + hlen);
+}
+
+/* Queue a frame without payload (or whose payload the caller adds). */
+static int put_msg(struct link *l, Xfer__Peer__PeerMsg *m, uint32_t payload)
+{
+	uint8_t buf[FRAME_PREFIX + 1024];
+	m->proto_version = XFER_PROTO_VERSION;
+	/* Control headers are small; a 1 KiB stack buffer holds them. */
+	if (protobuf_c_message_get_packed_size(&m->base) > sizeof(buf) - FRAME_PREFIX)
+		return -EMSGSIZE;
+	int n = link_frame_header(&m->base, payload, buf);
+	if (n < 0)
+		return n;
+	evbuffer_add(bufferevent_get_output(l->bev), buf, (size_t)n);
+	stat_add(&l->stats->bytes_tx, (uint64_t)n);
+	return 0;
+}
+
+static void target_from(const struct token *t, Xfer__Peer__Target *out)
+{
+	xfer__peer__target__init(out);
+	out->region = t->region;
+	out->key.data = (uint8_t *)t->key;
+	out->key.len = TOKEN_KEY_LEN;
+	out->offset = t->offset;
+	out->length = t->length;
+	out->region_length = t->region_length;
+	out->mem_kind = t->mem_kind;
+}
+
+/* A Target received from the peer, as a token of ours; -EPROTO if it is
+ * malformed. */
+static int token_from(const struct linkset *ls, const Xfer__Peer__Target *t,
+		      struct token *out)
+{
+	if (!t || t->key.len != TOKEN_KEY_LEN || t->offset > t->region_length ||
+	    t->length > t->region_length - t->offset)
+		return -EPROTO;
+	memset(out, 0, sizeof(*out));
+	memcpy(out->instance_id, ls->cfg.self_id, TOKEN_INSTANCE_LEN);
+	memcpy(out->key, t->key.data, TOKEN_KEY_LEN);
+	out->region = t->region;
+	out->offset = t->offset;
+	out->length = t->length;
+	out->region_length = t->region_length;
+	out->mem_kind = t->mem_kind;
+	return 0;
+}
+
+/* Resolve a peer's token: the key is checked once per distinct token. */
+static int resolve(struct link *l, const struct token *tok, uint64_t at,
+		   uint64_t len, struct region **r, uint64_t *off)
+{
+	bool known = l->have_verified &&
+		     memcmp(&l->verified, tok, sizeof(*tok)) == 0;
+	int err = regtab_resolve_token(l->ls->regs, tok, at, len, !known, r,
+				       off);
+	if (!err && !known) {
+		l->verified = *tok;
+		l->have_verified = true;
+	}
+	return err;
+}
+
+/* --- operations: bookkeeping --- */
+
+static struct rpeer *find_peer(struct linkset *ls, const uint8_t *id,
+			       bool create)
+{
+	struct rpeer *rp;
+
+	for (rp = ls->peers; rp; rp = rp->next)
+		if (memcmp(rp->id, id, LINK_ID_LEN) == 0)
+			return rp;
+	if (!create || !(rp = calloc(1, sizeof(*rp))))
+		return NULL;
+	memcpy(rp->id, id, LINK_ID_LEN);
+	TAILQ_INIT(&rp->pending);
+	rp->next = ls->peers;
+	ls->peers = rp;
+	return rp;
+}
+
+static void hash_add(struct link *l, struct xop *op)
+{
+	struct xop **b = &l->hash[op->id % OP_HASH];
+
+	op->hnext = *b;
+	*b = op;
+	op->in_hash = true;
+}
+
+static struct xop *hash_find(struct link *l, uint64_t id)
+{
+	struct xop *op = l->hash[id % OP_HASH];
+
+	while (op && op->id != id)
+		op = op->hnext;
+	return op;
+}
+
+static void hash_del(struct link *l, struct xop *op)
+{
+	struct xop **pp = &l->hash[op->id % OP_HASH];
+
+	while (*pp != op)
+		pp = &(*pp)->hnext;
+	*pp = op->hnext;
+	op->in_hash = false;
+}
+
+static bool in_sendq(const struct xop *op)
+{
+	return !op->sent_all;
+}
+
+/* End op: out of every list of l, Abort if the peer holds half of it. */
+static void op_end(struct linkset *ls, struct link *l, struct xop *op,
+		   int64_t result)
+{
+	if (l) {
+		if (in_sendq(op))
+			TAILQ_REMOVE(&l->sendq, op, q);
+		if (op->in_hash) {
+			hash_del(l, op);
+			/* The peer saw part of it and will not see the end. */
+			if (result < 0 && l->bev &&
+			    (op->opcode == XFER_OP_READ || op->done < op->len ||
+			     !op->sent_all)) {
+				Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+				Xfer__Peer__Abort a = XFER__PEER__ABORT__INIT;
+				a.op = op->id;
+				m.body_case = XFER__PEER__PEER_MSG__BODY_ABORT;
+				m.abort = &a;
+				put_msg(l, &m, 0);
+			}
+		}
+		stat_add(result < 0 ? &l->stats->errors : &l->stats->ops, 1);
+	}
+	ls->hooks.op_done(ls->hooks.arg, op, result);
+}
+
+/* Fail everything of a peer that waits for a link. */
+static void fail_pending(struct linkset *ls, struct rpeer *rp, int err)
+{
+	struct xop *op;
+
+	while ((op = TAILQ_FIRST(&rp->pending))) {
+		TAILQ_REMOVE(&rp->pending, op, q);
+		op->sent_all = true;  /* not in any sendq */
+		ls->hooks.op_done(ls->hooks.arg, op, err);
+	}
+	rp->asked = false;
+}
+
+/* --- sending this side's operations --- */
+
+/* Copy len bytes of a CMA region into the output buffer. */
+static int add_cma(struct evbuffer *out, const struct region *r,
+		   uint64_t off, uint64_t len)
+{
+	struct evbuffer_iovec v[MAX_IOV];
+	int n = evbuffer_reserve_space(out, (ev_ssize_t)len, v, MAX_IOV);
+
+	if (n <= 0)
+		return -ENOMEM;
+	uint64_t done = 0;
+	for (int i = 0; i < n && done < len; i++) {
+		size_t take = v[i].iov_len < len - done ? v[i].iov_len
+							 : (size_t)(len - done);
+		struct iovec local = { .iov_base = v[i].iov_base, .iov_len = take };
+		struct iovec remote = {
+			.iov_base = (void *)(uintptr_t)(r->addr + off + done),
+			.iov_len = take };
+		if (!region_cma_alive(r))
+			return -ESRCH;
+		ssize_t got = process_vm_readv(r->pid, &local, 1, &remote, 1, 0);
+		if (got != (ssize_t)take)
+			return got < 0 ? -errno : -EFAULT;
+		v[i].iov_len = take;
+		done += take;
+	}
+	return evbuffer_commit_space(out, v, n) ? -ENOMEM : 0;
+}
+
+static void unref_region(const void *data, size_t len, void *arg)
+{
+	(void)data, (void)len;
+	region_put(arg);
+}
+
+/* The payload [off, off + len) of local region r, by reference when the
+ * region is xferd's own mapping. */
+static int add_payload(struct link *l, struct region *r, uint64_t off,
+		       uint64_t len)
+{
+	struct evbuffer *out = bufferevent_get_output(l->bev);
+
+	if (len == 0)
+		return 0;
+	if (r->kind == REGION_MEMFD) {
+		region_get(r);  /* released when the bytes left the buffer */
+		if (evbuffer_add_reference(out, (char *)r->map + off, len,
+					   unref_region, r)) {
+			region_put(r);
+			return -ENOMEM;
+		}
+		return 0;
+	}
+	return add_cma(out, r, off, len);
+}
+
+/* Queue the next frame of op; false if op ended meanwhile. */
+static bool send_frame(struct link *l, struct xop *op)
+{
+	const struct token *tok = op->remote->remote;
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__Target t;
+	target_from(tok, &t);
+
+	/* In the hash before any frame: if the link fails while we queue,
+	 * failing the link ends this operation too. */
+	if (!op->in_hash)
+		hash_add(l, op);
+	switch (op->opcode) {
+	case XFER_OP_WRITE: {
+		Xfer__Peer__WriteChunk w = XFER__PEER__WRITE_CHUNK__INIT;
+		uint64_t n = op->len - op->done;
+		if (n > l->ls->cfg.tcp_chunk)
+			n = l->ls->cfg.tcp_chunk;
+		w.op = op->id;
+		w.target = &t;
+		w.at = op->remote_off + op->done;
+		w.last = op->done + n == op->len;
+		w.notify = op->notify && w.last;
+		w.notify_value = op->notify_value;
+		w.total = op->len;
+		m.body_case = XFER__PEER__PEER_MSG__BODY_WRITE;
+		m.write = &w;
+		/* Header and payload go in one buffer: on failure of the
+		 * payload the link cannot be kept consistent. */
+		put_msg(l, &m, (uint32_t)n);
+		int err = add_payload(l, op->local, op->local_off + op->done, n);
+		if (err) {
+			fail_link(l, err, "cannot read the source memory of a write");
+			return false;
+		}
+		op->done += n;
+		op->sent_all = w.last;
+		stat_add(&l->stats->bytes_tx, n);
+		break;
+	}
+	case XFER_OP_READ: {
+		Xfer__Peer__ReadRequest r = XFER__PEER__READ_REQUEST__INIT;
+		r.op = op->id;
+		r.source = &t;
+		r.at = op->remote_off;
+		r.length = op->len;
+		r.notify = op->notify;
+		r.notify_value = op->notify_value;
+		m.body_case = XFER__PEER__PEER_MSG__BODY_READ;
+		m.read = &r;
+		put_msg(l, &m, 0);
+		op->sent_all = true;
+		break;
+	}
+	case XFER_OP_NOTIFY: {
+		Xfer__Peer__Notify nt = XFER__PEER__NOTIFY__INIT;
+		nt.op = op->id;
+		nt.target = &t;
+		nt.value = op->notify_value;
+		m.body_case = XFER__PEER__PEER_MSG__BODY_NOTIFY;
+		m.notify = &nt;
+		put_msg(l, &m, 0);
+		op->sent_all = true;
+		break;
+	}
+	}
+	return true;
+}
+
+/* --- serving the peer's reads --- */
+
+static void serve_free(struct serve *s)
+{
+	region_put(s->r);
+	free(s);
+}
+
+static void read_data(struct link *l, uint64_t op, uint64_t at, bool last,
+		      int64_t result, uint32_t payload)
+{
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__ReadData d = XFER__PEER__READ_DATA__INIT;
+
+	d.op = op;
+	d.at = at;
+	d.last = last;
+	d.result = result;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_READ_DATA;
+	m.read_data = &d;
+	put_msg(l, &m, payload);
+}
+
+/* One ReadData frame of s; true when s is finished (and freed). */
+static bool serve_frame(struct link *l, struct serve *s)
+{
+	uint64_t n = s->len - s->done;
+
+	if (n > l->ls->cfg.tcp_chunk)
+		n = l->ls->cfg.tcp_chunk;
+	bool last = s->done + n == s->len;
+	/* CMA can fail (the owner exited): check before the header goes. */
+	if (s->r->kind == REGION_CMA && n && !region_cma_alive(s->r)) {
+		read_data(l, s->op, s->done, true, -ESRCH, 0);
+		serve_free(s);
+		return true;
+	}
+	read_data(l, s->op, s->done, last, (int64_t)n, (uint32_t)n);
+	int err = add_payload(l, s->r, s->off + s->done, n);
+	if (err) {
+		serve_free(s);
+		fail_link(l, err, "cannot read the source memory of a read");
+		return true;
+	}
+	s->done += n;
+	stat_add(&l->stats->bytes_tx, n);
+	if (!last)
+		return false;
+	if (s->notify)
+		l->ls->hooks.notify_local(l->ls->hooks.arg, s->r, s->notify_value,
+					  (int64_t)s->len);
+	serve_free(s);
+	return true;
+}
+
+/* Queue frames round-robin until the output buffer is full enough. */
+static void fill(struct link *l)
+{
+	struct evbuffer *out;
+
+	while (l->bev && (out = bufferevent_get_output(l->bev)) &&
+	       evbuffer_get_length(out) < OUT_HIGH) {
+		struct xop *op = TAILQ_FIRST(&l->sendq);
+		struct serve *s = TAILQ_FIRST(&l->serveq);
+		if (!op && !s)
+			return;
+		l->serve_turn = !l->serve_turn;
+		if (s && (l->serve_turn || !op)) {
+			TAILQ_REMOVE(&l->serveq, s, q);
+			if (!serve_frame(l, s))
+				TAILQ_INSERT_TAIL(&l->serveq, s, q);
+			continue;
+		}
+		TAILQ_REMOVE(&l->sendq, op, q);
+		op->sent_all = true;  /* out of the queue while we look */
+		if (!send_frame(l, op))
+			return;
+		if (!op->sent_all)
+			TAILQ_INSERT_TAIL(&l->sendq, op, q);
+	}
+}
+
+static void start_op(struct link *l, struct xop *op)
+{
+	op->id = ++l->next_id;
+	op->done = 0;
+	op->sent_all = false;
+	TAILQ_INSERT_TAIL(&l->sendq, op, q);
+}
+
+/* --- receiving: the peer's frames --- */
+
+static bool is_failed(struct link *l, uint64_t op)
+{
+	for (size_t i = 0; i < l->nfailed; i++)
+		if (l->failed[i] == op)
+			return true;
+	return false;
+}
+
+static void forget_failed(struct link *l, uint64_t op)
+{
+	for (size_t i = 0; i < l->nfailed; i++)
+		if (l->failed[i] == op) {
+			l->failed[i] = l->failed[--l->nfailed];
+			return;
+		}
+}
+
+static int remember_failed(struct link *l, uint64_t op)
+{
+	if (l->nfailed == l->capfailed) {
+		size_t cap = l->capfailed ? 2 * l->capfailed : 16;
+		if (cap > 65536)
+			return -EPROTO;  /* a peer that never ends its writes */
+		uint64_t *f = realloc(l->failed, cap * sizeof(*f));
+		if (!f)
+			return -ENOMEM;
+		l->failed = f;
+		l->capfailed = cap;
+	}
+	l->failed[l->nfailed++] = op;
+	return 0;
+}
+
+static void write_ack(struct link *l, uint64_t op, int64_t result)
+{
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__WriteAck a = XFER__PEER__WRITE_ACK__INIT;
+
+	a.op = op;
+	a.result = result;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_WRITE_ACK;
+	m.write_ack = &a;
+	put_msg(l, &m, 0);
+}
+
+/* Move len payload bytes from the input buffer into region r at off. */
+static int land(struct evbuffer *in, struct region *r, uint64_t off,
+		size_t len)
+{
+	if (len == 0)
+		return 0;
+	if (r->kind == REGION_MEMFD) {
+		evbuffer_remove(in, (char *)r->map + off, len);
+		return 0;
+	}
+	/* CMA: straight from libevent's chunks into the other process. */
+	struct evbuffer_iovec v[MAX_IOV];
+	struct iovec local[MAX_IOV];
+	int n = evbuffer_peek(in, (ev_ssize_t)len, NULL, v, MAX_IOV);
+	if (n > MAX_IOV) {
+		evbuffer_pullup(in, (ev_ssize_t)len);
+		n = evbuffer_peek(in, (ev_ssize_t)len, NULL, v, 1);
+	}
+	size_t left = len;
+	for (int i = 0; i < n; i++) {
+		local[i].iov_base = v[i].iov_base;
+		local[i].iov_len = v[i].iov_len < left ? v[i].iov_len : left;
+		left -= local[i].iov_len;
+	}
+	struct iovec remote = { .iov_base = (void *)(uintptr_t)(r->addr + off),
+				.iov_len = len };
+	int err = 0;
+	if (!region_cma_alive(r))
+		err = -ESRCH;
+	else {
+		ssize_t put = process_vm_writev(r->pid, local, (unsigned long)n,
+						&remote, 1, 0);
+		if (put != (ssize_t)len)
+			err = put < 0 ? -errno : -EFAULT;
+	}
+	evbuffer_drain(in, len);
+	return err;
+}
+
+/* A WriteChunk of the peer with plen payload bytes waiting in `in`. */
+static int on_write(struct link *l, const Xfer__Peer__WriteChunk *w,
+		    struct evbuffer *in, uint32_t plen)
+{
+	struct token tok;
+	struct region *r = NULL;
+	uint64_t off;
+
+	if (is_failed(l, w->op)) {
+		evbuffer_drain(in, plen);
+		if (w->last)
+			forget_failed(l, w->op);
+		return 0;
+	}
+	if (token_from(l->ls, w->target, &tok))
+		return -EPROTO;
+	int err = resolve(l, &tok, w->at, plen, &r, &off);
+	if (err == -EACCES || err == -ERANGE)
+		return -EPROTO;
+	if (!err) {
+		err = land(in, r, off, plen);
+		stat_add(&l->stats->bytes_rx, plen);
+	} else {
+		evbuffer_drain(in, plen);
+	}
+	if (err) {
+		/* This operation only: the link stays. */
+		region_put(r);
+		write_ack(l, w->op, err);
+		return w->last ? 0 : remember_failed(l, w->op);
+	}
+	if (w->last) {
+		write_ack(l, w->op, (int64_t)w->total);
+		if (w->notify)
+			l->ls->hooks.notify_local(l->ls->hooks.arg, r,
+						  w->notify_value,
+						  (int64_t)w->total);
+	}
+	region_put(r);
+	return 0;
+}
+
+static int on_read_request(struct link *l, const Xfer__Peer__ReadRequest *rq)
+{
+	struct token tok;
+	struct region *r;
+	uint64_t off;
+
+	if (token_from(l->ls, rq->source, &tok))
+		return -EPROTO;
+	int err = resolve(l, &tok, rq->at, rq->length, &r, &off);
+	if (err == -EACCES || err == -ERANGE)
+		return -EPROTO;
+	if (err) {
+		read_data(l, rq->op, 0, true, err, 0);
+		return 0;
+	}
+	struct serve *s = calloc(1, sizeof(*s));
+	if (!s) {
+		region_put(r);
+		read_data(l, rq->op, 0, true, -ENOMEM, 0);
+		return 0;
+	}
+	*s = (struct serve){ .op = rq->op, .r = r, .off = off,
+			     .len = rq->length, .notify = rq->notify,
+			     .notify_value = rq->notify_value };
+	TAILQ_INSERT_TAIL(&l->serveq, s, q);
+	return 0;
+}
+
+/* Payload of a read of ours. */
+static int on_read_data(struct link *l, const Xfer__Peer__ReadData *d,
+			struct evbuffer *in, uint32_t plen)
+{
+	struct xop *op = hash_find(l, d->op);
+
+	if (!op || op->opcode != XFER_OP_READ) {
+		/* It timed out or was cancelled meanwhile. */
+		evbuffer_drain(in, plen);
+		return 0;
+	}
+	if (d->result < 0) {
+		if (plen)
+			return -EPROTO;
+		op_end(l->ls, l, op, d->result);
+		return 0;
+	}
+	if (d->at != op->done || plen > op->len - op->done ||
+	    (uint64_t)d->result != plen || (d->last && op->done + plen != op->len))
+		return -EPROTO;
+	int err = land(in, op->local, op->local_off + op->done, plen);
+	stat_add(&l->stats->bytes_rx, plen);
+	op->done += plen;
+	if (err) {
+		/* Our client's memory went away: stop the read. */
+		op_end(l->ls, l, op, err);
+		return 0;
+	}
+	if (d->last)
+		op_end(l->ls, l, op, (int64_t)op->len);
+	return 0;
+}
+
+static int on_ack(struct link *l, const Xfer__Peer__WriteAck *a)
+{
+	struct xop *op = hash_find(l, a->op);
+
+	if (!op)
+		return 0;  /* ended already (deadline) */
+	if (op->opcode == XFER_OP_READ)
+		return -EPROTO;
+	if (a->result >= 0 && !op->sent_all)
+		return -EPROTO;  /* success before the last chunk */
+	op_end(l->ls, l, op, a->result >= 0 ? (int64_t)op->len : a->result);
+	return 0;
+}
+
+static int on_notify(struct link *l, const Xfer__Peer__Notify *nt)
+{
+	struct token tok;
+	struct region *r;
+	uint64_t off;
+
+	if (token_from(l->ls, nt->target, &tok))
+		return -EPROTO;
+	int err = resolve(l, &tok, 0, 0, &r, &off);
+	if (err == -EACCES || err == -ERANGE)
+		return -EPROTO;
+	if (!err) {
+		l->ls->hooks.notify_local(l->ls->hooks.arg, r, nt->value, 0);
+		region_put(r);
+	}
+	write_ack(l, nt->op, err);
+	return 0;
+}
+
+static void on_abort(struct link *l, uint64_t op)
+{
+	forget_failed(l, op);
+	struct serve *s;
+	TAILQ_FOREACH(s, &l->serveq, q) {
+		if (s->op == op) {
+			TAILQ_REMOVE(&l->serveq, s, q);
+			serve_free(s);
+			return;
+		}
+	}
+}
+
+static void on_check(struct link *l, const Xfer__Peer__CheckToken *c)
+{
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__CheckReply rep = XFER__PEER__CHECK_REPLY__INIT;
+	struct token tok;
+	struct region *r;
+	uint64_t off;
+
+	rep.id = c->id;
+	rep.error = token_from(l->ls, c->target, &tok) ? -EINVAL : 0;
+	if (!rep.error) {
+		/* Always the full key check: this is what it is for. */
+		rep.error = regtab_resolve_token(l->ls->regs, &tok, 0, 0, true,
+						 &r, &off);
+		if (!rep.error)
+			region_put(r);
+	}
+	m.body_case = XFER__PEER__PEER_MSG__BODY_CHECK_REPLY;
+	m.check_reply = &rep;
+	put_msg(l, &m, 0);
+}
+
+/*
+ * One frame: header unpacked, payload (plen bytes) still in `in`.
+ * Returns 0 or -EPROTO (the peer broke the protocol: drop the link).
+ */
+static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
+		    struct evbuffer *in, uint32_t plen, const char **why)
+{
+	Xfer__Peer__PeerMsg *m = xfer__peer__peer_msg__unpack(NULL, hlen, hdr);
+	int err = 0;
+
+	*why = "malformed frame";
+	if (!m)
+		return -EPROTO;
+	if (m->proto_version != XFER_PROTO_VERSION) {
+		*why = "protocol version mismatch";
+		err = -EPROTO;
+		goto out;
+	}
+	bool payload_ok = m->body_case == XFER__PEER__PEER_MSG__BODY_WRITE ||
+			  m->body_case == XFER__PEER__PEER_MSG__BODY_READ_DATA;
+	if (plen && !payload_ok) {
+		*why = "payload on a frame that has none";
+		err = -EPROTO;
+		goto out;
+	}
+	switch (m->body_case) {
+	case XFER__PEER__PEER_MSG__BODY_WRITE:
+		*why = "bad write (key, range or size)";
+		err = on_write(l, m->write, in, plen);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_WRITE_ACK:
+		*why = "bad write acknowledgement";
+		err = on_ack(l, m->write_ack);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_READ:
+		*why = "bad read request (key or range)";
+		err = on_read_request(l, m->read);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_READ_DATA:
+		*why = "bad read data";
+		err = on_read_data(l, m->read_data, in, plen);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_NOTIFY:
+		*why = "bad notify (key or range)";
+		err = on_notify(l, m->notify);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_ABORT:
+		on_abort(l, m->abort->op);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_CHECK:
+		on_check(l, m->check);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_PING: {
+		Xfer__Peer__PeerMsg r = XFER__PEER__PEER_MSG__INIT;
+		Xfer__Peer__Pong pong = XFER__PEER__PONG__INIT;
+		pong.nonce = m->ping->nonce;
+		pong.sent_ns = m->ping->sent_ns;
+		r.body_case = XFER__PEER__PEER_MSG__BODY_PONG;
+		r.pong = &pong;
+		put_msg(l, &r, 0);
+		break;
+	}
+	case XFER__PEER__PEER_MSG__BODY_PONG:
+		if (m->pong->nonce == 0) {  /* our keepalive */
+			uint64_t now = now_ns();
+			if (m->pong->sent_ns && m->pong->sent_ns <= now)
+				atomic_store_explicit(&l->stats->rtt_ns,
+						      now - m->pong->sent_ns,
+						      memory_order_relaxed);
+			break;
+		}
+		/* an xferctl ping: answered on the main thread */
+		__attribute__((fallthrough));
+	case XFER__PEER__PEER_MSG__BODY_LOOKUP:
+	case XFER__PEER__PEER_MSG__BODY_LOOKUP_REPLY:
+	case XFER__PEER__PEER_MSG__BODY_CHECK_REPLY:
+		l->ls->hooks.ctl_frame(l->ls->hooks.arg, l->peer->id, hdr, hlen);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_ERROR:
+		log_warnx("peer says: %s (%d)",
+			  m->error->reason ? m->error->reason : "",
+			  m->error->code);
+		*why = "peer closed the link with an error";
+		err = -EPROTO;
+		break;
+	default:
+		*why = "unexpected message on an established link";
+		err = -EPROTO;
+		break;
+	}
+out:
+	xfer__peer__peer_msg__free_unpacked(m, NULL);
+	return err;
+}
+
+static void on_readable(struct bufferevent *bev, void *arg)
+{
+	struct link *l = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	const char *why = NULL;
+
+	l->ls->events++;
+	l->last_rx_ns = now_ns();
+	for (;;) {
+		uint8_t prefix[FRAME_PREFIX];
+		uint32_t hlen, plen;
+		size_t have = evbuffer_get_length(in);
+
+		if (have < FRAME_PREFIX)
+			break;
+		evbuffer_copyout(in, prefix, FRAME_PREFIX);
+		memcpy(&hlen, prefix, 4);
+		memcpy(&plen, prefix + 4, 4);
+		if (hlen == 0 || hlen > PEER_MAX_HEADER ||
+		    plen > PEER_MAX_PAYLOAD) {
+			fail_link(l, -EPROTO, "frame length out of bounds");
+			return;
+		}
+		if (have < FRAME_PREFIX + (size_t)hlen + plen)
+			break;
+		evbuffer_drain(in, FRAME_PREFIX);
+		uint8_t *hdr = evbuffer_pullup(in, hlen);
+		uint8_t *copy = malloc(hlen);
+		if (!hdr || !copy) {
+			free(copy);
+			fail_link(l, -ENOMEM, "out of memory");
+			return;
+		}
+		/* The handlers consume the payload behind the header. */
+		memcpy(copy, hdr, hlen);
+		evbuffer_drain(in, hlen);
+		stat_add(&l->stats->bytes_rx, FRAME_PREFIX + hlen);
+		int err = dispatch(l, copy, hlen, in, plen, &why);
+		free(copy);
+		if (err) {
+			fail_link(l, err, why);
+			return;
+		}
+	}
+	fill(l);
+}
+
+static void on_writable(struct bufferevent *bev, void *arg)
+{
+	struct link *l = arg;
+	(void)bev;
+
+	l->ls->events++;
+	fill(l);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct link *l = arg;
+	(void)bev;
+
+	l->ls->events++;
+	if (what & BEV_EVENT_EOF)
+		fail_link(l, -ECONNRESET, "connection closed by the peer");
+	else if (what & BEV_EVENT_ERROR)
+		fail_link(l, -ECONNRESET, "connection error");
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct link *l = arg;
+	uint64_t now = now_ns();
+	(void)fd, (void)what;
+
+	if (now - l->last_rx_ns > 1000000ull * l->ls->cfg.peer_timeout_ms) {
+		fail_link(l, -ETIMEDOUT, "no traffic from the peer within peer_timeout_ms");
+		return;
+	}
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__Ping ping = XFER__PEER__PING__INIT;
+	ping.sent_ns = now;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_PING;
+	m.ping = &ping;
+	put_msg(l, &m, 0);
+}
+
+/* --- link life cycle --- */
+
+static void free_link(struct link *l)
+{
+	struct serve *s;
+
+	while ((s = TAILQ_FIRST(&l->serveq))) {
+		TAILQ_REMOVE(&l->serveq, s, q);
+		serve_free(s);
+	}
+	if (l->tick)
+		event_free(l->tick);
+	if (l->bev)
+		bufferevent_free(l->bev);
+	free(l->failed);
+	free(l);
+}
+
+static void free_link_later(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what;
+	free_link(arg);
+}
+
+/*
+ * The link is gone: every operation on it ends with err.  The struct
+ * itself is freed from the event loop later, so that callers up the
+ * stack may still look at l->bev (NULL now) after calling this.
+ */
+static void fail_link(struct link *l, int err, const char *why)
+{
+	struct linkset *ls = l->ls;
+	struct rpeer *rp = l->peer;
+	char id[9];
+
+	if (!l->bev)
+		return;
+	snprintf(id, sizeof(id), "%02x%02x%02x%02x", rp->id[0], rp->id[1],
+		 rp->id[2], rp->id[3]);
+	log_info("link to %s: %s", id, why);
+	/* No more frames: Aborts are pointless now. */
+	bufferevent_free(l->bev);
+	l->bev = NULL;
+	event_free(l->tick);
+	l->tick = NULL;
+	rp->link = NULL;
+	ls->nlinks--;
+	struct xop *op;
+	while ((op = TAILQ_FIRST(&l->sendq)))
+		op_end(ls, l, op, err);
+	for (unsigned b = 0; b < OP_HASH; b++)
+		while ((op = l->hash[b]))
+			op_end(ls, l, op, err);
+	fail_pending(ls, rp, err);
+	ls->hooks.link_down(ls->hooks.arg, rp->id, err, why);
+	struct timeval now = { 0, 0 };
+	if (event_base_once(ls->base, -1, EV_TIMEOUT, free_link_later, l, &now))
+		free_link(l);  /* cannot defer: nobody holds it up the stack here */
+}
+
+void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
+		    struct link_stats *stats, const void *pending,
+		    size_t pending_len)
+{
+	struct rpeer *rp = find_peer(ls, id, true);
+	struct link *l = calloc(1, sizeof(*l));
+
+	if (!rp || !l) {
+		free(l);
+		close(fd);
+		return;
+	}
+	if (rp->link)  /* replaced: the peer evidently lost the old one */
+		fail_link(rp->link, -ECONNRESET, "replaced by a new link");
+	l->ls = ls;
+	l->peer = rp;
+	l->stats = stats;
+	TAILQ_INIT(&l->sendq);
+	TAILQ_INIT(&l->serveq);
+	l->last_rx_ns = now_ns();
+	l->bev = bufferevent_socket_new(ls->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	l->tick = event_new(ls->base, -1, EV_PERSIST, on_tick, l);
+	struct timeval tv = { .tv_sec = ls->cfg.keepalive_ms / 1000,
+			      .tv_usec = (ls->cfg.keepalive_ms % 1000) * 1000 };
+	if (!l->bev || !l->tick || event_add(l->tick, &tv)) {
+		if (!l->bev)
+			close(fd);
+		free_link(l);
+		fail_pending(ls, rp, -ENOMEM);
+		return;
+	}
+	bufferevent_setcb(l->bev, on_readable, on_writable, on_event, l);
+	bufferevent_setwatermark(l->bev, EV_READ, 0, IN_HIGH);
+	bufferevent_setwatermark(l->bev, EV_WRITE, OUT_LOW, 0);
+	bufferevent_enable(l->bev, EV_READ | EV_WRITE);
+	rp->link = l;
+	rp->asked = false;
+	ls->nlinks++;
+
+	struct xop *op;
+	while ((op = TAILQ_FIRST(&rp->pending))) {
+		TAILQ_REMOVE(&rp->pending, op, q);
+		start_op(l, op);
+	}
+	if (pending_len) {
+		evbuffer_add(bufferevent_get_input(l->bev), pending, pending_len);
+		on_readable(l->bev, l);
+	} else {
+		fill(l);
+	}
+}
+
+void linkset_close(struct linkset *ls, const uint8_t id[LINK_ID_LEN], int err,
+		   const char *why)
+{
+	struct rpeer *rp = find_peer(ls, id, false);
+
+	if (!rp)
+		return;
+	if (rp->link)
+		fail_link(rp->link, err, why);
+	else
+		fail_pending(ls, rp, err);
+}
+
+void linkset_send_ctl(struct linkset *ls, const uint8_t id[LINK_ID_LEN],
+		      const uint8_t *msg, size_t len)
+{
+	struct rpeer *rp = find_peer(ls, id, false);
+	uint8_t prefix[FRAME_PREFIX];
+	uint32_t h = (uint32_t)len, p = 0;
+
+	if (!rp || !rp->link || len == 0 || len > PEER_MAX_HEADER)
+		return;
+	memcpy(prefix, &h, 4);
+	memcpy(prefix + 4, &p, 4);
+	struct evbuffer *out = bufferevent_get_output(rp->link->bev);
+	evbuffer_add(out, prefix, sizeof(prefix));
+	evbuffer_add(out, msg, len);
+}
+
+void linkset_submit(struct linkset *ls, struct xop *op)
+{
+	const struct token *tok = op->remote->remote;
+	struct rpeer *rp = find_peer(ls, tok->instance_id, true);
+
+	if (!rp) {
+		ls->hooks.op_done(ls->hooks.arg, op, -ENOMEM);
+		return;
+	}
+	if (rp->link) {
+		start_op(rp->link, op);
+		fill(rp->link);
+		return;
+	}
+	op->sent_all = true;  /* not in a send queue */
+	TAILQ_INSERT_TAIL(&rp->pending, op, q);
+	if (!rp->asked) {
+		rp->asked = true;
+		ls->hooks.need_peer(ls->hooks.arg, tok);
+	}
+}
+
+/* End every operation `want` picks with result; returns how many. */
+static unsigned each_op(struct linkset *ls,
+			bool (*want)(const struct xop *op, const void *arg),
+			const void *arg, int64_t result)
+{
+	unsigned n = 0;
+
+	for (struct rpeer *rp = ls->peers; rp; rp = rp->next) {
+		struct xop *op, *next;
+		for (op = TAILQ_FIRST(&rp->pending); op; op = next) {
+			next = TAILQ_NEXT(op, q);
+			if (want(op, arg)) {
+				TAILQ_REMOVE(&rp->pending, op, q);
+				ls->hooks.op_done(ls->hooks.arg, op, result);
+				n++;
+			}
+		}
+		struct link *l = rp->link;
+		if (!l)
+			continue;
+		for (op = TAILQ_FIRST(&l->sendq); op; op = next) {
+			next = TAILQ_NEXT(op, q);
+			if (want(op, arg)) {
+				op_end(ls, l, op, result);
+				n++;
+			}
+		}
+		for (unsigned b = 0; b < OP_HASH; b++) {
+			for (op = l->hash[b]; op; op = next) {
+				next = op->hnext;
+				if (want(op, arg)) {
+					op_end(ls, l, op, result);
+					n++;
+				}
+			}
+		}
+	}
+	return n;
+}
+
+static bool of_client(const struct xop *op, const void *arg)
+{
+	return op->pc == arg;
+}
+
+void linkset_cancel_client(struct linkset *ls, const struct prog_client *pc)
+{
+	each_op(ls, of_client, pc, -ECANCELED);
+}
+
+static bool expired(const struct xop *op, const void *arg)
+{
+	return op->deadline_ns <= *(const uint64_t *)arg;
+}
+
+bool linkset_expire(struct linkset *ls, uint64_t now)
+{
+	return each_op(ls, expired, &now, -ETIMEDOUT) > 0;
+}
+
+bool linkset_active(const struct linkset *ls)
+{
+	return ls->nlinks > 0;
+}
+
+uint64_t linkset_take_events(struct linkset *ls)
+{
+	uint64_t n = ls->events;
+
+	ls->events = 0;
+	return n;
+}
+
+struct linkset *linkset_create(struct event_base *base, struct regtab *regs,
+			       const struct linkset_cfg *cfg,
+			       const struct linkset_hooks *hooks)
+{
+	struct linkset *ls = calloc(1, sizeof(*ls));
+
+	if (!ls)
+		return NULL;
+	ls->base = base;
+	ls->regs = regs;
+	ls->cfg = *cfg;
+	ls->hooks = *hooks;
+	return ls;
+}
+
+void linkset_set_cfg(struct linkset *ls, const struct linkset_cfg *cfg)
+{
+	ls->cfg = *cfg;
+}
+
+void linkset_destroy(struct linkset *ls)
+{
+	if (!ls)
+		return;
+	for (struct rpeer *rp = ls->peers, *next; rp; rp = next) {
+		next = rp->next;
+		if (rp->link)
+			fail_link(rp->link, -ECONNRESET, "xferd is stopping");
+		fail_pending(ls, rp, -ECONNRESET);
+		free(rp);
+	}
+	free(ls);
+}

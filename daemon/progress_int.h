@@ -1,0 +1,128 @@
+/*
+ * progress_int.h - the progress thread's state, shared by progress.c
+ * (the thread, its queues, sleeping and waking) and exec.c (executing
+ * descriptors and posting completions).  Nothing else includes it.
+ */
+#ifndef XFERD_PROGRESS_INT_H
+#define XFERD_PROGRESS_INT_H
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "link.h"
+#include "log.h"
+#include "path_local.h"
+#include "progress.h"
+#include "region.h"
+
+struct cmd;
+struct notice;
+struct event_base;
+struct event;
+
+struct progress {
+	struct regtab *regs;
+	pthread_t thread;
+	bool running;
+	int doorbell;              /* eventfd: SQ doorbell and commands */
+	int notice_efd;            /* eventfd: notices for the main thread */
+	_Atomic uint32_t spin_us;
+	int cpu;
+
+	pthread_mutex_t lock;      /* guards cmds and both notice lists */
+	struct cmd *cmds, **cmds_tail;
+	_Atomic bool cmds_pending; /* lets the loop skip the lock */
+	struct notice *notices;
+	struct net_notice *net_notices;
+
+	/* progress thread only (and before start / after join) */
+	struct prog_client **clients;
+	size_t nclients, cap;
+	struct regtab_memo memo;   /* handles of the latest descriptors */
+	struct local_staging staging;
+	struct path_stats paths;
+
+	struct event_base *base;   /* links, their timers, the doorbell */
+	struct event *ev_doorbell, *ev_expire;
+	struct linkset *links;     /* NULL: no other nodes */
+	uint32_t op_timeout_ms;
+	uint64_t async_ops;        /* operations out on links */
+	uint64_t last_net_poll_ns, last_expire_ns;
+};
+
+/*
+ * The async part of a batch: the batch ends when it is closed (its last
+ * SQE was seen) and none of its operations is out any more.
+ */
+struct abatch {
+	struct prog_client *pc;
+	uint32_t pending;          /* operations out */
+	bool closed;
+	int64_t error;             /* first error, or 0 */
+	uint64_t bytes;
+	uint16_t path;
+	uint64_t user_data;        /* of the last SQE */
+	/* Notification to send once the whole batch succeeded. */
+	struct region *notify_target; /* a reference, local or remote */
+	uint64_t notify_value;
+};
+
+/*
+ * Counters have one writer, this thread: a plain load and store is
+ * enough (no locked instruction on the data path); readers on the main
+ * thread see a recent value.
+ */
+static inline void stat_add(_Atomic uint64_t *counter, uint64_t v)
+{
+	atomic_store_explicit(counter,
+			      atomic_load_explicit(counter, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void cpu_relax_hint(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
+
+static inline void ring_eventfd(int fd)
+{
+	uint64_t one = 1;
+	/* A full counter (EAGAIN) already means "wake up". */
+	if (write(fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+		log_warn("eventfd write");
+}
+
+/* exec.c */
+void exec_sqe(struct progress *p, struct prog_client *pc,
+	      const struct xfer_sqe *sqe);
+void exec_publish(struct prog_client *pc);
+/* CQ slots a client may still fill with new completions. */
+uint32_t exec_cq_room(const struct prog_client *pc);
+void exec_notify_owner(struct progress *p, const struct region *r,
+		       uint64_t value, int64_t bytes);
+/* linkset hook: an operation on a link ended. */
+void exec_op_done(void *arg, struct xop *op, int64_t result);
+/* The client goes: end everything it has out, free its open batch. */
+void exec_cancel_client(struct progress *p, struct prog_client *pc);
+
+/* progress.c */
+struct prog_client *progress_find_client(struct progress *p, uint64_t id);
+void progress_op_started(struct progress *p);
+void progress_op_ended(struct progress *p);
+
+#endif /* XFERD_PROGRESS_INT_H */

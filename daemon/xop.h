@@ -1,0 +1,43 @@
+/*
+ * xop.h - a descriptor whose data moves asynchronously (to another node).
+ *
+ * The progress thread makes one per remote WRITE, READ or NOTIFY and
+ * hands it to the link layer (link.h), which calls back once with the
+ * result.  Both live in the progress thread only.
+ */
+#ifndef XFERD_XOP_H
+#define XFERD_XOP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+struct prog_client;
+struct region;
+struct abatch;
+
+struct xop {
+	struct prog_client *pc;   /* who submitted it */
+	struct abatch *batch;     /* the batch it completes into */
+	uint8_t opcode;           /* XFER_OP_WRITE, _READ, _NOTIFY */
+	struct region *local;     /* a reference; NULL for NOTIFY */
+	uint64_t local_off;
+	struct region *remote;    /* REGION_REMOTE, a reference */
+	uint64_t remote_off;      /* within the token's range */
+	uint64_t len;
+	bool notify;              /* the owner is notified after the data */
+	uint64_t notify_value;
+	uint64_t deadline_ns;     /* CLOCK_MONOTONIC */
+
+	/* the link layer's */
+	uint64_t id;              /* on its link */
+	uint64_t done;            /* bytes sent (write) or received (read) */
+	bool sent_all;            /* every frame of it is queued */
+	bool in_hash;
+	TAILQ_ENTRY(xop) q;       /* pending, or send queue */
+	struct xop *hnext;        /* in-flight hash chain */
+};
+
+TAILQ_HEAD(xop_list, xop);
+
+#endif /* XFERD_XOP_H */

@@ -1,0 +1,1375 @@
+/*
+ * peer_fuzz.c - malformed and hostile frames on xferd's peer port.
+ *
+ *   peer_fuzz --connect HOST:PORT [--token-file F] [--pid PID]
+ *             [--deadline-ms MS] [--silent-ms MS] [--case NAME]... [--list]
+ *
+ * One TCP connection per case.  Frames follow proto/peer.proto: u32
+ * header length, u32 payload length (little-endian), a packed PeerMsg,
+ * then the payload.  For every case the daemon must react as the
+ * protocol says - in most cases close the connection (read returns 0 or
+ * ECONNRESET) within --deadline-ms; for an operation on a region that
+ * does not exist, fail that operation only (WriteAck -ESTALE) and keep
+ * the link - and it must still be alive afterwards: a fresh connection
+ * gets a Welcome to a fresh Hello and completes the handshake.
+ *
+ * Cases after the handshake that need a real region (a bad key, a range
+ * outside the token, a payload past it) take a token of the attacked
+ * node from --token-file; without one they are skipped.  Whether the
+ * region's bytes stayed untouched is for the caller to check (xnode
+ * serve --verify-unchanged).
+ *
+ * One line per case ("ok   NAME: ..." or "FAIL NAME: ..."); exit 0 only
+ * if every case that ran behaved, 1 otherwise, 2 on usage errors.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "peer.pb-c.h"
+#include "token_codec.h"
+
+#define PROTO_VERSION   1u          /* PeerMsg.proto_version */
+#define FRAME_PREFIX    8u
+#define MAX_HEADER      (64u << 10) /* what a sane daemon sends us */
+#define MAX_PAYLOAD     (16u << 20)
+#define MAX_CASES       64
+#define ID_LEN          16
+#define CHALLENGE_LEN   32
+
+static struct {
+	const char *host;
+	const char *port;
+	const char *token_file;
+	pid_t pid;
+	int deadline_ms;
+	int silent_ms;
+	const char *only[MAX_CASES];
+	unsigned nonly;
+} opt = { .deadline_ms = 5000, .silent_ms = 15000 };
+
+static struct token tok;        /* from --token-file */
+static bool have_token;
+static char why[512];           /* the reason of the last failed check */
+
+/* --- small helpers --- */
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void set_why(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void set_why(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+}
+
+static void random_bytes(uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t r = getrandom(p, n, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			perror("getrandom");
+			exit(1);
+		}
+		p += r;
+		n -= (size_t)r;
+	}
+}
+
+static int conn_open(void)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC,
+				  .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res, *ai;
+	int fd = -1, rc;
+
+	rc = getaddrinfo(opt.host, opt.port, &hints, &res);
+	if (rc) {
+		set_why("getaddrinfo %s:%s: %s", opt.host, opt.port,
+			gai_strerror(rc));
+		return -1;
+	}
+	for (ai = res; ai; ai = ai->ai_next) {
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			continue;
+		/* Non-blocking connect, so that a daemon that is gone or
+		 * hung costs a deadline, not the kernel's SYN retries. */
+		int fl = fcntl(fd, F_GETFL);
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+		rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
+		if (rc && errno == EINPROGRESS) {
+			struct pollfd p = { .fd = fd, .events = POLLOUT };
+			int err = 0;
+			socklen_t len = sizeof(err);
+			if (poll(&p, 1, opt.deadline_ms) == 1 &&
+			    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 &&
+			    err == 0)
+				rc = 0;
+			else
+				errno = err ? err : ETIMEDOUT;
+		}
+		if (rc == 0) {
+			fcntl(fd, F_SETFL, fl);
+			int one = 1;
+			setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			break;
+		}
+		set_why("connect %s:%s: %s", opt.host, opt.port, strerror(errno));
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	return fd;
+}
+
+/* 0, or -errno when the daemon already closed (EPIPE, ECONNRESET). */
+static int send_all(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/*
+ * Read exactly len bytes before deadline.  1: done; 0: EOF; -ETIMEDOUT;
+ * -ECONNRESET or another -errno.
+ */
+static int recv_exact(int fd, void *buf, size_t len, uint64_t deadline)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		uint64_t now = now_ms();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int rc = poll(&pfd, 1, (int)(deadline - now));
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc < 0)
+			return -errno;
+		if (rc == 0)
+			return -ETIMEDOUT;
+		ssize_t n = recv(fd, p, len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return 0;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 1;
+}
+
+/* --- frames --- */
+
+static int send_frame_raw(int fd, uint32_t hlen, uint32_t plen,
+			  const void *hdr, size_t hdr_bytes, const void *payload,
+			  size_t payload_bytes)
+{
+	uint8_t prefix[FRAME_PREFIX];
+	int rc;
+
+	/* Little-endian on the wire, whatever this host is. */
+	for (unsigned i = 0; i < 4; i++) {
+		prefix[i] = (uint8_t)(hlen >> (8 * i));
+		prefix[4 + i] = (uint8_t)(plen >> (8 * i));
+	}
+	if ((rc = send_all(fd, prefix, sizeof(prefix))))
+		return rc;
+	if (hdr_bytes && (rc = send_all(fd, hdr, hdr_bytes)))
+		return rc;
+	if (payload_bytes && (rc = send_all(fd, payload, payload_bytes)))
+		return rc;
+	return 0;
+}
+
+static size_t pack_msg(Xfer__Peer__PeerMsg *m, uint8_t **out)
+{
+	size_t n = xfer__peer__peer_msg__get_packed_size(m);
+
+	*out = malloc(n ? n : 1);
+	if (!*out) {
+		perror("malloc");
+		exit(1);
+	}
+	xfer__peer__peer_msg__pack(m, *out);
+	return n;
+}
+
+/* A well-formed frame: m (with its proto_version as set) + payload. */
+static int send_msg(int fd, Xfer__Peer__PeerMsg *m, const void *payload,
+		    uint32_t plen)
+{
+	uint8_t *hdr;
+	size_t hlen = pack_msg(m, &hdr);
+	int rc = send_frame_raw(fd, (uint32_t)hlen, plen, hdr, hlen, payload,
+				plen);
+
+	free(hdr);
+	return rc;
+}
+
+/*
+ * The next frame from the daemon, its payload skipped (*plen says how
+ * long it was).  1 and *m (free with ..._free_unpacked); 0 EOF;
+ * -ETIMEDOUT; -ECONNRESET...; -EPROTO for a frame we cannot parse.
+ */
+static int recv_msg(int fd, uint64_t deadline, Xfer__Peer__PeerMsg **m,
+		    uint32_t *plen)
+{
+	uint8_t prefix[FRAME_PREFIX];
+	uint32_t hlen;
+	int rc = recv_exact(fd, prefix, sizeof(prefix), deadline);
+
+	if (rc <= 0)
+		return rc;
+	hlen = (uint32_t)prefix[0] | (uint32_t)prefix[1] << 8 |
+	       (uint32_t)prefix[2] << 16 | (uint32_t)prefix[3] << 24;
+	*plen = (uint32_t)prefix[4] | (uint32_t)prefix[5] << 8 |
+		(uint32_t)prefix[6] << 16 | (uint32_t)prefix[7] << 24;
+	if (hlen == 0 || hlen > MAX_HEADER || *plen > MAX_PAYLOAD) {
+		set_why("the daemon sent a frame of header %u, payload %u bytes",
+			hlen, *plen);
+		return -EPROTO;
+	}
+	uint8_t *buf = malloc(hlen > *plen ? hlen : *plen);
+	if (!buf) {
+		perror("malloc");
+		exit(1);
+	}
+	rc = recv_exact(fd, buf, hlen, deadline);
+	if (rc > 0)
+		*m = xfer__peer__peer_msg__unpack(NULL, hlen, buf);
+	if (rc > 0 && !*m) {
+		set_why("the daemon sent a header that does not parse");
+		rc = -EPROTO;
+	}
+	if (rc > 0 && *plen) {
+		rc = recv_exact(fd, buf, *plen, deadline);
+		if (rc <= 0)
+			xfer__peer__peer_msg__free_unpacked(*m, NULL);
+	}
+	free(buf);
+	return rc;
+}
+
+static void msg_init(Xfer__Peer__PeerMsg *m)
+{
+	*m = (Xfer__Peer__PeerMsg)XFER__PEER__PEER_MSG__INIT;
+	m->proto_version = PROTO_VERSION;
+}
+
+/* Answer the daemon's keepalive, as a live peer does. */
+static void answer_ping(int fd, const Xfer__Peer__PeerMsg *in)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__Pong pong = XFER__PEER__PONG__INIT;
+
+	msg_init(&m);
+	pong.nonce = in->ping->nonce;
+	pong.sent_ns = in->ping->sent_ns;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_PONG;
+	m.pong = &pong;
+	send_msg(fd, &m, NULL, 0);
+}
+
+/*
+ * Wait for the daemon to close fd: true when it did (EOF or reset)
+ * before the deadline.  Frames it sends first (an Error, keepalives) are
+ * read and, for an Error, shown in `why`.
+ */
+static bool expect_closed(int fd, int ms, char *how, size_t howlen)
+{
+	uint64_t t0 = now_ms(), deadline = t0 + (uint64_t)ms;
+	char said[256] = "";
+
+	for (;;) {
+		Xfer__Peer__PeerMsg *m = NULL;
+		uint32_t plen;
+		int rc = recv_msg(fd, deadline, &m, &plen);
+		if (rc == 1) {
+			if (m->body_case == XFER__PEER__PEER_MSG__BODY_ERROR)
+				snprintf(said, sizeof(said), ", after Error %d '%s'",
+					 m->error->code,
+					 m->error->reason ? m->error->reason : "");
+			else if (m->body_case == XFER__PEER__PEER_MSG__BODY_PING)
+				answer_ping(fd, m);
+			xfer__peer__peer_msg__free_unpacked(m, NULL);
+			continue;
+		}
+		if (rc == -EPROTO) {
+			/* Not frames: just wait for the end. */
+			char sink[4096];
+			ssize_t n;
+			struct pollfd pfd = { .fd = fd, .events = POLLIN };
+			while (now_ms() < deadline &&
+			       poll(&pfd, 1, (int)(deadline - now_ms())) == 1 &&
+			       (n = recv(fd, sink, sizeof(sink), 0)) > 0)
+				;
+			rc = now_ms() >= deadline ? -ETIMEDOUT : 0;
+		}
+		if (rc == -ETIMEDOUT) {
+			set_why("the connection is still open %d ms later%s", ms,
+				said);
+			return false;
+		}
+		snprintf(how, howlen, "closed (%s) after %" PRIu64 " ms%s",
+			 rc == 0 ? "EOF" : strerror(-rc), now_ms() - t0, said);
+		return true;
+	}
+}
+
+/*
+ * The next frame of type `want`, skipping keepalives.  Returns it, or
+ * NULL with `why` set (closed, timed out, something else came).
+ */
+static Xfer__Peer__PeerMsg *expect_msg(int fd, Xfer__Peer__PeerMsg__BodyCase want,
+				       const char *what)
+{
+	uint64_t deadline = now_ms() + (uint64_t)opt.deadline_ms;
+
+	for (;;) {
+		Xfer__Peer__PeerMsg *m = NULL;
+		uint32_t plen;
+		int rc = recv_msg(fd, deadline, &m, &plen);
+		if (rc == 0 || rc == -ECONNRESET) {
+			set_why("closed while waiting for %s", what);
+			return NULL;
+		}
+		if (rc == -ETIMEDOUT) {
+			set_why("no %s within %d ms", what, opt.deadline_ms);
+			return NULL;
+		}
+		if (rc < 0) {
+			if (rc != -EPROTO)
+				set_why("waiting for %s: %s", what, strerror(-rc));
+			return NULL;
+		}
+		if (m->body_case == XFER__PEER__PEER_MSG__BODY_PING) {
+			answer_ping(fd, m);
+			xfer__peer__peer_msg__free_unpacked(m, NULL);
+			continue;
+		}
+		if (m->body_case == want && m->proto_version == PROTO_VERSION)
+			return m;
+		if (m->body_case == XFER__PEER__PEER_MSG__BODY_ERROR)
+			set_why("got Error %d '%s' instead of %s", m->error->code,
+				m->error->reason ? m->error->reason : "", what);
+		else
+			set_why("got message %d (version %u) instead of %s",
+				(int)m->body_case, m->proto_version, what);
+		xfer__peer__peer_msg__free_unpacked(m, NULL);
+		return NULL;
+	}
+}
+
+/* --- the handshake, done right --- */
+
+static void make_hello(Xfer__Peer__PeerMsg *m, Xfer__Peer__Hello *h,
+		       uint8_t id[ID_LEN], uint8_t challenge[CHALLENGE_LEN])
+{
+	random_bytes(id, ID_LEN);
+	random_bytes(challenge, CHALLENGE_LEN);
+	*h = (Xfer__Peer__Hello)XFER__PEER__HELLO__INIT;
+	h->instance_id = (ProtobufCBinaryData){ ID_LEN, id };
+	h->node_name = (char *)"peer-fuzz";
+	h->challenge = (ProtobufCBinaryData){ CHALLENGE_LEN, challenge };
+	h->auth = false;
+	msg_init(m);
+	m->body_case = XFER__PEER__PEER_MSG__BODY_HELLO;
+	m->hello = h;
+}
+
+/* Hello -> Welcome -> Ready -> Established on fd.  0 or -1 with `why`. */
+static int handshake(int fd)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__Hello h;
+	Xfer__Peer__Ready ready = XFER__PEER__READY__INIT;
+	uint8_t id[ID_LEN], challenge[CHALLENGE_LEN];
+	Xfer__Peer__PeerMsg *r;
+
+	make_hello(&m, &h, id, challenge);
+	if (send_msg(fd, &m, NULL, 0)) {
+		set_why("sending Hello: %s", strerror(errno));
+		return -1;
+	}
+	if (!(r = expect_msg(fd, XFER__PEER__PEER_MSG__BODY_WELCOME, "Welcome")))
+		return -1;
+	bool ok = r->welcome->instance_id.len == ID_LEN;
+	if (!ok)
+		set_why("Welcome with a %zu-byte instance id",
+			r->welcome->instance_id.len);
+	xfer__peer__peer_msg__free_unpacked(r, NULL);
+	if (!ok)
+		return -1;
+	msg_init(&m);
+	m.body_case = XFER__PEER__PEER_MSG__BODY_READY;
+	m.ready = &ready;    /* proof empty: no cluster key */
+	if (send_msg(fd, &m, NULL, 0)) {
+		set_why("sending Ready: %s", strerror(errno));
+		return -1;
+	}
+	if (!(r = expect_msg(fd, XFER__PEER__PEER_MSG__BODY_ESTABLISHED,
+			     "Established")))
+		return -1;
+	xfer__peer__peer_msg__free_unpacked(r, NULL);
+	return 0;
+}
+
+/* Is the daemon still there and sane?  0 or -1 with `why`. */
+static int alive_check(void)
+{
+	if (opt.pid > 0 && kill(opt.pid, 0) != 0) {
+		set_why("xferd (pid %d) is gone", (int)opt.pid);
+		return -1;
+	}
+	int fd = conn_open();
+	if (fd < 0)
+		return -1;
+	int rc = handshake(fd);
+	close(fd);
+	return rc;
+}
+
+/* A Ping on an established link must come back as its Pong. */
+static int link_answers(int fd)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__Ping ping = XFER__PEER__PING__INIT;
+
+	ping.nonce = 0x5eed1e55;
+	ping.sent_ns = 1;
+	msg_init(&m);
+	m.body_case = XFER__PEER__PEER_MSG__BODY_PING;
+	m.ping = &ping;
+	if (send_msg(fd, &m, NULL, 0)) {
+		set_why("the link was closed");
+		return -1;
+	}
+	Xfer__Peer__PeerMsg *r = expect_msg(fd, XFER__PEER__PEER_MSG__BODY_PONG,
+					    "Pong");
+	if (!r)
+		return -1;
+	bool ok = r->pong->nonce == ping.nonce;
+	if (!ok)
+		set_why("Pong with nonce %" PRIu64, r->pong->nonce);
+	xfer__peer__peer_msg__free_unpacked(r, NULL);
+	return ok ? 0 : -1;
+}
+
+/* --- cases --- */
+
+struct fuzz_case {
+	const char *name;
+	const char *what;
+	bool needs_token;
+	/* Run on a fresh connection; true if the daemon behaved, with a
+	 * description in how (or the reason in why). */
+	bool (*run)(int fd, char *how, size_t howlen);
+};
+
+static bool closes(int fd, char *how, size_t howlen)
+{
+	return expect_closed(fd, opt.deadline_ms, how, howlen);
+}
+
+/* Send then require the close; a send that fails because the daemon
+ * already hung up counts as closed. */
+static bool send_then_closed(int fd, int send_rc, char *how, size_t howlen)
+{
+	if (send_rc == -EPIPE || send_rc == -ECONNRESET) {
+		snprintf(how, howlen, "closed while we were still sending (%s)",
+			 strerror(-send_rc));
+		return true;
+	}
+	return closes(fd, how, howlen);
+}
+
+static bool case_garbage_http(int fd, char *how, size_t howlen)
+{
+	static const char req[] = "GET / HTTP/1.1\r\nHost: xferd\r\n\r\n";
+
+	return send_then_closed(fd, send_all(fd, req, sizeof(req) - 1), how,
+				howlen);
+}
+
+static bool case_garbage_random(int fd, char *how, size_t howlen)
+{
+	uint8_t buf[512];
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+
+	/* Deterministic, and the first length is far beyond any limit. */
+	for (size_t i = 0; i < sizeof(buf); i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		buf[i] = (uint8_t)x;
+	}
+	buf[3] = 0xfe;
+	return send_then_closed(fd, send_all(fd, buf, sizeof(buf)), how, howlen);
+}
+
+static bool case_header_len_max(int fd, char *how, size_t howlen)
+{
+	static const uint8_t junk[64];
+
+	return send_then_closed(fd, send_frame_raw(fd, 0xffffffffu, 0, junk,
+						   sizeof(junk), NULL, 0),
+				how, howlen);
+}
+
+static bool case_header_len_zero(int fd, char *how, size_t howlen)
+{
+	return send_then_closed(fd, send_frame_raw(fd, 0, 0, NULL, 0, NULL, 0),
+				how, howlen);
+}
+
+static bool case_payload_1g(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__Hello h;
+	uint8_t id[ID_LEN], ch[CHALLENGE_LEN], *hdr, chunk[4096] = { 0 };
+
+	make_hello(&m, &h, id, ch);
+	size_t hlen = pack_msg(&m, &hdr);
+	/* Announce 1 GiB, send a little of it: the daemon must not wait
+	 * for (or allocate) the rest. */
+	int rc = send_frame_raw(fd, (uint32_t)hlen, 1u << 30, hdr, hlen, chunk,
+				sizeof(chunk));
+	free(hdr);
+	return send_then_closed(fd, rc, how, howlen);
+}
+
+static bool case_header_unparsable(int fd, char *how, size_t howlen)
+{
+	uint8_t hdr[32];
+
+	memset(hdr, 0xff, sizeof(hdr));
+	return send_then_closed(fd, send_frame_raw(fd, sizeof(hdr), 0, hdr,
+						   sizeof(hdr), NULL, 0),
+				how, howlen);
+}
+
+static bool hello_with_version(int fd, uint32_t version, char *how,
+			       size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__Hello h;
+	uint8_t id[ID_LEN], ch[CHALLENGE_LEN];
+
+	make_hello(&m, &h, id, ch);
+	m.proto_version = version;
+	return send_then_closed(fd, send_msg(fd, &m, NULL, 0), how, howlen);
+}
+
+static bool case_wrong_version(int fd, char *how, size_t howlen)
+{
+	return hello_with_version(fd, PROTO_VERSION + 9999, how, howlen);
+}
+
+static bool case_version_zero(int fd, char *how, size_t howlen)
+{
+	return hello_with_version(fd, 0, how, howlen);
+}
+
+static bool case_unknown_body(int fd, char *how, size_t howlen)
+{
+	/* proto_version = 1, then field 99 (no such oneof member) as an
+	 * empty message: parses, with no body the daemon knows. */
+	static const uint8_t hdr[] = { 0x08, PROTO_VERSION, 0x9a, 0x06, 0x00 };
+
+	return send_then_closed(fd, send_frame_raw(fd, sizeof(hdr), 0, hdr,
+						   sizeof(hdr), NULL, 0),
+				how, howlen);
+}
+
+static bool case_no_body(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+
+	msg_init(&m);   /* a version and nothing else */
+	return send_then_closed(fd, send_msg(fd, &m, NULL, 0), how, howlen);
+}
+
+static bool case_hello_short_id(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__Hello h;
+	uint8_t id[ID_LEN], ch[CHALLENGE_LEN];
+
+	make_hello(&m, &h, id, ch);
+	h.instance_id.len = 3;
+	return send_then_closed(fd, send_msg(fd, &m, NULL, 0), how, howlen);
+}
+
+static bool case_hello_short_challenge(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__Hello h;
+	uint8_t id[ID_LEN], ch[CHALLENGE_LEN];
+
+	make_hello(&m, &h, id, ch);
+	h.challenge.len = 5;
+	return send_then_closed(fd, send_msg(fd, &m, NULL, 0), how, howlen);
+}
+
+static bool case_hello_with_payload(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__Hello h;
+	uint8_t id[ID_LEN], ch[CHALLENGE_LEN], payload[64] = { 0 };
+
+	make_hello(&m, &h, id, ch);
+	return send_then_closed(fd, send_msg(fd, &m, payload, sizeof(payload)),
+				how, howlen);
+}
+
+static void make_write(Xfer__Peer__PeerMsg *m, Xfer__Peer__WriteChunk *w,
+		       Xfer__Peer__Target *t, uint8_t key[TOKEN_KEY_LEN],
+		       uint64_t op)
+{
+	*t = (Xfer__Peer__Target)XFER__PEER__TARGET__INIT;
+	*w = (Xfer__Peer__WriteChunk)XFER__PEER__WRITE_CHUNK__INIT;
+	if (have_token) {
+		memcpy(key, tok.key, TOKEN_KEY_LEN);
+		t->region = tok.region;
+		t->offset = tok.offset;
+		t->length = tok.length;
+		t->region_length = tok.region_length;
+		t->mem_kind = tok.mem_kind;
+	} else {
+		random_bytes(key, TOKEN_KEY_LEN);
+		t->region = 1;
+		t->length = 4096;
+		t->region_length = 4096;
+	}
+	t->key = (ProtobufCBinaryData){ TOKEN_KEY_LEN, key };
+	w->op = op;
+	w->target = t;
+	w->last = true;
+	msg_init(m);
+	m->body_case = XFER__PEER__PEER_MSG__BODY_WRITE;
+	m->write = w;
+}
+
+static bool case_write_before_hello(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__WriteChunk w;
+	Xfer__Peer__Target t;
+	uint8_t key[TOKEN_KEY_LEN], payload[16];
+
+	memset(payload, 0xaa, sizeof(payload));
+	make_write(&m, &w, &t, key, 1);
+	w.total = sizeof(payload);
+	return send_then_closed(fd, send_msg(fd, &m, payload, sizeof(payload)),
+				how, howlen);
+}
+
+static bool case_established_first(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__Established e = XFER__PEER__ESTABLISHED__INIT;
+
+	msg_init(&m);
+	m.body_case = XFER__PEER__PEER_MSG__BODY_ESTABLISHED;
+	m.established = &e;
+	return send_then_closed(fd, send_msg(fd, &m, NULL, 0), how, howlen);
+}
+
+static bool case_ready_first(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__Ready r = XFER__PEER__READY__INIT;
+
+	msg_init(&m);
+	m.body_case = XFER__PEER__PEER_MSG__BODY_READY;
+	m.ready = &r;
+	return send_then_closed(fd, send_msg(fd, &m, NULL, 0), how, howlen);
+}
+
+static bool case_truncated(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__Hello h;
+	uint8_t id[ID_LEN], ch[CHALLENGE_LEN], *hdr;
+
+	make_hello(&m, &h, id, ch);
+	size_t hlen = pack_msg(&m, &hdr);
+	/* The whole length prefix, half the header, then our end closes. */
+	int rc = send_frame_raw(fd, (uint32_t)hlen, 0, hdr, hlen / 2, NULL, 0);
+	free(hdr);
+	if (rc == 0)
+		shutdown(fd, SHUT_WR);
+	return send_then_closed(fd, rc, how, howlen);
+}
+
+static bool case_silent(int fd, char *how, size_t howlen)
+{
+	/* Nothing at all: the handshake must time out on the daemon's side,
+	 * or idle connections would pile up. */
+	return expect_closed(fd, opt.silent_ms, how, howlen);
+}
+
+/* --- after the handshake --- */
+
+static bool established(int fd)
+{
+	if (handshake(fd) == 0)
+		return true;
+	static const char prefix[] = "handshake failed: ";
+	size_t n = strnlen(why, sizeof(why) - sizeof(prefix));
+	memmove(why + sizeof(prefix) - 1, why, n);
+	memcpy(why, prefix, sizeof(prefix) - 1);
+	why[sizeof(prefix) - 1 + n] = '\0';
+	return false;
+}
+
+/* A write the daemon must refuse by dropping the link. */
+static bool write_dropped(int fd, Xfer__Peer__PeerMsg *m, const void *payload,
+			  uint32_t plen, char *how, size_t howlen)
+{
+	return send_then_closed(fd, send_msg(fd, m, payload, plen), how, howlen);
+}
+
+static bool case_write_bad_key(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__WriteChunk w;
+	Xfer__Peer__Target t;
+	uint8_t key[TOKEN_KEY_LEN], payload[16];
+
+	if (!established(fd))
+		return false;
+	memset(payload, 0xaa, sizeof(payload));
+	make_write(&m, &w, &t, key, 1);
+	key[0] ^= 1;
+	w.total = sizeof(payload);
+	return write_dropped(fd, &m, payload, sizeof(payload), how, howlen);
+}
+
+static bool case_write_widened(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__WriteChunk w;
+	Xfer__Peer__Target t;
+	uint8_t key[TOKEN_KEY_LEN], payload[16];
+
+	if (!established(fd))
+		return false;
+	memset(payload, 0xaa, sizeof(payload));
+	make_write(&m, &w, &t, key, 1);
+	/* The token's own key over a range it does not grant. */
+	if (t.offset > 0 || t.length < t.region_length) {
+		t.offset = 0;
+		t.length = t.region_length;
+	} else {
+		t.length += 4096;
+		t.region_length += 4096;
+	}
+	w.total = sizeof(payload);
+	return write_dropped(fd, &m, payload, sizeof(payload), how, howlen);
+}
+
+static bool case_write_out_of_bounds(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__WriteChunk w;
+	Xfer__Peer__Target t;
+	uint8_t key[TOKEN_KEY_LEN], payload[16];
+
+	if (!established(fd))
+		return false;
+	memset(payload, 0xaa, sizeof(payload));
+	make_write(&m, &w, &t, key, 1);
+	w.at = t.length + 4096;
+	w.total = sizeof(payload);
+	return write_dropped(fd, &m, payload, sizeof(payload), how, howlen);
+}
+
+static bool case_write_at_wraps(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__WriteChunk w;
+	Xfer__Peer__Target t;
+	uint8_t key[TOKEN_KEY_LEN], payload[16];
+
+	if (!established(fd))
+		return false;
+	memset(payload, 0xaa, sizeof(payload));
+	make_write(&m, &w, &t, key, 1);
+	/* at + length overflows to a small number. */
+	w.at = UINT64_MAX - 7;
+	w.total = sizeof(payload);
+	return write_dropped(fd, &m, payload, sizeof(payload), how, howlen);
+}
+
+static bool case_write_past_range(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__WriteChunk w;
+	Xfer__Peer__Target t;
+	uint8_t key[TOKEN_KEY_LEN], payload[64];
+
+	if (!established(fd))
+		return false;
+	memset(payload, 0xaa, sizeof(payload));
+	make_write(&m, &w, &t, key, 1);
+	/* Starts inside the token's range, its payload runs past the end. */
+	w.at = t.length >= 16 ? t.length - 16 : 0;
+	w.total = sizeof(payload);
+	return write_dropped(fd, &m, payload, sizeof(payload), how, howlen);
+}
+
+/* The op claims 16 bytes in all, its only chunk brings 64: it must not
+ * succeed (a dropped link or a failed acknowledgement). */
+static bool case_write_past_total(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__WriteChunk w;
+	Xfer__Peer__Target t;
+	uint8_t key[TOKEN_KEY_LEN], payload[64];
+
+	if (!established(fd))
+		return false;
+	memset(payload, 0xaa, sizeof(payload));
+	make_write(&m, &w, &t, key, 7);
+	w.at = 0;
+	w.total = 16;
+	int rc = send_msg(fd, &m, payload, sizeof(payload));
+	if (rc)
+		return send_then_closed(fd, rc, how, howlen);
+	Xfer__Peer__PeerMsg *r = expect_msg(fd, XFER__PEER__PEER_MSG__BODY_WRITE_ACK,
+					    "WriteAck");
+	if (!r) {
+		/* Closed instead of answering: also a refusal. */
+		if (strncmp(why, "closed", 6) == 0) {
+			snprintf(how, howlen, "closed");
+			return true;
+		}
+		return false;
+	}
+	bool ok = r->write_ack->op == 7 && r->write_ack->result < 0;
+	if (ok)
+		snprintf(how, howlen, "WriteAck %" PRId64, r->write_ack->result);
+	else
+		set_why("WriteAck op %" PRIu64 " result %" PRId64
+			": a payload longer than the op was accepted",
+			r->write_ack->op, r->write_ack->result);
+	xfer__peer__peer_msg__free_unpacked(r, NULL);
+	return ok;
+}
+
+static bool case_write_no_region(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__WriteChunk w;
+	Xfer__Peer__Target t;
+	uint8_t key[TOKEN_KEY_LEN], payload[16];
+
+	if (!established(fd))
+		return false;
+	memset(payload, 0xaa, sizeof(payload));
+	make_write(&m, &w, &t, key, 42);
+	t.region = 0x7ffffffffff1ull;   /* no such region */
+	w.total = sizeof(payload);
+	if (send_msg(fd, &m, payload, sizeof(payload))) {
+		set_why("the link was closed (a region that is gone fails the "
+			"operation, not the link)");
+		return false;
+	}
+	/* proto/peer.proto: an error for that operation only. */
+	Xfer__Peer__PeerMsg *r = expect_msg(fd, XFER__PEER__PEER_MSG__BODY_WRITE_ACK,
+					    "WriteAck -ESTALE");
+	if (!r)
+		return false;
+	bool ok = r->write_ack->op == 42 && r->write_ack->result == -ESTALE;
+	if (!ok)
+		set_why("WriteAck op %" PRIu64 " result %" PRId64 ", want op 42 -ESTALE",
+			r->write_ack->op, r->write_ack->result);
+	xfer__peer__peer_msg__free_unpacked(r, NULL);
+	if (!ok)
+		return false;
+	if (link_answers(fd))
+		return false;
+	snprintf(how, howlen, "WriteAck -ESTALE, the link still answers a Ping");
+	return true;
+}
+
+/* CheckToken is a question: a wrong answer is an answer, not a reason
+ * to drop the link. */
+static bool check_token(int fd, bool missing_region, int want, char *how,
+			size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__WriteChunk w;
+	Xfer__Peer__Target t;
+	Xfer__Peer__CheckToken ct = XFER__PEER__CHECK_TOKEN__INIT;
+	uint8_t key[TOKEN_KEY_LEN];
+
+	if (!established(fd))
+		return false;
+	make_write(&m, &w, &t, key, 0);
+	if (missing_region)
+		t.region = 0x7ffffffffff3ull;
+	else
+		key[5] ^= 0x10;
+	ct.id = 99;
+	ct.target = &t;
+	msg_init(&m);
+	m.body_case = XFER__PEER__PEER_MSG__BODY_CHECK;
+	m.check = &ct;
+	if (send_msg(fd, &m, NULL, 0)) {
+		set_why("the link was closed");
+		return false;
+	}
+	Xfer__Peer__PeerMsg *r = expect_msg(fd, XFER__PEER__PEER_MSG__BODY_CHECK_REPLY,
+					    "CheckReply");
+	if (!r)
+		return false;
+	bool ok = r->check_reply->id == 99 && r->check_reply->error == want;
+	if (!ok)
+		set_why("CheckReply id %" PRIu64 " error %d, want id 99 error %d",
+			r->check_reply->id, r->check_reply->error, want);
+	xfer__peer__peer_msg__free_unpacked(r, NULL);
+	if (!ok || link_answers(fd))
+		return false;
+	snprintf(how, howlen, "CheckReply %d, the link still answers a Ping", want);
+	return true;
+}
+
+static bool case_check_bad_key(int fd, char *how, size_t howlen)
+{
+	return check_token(fd, false, -EACCES, how, howlen);
+}
+
+static bool case_check_no_region(int fd, char *how, size_t howlen)
+{
+	return check_token(fd, true, -ESTALE, how, howlen);
+}
+
+static bool case_read_bad_key(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__WriteChunk w;
+	Xfer__Peer__Target t;
+	Xfer__Peer__ReadRequest rr = XFER__PEER__READ_REQUEST__INIT;
+	uint8_t key[TOKEN_KEY_LEN];
+
+	if (!established(fd))
+		return false;
+	make_write(&m, &w, &t, key, 0);
+	key[15] ^= 0x80;
+	rr.op = 5;
+	rr.source = &t;
+	rr.length = 16;
+	msg_init(&m);
+	m.body_case = XFER__PEER__PEER_MSG__BODY_READ;
+	m.read = &rr;
+	return send_then_closed(fd, send_msg(fd, &m, NULL, 0), how, howlen);
+}
+
+static bool case_read_past_range(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__WriteChunk w;
+	Xfer__Peer__Target t;
+	Xfer__Peer__ReadRequest rr = XFER__PEER__READ_REQUEST__INIT;
+	uint8_t key[TOKEN_KEY_LEN];
+
+	if (!established(fd))
+		return false;
+	make_write(&m, &w, &t, key, 0);
+	rr.op = 6;
+	rr.source = &t;
+	rr.at = t.length >= 16 ? t.length - 16 : 0;
+	rr.length = 4096;
+	msg_init(&m);
+	m.body_case = XFER__PEER__PEER_MSG__BODY_READ;
+	m.read = &rr;
+	return send_then_closed(fd, send_msg(fd, &m, NULL, 0), how, howlen);
+}
+
+static bool case_notify_bad_key(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__WriteChunk w;
+	Xfer__Peer__Target t;
+	Xfer__Peer__Notify n = XFER__PEER__NOTIFY__INIT;
+	uint8_t key[TOKEN_KEY_LEN];
+
+	if (!established(fd))
+		return false;
+	make_write(&m, &w, &t, key, 0);
+	key[8] ^= 0x01;
+	n.op = 8;
+	n.target = &t;
+	n.value = 0xbad;
+	msg_init(&m);
+	m.body_case = XFER__PEER__PEER_MSG__BODY_NOTIFY;
+	m.notify = &n;
+	return send_then_closed(fd, send_msg(fd, &m, NULL, 0), how, howlen);
+}
+
+static bool case_lookup_unknown(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__Lookup l = XFER__PEER__LOOKUP__INIT;
+
+	if (!established(fd))
+		return false;
+	l.id = 77;
+	l.name = (char *)"peer-fuzz.no-such-name";
+	msg_init(&m);
+	m.body_case = XFER__PEER__PEER_MSG__BODY_LOOKUP;
+	m.lookup = &l;
+	if (send_msg(fd, &m, NULL, 0)) {
+		set_why("the link was closed");
+		return false;
+	}
+	Xfer__Peer__PeerMsg *r = expect_msg(fd, XFER__PEER__PEER_MSG__BODY_LOOKUP_REPLY,
+					    "LookupReply");
+	if (!r)
+		return false;
+	bool ok = r->lookup_reply->id == 77 &&
+		  r->lookup_reply->error == -ENOENT;
+	if (!ok)
+		set_why("LookupReply id %" PRIu64 " error %d, want id 77 -ENOENT",
+			r->lookup_reply->id, r->lookup_reply->error);
+	xfer__peer__peer_msg__free_unpacked(r, NULL);
+	if (!ok || link_answers(fd))
+		return false;
+	snprintf(how, howlen, "LookupReply -ENOENT, the link still answers a Ping");
+	return true;
+}
+
+static bool case_hello_again(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__Hello h;
+	uint8_t id[ID_LEN], ch[CHALLENGE_LEN];
+
+	if (!established(fd))
+		return false;
+	make_hello(&m, &h, id, ch);
+	return send_then_closed(fd, send_msg(fd, &m, NULL, 0), how, howlen);
+}
+
+static bool case_huge_after_handshake(int fd, char *how, size_t howlen)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__WriteChunk w;
+	Xfer__Peer__Target t;
+	uint8_t key[TOKEN_KEY_LEN], *hdr, chunk[4096] = { 0 };
+
+	if (!established(fd))
+		return false;
+	make_write(&m, &w, &t, key, 3);
+	w.total = 1u << 30;
+	size_t hlen = pack_msg(&m, &hdr);
+	int rc = send_frame_raw(fd, (uint32_t)hlen, 1u << 30, hdr, hlen, chunk,
+				sizeof(chunk));
+	free(hdr);
+	return send_then_closed(fd, rc, how, howlen);
+}
+
+static const struct fuzz_case cases[] = {
+	{ "garbage-http", "an HTTP request instead of frames", false,
+	  case_garbage_http },
+	{ "garbage-random", "512 random bytes", false, case_garbage_random },
+	{ "header-len-max", "header_len 0xFFFFFFFF", false, case_header_len_max },
+	{ "header-len-zero", "header_len 0", false, case_header_len_zero },
+	{ "payload-1g", "a Hello announcing a 1 GiB payload", false,
+	  case_payload_1g },
+	{ "header-unparsable", "a header that is not a PeerMsg", false,
+	  case_header_unparsable },
+	{ "wrong-version", "a Hello with proto_version + 9999", false,
+	  case_wrong_version },
+	{ "version-zero", "a Hello without proto_version", false,
+	  case_version_zero },
+	{ "unknown-body", "a PeerMsg with an unknown oneof case (field 99)",
+	  false, case_unknown_body },
+	{ "no-body", "a PeerMsg with no body at all", false, case_no_body },
+	{ "hello-short-id", "a Hello with a 3-byte instance id", false,
+	  case_hello_short_id },
+	{ "hello-short-challenge", "a Hello with a 5-byte challenge", false,
+	  case_hello_short_challenge },
+	{ "hello-with-payload", "a Hello carrying a payload", false,
+	  case_hello_with_payload },
+	{ "write-before-hello", "a WriteChunk before any handshake", false,
+	  case_write_before_hello },
+	{ "established-first", "the acceptor's Established as a first frame",
+	  false, case_established_first },
+	{ "ready-first", "a Ready before any Hello", false, case_ready_first },
+	{ "truncated", "half a Hello, then our end closes", false,
+	  case_truncated },
+	{ "silent", "a connection that never says anything", false,
+	  case_silent },
+	{ "hello-again", "a second Hello on an established link", false,
+	  case_hello_again },
+	{ "huge-after-handshake", "a WriteChunk announcing 1 GiB of payload",
+	  false, case_huge_after_handshake },
+	{ "write-no-region", "a WriteChunk for a region that does not exist",
+	  false, case_write_no_region },
+	{ "check-no-region", "CheckToken for a region that does not exist",
+	  false, case_check_no_region },
+	{ "lookup-unknown", "Lookup of a name nobody published", false,
+	  case_lookup_unknown },
+	{ "write-bad-key", "a WriteChunk with a wrong key", true,
+	  case_write_bad_key },
+	{ "write-widened", "the token's key over a wider range", true,
+	  case_write_widened },
+	{ "write-out-of-bounds", "a WriteChunk beyond the token's range", true,
+	  case_write_out_of_bounds },
+	{ "write-at-wraps", "a WriteChunk whose at + length wraps around",
+	  true, case_write_at_wraps },
+	{ "write-past-range", "a payload running past the token's range", true,
+	  case_write_past_range },
+	{ "write-past-total", "a payload longer than the op's total", true,
+	  case_write_past_total },
+	{ "check-bad-key", "CheckToken with a wrong key", true,
+	  case_check_bad_key },
+	{ "read-bad-key", "a ReadRequest with a wrong key", true,
+	  case_read_bad_key },
+	{ "read-past-range", "a ReadRequest past the token's range", true,
+	  case_read_past_range },
+	{ "notify-bad-key", "a Notify with a wrong key", true,
+	  case_notify_bad_key },
+};
+#define NCASES (sizeof(cases) / sizeof(cases[0]))
+
+/* --- main --- */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: peer_fuzz --connect HOST:PORT [--token-file F] [--pid PID]\n"
+		"                 [--deadline-ms MS] [--silent-ms MS] [--case NAME]... [--list]\n"
+		"  --connect HOST:PORT  the xferd to attack (its peer port)\n"
+		"  --token-file F       a token of a region on it: enables the cases that\n"
+		"                       need a real region (bad key, out of range, ...)\n"
+		"  --pid PID            also check that this process stays alive\n"
+		"  --deadline-ms MS     how soon the daemon must close or answer (5000)\n"
+		"  --silent-ms MS       how soon it must drop a silent connection (15000)\n"
+		"  --case NAME          run only these cases (repeatable)\n"
+		"  --list               list the cases\n");
+}
+
+static void usage_error(const char *msg, const char *arg)
+{
+	fprintf(stderr, "peer_fuzz: %s%s%s\n", msg, arg ? ": " : "",
+		arg ? arg : "");
+	usage(stderr);
+	exit(2);
+}
+
+static int parse_ms(const char *s)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+
+	if (*end || end == s || v <= 0 || v > 3600000)
+		usage_error("not a number of milliseconds", s);
+	return (int)v;
+}
+
+static void load_token(const char *path)
+{
+	uint8_t buf[4096];
+	FILE *f = fopen(path, "re");
+
+	if (!f) {
+		fprintf(stderr, "peer_fuzz: %s: %s\n", path, strerror(errno));
+		exit(2);
+	}
+	size_t n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	if (token_decode(buf, n, &tok)) {
+		fprintf(stderr, "peer_fuzz: %s is not a token\n", path);
+		exit(2);
+	}
+	have_token = true;
+}
+
+static void parse_args(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "connect", required_argument, NULL, 'c' },
+		{ "token-file", required_argument, NULL, 't' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "deadline-ms", required_argument, NULL, 'd' },
+		{ "silent-ms", required_argument, NULL, 's' },
+		{ "case", required_argument, NULL, 'C' },
+		{ "list", no_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	static char hostbuf[256];
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'c': {
+			const char *colon = strrchr(optarg, ':');
+			if (!colon || colon == optarg || !colon[1] ||
+			    (size_t)(colon - optarg) >= sizeof(hostbuf))
+				usage_error("--connect wants HOST:PORT", optarg);
+			memcpy(hostbuf, optarg, (size_t)(colon - optarg));
+			hostbuf[colon - optarg] = '\0';
+			/* "[v6]:port" */
+			if (hostbuf[0] == '[') {
+				size_t n = strlen(hostbuf);
+				if (hostbuf[n - 1] != ']')
+					usage_error("--connect wants HOST:PORT", optarg);
+				hostbuf[n - 1] = '\0';
+				memmove(hostbuf, hostbuf + 1, n - 1);
+			}
+			opt.host = hostbuf;
+			opt.port = colon + 1;
+			break;
+		}
+		case 't': opt.token_file = optarg; break;
+		case 'p': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (*end || end == optarg || v <= 0 || v > INT32_MAX)
+				usage_error("--pid wants a process id", optarg);
+			opt.pid = (pid_t)v;
+			break;
+		}
+		case 'd': opt.deadline_ms = parse_ms(optarg); break;
+		case 's': opt.silent_ms = parse_ms(optarg); break;
+		case 'C': {
+			bool known = false;
+			for (size_t i = 0; i < NCASES; i++)
+				known |= strcmp(cases[i].name, optarg) == 0;
+			if (!known)
+				usage_error("no such case", optarg);
+			if (opt.nonly == MAX_CASES)
+				usage_error("too many --case", NULL);
+			opt.only[opt.nonly++] = optarg;
+			break;
+		}
+		case 'l':
+			for (size_t i = 0; i < NCASES; i++)
+				printf("%-22s %s%s\n", cases[i].name, cases[i].what,
+				       cases[i].needs_token ? " (needs --token-file)" : "");
+			exit(0);
+		case 'h': usage(stdout); exit(0);
+		default: usage_error("bad option", NULL);
+		}
+	}
+	if (optind != argc)
+		usage_error("unexpected argument", argv[optind]);
+	if (!opt.host)
+		usage_error("--connect HOST:PORT is required", NULL);
+	if (opt.token_file)
+		load_token(opt.token_file);
+}
+
+static bool selected(const char *name)
+{
+	if (!opt.nonly)
+		return true;
+	for (unsigned i = 0; i < opt.nonly; i++)
+		if (strcmp(opt.only[i], name) == 0)
+			return true;
+	return false;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned ran = 0, failed = 0, skipped = 0;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	signal(SIGPIPE, SIG_IGN);
+	parse_args(argc, argv);
+
+	if (alive_check()) {
+		printf("FAIL before any case: a well-behaved peer cannot "
+		       "complete the handshake: %s\n", why);
+		return 1;
+	}
+	printf("ok   handshake: Hello -> Welcome -> Ready -> Established with %s:%s\n",
+	       opt.host, opt.port);
+	for (size_t i = 0; i < NCASES; i++) {
+		const struct fuzz_case *c = &cases[i];
+		char how[512] = "";
+
+		if (!selected(c->name))
+			continue;
+		if (c->needs_token && !have_token) {
+			printf("skip %s: needs --token-file\n", c->name);
+			skipped++;
+			continue;
+		}
+		ran++;
+		why[0] = '\0';
+		int fd = conn_open();
+		if (fd < 0) {
+			printf("FAIL %s: %s\n", c->name, why);
+			failed++;
+			continue;
+		}
+		bool ok = c->run(fd, how, sizeof(how));
+		close(fd);
+		if (!ok) {
+			printf("FAIL %s (%s): %s\n", c->name, c->what, why);
+			failed++;
+		}
+		if (alive_check()) {
+			printf("FAIL %s: the daemon is not well afterwards: %s\n",
+			       c->name, why);
+			failed++;
+			/* Later cases would only repeat this. */
+			break;
+		}
+		if (ok)
+			printf("ok   %s (%s): %s; still serves handshakes\n",
+			       c->name, c->what, how);
+	}
+	printf("peer_fuzz: %u case(s) run, %u failed, %u skipped\n", ran, failed,
+	       skipped);
+	return failed ? 1 : 0;
+}

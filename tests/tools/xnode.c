@@ -1,0 +1,1275 @@
+/*
+ * xnode.c - a libxfer client that the multi-node test scripts drive
+ * (tests/integration/netns_*.sh), one process per step.
+ *
+ *   xnode serve      own a region, export it, publish it, print "ready",
+ *                    then watch its notifications and check the bytes
+ *   xnode write      move bytes into a remote (or local) region
+ *   xnode read       move bytes out of it and check them
+ *   xnode notify     a standalone notification, no data
+ *   xnode stream     write until a completion carries an error, then
+ *                    show that nothing stays in flight past its deadline
+ *   xnode lookup     look a name up (optionally save the token)
+ *   xnode token-info what a token file says (owner, range, addresses)
+ *
+ * One rule for bytes everywhere: a range of a target region written or
+ * filled "with seed S" holds, at region offset X, tl_fill_at's byte for
+ * (S, X).  A range can thus be checked by whoever sees it, wherever it
+ * came from.  Before a range is expected to be written, the expecting
+ * side fills it with the complement of those bytes, so a transfer that
+ * moved nothing can never pass.
+ *
+ * Every step prints one line on stdout (line-buffered, so that a script
+ * can wait for a line); a mismatch prints "FAIL: ..." and exits 1.
+ * Exit 0: everything behaved as asked (including an expected error).
+ * Exit 2: usage.  See usage() for the options.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../integration/testlib.h"
+#include "token_codec.h"
+#include "xfer.h"
+
+#define MAX_EXPECT      256
+#define MAX_ERRS        16
+#define WAIT_SLICE_MS   100    /* how often a wait looks at the stop flag */
+#define DEFAULT_OP_MS   10000  /* xferd's default op_timeout_ms */
+#define DEFAULT_GRACE   10000  /* on top of a descriptor's own deadline */
+#define STREAM_MAX_MS   60000  /* stream: no error by then is a failure */
+#define REPEAT_MAX_MS   120000 /* --repeat 0: stop by itself after this */
+#define REPEAT_MAX_OPS  100000 /* ... or after this many */
+
+static volatile sig_atomic_t stop_requested;
+
+enum cmd {
+	CMD_SERVE, CMD_WRITE, CMD_READ, CMD_NOTIFY, CMD_STREAM, CMD_LOOKUP,
+	CMD_TOKEN_INFO,
+};
+
+/* What a serve process expects: notification `value` and, with
+ * has_data, the bytes of seed `seed` in [off, off + len) by then. */
+struct expect {
+	uint64_t value;
+	bool has_data;         /* seed/off/len given */
+	uint64_t seed, off, len;
+	unsigned seen;
+};
+
+struct errset {
+	bool any;              /* "any": every negative errno */
+	unsigned n;
+	int err[MAX_ERRS];     /* negative errnos */
+};
+
+struct opts {
+	enum cmd cmd;
+	const char *socket;
+	const char *name;      /* serve: publish under it */
+	const char *lookup;    /* the target, by name */
+	const char *token_file;
+	uint64_t size;
+	bool size_set;
+	uint64_t offset;
+	enum tl_kind kind;
+	uint64_t seed;
+	bool seed_set;
+	uint64_t export_off, export_len;
+	bool export_set;
+	uint64_t notify;
+	bool notify_set;
+	unsigned vector;
+	bool linked;
+	uint32_t timeout_ms;
+	uint32_t grace_ms;
+	struct errset expect_err;
+	bool expect_err_set;
+	const char *expect_path;
+	struct expect expects[MAX_EXPECT];
+	unsigned nexpects;
+	unsigned count;
+	bool verify_unchanged;
+	unsigned repeat;
+	bool repeat_set;
+	unsigned depth;
+	bool until_error;
+	uint32_t max_ms;
+};
+
+static struct opts opt;
+
+/* --- output and errors --- */
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2),
+						       noreturn));
+static void fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("FAIL: ", stdout);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	fputc('\n', stdout);
+	fflush(stdout);
+	exit(1);
+}
+
+static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2),
+							      noreturn));
+
+#define E(x) { #x, x }
+static const struct {
+	const char *name;
+	int err;
+} errnames[] = {
+	E(EPERM), E(ENOENT), E(EINTR), E(EIO), E(EBADF), E(EAGAIN),
+	E(ENOMEM), E(EACCES), E(EFAULT), E(EBUSY), E(EEXIST), E(EINVAL),
+	E(ENOSPC), E(EPIPE), E(ERANGE), E(ENOSYS), E(ENODATA), E(ETIME),
+	E(EPROTO), E(EBADMSG), E(EOVERFLOW), E(EMSGSIZE), E(EOPNOTSUPP),
+	E(EADDRINUSE), E(EADDRNOTAVAIL), E(ENETDOWN), E(ENETUNREACH),
+	E(ECONNABORTED), E(ECONNRESET), E(ENOBUFS), E(ENOTCONN),
+	E(ESHUTDOWN), E(ETIMEDOUT), E(ECONNREFUSED), E(EHOSTDOWN),
+	E(EHOSTUNREACH), E(ESTALE), E(ECANCELED), E(EKEYREJECTED),
+	E(ENOKEY),
+};
+#undef E
+
+/* "ECONNRESET" for -ECONNRESET (or a number for one not in the table). */
+static const char *err_name(int64_t neg)
+{
+	static char buf[32];
+
+	for (size_t i = 0; i < sizeof(errnames) / sizeof(errnames[0]); i++)
+		if (-errnames[i].err == neg)
+			return errnames[i].name;
+	snprintf(buf, sizeof(buf), "E%lld", (long long)-neg);
+	return buf;
+}
+
+static int err_parse(const char *s)
+{
+	for (size_t i = 0; i < sizeof(errnames) / sizeof(errnames[0]); i++)
+		if (strcmp(errnames[i].name, s) == 0)
+			return -errnames[i].err;
+	return 0;
+}
+
+static bool errset_has(const struct errset *set, int64_t neg)
+{
+	if (neg >= 0)
+		return false;
+	if (set->any)
+		return true;
+	for (unsigned i = 0; i < set->n; i++)
+		if (set->err[i] == neg)
+			return true;
+	return false;
+}
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+/* No SA_RESTART: a blocking wait returns and looks at the flag. */
+static void catch_stop_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_stop };
+
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+}
+
+/* --- arguments --- */
+
+static void usage(FILE *f)
+{
+	fputs("usage: xnode COMMAND [OPTIONS]\n"
+	      "commands:\n"
+	      "  serve       --size N [--name NAME] [--token-file F] [--kind K] [--seed S]\n"
+	      "              [--export-range OFF:LEN] [--expect-notify V[:SEED:OFF:LEN]]...\n"
+	      "              [--count N] [--verify-unchanged]\n"
+	      "  write|read  --lookup SPEC|--token-file F --size N [--offset O] [--kind K]\n"
+	      "              [--seed S] [--notify V] [--vector K [--linked]] [--repeat N]\n"
+	      "              [--depth D] [--timeout-ms T] [--grace-ms G]\n"
+	      "              [--expect-error LIST] [--expect-path PATH]\n"
+	      "  notify      --lookup SPEC|--token-file F --notify V [--expect-error LIST]\n"
+	      "  stream      --lookup SPEC|--token-file F --size N --until-error [--depth D]\n"
+	      "              [--timeout-ms T] [--grace-ms G] [--max-ms M] [--expect-error LIST]\n"
+	      "  lookup      --lookup SPEC [--token-file OUT] [--expect-error LIST]\n"
+	      "  token-info  --token-file F\n"
+	      "options:\n"
+	      "  --socket PATH        xferd's socket (default $XFERD_SOCKET)\n"
+	      "  --kind memfd|malloc  local memory: xfer_alloc_host or malloc + xfer_reg\n"
+	      "  --size N             bytes (suffix K, M, G: powers of 1024)\n"
+	      "  --expect-error LIST  e.g. ECONNRESET,ETIMEDOUT or \"any\": the step that\n"
+	      "                       fails (lookup, import, a completion) must fail so\n"
+	      "  --expect-path PATH   every completion's path (tcp, memcpy, cma, ...)\n"
+	      "  --timeout-ms T       the descriptors' deadline (xfer_sqe_set_timeout)\n"
+	      "  --grace-ms G         how long past a deadline a completion may take\n"
+	      "                       before the descriptor counts as hung (default 10000)\n",
+	      f);
+}
+
+static void usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("xnode: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	usage(stderr);
+	exit(2);
+}
+
+/* "123", "4K", "64M", "2G". */
+static uint64_t parse_size(const char *what, const char *s)
+{
+	char *end;
+	unsigned shift = 0;
+
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || end == s || *s == '-')
+		usage_error("%s: '%s' is not a size", what, s);
+	switch (*end) {
+	case '\0': break;
+	case 'K': case 'k': shift = 10; end++; break;
+	case 'M': case 'm': shift = 20; end++; break;
+	case 'G': case 'g': shift = 30; end++; break;
+	default: usage_error("%s: '%s' is not a size", what, s);
+	}
+	if (*end || (shift && v > (UINT64_MAX >> shift)))
+		usage_error("%s: '%s' is not a size", what, s);
+	return (uint64_t)v << shift;
+}
+
+static uint32_t parse_u32(const char *what, const char *s)
+{
+	uint64_t v = parse_size(what, s);
+
+	if (v > UINT32_MAX)
+		usage_error("%s: '%s' is too large", what, s);
+	return (uint32_t)v;
+}
+
+/* "V" or "V:SEED:OFF:LEN" (numbers in any base strtoull takes). */
+static void parse_expect(const char *s)
+{
+	struct expect *e;
+	char buf[128], *parts[4], *save = NULL;
+	unsigned n = 0;
+
+	if (opt.nexpects == MAX_EXPECT)
+		usage_error("at most %d --expect-notify", MAX_EXPECT);
+	if (strlen(s) >= sizeof(buf))
+		usage_error("--expect-notify '%s' is too long", s);
+	strcpy(buf, s);
+	for (char *p = strtok_r(buf, ":", &save); p && n < 4;
+	     p = strtok_r(NULL, ":", &save))
+		parts[n++] = p;
+	if ((n != 1 && n != 4) || strtok_r(NULL, ":", &save))
+		usage_error("--expect-notify '%s' is not V or V:SEED:OFF:LEN", s);
+	e = &opt.expects[opt.nexpects++];
+	*e = (struct expect){ .value = parse_size("notify value", parts[0]) };
+	if (n == 4) {
+		e->has_data = true;
+		e->seed = parse_size("seed", parts[1]);
+		e->off = parse_size("offset", parts[2]);
+		e->len = parse_size("length", parts[3]);
+	}
+}
+
+static void parse_errset(struct errset *set, const char *s)
+{
+	char buf[256], *save = NULL;
+
+	if (strlen(s) >= sizeof(buf))
+		usage_error("--expect-error '%s' is too long", s);
+	strcpy(buf, s);
+	*set = (struct errset){ 0 };
+	for (char *p = strtok_r(buf, ",", &save); p;
+	     p = strtok_r(NULL, ",", &save)) {
+		if (strcmp(p, "any") == 0) {
+			set->any = true;
+			continue;
+		}
+		int e = err_parse(p);
+		if (!e)
+			usage_error("--expect-error: unknown errno name '%s'", p);
+		if (set->n == MAX_ERRS)
+			usage_error("--expect-error: at most %d names", MAX_ERRS);
+		set->err[set->n++] = e;
+	}
+	if (!set->any && !set->n)
+		usage_error("--expect-error needs a name");
+}
+
+static void parse_range(const char *s, uint64_t *off, uint64_t *len)
+{
+	char buf[64];
+	char *colon;
+
+	if (strlen(s) >= sizeof(buf) || !(colon = strchr(strcpy(buf, s), ':')))
+		usage_error("'%s' is not OFF:LEN", s);
+	*colon = '\0';
+	*off = parse_size("offset", buf);
+	*len = parse_size("length", colon + 1);
+}
+
+enum {
+	O_SOCKET = 256, O_NAME, O_LOOKUP, O_TOKEN_FILE, O_SIZE, O_OFFSET,
+	O_KIND, O_SEED, O_EXPORT_RANGE, O_NOTIFY, O_VECTOR, O_LINKED,
+	O_TIMEOUT, O_GRACE, O_EXPECT_ERROR, O_EXPECT_PATH, O_EXPECT_NOTIFY,
+	O_COUNT, O_VERIFY_UNCHANGED, O_REPEAT, O_DEPTH, O_UNTIL_ERROR,
+	O_MAX_MS, O_HELP,
+};
+
+static void parse_args(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "socket", required_argument, NULL, O_SOCKET },
+		{ "name", required_argument, NULL, O_NAME },
+		{ "lookup", required_argument, NULL, O_LOOKUP },
+		{ "token-file", required_argument, NULL, O_TOKEN_FILE },
+		{ "size", required_argument, NULL, O_SIZE },
+		{ "offset", required_argument, NULL, O_OFFSET },
+		{ "kind", required_argument, NULL, O_KIND },
+		{ "seed", required_argument, NULL, O_SEED },
+		{ "export-range", required_argument, NULL, O_EXPORT_RANGE },
+		{ "notify", required_argument, NULL, O_NOTIFY },
+		{ "vector", required_argument, NULL, O_VECTOR },
+		{ "linked", no_argument, NULL, O_LINKED },
+		{ "timeout-ms", required_argument, NULL, O_TIMEOUT },
+		{ "grace-ms", required_argument, NULL, O_GRACE },
+		{ "expect-error", required_argument, NULL, O_EXPECT_ERROR },
+		{ "expect-path", required_argument, NULL, O_EXPECT_PATH },
+		{ "expect-notify", required_argument, NULL, O_EXPECT_NOTIFY },
+		{ "count", required_argument, NULL, O_COUNT },
+		{ "verify-unchanged", no_argument, NULL, O_VERIFY_UNCHANGED },
+		{ "repeat", required_argument, NULL, O_REPEAT },
+		{ "depth", required_argument, NULL, O_DEPTH },
+		{ "until-error", no_argument, NULL, O_UNTIL_ERROR },
+		{ "max-ms", required_argument, NULL, O_MAX_MS },
+		{ "help", no_argument, NULL, O_HELP },
+		{ 0 },
+	};
+	static const char *const cmds[] = {
+		[CMD_SERVE] = "serve", [CMD_WRITE] = "write", [CMD_READ] = "read",
+		[CMD_NOTIFY] = "notify", [CMD_STREAM] = "stream",
+		[CMD_LOOKUP] = "lookup", [CMD_TOKEN_INFO] = "token-info",
+	};
+	int ch;
+
+	if (argc < 2)
+		usage_error("no command");
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+		usage(stdout);
+		exit(0);
+	}
+	unsigned c;
+	for (c = 0; c < sizeof(cmds) / sizeof(cmds[0]); c++)
+		if (strcmp(argv[1], cmds[c]) == 0)
+			break;
+	if (c == sizeof(cmds) / sizeof(cmds[0]))
+		usage_error("unknown command '%s'", argv[1]);
+	opt = (struct opts){
+		.cmd = (enum cmd)c,
+		.kind = TL_HOST,
+		.vector = 1,
+		.grace_ms = DEFAULT_GRACE,
+		.repeat = 1,
+		.max_ms = STREAM_MAX_MS,
+	};
+	optind = 2;
+	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		switch (ch) {
+		case O_SOCKET: opt.socket = optarg; break;
+		case O_NAME: opt.name = optarg; break;
+		case O_LOOKUP: opt.lookup = optarg; break;
+		case O_TOKEN_FILE: opt.token_file = optarg; break;
+		case O_SIZE:
+			opt.size = parse_size("--size", optarg);
+			opt.size_set = true;
+			break;
+		case O_OFFSET: opt.offset = parse_size("--offset", optarg); break;
+		case O_KIND:
+			if (strcmp(optarg, "memfd") == 0 || strcmp(optarg, "host") == 0)
+				opt.kind = TL_HOST;
+			else if (strcmp(optarg, "malloc") == 0)
+				opt.kind = TL_MALLOC;
+			else
+				usage_error("--kind: '%s' is not memfd or malloc", optarg);
+			break;
+		case O_SEED:
+			opt.seed = parse_size("--seed", optarg);
+			opt.seed_set = true;
+			break;
+		case O_EXPORT_RANGE:
+			parse_range(optarg, &opt.export_off, &opt.export_len);
+			opt.export_set = true;
+			break;
+		case O_NOTIFY:
+			opt.notify = parse_size("--notify", optarg);
+			opt.notify_set = true;
+			break;
+		case O_VECTOR:
+			opt.vector = parse_u32("--vector", optarg);
+			if (opt.vector == 0)
+				usage_error("--vector must be at least 1");
+			break;
+		case O_LINKED: opt.linked = true; break;
+		case O_TIMEOUT: opt.timeout_ms = parse_u32("--timeout-ms", optarg); break;
+		case O_GRACE: opt.grace_ms = parse_u32("--grace-ms", optarg); break;
+		case O_EXPECT_ERROR:
+			parse_errset(&opt.expect_err, optarg);
+			opt.expect_err_set = true;
+			break;
+		case O_EXPECT_PATH: opt.expect_path = optarg; break;
+		case O_EXPECT_NOTIFY: parse_expect(optarg); break;
+		case O_COUNT: opt.count = parse_u32("--count", optarg); break;
+		case O_VERIFY_UNCHANGED: opt.verify_unchanged = true; break;
+		case O_REPEAT:
+			opt.repeat = parse_u32("--repeat", optarg);
+			opt.repeat_set = true;
+			break;
+		case O_DEPTH:
+			opt.depth = parse_u32("--depth", optarg);
+			if (opt.depth == 0)
+				usage_error("--depth must be at least 1");
+			break;
+		case O_UNTIL_ERROR: opt.until_error = true; break;
+		case O_MAX_MS: opt.max_ms = parse_u32("--max-ms", optarg); break;
+		case O_HELP: usage(stdout); exit(0);
+		default: usage_error("bad option");
+		}
+	}
+	if (optind != argc)
+		usage_error("unexpected argument '%s'", argv[optind]);
+
+	bool target = opt.cmd == CMD_WRITE || opt.cmd == CMD_READ ||
+		      opt.cmd == CMD_NOTIFY || opt.cmd == CMD_STREAM;
+	if (target && !!opt.lookup == !!opt.token_file)
+		usage_error("%s needs one of --lookup or --token-file", cmds[c]);
+	if (opt.cmd == CMD_LOOKUP && !opt.lookup)
+		usage_error("lookup needs --lookup SPEC");
+	if (opt.cmd == CMD_TOKEN_INFO && !opt.token_file)
+		usage_error("token-info needs --token-file");
+	if ((opt.cmd == CMD_SERVE || opt.cmd == CMD_WRITE ||
+	     opt.cmd == CMD_READ || opt.cmd == CMD_STREAM) &&
+	    (!opt.size_set || opt.size == 0))
+		usage_error("%s needs --size (> 0)", cmds[c]);
+	if (opt.cmd == CMD_SERVE && !opt.name && !opt.token_file)
+		usage_error("serve needs --name or --token-file");
+	if (opt.cmd == CMD_SERVE && opt.verify_unchanged &&
+	    (!opt.seed_set || opt.nexpects))
+		usage_error("--verify-unchanged needs --seed and no --expect-notify");
+	if (opt.cmd == CMD_SERVE && opt.export_set &&
+	    (opt.export_off > opt.size || opt.export_len > opt.size - opt.export_off))
+		usage_error("--export-range outside --size");
+	if (opt.cmd == CMD_NOTIFY && !opt.notify_set)
+		usage_error("notify needs --notify V");
+	if (opt.cmd == CMD_STREAM && !opt.until_error)
+		usage_error("stream needs --until-error");
+	if (opt.size_set && opt.size % opt.vector)
+		usage_error("--size %" PRIu64 " is not a multiple of --vector %u",
+			    opt.size, opt.vector);
+	if (opt.vector > 1 && opt.notify_set && !opt.linked)
+		usage_error("--notify with --vector needs --linked (one notification per batch)");
+	if (opt.repeat_set && opt.vector > 1)
+		usage_error("--repeat goes with single descriptors (no --vector)");
+	if (opt.cmd == CMD_SERVE)
+		for (unsigned i = 0; i < opt.nexpects; i++) {
+			const struct expect *e = &opt.expects[i];
+			if (e->has_data &&
+			    (e->off > opt.size || e->len > opt.size - e->off))
+				usage_error("--expect-notify range %" PRIu64 "+%" PRIu64
+					    " outside --size", e->off, e->len);
+		}
+}
+
+/* --- tokens --- */
+
+static void hex(const uint8_t *p, size_t n, char *out)
+{
+	for (size_t i = 0; i < n; i++)
+		sprintf(out + 2 * i, "%02x", p[i]);
+	out[2 * n] = '\0';
+}
+
+/* "instance=... node=... addrs=10.0.1.2/24:7474,..." of a token. */
+static void token_describe(const void *tok, size_t len, char *out, size_t outlen)
+{
+	struct token t;
+	char id[2 * TOKEN_INSTANCE_LEN + 1];
+	size_t n;
+
+	if (token_decode(tok, len, &t)) {
+		snprintf(out, outlen, "(not a token this build can decode)");
+		return;
+	}
+	hex(t.instance_id, sizeof(t.instance_id), id);
+	n = (size_t)snprintf(out, outlen,
+			     "instance=%s node=%s region=%" PRIu64 " range=%" PRIu64
+			     "+%" PRIu64 " region_length=%" PRIu64 " addrs=",
+			     id, t.node_name[0] ? t.node_name : "-", t.region,
+			     t.offset, t.length, t.region_length);
+	for (uint32_t i = 0; i < t.naddrs && n < outlen; i++) {
+		const struct token_addr *a = &t.addrs[i];
+		char ip[64];
+		if (a->ip_len == 4)
+			snprintf(ip, sizeof(ip), "%u.%u.%u.%u", a->ip[0], a->ip[1],
+				 a->ip[2], a->ip[3]);
+		else
+			hex(a->ip, 16, ip);
+		n += (size_t)snprintf(out + n, outlen - n, "%s%s/%u:%u",
+				      i ? "," : "", ip, a->prefix_len, a->port);
+	}
+	if (t.naddrs == 0 && n < outlen)
+		snprintf(out + n, outlen - n, "-");
+}
+
+static void write_token_file(const char *path, const void *tok, size_t len)
+{
+	char tmp[4096];
+	FILE *f;
+
+	/* Renamed into place: a reader never sees half a token. */
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	f = fopen(tmp, "we");
+	if (!f)
+		fail("cannot create %s: %s", tmp, strerror(errno));
+	if (fwrite(tok, 1, len, f) != len || fclose(f))
+		fail("cannot write %s: %s", tmp, strerror(errno));
+	if (rename(tmp, path))
+		fail("cannot rename %s to %s: %s", tmp, path, strerror(errno));
+}
+
+static size_t read_token_file(const char *path, void *tok)
+{
+	FILE *f = fopen(path, "re");
+	size_t n;
+
+	if (!f)
+		fail("cannot open token file %s: %s", path, strerror(errno));
+	n = fread(tok, 1, XFER_TOKEN_MAX, f);
+	bool more = fgetc(f) != EOF;
+	fclose(f);
+	if (n == 0 || more)
+		fail("token file %s: %s", path,
+		     n ? "longer than XFER_TOKEN_MAX" : "empty");
+	return n;
+}
+
+/* A step before any descriptor failed with rc: exit 0 if that was
+ * expected, else fail. */
+static void step_failed(const char *step, int rc)
+{
+	if (opt.expect_err_set && errset_has(&opt.expect_err, rc)) {
+		printf("expected error at %s: %s (%s)\n", step, err_name(rc),
+		       xfer_strerror(rc));
+		printf("ok\n");
+		exit(0);
+	}
+	fail("%s: %s (%s)", step, err_name(rc), xfer_strerror(rc));
+}
+
+static struct xfer_ctx *open_ctx(void)
+{
+	struct xfer_ctx *ctx = NULL;
+	int rc = xfer_open(opt.socket, &ctx);
+
+	if (rc)
+		fail("xfer_open(%s): %s (%s)",
+		     opt.socket ? opt.socket : "$XFERD_SOCKET", err_name(rc),
+		     xfer_strerror(rc));
+	return ctx;
+}
+
+/* The target token, by name or from a file. */
+static size_t get_token(struct xfer_ctx *ctx, uint8_t *tok)
+{
+	char desc[512];
+	size_t len = XFER_TOKEN_MAX;
+
+	if (opt.lookup) {
+		uint64_t t0 = now_us();
+		int rc = xfer_lookup(ctx, opt.lookup, tok, &len);
+		if (rc)
+			step_failed("lookup", rc);
+		token_describe(tok, len, desc, sizeof(desc));
+		printf("lookup %s: %zu bytes in %.1f ms, %s\n", opt.lookup, len,
+		       (double)(now_us() - t0) / 1000.0, desc);
+	} else {
+		len = read_token_file(opt.token_file, tok);
+		token_describe(tok, len, desc, sizeof(desc));
+		printf("token %s: %zu bytes, %s\n", opt.token_file, len, desc);
+	}
+	return len;
+}
+
+static struct xfer_remote *import_token(struct xfer_ctx *ctx,
+					const uint8_t *tok, size_t len)
+{
+	struct xfer_remote *r = NULL;
+	uint64_t t0 = now_us();
+	int rc = xfer_import(ctx, tok, len, &r);
+
+	if (rc)
+		step_failed("import", rc);
+	printf("import: handle %" PRIu64 ", %" PRIu64 " bytes in %.1f ms\n",
+	       xfer_remote_handle(r), xfer_remote_len(r),
+	       (double)(now_us() - t0) / 1000.0);
+	return r;
+}
+
+/* --- waiting for completions --- */
+
+static struct xfer_sqe *get_sqe(struct xfer_ctx *ctx)
+{
+	struct xfer_sqe *sqe = xfer_get_sqe(ctx);
+
+	if (!sqe)
+		fail("no free SQE (ring smaller than the batch?)");
+	return sqe;
+}
+
+/*
+ * The next CQE, waiting until deadline_us at most (in slices, so that a
+ * stop request is seen).  Returns false on timeout or when stopping was
+ * requested and stop_ok.
+ */
+static bool next_cqe(struct xfer_ctx *ctx, uint64_t deadline_us, bool stop_ok,
+		     struct xfer_cqe *out)
+{
+	for (;;) {
+		struct xfer_cqe *c;
+		uint64_t now = now_us();
+		if (now >= deadline_us || (stop_ok && stop_requested))
+			return false;
+		uint64_t left_ms = (deadline_us - now + 999) / 1000;
+		int rc = xfer_wait_cqe(ctx, &c, (int)(left_ms < WAIT_SLICE_MS
+						      ? left_ms : WAIT_SLICE_MS));
+		if (rc == -ETIME || rc == -EINTR || rc == -EAGAIN)
+			continue;
+		if (rc)
+			fail("waiting for a completion: %s (%s)", err_name(rc),
+			     xfer_strerror(rc));
+		*out = *c;
+		xfer_cq_advance(ctx, 1);
+		return true;
+	}
+}
+
+/* How long after submission a descriptor may take to complete. */
+static uint64_t op_limit_us(void)
+{
+	uint64_t ms = (opt.timeout_ms ? opt.timeout_ms : DEFAULT_OP_MS) +
+		      (uint64_t)opt.grace_ms;
+	return ms * 1000u;
+}
+
+/* --- write / read --- */
+
+/*
+ * A unit is what completes with one CQE: one descriptor, or a linked
+ * batch of opt.vector descriptors.  Descriptor i of a vector moves chunk
+ * i of the local buffer to chunk (K-1-i) of the remote range, so that a
+ * path that ignored the offsets would put the bytes in the wrong place.
+ */
+struct unit {
+	uint64_t submit_us, complete_us;
+	int64_t result;
+	uint16_t path;
+	uint32_t flags;
+	bool submitted, done;
+};
+
+static uint64_t remote_chunk_off(unsigned i, uint64_t chunk)
+{
+	return opt.offset + (uint64_t)(opt.vector - 1 - i) * chunk;
+}
+
+/* Local bytes as the remote range should hold them (or, inverted, as it
+ * must not). */
+static void fill_local(uint8_t *p, bool invert)
+{
+	uint64_t chunk = opt.size / opt.vector;
+
+	for (unsigned i = 0; i < opt.vector; i++) {
+		uint8_t *q = p + (uint64_t)i * chunk;
+		tl_fill_at(q, chunk, opt.seed, remote_chunk_off(i, chunk));
+		if (invert)
+			for (uint64_t j = 0; j < chunk; j++)
+				q[j] = (uint8_t)~q[j];
+	}
+}
+
+static void check_local(const uint8_t *p)
+{
+	uint64_t chunk = opt.size / opt.vector;
+
+	for (unsigned i = 0; i < opt.vector; i++) {
+		uint64_t at = remote_chunk_off(i, chunk);
+		size_t bad = tl_check_at(p + (uint64_t)i * chunk, chunk,
+					 opt.seed, at);
+		if (bad)
+			fail("read: byte at remote offset %" PRIu64
+			     " (local %" PRIu64 ") differs from seed %" PRIu64,
+			     at + bad - 1, (uint64_t)i * chunk + bad - 1,
+			     opt.seed);
+	}
+}
+
+static void prep_unit(struct xfer_ctx *ctx, uint64_t lh, uint64_t rh,
+		      unsigned u, unsigned nunits)
+{
+	bool write = opt.cmd == CMD_WRITE;
+	uint64_t chunk = opt.size / opt.vector;
+	unsigned first = 0, last = opt.vector - 1;
+
+	if (!opt.linked && opt.vector > 1)
+		first = last = u;   /* independent descriptors: one each */
+	for (unsigned i = first; i <= last; i++) {
+		struct xfer_sqe *sqe = get_sqe(ctx);
+		xfer_prep_rw(sqe, write ? XFER_OP_WRITE : XFER_OP_READ, lh,
+			     (uint64_t)i * chunk, rh, remote_chunk_off(i, chunk),
+			     chunk, (uint64_t)u + 1);
+		if (opt.timeout_ms)
+			xfer_sqe_set_timeout(sqe, opt.timeout_ms);
+		if (i < last)
+			xfer_sqe_set_link(sqe);
+		else if (opt.notify_set && u == nunits - 1)
+			xfer_sqe_set_notify(sqe, opt.notify);
+	}
+}
+
+static int cmd_rw(void)
+{
+	const bool write = opt.cmd == CMD_WRITE;
+	const bool repeat = opt.repeat_set;
+	const unsigned per_unit = opt.linked ? opt.vector : 1;
+	unsigned nunits = opt.linked ? 1 : opt.vector;
+	uint8_t tok[XFER_TOKEN_MAX];
+	struct tl_buf local;
+	struct unit *units;
+	unsigned depth, submitted = 0, done = 0, failed = 0, oldest = 0;
+	uint64_t bytes = opt.size / opt.vector * per_unit;
+	uint64_t t_start, stop_at;
+
+	if (repeat)
+		nunits = opt.repeat ? opt.repeat : REPEAT_MAX_OPS;
+	depth = opt.depth ? opt.depth : (repeat ? 1 : nunits);
+	catch_stop_signals();
+
+	struct xfer_ctx *ctx = open_ctx();
+	size_t toklen = get_token(ctx, tok);
+	struct xfer_remote *remote = import_token(ctx, tok, toklen);
+	if (!opt.expect_err_set &&
+	    (opt.offset > xfer_remote_len(remote) ||
+	     opt.size > xfer_remote_len(remote) - opt.offset))
+		fail("[%" PRIu64 ", +%" PRIu64 ") is outside the token's %" PRIu64
+		     " bytes", opt.offset, opt.size, xfer_remote_len(remote));
+
+	tl_buf_alloc(ctx, opt.kind, opt.size, &local);
+	/* Writes carry the pattern; reads start from its complement. */
+	fill_local(local.ptr, !write);
+	units = calloc(nunits, sizeof(*units));
+	if (!units)
+		fail("out of memory");
+
+	printf("%s: %u unit(s) of %u descriptor(s), %" PRIu64 " bytes each, "
+	       "local %s <-> remote [%" PRIu64 ", +%" PRIu64 "), seed %" PRIu64
+	       "%s\n", write ? "write" : "read", repeat && !opt.repeat ? 0 : nunits,
+	       per_unit, bytes, tl_kind_name(local.kind), opt.offset, opt.size,
+	       opt.seed, repeat && !opt.repeat ? " (until SIGTERM)" : "");
+	t_start = now_us();
+	stop_at = t_start + (uint64_t)REPEAT_MAX_MS * 1000u;
+
+	while (done < submitted || submitted < nunits) {
+		bool stopping = stop_requested ||
+				(repeat && !opt.repeat && now_us() >= stop_at);
+		/* Keep `depth` units in flight while there are more. */
+		while (!stopping && submitted < nunits &&
+		       submitted - done < depth &&
+		       xfer_sq_space(ctx) >= per_unit) {
+			prep_unit(ctx, local.handle, xfer_remote_handle(remote),
+				  submitted, nunits);
+			int n = xfer_submit(ctx);
+			if (n < (int)per_unit)
+				fail("xfer_submit -> %d, want %u", n, per_unit);
+			units[submitted].submit_us = now_us();
+			units[submitted].submitted = true;
+			if (repeat)
+				printf("submitted op=%u submit_us=%" PRIu64 "\n",
+				       submitted + 1, units[submitted].submit_us);
+			submitted++;
+		}
+		if (done == submitted)
+			break;  /* stopping with nothing in flight */
+		/* The oldest unit in flight sets the deadline. */
+		while (units[oldest].done)
+			oldest++;
+		struct xfer_cqe c;
+		if (!next_cqe(ctx, units[oldest].submit_us + op_limit_us(), false,
+			      &c))
+			fail("op %u: no completion %.1f s after submission "
+			     "(deadline %u ms + %u ms grace): it hangs", oldest + 1,
+			     (double)(now_us() - units[oldest].submit_us) / 1e6,
+			     opt.timeout_ms ? opt.timeout_ms : DEFAULT_OP_MS,
+			     opt.grace_ms);
+		if (c.user_data == 0 || c.user_data > submitted ||
+		    units[c.user_data - 1].done)
+			fail("a completion nobody asked for: user_data %" PRIu64
+			     " result %" PRId64 " flags %#x", c.user_data, c.result,
+			     c.flags);
+		struct unit *un = &units[c.user_data - 1];
+		un->done = true;
+		un->complete_us = now_us();
+		un->result = c.result;
+		un->path = c.path;
+		un->flags = c.flags;
+		done++;
+		if (c.result < 0)
+			failed++;
+		if (nunits <= 64 || repeat || c.result < 0)
+			printf("op=%" PRIu64 " result=%" PRId64 "%s%s path=%s "
+			       "submit_us=%" PRIu64 " complete_us=%" PRIu64 "\n",
+			       c.user_data, c.result, c.result < 0 ? " " : "",
+			       c.result < 0 ? err_name(c.result) : "",
+			       xfer_path_name(c.path), un->submit_us,
+			       un->complete_us);
+	}
+
+	/* Every completion, checked. */
+	for (unsigned u = 0; u < done; u++) {
+		const struct unit *un = &units[u];
+		if (un->flags & XFER_CQE_F_NOTIFY)
+			fail("op %u: its own completion is flagged NOTIFY", u + 1);
+		if (opt.expect_err_set) {
+			if (!errset_has(&opt.expect_err, un->result))
+				fail("op %u: result %" PRId64 " (%s), want an error of "
+				     "the expected set", u + 1, un->result,
+				     un->result < 0 ? err_name(un->result) : "success");
+			continue;
+		}
+		if (un->result != (int64_t)bytes)
+			fail("op %u: result %" PRId64 " (%s), want %" PRIu64, u + 1,
+			     un->result,
+			     un->result < 0 ? err_name(un->result) : "short",
+			     bytes);
+		if (opt.expect_path &&
+		    strcmp(xfer_path_name(un->path), opt.expect_path) != 0)
+			fail("op %u: path %s, want %s", u + 1,
+			     xfer_path_name(un->path), opt.expect_path);
+	}
+	double secs = (double)(now_us() - t_start) / 1e6;
+	if (opt.expect_err_set) {
+		printf("expected error at completion: %u of %u op(s) failed as expected\n",
+		       failed, done);
+	} else {
+		if (!write)
+			check_local(local.ptr);
+		printf("%s %u op(s), %" PRIu64 " bytes in %.3f s, path %s%s\n",
+		       write ? "wrote" : "read and verified", done,
+		       (uint64_t)done * bytes, secs,
+		       done ? xfer_path_name(units[0].path) : "-",
+		       opt.notify_set ? ", with notify" : "");
+	}
+	free(units);
+	tl_buf_free(ctx, &local);
+	xfer_unimport(ctx, remote);
+	xfer_close(ctx);
+	printf("ok\n");
+	return 0;
+}
+
+/* --- notify --- */
+
+static int cmd_notify(void)
+{
+	uint8_t tok[XFER_TOKEN_MAX];
+	struct xfer_ctx *ctx = open_ctx();
+	size_t toklen = get_token(ctx, tok);
+	struct xfer_remote *remote = import_token(ctx, tok, toklen);
+	struct xfer_sqe *sqe = get_sqe(ctx);
+	struct xfer_cqe c;
+
+	xfer_prep_notify(sqe, xfer_remote_handle(remote), opt.notify, 1);
+	if (opt.timeout_ms)
+		xfer_sqe_set_timeout(sqe, opt.timeout_ms);
+	if (xfer_submit(ctx) != 1)
+		fail("xfer_submit");
+	uint64_t t0 = now_us();
+	if (!next_cqe(ctx, t0 + op_limit_us(), false, &c))
+		fail("notify: no completion within its deadline: it hangs");
+	printf("op=1 result=%" PRId64 "%s%s path=%s\n", c.result,
+	       c.result < 0 ? " " : "", c.result < 0 ? err_name(c.result) : "",
+	       xfer_path_name(c.path));
+	if (opt.expect_err_set) {
+		if (!errset_has(&opt.expect_err, c.result))
+			fail("notify: result %" PRId64 ", want an expected error",
+			     c.result);
+	} else if (c.result != 0) {
+		fail("notify: result %" PRId64 " (%s)", c.result,
+		     err_name(c.result));
+	}
+	xfer_unimport(ctx, remote);
+	xfer_close(ctx);
+	printf("ok\n");
+	return 0;
+}
+
+/* --- stream --- */
+
+/* A write of the stream in flight: its user_data and submission time. */
+struct slot {
+	uint64_t id, submit_us;
+};
+
+static int cmd_stream(void)
+{
+	const unsigned depth = opt.depth ? opt.depth : 4;
+	struct errset allowed = opt.expect_err;
+	uint8_t tok[XFER_TOKEN_MAX];
+	struct tl_buf local;
+	struct slot *slots;
+	uint64_t ok = 0, submitted = 0, done = 0, first_err_at = 0;
+	uint64_t last_ok_us = 0, slowest_us = 0;
+	int64_t first_err = 0;
+	unsigned counts[MAX_ERRS + 1] = { 0 }, late_ok = 0, other = 0;
+
+	if (!opt.expect_err_set)
+		allowed = (struct errset){ .n = 2,
+					   .err = { -ECONNRESET, -ETIMEDOUT } };
+	catch_stop_signals();
+	struct xfer_ctx *ctx = open_ctx();
+	size_t toklen = get_token(ctx, tok);
+	struct xfer_remote *remote = import_token(ctx, tok, toklen);
+	if (opt.offset > xfer_remote_len(remote) ||
+	    opt.size > xfer_remote_len(remote) - opt.offset)
+		fail("[%" PRIu64 ", +%" PRIu64 ") is outside the token's %" PRIu64
+		     " bytes", opt.offset, opt.size, xfer_remote_len(remote));
+	tl_buf_alloc(ctx, opt.kind, opt.size, &local);
+	tl_fill_at(local.ptr, opt.size, opt.seed, opt.offset);
+	slots = calloc(depth, sizeof(*slots));
+	if (!slots)
+		fail("out of memory");
+
+	const uint64_t t0 = now_us();
+	const uint64_t give_up = t0 + (uint64_t)opt.max_ms * 1000u;
+	printf("stream: writes of %" PRIu64 " bytes, %u in flight, deadline %u ms\n",
+	       opt.size, depth, opt.timeout_ms ? opt.timeout_ms : DEFAULT_OP_MS);
+	for (;;) {
+		/* Refill free slots until the first error, then only drain. */
+		for (unsigned i = 0; i < depth && !first_err && !stop_requested;
+		     i++) {
+			if (slots[i].id)
+				continue;
+			struct xfer_sqe *sqe = get_sqe(ctx);
+			xfer_prep_write(sqe, local.handle, 0,
+					xfer_remote_handle(remote), opt.offset,
+					opt.size, submitted + 1);
+			if (opt.timeout_ms)
+				xfer_sqe_set_timeout(sqe, opt.timeout_ms);
+			if (xfer_submit(ctx) != 1)
+				fail("xfer_submit");
+			slots[i] = (struct slot){ .id = submitted + 1,
+						  .submit_us = now_us() };
+			submitted++;
+		}
+		if (done == submitted)
+			break;
+		if (!first_err && now_us() >= give_up)
+			fail("no error after %u ms of writes (%" PRIu64 " ok)",
+			     opt.max_ms, ok);
+		/* The oldest write in flight bounds the wait. */
+		uint64_t oldest = UINT64_MAX;
+		for (unsigned i = 0; i < depth; i++)
+			if (slots[i].id && slots[i].submit_us < oldest)
+				oldest = slots[i].submit_us;
+		uint64_t deadline = oldest + op_limit_us();
+		if (!first_err && deadline > give_up)
+			deadline = give_up;
+		struct xfer_cqe c;
+		if (!next_cqe(ctx, deadline, false, &c)) {
+			if (!first_err && now_us() >= give_up)
+				continue;  /* reported at the top */
+			fail("%" PRIu64 " write(s) still in flight %.1f s after "
+			     "submission (deadline %u ms + %u ms grace): they hang",
+			     submitted - done, (double)(now_us() - oldest) / 1e6,
+			     opt.timeout_ms ? opt.timeout_ms : DEFAULT_OP_MS,
+			     opt.grace_ms);
+		}
+		unsigned s;
+		for (s = 0; s < depth; s++)
+			if (slots[s].id && slots[s].id == c.user_data)
+				break;
+		if (s == depth)
+			fail("a completion nobody asked for: user_data %" PRIu64,
+			     c.user_data);
+		uint64_t now = now_us();
+		uint64_t took = now - slots[s].submit_us;
+		slots[s].id = 0;
+		done++;
+		if (took > slowest_us)
+			slowest_us = took;
+		if (c.result == (int64_t)opt.size) {
+			if (first_err)
+				late_ok++;
+			ok++;
+			last_ok_us = now;
+			if (ok == 1)
+				printf("streaming: first write ok, path %s\n",
+				       xfer_path_name(c.path));
+			continue;
+		}
+		if (c.result >= 0)
+			fail("write %" PRIu64 ": result %" PRId64 ", want %" PRIu64
+			     " or an error", c.user_data, c.result, opt.size);
+		if (!first_err) {
+			first_err = c.result;
+			first_err_at = now;
+			printf("error %s after %" PRIu64 " ok write(s): %.3f s after "
+			       "the last ok one, %.3f s into the stream; draining %"
+			       PRIu64 " in flight\n", err_name(c.result), ok,
+			       last_ok_us ? (double)(now - last_ok_us) / 1e6 : 0.0,
+			       (double)(now - t0) / 1e6, submitted - done);
+		}
+		unsigned k;
+		for (k = 0; k < allowed.n; k++)
+			if (allowed.err[k] == c.result)
+				break;
+		if (k < allowed.n)
+			counts[k]++;
+		else if (allowed.any)
+			counts[MAX_ERRS]++;
+		else
+			other++;
+		printf("write %" PRIu64 ": %s after %.3f s in flight\n", c.user_data,
+		       err_name(c.result), (double)took / 1e6);
+	}
+	if (!first_err)
+		fail("stopped before any error (%" PRIu64 " ok write(s))", ok);
+	printf("drained: all %" PRIu64 " write(s) completed, the slowest after "
+	       "%.3f s; the last %.3f s after the first error\n", submitted,
+	       (double)slowest_us / 1e6, (double)(now_us() - first_err_at) / 1e6);
+	for (unsigned k = 0; k < allowed.n; k++)
+		if (counts[k])
+			printf("  %u x %s\n", counts[k], err_name(allowed.err[k]));
+	if (counts[MAX_ERRS])
+		printf("  %u x other errors (allowed: any)\n", counts[MAX_ERRS]);
+	if (late_ok)
+		printf("  %u x ok after the first error\n", late_ok);
+	if (other)
+		fail("%u write(s) failed with an error outside the expected set "
+		     "(first error: %s)", other, err_name(first_err));
+	tl_buf_free(ctx, &local);
+	xfer_unimport(ctx, remote);
+	xfer_close(ctx);
+	free(slots);
+	printf("ok\n");
+	return 0;
+}
+
+/* --- lookup, token-info --- */
+
+static int cmd_lookup(void)
+{
+	uint8_t tok[XFER_TOKEN_MAX];
+	struct xfer_ctx *ctx = open_ctx();
+	const char *out = opt.token_file;
+
+	opt.token_file = NULL;
+	size_t len = get_token(ctx, tok);
+	if (opt.expect_err_set)
+		fail("lookup %s succeeded, want an error", opt.lookup);
+	if (out)
+		write_token_file(out, tok, len);
+	xfer_close(ctx);
+	printf("ok\n");
+	return 0;
+}
+
+static int cmd_token_info(void)
+{
+	uint8_t tok[XFER_TOKEN_MAX];
+	char desc[512];
+	size_t len = read_token_file(opt.token_file, tok);
+
+	token_describe(tok, len, desc, sizeof(desc));
+	printf("%s\n", desc);
+	return 0;
+}
+
+/* --- serve --- */
+
+static struct expect *find_expect(uint64_t value)
+{
+	for (unsigned i = 0; i < opt.nexpects; i++)
+		if (opt.expects[i].value == value)
+			return &opt.expects[i];
+	return NULL;
+}
+
+static int cmd_serve(void)
+{
+	struct tl_buf b;
+	uint8_t tok[XFER_TOKEN_MAX];
+	size_t toklen = sizeof(tok);
+	unsigned seen = 0, bad = 0;
+	char desc[512];
+	int rc;
+
+	catch_stop_signals();
+	struct xfer_ctx *ctx = open_ctx();
+	tl_buf_alloc(ctx, opt.kind, opt.size, &b);
+	if (opt.seed_set)
+		tl_fill(b.ptr, b.len, opt.seed);
+	else if (b.kind == TL_MALLOC)
+		memset(b.ptr, 0, b.len);
+	/* Expected ranges start as the complement of what must land, the
+	 * first expectation last so that it wins where ranges overlap. */
+	for (unsigned i = opt.nexpects; i-- > 0;) {
+		const struct expect *e = &opt.expects[i];
+		if (!e->has_data)
+			continue;
+		tl_fill_at(b.ptr + e->off, e->len, e->seed, e->off);
+		for (uint64_t j = 0; j < e->len; j++)
+			b.ptr[e->off + j] = (uint8_t)~b.ptr[e->off + j];
+	}
+	uint64_t eoff = opt.export_set ? opt.export_off : 0;
+	uint64_t elen = opt.export_set ? opt.export_len : opt.size;
+	rc = xfer_export(b.mem, eoff, elen, tok, &toklen);
+	if (rc)
+		fail("xfer_export: %s", err_name(rc));
+	if (opt.token_file)
+		write_token_file(opt.token_file, tok, toklen);
+	if (opt.name) {
+		rc = xfer_publish(ctx, opt.name, tok, toklen);
+		if (rc)
+			fail("xfer_publish(%s): %s (%s)", opt.name, err_name(rc),
+			     xfer_strerror(rc));
+	}
+	token_describe(tok, toklen, desc, sizeof(desc));
+	printf("ready name=%s size=%" PRIu64 " kind=%s handle=%" PRIu64
+	       " token_bytes=%zu %s\n", opt.name ? opt.name : "-", opt.size,
+	       tl_kind_name(b.kind), b.handle, toklen, desc);
+
+	while (!stop_requested && (!opt.count || seen < opt.count)) {
+		struct xfer_cqe *c;
+		rc = xfer_wait_cqe(ctx, &c, WAIT_SLICE_MS);
+		if (rc == -ETIME || rc == -EINTR || rc == -EAGAIN)
+			continue;
+		if (rc)
+			fail("xferd went away: %s (%s)", err_name(rc),
+			     xfer_strerror(rc));
+		struct xfer_cqe n = *c;
+		xfer_cq_advance(ctx, 1);
+		if (!(n.flags & XFER_CQE_F_NOTIFY))
+			fail("a completion that is no notification: user_data %"
+			     PRIu64 " result %" PRId64, n.user_data, n.result);
+		seen++;
+		if (n.handle != b.handle) {
+			printf("FAIL notify value=%" PRIu64 ": for handle %" PRIu64
+			       ", ours is %" PRIu64 "\n", n.user_data, n.handle,
+			       b.handle);
+			bad++;
+			continue;
+		}
+		struct expect *e = find_expect(n.user_data);
+		if (!e) {
+			printf("notify value=%" PRIu64 " bytes=%" PRId64 "%s\n",
+			       n.user_data, n.result,
+			       opt.nexpects ? " FAIL: not expected" : "");
+			bad += opt.nexpects ? 1 : 0;
+			continue;
+		}
+		e->seen++;
+		if (!e->has_data) {
+			printf("notify value=%" PRIu64 " bytes=%" PRId64 " ok\n",
+			       n.user_data, n.result);
+			continue;
+		}
+		size_t at = tl_check_at(b.ptr + e->off, e->len, e->seed, e->off);
+		if (at) {
+			printf("FAIL notify value=%" PRIu64 " bytes=%" PRId64
+			       ": region byte %" PRIu64 " is not seed %" PRIu64
+			       "'s (data not in place when notified)\n",
+			       n.user_data, n.result, e->off + at - 1, e->seed);
+			bad++;
+		} else if (n.result != (int64_t)e->len) {
+			printf("FAIL notify value=%" PRIu64 " bytes=%" PRId64
+			       ", want %" PRIu64 "\n", n.user_data, n.result,
+			       e->len);
+			bad++;
+		} else {
+			printf("notify value=%" PRIu64 " bytes=%" PRId64
+			       " verified seed=%" PRIu64 " range=%" PRIu64 "+%"
+			       PRIu64 "\n", n.user_data, n.result, e->seed,
+			       e->off, e->len);
+		}
+	}
+	for (unsigned i = 0; i < opt.nexpects; i++)
+		if (!opt.expects[i].seen) {
+			printf("FAIL notify value=%" PRIu64 " never came\n",
+			       opt.expects[i].value);
+			bad++;
+		}
+	if (opt.verify_unchanged) {
+		size_t at = tl_check(b.ptr, b.len, opt.seed);
+		if (at) {
+			printf("FAIL region changed: byte %zu is not seed %" PRIu64
+			       "'s\n", at - 1, opt.seed);
+			bad++;
+		} else {
+			printf("region unchanged (%" PRIu64 " bytes, seed %" PRIu64
+			       ")\n", opt.size, opt.seed);
+		}
+	}
+	printf("served %u notification(s), %u bad\n", seen, bad);
+	tl_buf_free(ctx, &b);
+	xfer_close(ctx);
+	if (bad)
+		fail("%u check(s) failed", bad);
+	printf("ok\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	parse_args(argc, argv);
+	switch (opt.cmd) {
+	case CMD_SERVE: return cmd_serve();
+	case CMD_WRITE:
+	case CMD_READ: return cmd_rw();
+	case CMD_NOTIFY: return cmd_notify();
+	case CMD_STREAM: return cmd_stream();
+	case CMD_LOOKUP: return cmd_lookup();
+	case CMD_TOKEN_INFO: return cmd_token_info();
+	}
+	return 2;
+}
