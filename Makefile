@@ -34,7 +34,7 @@ endif
 DEPS_BUILD := build-essential pkg-config libibverbs-dev libevent-dev \
 	libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libssl-dev check
 DEPS_TEST  := iproute2 procps psmisc python3 systemd jq
-DEPS_BENCH := ucx-utils
+DEPS_BENCH := ucx-utils iperf3
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g

@@ -106,7 +106,7 @@ static void submit_op(struct progress *p, struct xop *op)
 /* A notification nobody waits for: the batch that asked for it has
  * already completed. */
 static void notify_remote_later(struct progress *p, struct region *target,
-				uint64_t value)
+				uint64_t value, uint64_t bytes)
 {
 	struct xop *op = calloc(1, sizeof(*op));
 
@@ -117,6 +117,7 @@ static void notify_remote_later(struct progress *p, struct region *target,
 		.opcode = XFER_OP_NOTIFY,
 		.remote = target,
 		.notify_value = value,
+		.notify_bytes = bytes,
 		.deadline_ns = now_ns() + 1000000ull * p->op_timeout_ms,
 	};
 	submit_op(p, op);
@@ -137,7 +138,7 @@ static void batch_complete(struct progress *p, struct abatch *ab)
 	if (!ab->error && ab->notify_target) {
 		if (ab->notify_target->kind == REGION_REMOTE)
 			notify_remote_later(p, ab->notify_target,
-					    ab->notify_value);
+					    ab->notify_value, (uint64_t)result);
 		else
 			exec_notify_owner(p, ab->notify_target,
 					  ab->notify_value, result);

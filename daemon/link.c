@@ -38,11 +38,29 @@
 #define FRAME_PREFIX 8u                /* u32 header len, u32 payload len */
 #define OUT_HIGH     (4u << 20)        /* stop queueing frames above this */
 #define OUT_LOW      (1u << 20)        /* and start again below this */
-#define IN_HIGH      (2 * (FRAME_PREFIX + PEER_MAX_HEADER + PEER_MAX_PAYLOAD))
 #define OP_HASH      1024u
+#define SINGLE_IO    (1u << 20)        /* bytes per write call */
+#define SMALL_PAYLOAD 4096u            /* copied rather than referenced */
+#define RXBUF        (FRAME_PREFIX + PEER_MAX_HEADER + (256u << 10))
 #define MAX_IOV      64
 
 struct rpeer;
+
+/* Where the payload of the frame being received goes, and what to do
+ * once it is all there. */
+struct rx_sink {
+	bool active;
+	uint64_t left;               /* payload bytes still to come */
+	uint64_t len;                /* of the whole payload */
+	struct region *r;            /* a reference; NULL: drop the bytes */
+	uint64_t off;                /* of the next byte in r */
+	int err;                     /* first failure to land the bytes */
+	bool is_write;               /* else ReadData of ours */
+	uint64_t op;                 /* the peer's (write) */
+	bool last, notify;
+	uint64_t notify_value, total;
+	struct xop *xop;             /* ReadData: ours; NULL once it ended */
+};
 
 /* A read the peer asked of one of our regions. */
 struct serve {
@@ -75,6 +93,14 @@ struct link {
 	bool have_verified;
 	uint64_t last_rx_ns;
 	struct event *tick;
+
+	/* Receiving is done here, not by the bufferevent: payloads go from
+	 * the socket straight into the region (one copy, by the kernel). */
+	int fd;
+	struct event *ev_read;
+	uint8_t *rxbuf;              /* headers and small payloads */
+	size_t rx_off, rx_len;       /* unparsed bytes: [rx_off, rx_len) */
+	struct rx_sink sink;         /* the payload being received */
 };
 
 /* Another xferd as the progress thread knows it. */
@@ -130,6 +156,30 @@ int link_frame_header(const ProtobufCMessage *msg, uint32_t payload_len,
 	return (int)(FRAME_PREFIX + hlen);
 }
 
+/*
+ * Queue bytes for the peer.  With nothing else queued they go to the
+ * socket at once: a small frame then leaves now, not on the event loop's
+ * next turn (latency); whatever does not fit follows through the
+ * bufferevent, behind them, so the order on the wire is kept.
+ */
+static int queue_bytes(struct link *l, const uint8_t *p, size_t n)
+{
+	struct evbuffer *out = bufferevent_get_output(l->bev);
+
+	if (evbuffer_get_length(out) == 0) {
+		ssize_t k;
+		do
+			k = send(l->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		while (k < 0 && errno == EINTR);
+		if (k > 0) {
+			p += k;
+			n -= (size_t)k;
+		}
+		/* Errors surface on the bufferevent's next write. */
+	}
+	return n && evbuffer_add(out, p, n) ? -ENOMEM : 0;
+}
+
 /* Queue a frame without payload (or whose payload the caller adds). */
 static int put_msg(struct link *l, Xfer__Peer__PeerMsg *m, uint32_t payload)
 {
@@ -141,9 +191,8 @@ static int put_msg(struct link *l, Xfer__Peer__PeerMsg *m, uint32_t payload)
 	int n = link_frame_header(&m->base, payload, buf);
 	if (n < 0)
 		return n;
-	evbuffer_add(bufferevent_get_output(l->bev), buf, (size_t)n);
 	stat_add(&l->stats->bytes_tx, (uint64_t)n);
-	return 0;
+	return queue_bytes(l, buf, (size_t)n);
 }
 
 static void target_from(const struct token *t, Xfer__Peer__Target *out)
@@ -249,6 +298,8 @@ static void op_end(struct linkset *ls, struct link *l, struct xop *op,
 		   int64_t result)
 {
 	if (l) {
+		if (l->sink.xop == op)
+			l->sink.xop = NULL;  /* its bytes are dropped now */
 		if (in_sendq(op))
 			TAILQ_REMOVE(&l->sendq, op, q);
 		if (op->in_hash) {
@@ -328,6 +379,24 @@ static int add_payload(struct link *l, struct region *r, uint64_t off,
 
 	if (len == 0)
 		return 0;
+	if (len <= SMALL_PAYLOAD) {
+		/* Copied: small payloads go out now, with queue_bytes(). */
+		uint8_t buf[SMALL_PAYLOAD];
+		if (r->kind == REGION_MEMFD) {
+			memcpy(buf, (char *)r->map + off, len);
+		} else {
+			struct iovec lv = { .iov_base = buf, .iov_len = len };
+			struct iovec rv = {
+				.iov_base = (void *)(uintptr_t)(r->addr + off),
+				.iov_len = len };
+			if (!region_cma_alive(r))
+				return -ESRCH;
+			if (process_vm_readv(r->pid, &lv, 1, &rv, 1, 0) !=
+			    (ssize_t)len)
+				return -EFAULT;
+		}
+		return queue_bytes(l, buf, len);
+	}
 	if (r->kind == REGION_MEMFD) {
 		region_get(r);  /* released when the bytes left the buffer */
 		if (evbuffer_add_reference(out, (char *)r->map + off, len,
@@ -399,6 +468,7 @@ static bool send_frame(struct link *l, struct xop *op)
 		nt.op = op->id;
 		nt.target = &t;
 		nt.value = op->notify_value;
+		nt.bytes = op->notify_bytes;
 		m.body_case = XFER__PEER__PEER_MSG__BODY_NOTIFY;
 		m.notify = &nt;
 		put_msg(l, &m, 0);
@@ -546,84 +616,103 @@ static void write_ack(struct link *l, uint64_t op, int64_t result)
 	put_msg(l, &m, 0);
 }
 
-/* Move len payload bytes from the input buffer into region r at off. */
-static int land(struct evbuffer *in, struct region *r, uint64_t off,
-		size_t len)
+/* The payload of the current frame goes to region r at off (r NULL:
+ * dropped, reporting err at the end). */
+static void sink_start(struct link *l, uint32_t plen, struct region *r,
+		       uint64_t off, int err)
 {
-	if (len == 0)
-		return 0;
-	if (r->kind == REGION_MEMFD) {
-		evbuffer_remove(in, (char *)r->map + off, len);
-		return 0;
-	}
-	/* CMA: straight from libevent's chunks into the other process. */
-	struct evbuffer_iovec v[MAX_IOV];
-	struct iovec local[MAX_IOV];
-	int n = evbuffer_peek(in, (ev_ssize_t)len, NULL, v, MAX_IOV);
-	if (n > MAX_IOV) {
-		evbuffer_pullup(in, (ev_ssize_t)len);
-		n = evbuffer_peek(in, (ev_ssize_t)len, NULL, v, 1);
-	}
-	size_t left = len;
-	for (int i = 0; i < n; i++) {
-		local[i].iov_base = v[i].iov_base;
-		local[i].iov_len = v[i].iov_len < left ? v[i].iov_len : left;
-		left -= local[i].iov_len;
-	}
-	struct iovec remote = { .iov_base = (void *)(uintptr_t)(r->addr + off),
-				.iov_len = len };
-	int err = 0;
-	if (!region_cma_alive(r))
-		err = -ESRCH;
-	else {
-		ssize_t put = process_vm_writev(r->pid, local, (unsigned long)n,
-						&remote, 1, 0);
-		if (put != (ssize_t)len)
-			err = put < 0 ? -errno : -EFAULT;
-	}
-	evbuffer_drain(in, len);
-	return err;
+	struct rx_sink *k = &l->sink;
+
+	k->active = true;
+	k->left = k->len = plen;
+	k->r = r;
+	k->off = off;
+	k->err = err;
+	stat_add(&l->stats->bytes_rx, plen);
 }
 
-/* A WriteChunk of the peer with plen payload bytes waiting in `in`. */
+/* n bytes of payload from p. */
+static void sink_put(struct rx_sink *k, const uint8_t *p, size_t n)
+{
+	if (k->r && !k->err) {
+		if (k->r->kind == REGION_MEMFD) {
+			memcpy((char *)k->r->map + k->off, p, n);
+		} else if (!region_cma_alive(k->r)) {
+			k->err = -ESRCH;
+		} else {
+			struct iovec local = { .iov_base = (void *)p, .iov_len = n };
+			struct iovec remote = {
+				.iov_base = (void *)(uintptr_t)(k->r->addr + k->off),
+				.iov_len = n };
+			ssize_t put = process_vm_writev(k->r->pid, &local, 1,
+							&remote, 1, 0);
+			if (put != (ssize_t)n)
+				k->err = put < 0 ? -errno : -EFAULT;
+		}
+	}
+	k->off += n;
+	k->left -= n;
+}
+
+/* The whole payload is in: acknowledge, notify, end our read. */
+static void sink_finish(struct link *l)
+{
+	struct rx_sink *k = &l->sink;
+
+	k->active = false;
+	if (k->is_write) {
+		if (!k->r && !k->err) {
+			/* An operation that had failed before: drop silently. */
+			if (k->last)
+				forget_failed(l, k->op);
+		} else if (k->err) {
+			write_ack(l, k->op, k->err);
+			if (!k->last && remember_failed(l, k->op))
+				fail_link(l, -EPROTO, "too many failed writes");
+		} else if (k->last) {
+			write_ack(l, k->op, (int64_t)k->total);
+			if (k->notify)
+				l->ls->hooks.notify_local(l->ls->hooks.arg, k->r,
+							  k->notify_value,
+							  (int64_t)k->total);
+		}
+	} else if (k->xop) {
+		struct xop *op = k->xop;
+		op->done += k->len;
+		if (k->err)
+			op_end(l->ls, l, op, k->err);  /* our client's memory went */
+		else if (k->last)
+			op_end(l->ls, l, op, (int64_t)op->len);
+	}
+	region_put(k->r);
+	k->r = NULL;
+	k->xop = NULL;
+}
+
+/* A WriteChunk of the peer; its plen payload bytes follow. */
 static int on_write(struct link *l, const Xfer__Peer__WriteChunk *w,
-		    struct evbuffer *in, uint32_t plen)
+		    uint32_t plen)
 {
 	struct token tok;
 	struct region *r = NULL;
-	uint64_t off;
+	uint64_t off = 0;
+	int err = 0;
 
-	if (is_failed(l, w->op)) {
-		evbuffer_drain(in, plen);
-		if (w->last)
-			forget_failed(l, w->op);
-		return 0;
+	if (plen > w->total)
+		return -EPROTO;  /* a chunk larger than its whole operation */
+	l->sink = (struct rx_sink){ .is_write = true, .op = w->op,
+				    .last = w->last, .notify = w->notify,
+				    .notify_value = w->notify_value,
+				    .total = w->total };
+	if (!is_failed(l, w->op)) {
+		if (token_from(l->ls, w->target, &tok))
+			return -EPROTO;
+		err = resolve(l, &tok, w->at, plen, &r, &off);
+		if (err == -EACCES || err == -ERANGE)
+			return -EPROTO;
 	}
-	if (token_from(l->ls, w->target, &tok))
-		return -EPROTO;
-	int err = resolve(l, &tok, w->at, plen, &r, &off);
-	if (err == -EACCES || err == -ERANGE)
-		return -EPROTO;
-	if (!err) {
-		err = land(in, r, off, plen);
-		stat_add(&l->stats->bytes_rx, plen);
-	} else {
-		evbuffer_drain(in, plen);
-	}
-	if (err) {
-		/* This operation only: the link stays. */
-		region_put(r);
-		write_ack(l, w->op, err);
-		return w->last ? 0 : remember_failed(l, w->op);
-	}
-	if (w->last) {
-		write_ack(l, w->op, (int64_t)w->total);
-		if (w->notify)
-			l->ls->hooks.notify_local(l->ls->hooks.arg, r,
-						  w->notify_value,
-						  (int64_t)w->total);
-	}
-	region_put(r);
+	/* An error here (-ESTALE) fails this operation only. */
+	sink_start(l, plen, r, off, err);
 	return 0;
 }
 
@@ -655,15 +744,16 @@ static int on_read_request(struct link *l, const Xfer__Peer__ReadRequest *rq)
 	return 0;
 }
 
-/* Payload of a read of ours. */
+/* Payload of a read of ours follows. */
 static int on_read_data(struct link *l, const Xfer__Peer__ReadData *d,
-			struct evbuffer *in, uint32_t plen)
+			uint32_t plen)
 {
 	struct xop *op = hash_find(l, d->op);
 
+	l->sink = (struct rx_sink){ .last = d->last };
 	if (!op || op->opcode != XFER_OP_READ) {
-		/* It timed out or was cancelled meanwhile. */
-		evbuffer_drain(in, plen);
+		/* It timed out or was cancelled meanwhile: drop the bytes. */
+		sink_start(l, plen, NULL, 0, 0);
 		return 0;
 	}
 	if (d->result < 0) {
@@ -675,16 +765,9 @@ static int on_read_data(struct link *l, const Xfer__Peer__ReadData *d,
 	if (d->at != op->done || plen > op->len - op->done ||
 	    (uint64_t)d->result != plen || (d->last && op->done + plen != op->len))
 		return -EPROTO;
-	int err = land(in, op->local, op->local_off + op->done, plen);
-	stat_add(&l->stats->bytes_rx, plen);
-	op->done += plen;
-	if (err) {
-		/* Our client's memory went away: stop the read. */
-		op_end(l->ls, l, op, err);
-		return 0;
-	}
-	if (d->last)
-		op_end(l->ls, l, op, (int64_t)op->len);
+	region_get(op->local);
+	l->sink.xop = op;
+	sink_start(l, plen, op->local, op->local_off + op->done, 0);
 	return 0;
 }
 
@@ -714,7 +797,8 @@ static int on_notify(struct link *l, const Xfer__Peer__Notify *nt)
 	if (err == -EACCES || err == -ERANGE)
 		return -EPROTO;
 	if (!err) {
-		l->ls->hooks.notify_local(l->ls->hooks.arg, r, nt->value, 0);
+		l->ls->hooks.notify_local(l->ls->hooks.arg, r, nt->value,
+					  (int64_t)nt->bytes);
 		region_put(r);
 	}
 	write_ack(l, nt->op, err);
@@ -757,11 +841,12 @@ static void on_check(struct link *l, const Xfer__Peer__CheckToken *c)
 }
 
 /*
- * One frame: header unpacked, payload (plen bytes) still in `in`.
+ * One frame: its header, and plen payload bytes that follow (a handler
+ * of a frame with payload sets up l->sink for them).
  * Returns 0 or -EPROTO (the peer broke the protocol: drop the link).
  */
 static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
-		    struct evbuffer *in, uint32_t plen, const char **why)
+		    uint32_t plen, const char **why)
 {
 	Xfer__Peer__PeerMsg *m = xfer__peer__peer_msg__unpack(NULL, hlen, hdr);
 	int err = 0;
@@ -784,7 +869,7 @@ static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
 	switch (m->body_case) {
 	case XFER__PEER__PEER_MSG__BODY_WRITE:
 		*why = "bad write (key, range or size)";
-		err = on_write(l, m->write, in, plen);
+		err = on_write(l, m->write, plen);
 		break;
 	case XFER__PEER__PEER_MSG__BODY_WRITE_ACK:
 		*why = "bad write acknowledgement";
@@ -796,7 +881,7 @@ static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
 		break;
 	case XFER__PEER__PEER_MSG__BODY_READ_DATA:
 		*why = "bad read data";
-		err = on_read_data(l, m->read_data, in, plen);
+		err = on_read_data(l, m->read_data, plen);
 		break;
 	case XFER__PEER__PEER_MSG__BODY_NOTIFY:
 		*why = "bad notify (key or range)";
@@ -851,48 +936,114 @@ out:
 	return err;
 }
 
-static void on_readable(struct bufferevent *bev, void *arg)
+/*
+ * Parse what is buffered: frames, and payload bytes for the sink.
+ * Returns false if the link failed.
+ */
+static bool consume(struct link *l)
+{
+	const char *why = NULL;
+
+	for (;;) {
+		size_t have = l->rx_len - l->rx_off;
+		if (l->sink.active) {
+			size_t n = have < l->sink.left ? have : (size_t)l->sink.left;
+			sink_put(&l->sink, l->rxbuf + l->rx_off, n);
+			l->rx_off += n;
+			if (l->sink.left)
+				return true;  /* more payload to come */
+			sink_finish(l);
+			if (!l->bev)
+				return false;
+			continue;
+		}
+		uint32_t hlen, plen;
+		if (have < FRAME_PREFIX)
+			return true;
+		memcpy(&hlen, l->rxbuf + l->rx_off, 4);
+		memcpy(&plen, l->rxbuf + l->rx_off + 4, 4);
+		if (hlen == 0 || hlen > PEER_MAX_HEADER ||
+		    plen > PEER_MAX_PAYLOAD) {
+			fail_link(l, -EPROTO, "frame length out of bounds");
+			return false;
+		}
+		if (have < FRAME_PREFIX + (size_t)hlen)
+			return true;
+		const uint8_t *hdr = l->rxbuf + l->rx_off + FRAME_PREFIX;
+		l->rx_off += FRAME_PREFIX + hlen;
+		stat_add(&l->stats->bytes_rx, FRAME_PREFIX + hlen);
+		int err = dispatch(l, hdr, hlen, plen, &why);
+		if (err) {
+			fail_link(l, err, why);
+			return false;
+		}
+		if (!l->bev)
+			return false;
+		if (plen && !l->sink.active) {
+			fail_link(l, -EPROTO, "payload on a frame that has none");
+			return false;
+		}
+		if (l->sink.active && l->sink.left == 0) {
+			sink_finish(l);
+			if (!l->bev)
+				return false;
+		}
+	}
+}
+
+/* Big payloads into a memfd region skip the buffer: recv() lands them. */
+static bool direct_target(const struct link *l)
+{
+	const struct rx_sink *k = &l->sink;
+
+	return k->active && k->r && !k->err && k->r->kind == REGION_MEMFD &&
+	       l->rx_off == l->rx_len;
+}
+
+static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct link *l = arg;
-	struct evbuffer *in = bufferevent_get_input(bev);
-	const char *why = NULL;
+	(void)what;
 
 	l->ls->events++;
 	l->last_rx_ns = now_ns();
 	for (;;) {
-		uint8_t prefix[FRAME_PREFIX];
-		uint32_t hlen, plen;
-		size_t have = evbuffer_get_length(in);
-
-		if (have < FRAME_PREFIX)
-			break;
-		evbuffer_copyout(in, prefix, FRAME_PREFIX);
-		memcpy(&hlen, prefix, 4);
-		memcpy(&plen, prefix + 4, 4);
-		if (hlen == 0 || hlen > PEER_MAX_HEADER ||
-		    plen > PEER_MAX_PAYLOAD) {
-			fail_link(l, -EPROTO, "frame length out of bounds");
+		if (!consume(l))
+			return;
+		uint8_t *dst;
+		size_t room;
+		bool direct = direct_target(l);
+		if (direct) {
+			dst = (uint8_t *)l->sink.r->map + l->sink.off;
+			room = (size_t)l->sink.left;
+		} else {
+			/* Keep the unparsed bytes at the front. */
+			if (l->rx_off) {
+				memmove(l->rxbuf, l->rxbuf + l->rx_off,
+					l->rx_len - l->rx_off);
+				l->rx_len -= l->rx_off;
+				l->rx_off = 0;
+			}
+			dst = l->rxbuf + l->rx_len;
+			room = RXBUF - l->rx_len;
+		}
+		ssize_t n = recv(fd, dst, room, 0);
+		if (n == 0) {
+			fail_link(l, -ECONNRESET, "connection closed by the peer");
 			return;
 		}
-		if (have < FRAME_PREFIX + (size_t)hlen + plen)
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				fail_link(l, -ECONNRESET, "connection error");
 			break;
-		evbuffer_drain(in, FRAME_PREFIX);
-		uint8_t *hdr = evbuffer_pullup(in, hlen);
-		uint8_t *copy = malloc(hlen);
-		if (!hdr || !copy) {
-			free(copy);
-			fail_link(l, -ENOMEM, "out of memory");
-			return;
 		}
-		/* The handlers consume the payload behind the header. */
-		memcpy(copy, hdr, hlen);
-		evbuffer_drain(in, hlen);
-		stat_add(&l->stats->bytes_rx, FRAME_PREFIX + hlen);
-		int err = dispatch(l, copy, hlen, in, plen, &why);
-		free(copy);
-		if (err) {
-			fail_link(l, err, why);
-			return;
+		if (direct) {
+			l->sink.off += (uint64_t)n;
+			l->sink.left -= (uint64_t)n;
+		} else {
+			l->rx_len += (size_t)n;
 		}
 	}
 	fill(l);
@@ -949,8 +1100,12 @@ static void free_link(struct link *l)
 	}
 	if (l->tick)
 		event_free(l->tick);
+	if (l->ev_read)
+		event_free(l->ev_read);
 	if (l->bev)
 		bufferevent_free(l->bev);
+	region_put(l->sink.r);
+	free(l->rxbuf);
 	free(l->failed);
 	free(l);
 }
@@ -978,7 +1133,9 @@ static void fail_link(struct link *l, int err, const char *why)
 		 rp->id[2], rp->id[3]);
 	log_info("link to %s: %s", id, why);
 	/* No more frames: Aborts are pointless now. */
-	bufferevent_free(l->bev);
+	event_free(l->ev_read);
+	l->ev_read = NULL;
+	bufferevent_free(l->bev);  /* closes the socket */
 	l->bev = NULL;
 	event_free(l->tick);
 	l->tick = NULL;
@@ -1017,21 +1174,34 @@ void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
 	TAILQ_INIT(&l->sendq);
 	TAILQ_INIT(&l->serveq);
 	l->last_rx_ns = now_ns();
+	l->fd = fd;
+	l->rxbuf = pending_len <= RXBUF ? malloc(RXBUF) : NULL;
 	l->bev = bufferevent_socket_new(ls->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	l->tick = event_new(ls->base, -1, EV_PERSIST, on_tick, l);
+	l->ev_read = event_new(ls->base, fd, EV_READ | EV_PERSIST, on_fd_read,
+			       l);
 	struct timeval tv = { .tv_sec = ls->cfg.keepalive_ms / 1000,
 			      .tv_usec = (ls->cfg.keepalive_ms % 1000) * 1000 };
-	if (!l->bev || !l->tick || event_add(l->tick, &tv)) {
+	if (!l->bev || !l->tick || !l->ev_read || !l->rxbuf ||
+	    event_add(l->tick, &tv)) {
 		if (!l->bev)
 			close(fd);
 		free_link(l);
 		fail_pending(ls, rp, -ENOMEM);
 		return;
 	}
-	bufferevent_setcb(l->bev, on_readable, on_writable, on_event, l);
-	bufferevent_setwatermark(l->bev, EV_READ, 0, IN_HIGH);
+	/* The bufferevent only writes; on_fd_read receives. */
+	bufferevent_setcb(l->bev, NULL, on_writable, on_event, l);
+	/* libevent writes 16 KiB per system call by default: far too
+	 * little for a link that moves megabyte chunks. */
+	bufferevent_set_max_single_write(l->bev, SINGLE_IO);
 	bufferevent_setwatermark(l->bev, EV_WRITE, OUT_LOW, 0);
-	bufferevent_enable(l->bev, EV_READ | EV_WRITE);
+	bufferevent_disable(l->bev, EV_READ);
+	bufferevent_enable(l->bev, EV_WRITE);
+	if (event_add(l->ev_read, NULL)) {
+		fail_link(l, -ENOMEM, "cannot watch the socket");
+		return;
+	}
 	rp->link = l;
 	rp->asked = false;
 	ls->nlinks++;
@@ -1042,11 +1212,10 @@ void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
 		start_op(l, op);
 	}
 	if (pending_len) {
-		evbuffer_add(bufferevent_get_input(l->bev), pending, pending_len);
-		on_readable(l->bev, l);
-	} else {
-		fill(l);
+		memcpy(l->rxbuf, pending, pending_len);
+		l->rx_len = pending_len;
 	}
+	on_fd_read(fd, EV_READ, l);
 }
 
 void linkset_close(struct linkset *ls, const uint8_t id[LINK_ID_LEN], int err,
@@ -1073,9 +1242,8 @@ void linkset_send_ctl(struct linkset *ls, const uint8_t id[LINK_ID_LEN],
 		return;
 	memcpy(prefix, &h, 4);
 	memcpy(prefix + 4, &p, 4);
-	struct evbuffer *out = bufferevent_get_output(rp->link->bev);
-	evbuffer_add(out, prefix, sizeof(prefix));
-	evbuffer_add(out, msg, len);
+	queue_bytes(rp->link, prefix, sizeof(prefix));
+	queue_bytes(rp->link, msg, len);
 }
 
 void linkset_submit(struct linkset *ls, struct xop *op)

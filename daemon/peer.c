@@ -113,7 +113,12 @@ struct request {
 	} cb;
 	void *arg;
 	char who[NAME_MAX_LEN];
-	TAILQ_ENTRY(request) q;       /* peer->waiting, or ps->inflight */
+	/* A lookup at a node whose name no link has told us yet. */
+	char node[NAME_MAX_LEN];
+	char name[NAMES_NAME_MAX + 1];
+	bool unresolved;
+	TAILQ_ENTRY(request) q;       /* peer->waiting, ps->inflight or
+				       * ps->unresolved */
 };
 
 /* One lookup sent to every configured peer: first token wins. */
@@ -138,10 +143,12 @@ struct peers {
 	struct peer *peers;
 	LIST_HEAD(, conn) conns;
 	struct request_list inflight; /* sent, awaiting a reply */
+	struct request_list unresolved; /* node name not known yet */
 	uint64_t next_request;
 };
 
 static void conn_free(struct conn *c);
+static void resolve_waiting(struct peers *ps);
 static void request_end(struct request *r, int error, const void *data,
 			size_t len, uint64_t rtt);
 static void connect_peer(struct peers *ps, struct peer *pe);
@@ -386,6 +393,7 @@ static void peer_failed(struct peers *ps, struct peer *pe, int err,
 	/* Operations of clients waiting in the progress thread, too. */
 	if (pe->id_known)
 		progress_link_close(ps->d->progress, pe->id, err, why);
+	resolve_waiting(ps);
 }
 
 static void conn_free(struct conn *c)
@@ -452,6 +460,7 @@ static void conn_established(struct conn *c, struct peer *pe)
 		r->sent = true;
 		TAILQ_INSERT_TAIL(&ps->inflight, r, q);
 	}
+	resolve_waiting(ps);
 }
 
 static bool auth_ok(struct peers *ps, bool their_auth, struct conn *c)
@@ -929,6 +938,8 @@ static void request_end(struct request *r, int error, const void *data,
 
 	if (r->sent)
 		TAILQ_REMOVE(&ps->inflight, r, q);
+	else if (r->unresolved)
+		TAILQ_REMOVE(&ps->unresolved, r, q);
 	else if (r->peer)
 		TAILQ_REMOVE(&r->peer->waiting, r, q);
 	switch (r->kind) {
@@ -1055,6 +1066,81 @@ static void send_lookup(struct peers *ps, struct peer *pe, const char *name,
 	request_start(ps, r, pe, &m);
 }
 
+/* Is a connection to a configured peer still being made? */
+static bool configured_pending(struct peers *ps)
+{
+	for (struct peer *pe = ps->peers; pe; pe = pe->next)
+		if (pe->state == PEER_CONNECTING)
+			return true;
+	return false;
+}
+
+/*
+ * A node name no link has told us: it may be a configured peer that is
+ * not connected yet (it started later than we did).  Connect to those
+ * and wait until a handshake brings the name, or all of them failed.
+ */
+static void lookup_unresolved(struct peers *ps, const char *node,
+			      const char *name, peers_lookup_cb cb, void *arg)
+{
+	struct timeval tv = { .tv_sec = ps->d->cfg.op_timeout_ms / 1000,
+			      .tv_usec = (ps->d->cfg.op_timeout_ms % 1000) * 1000 };
+
+	/* Connecting may fail (or succeed) at once: look again after. */
+	peers_start(ps);
+	struct peer *pe = peer_by_name(ps, node);
+	if (pe) {
+		send_lookup(ps, pe, name, cb, arg, NULL);
+		return;
+	}
+	if (!configured_pending(ps)) {
+		cb(arg, -EHOSTUNREACH, NULL, 0);
+		return;
+	}
+	struct request *r = request_new(ps, REQ_LOOKUP);
+	if (!r) {
+		cb(arg, -ENOMEM, NULL, 0);
+		return;
+	}
+	r->ps = ps;
+	r->cb.lookup = cb;
+	r->arg = arg;
+	r->unresolved = true;
+	snprintf(r->node, sizeof(r->node), "%s", node);
+	snprintf(r->name, sizeof(r->name), "%s", name);
+	r->timeout = evtimer_new(ps->d->base, on_request_timeout, r);
+	TAILQ_INSERT_TAIL(&ps->unresolved, r, q);
+	if (!r->timeout || evtimer_add(r->timeout, &tv))
+		request_end(r, -ENOMEM, NULL, 0, 0);
+}
+
+/* A handshake finished or failed: retry lookups waiting for a name. */
+static void resolve_waiting(struct peers *ps)
+{
+	bool pending = configured_pending(ps);
+
+	for (struct request *r = TAILQ_FIRST(&ps->unresolved), *next; r;
+	     r = next) {
+		next = TAILQ_NEXT(r, q);
+		struct peer *pe = peer_by_name(ps, r->node);
+		if (!pe && pending)
+			continue;
+		TAILQ_REMOVE(&ps->unresolved, r, q);
+		r->unresolved = false;
+		if (!pe) {
+			r->peer = NULL;
+			request_end(r, -EHOSTUNREACH, NULL, 0, 0);
+			continue;
+		}
+		peers_lookup_cb cb = r->cb.lookup;
+		void *arg = r->arg;
+		char name[NAMES_NAME_MAX + 1];
+		snprintf(name, sizeof(name), "%s", r->name);
+		request_free(r);
+		send_lookup(ps, pe, name, cb, arg, NULL);
+	}
+}
+
 void peers_lookup(struct peers *ps, const char *node, const char *name,
 		  peers_lookup_cb cb, void *arg)
 {
@@ -1062,11 +1148,10 @@ void peers_lookup(struct peers *ps, const char *node, const char *name,
 
 	if (node) {
 		struct peer *pe = peer_for(ps, node);
-		if (!pe) {
-			cb(arg, -EHOSTUNREACH, NULL, 0);
-			return;
-		}
-		send_lookup(ps, pe, name, cb, arg, NULL);
+		if (pe)
+			send_lookup(ps, pe, name, cb, arg, NULL);
+		else
+			lookup_unresolved(ps, node, name, cb, arg);
 		return;
 	}
 	if (cfg->npeers == 0) {
@@ -1340,6 +1425,7 @@ int peers_create(struct xferd *d, struct peers **out)
 	ps->d = d;
 	LIST_INIT(&ps->conns);
 	TAILQ_INIT(&ps->inflight);
+	TAILQ_INIT(&ps->unresolved);
 	if (d->cfg.node_name[0])
 		snprintf(ps->node_name, sizeof(ps->node_name), "%s",
 			 d->cfg.node_name);
@@ -1407,6 +1493,8 @@ void peers_destroy(struct peers *ps)
 	if (!ps)
 		return;
 	while ((r = TAILQ_FIRST(&ps->inflight)))
+		request_end(r, -ECANCELED, NULL, 0, 0);
+	while ((r = TAILQ_FIRST(&ps->unresolved)))
 		request_end(r, -ECANCELED, NULL, 0, 0);
 	for (struct peer *pe = ps->peers; pe; pe = pe->next)
 		while ((r = TAILQ_FIRST(&pe->waiting)))

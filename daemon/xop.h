@@ -27,6 +27,7 @@ struct xop {
 	uint64_t len;
 	bool notify;              /* the owner is notified after the data */
 	uint64_t notify_value;
+	uint64_t notify_bytes;    /* NOTIFY: what the notified batch moved */
 	uint64_t deadline_ns;     /* CLOCK_MONOTONIC */
 
 	/* the link layer's */

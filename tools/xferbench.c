@@ -56,6 +56,7 @@ enum mem_kind { KIND_MEMFD, KIND_MALLOC };
 
 struct opts {
 	const char *socket;
+	const char *target_socket; /* another node's xferd; NULL = socket */
 	int cpu, target_cpu;
 	enum mem_kind kind, local_kind;
 	bool kind_set, local_kind_set;
@@ -322,7 +323,7 @@ static void target_main(const struct opts *o, uint64_t len, int cmd_fd,
 	/* Nothing to guard once the initiator is gone. */
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	pin_cpu(o->target_cpu, "target");
-	err = xfer_open(o->socket, &ctx);
+	err = xfer_open(o->target_socket ? o->target_socket : o->socket, &ctx);
 	if (!err)
 		err = buf_alloc(ctx, o->kind, len, &b);
 	if (!err) {
@@ -923,8 +924,10 @@ static void run_rss(const struct opts *o)
 
 static void usage(FILE *f)
 {
-	fputs("usage: xferbench [--socket PATH] [--cpu N] [--target-cpu N] "
-	      "MODE [options]\n"
+	fputs("usage: xferbench [--socket PATH] [--target-socket PATH] [--cpu N]"
+	      " [--target-cpu N] MODE [options]\n"
+	      "  --target-socket: the target's xferd (another node: the transfers\n"
+	      "         then go between the two xferds)\n"
 	      "  bw     [--kind memfd|malloc] [--local-kind K] [--op write|read]\n"
 	      "         [--sizes 4K,64K,1M,16M,256M] [--time-ms 300] [--reps 7]\n"
 	      "         [--window N]\n"
@@ -977,13 +980,14 @@ enum {
 	OPT_SOCKET = 256, OPT_CPU, OPT_TARGET_CPU, OPT_KIND, OPT_LOCAL_KIND,
 	OPT_OP, OPT_SIZES, OPT_TIME, OPT_REPS, OPT_WINDOW, OPT_ITERS,
 	OPT_WARMUP, OPT_SIZE, OPT_BATCH, OPT_INFLIGHT, OPT_LINKED, OPT_SLEEP,
-	OPT_SPIN, OPT_PID,
+	OPT_SPIN, OPT_PID, OPT_TARGET_SOCKET,
 };
 
 static const char *parse_args(int argc, char **argv, struct opts *o)
 {
 	static const struct option lopts[] = {
 		{ "socket", required_argument, NULL, OPT_SOCKET },
+		{ "target-socket", required_argument, NULL, OPT_TARGET_SOCKET },
 		{ "cpu", required_argument, NULL, OPT_CPU },
 		{ "target-cpu", required_argument, NULL, OPT_TARGET_CPU },
 		{ "kind", required_argument, NULL, OPT_KIND },
@@ -1020,6 +1024,7 @@ static const char *parse_args(int argc, char **argv, struct opts *o)
 	while ((ch = getopt_long(argc, argv, "h", lopts, NULL)) != -1) {
 		switch (ch) {
 		case OPT_SOCKET: o->socket = optarg; break;
+		case OPT_TARGET_SOCKET: o->target_socket = optarg; break;
 		case OPT_CPU:
 			o->cpu = (int)parse_uint("cpu", optarg, 0, maxcpu);
 			break;

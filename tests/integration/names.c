@@ -23,16 +23,19 @@
  *    token libxfer exports (memfd and malloc'd regions, sub-ranges)
  *    carries exactly those addresses and that node name (decoded with
  *    proto/token_codec.h), also after the trip through publish/lookup;
- *  - private xferds with node_name set (one too long for a token) and a
- *    peer that cannot be reached: the name goes into tokens (or stays
- *    out), "node/name" with it is answered locally, a miss and another
+ *  - private xferds that listen on TCP, with node_name set (one too long
+ *    for a token) and a peer that cannot be reached: tokens carry their
+ *    HelloReply's addresses (with the listening port) and node name (or
+ *    none), "node/name" with it is answered locally, a miss and another
  *    node's name come back as errors from the peer lookup, and xferd
  *    stops cleanly with names still published.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
-#include <stdbool.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -181,8 +184,11 @@ static void raw_expect_status(Xfer__Client__ClientMsg *m, int want,
 	xfer__client__client_msg__free_unpacked(r, NULL);
 }
 
-/* Handshake by hand and keep what the HelloReply says of this node. */
-static void raw_hello(void)
+/*
+ * Connect raw_sock to the xferd at path, handshake by hand and keep
+ * what the HelloReply says of its node (which must be named node).
+ */
+static void raw_hello(const char *path, const char *node)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
@@ -190,7 +196,7 @@ static void raw_hello(void)
 
 	raw_sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	T_ASSERT(raw_sock >= 0, "socket: %s", strerror(errno));
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", tl_socket());
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
 	T_ASSERT(connect(raw_sock, (struct sockaddr *)&sa, sizeof(sa)) == 0,
 		 "connect: %s", strerror(errno));
 	hello.name = "names-raw";
@@ -201,9 +207,9 @@ static void raw_hello(void)
 		 "no HelloReply");
 	const Xfer__Client__HelloReply *hr = r->hello_reply;
 
-	T_ASSERT(hr->node_name && strcmp(hr->node_name, host) == 0,
-		 "HelloReply node name '%s', host name '%s'",
-		 hr->node_name ? hr->node_name : "(null)", host);
+	T_ASSERT(hr->node_name && strcmp(hr->node_name, node) == 0,
+		 "HelloReply node name '%s', want '%s'",
+		 hr->node_name ? hr->node_name : "(null)", node);
 	snprintf(hello_node, sizeof(hello_node), "%s", hr->node_name);
 	T_ASSERT(hr->n_addresses <= TOKEN_MAX_ADDRS,
 		 "HelloReply with %zu addresses", hr->n_addresses);
@@ -503,31 +509,55 @@ static bool peer_miss(int rc)
 	       rc == -ECONNREFUSED || rc == -ENOENT;
 }
 
-/*
- * node_name from the config goes into tokens (unless too long for one)
- * and "node/name" with it is answered locally; with a peer configured a
- * local miss asks the peer, whose failure comes back as an error, and
- * the daemon carries on and stops cleanly with names still published.
- */
-static void private_node(const char *node, bool fits_token)
+/* A TCP port nobody listens on right now (for a private xferd). */
+static unsigned free_port(void)
 {
-	char node_opt[128], node_kv[160];
-	const char *const args[] = { node_opt, "peer=127.0.0.1:1", NULL };
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	T_ASSERT(fd >= 0, "socket: %s", strerror(errno));
+	T_ASSERT(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+		 getsockname(fd, (struct sockaddr *)&sa, &len) == 0,
+		 "bind: %s", strerror(errno));
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+/*
+ * A private xferd that listens (so it advertises addresses), with
+ * node_name set and a peer that cannot be reached: its HelloReply names
+ * the node and the addresses, every token carries both (or no node name
+ * when it is too long for a token), "node/name" with that name is
+ * answered locally, a miss and another node's name come back as errors
+ * from the peer lookup, and it stops cleanly with a name still
+ * published.
+ */
+static void private_node(const char *node)
+{
+	char node_opt[128], node_kv[160], listen_opt[64];
+	const char *const args[] = { node_opt, listen_opt, "peer=127.0.0.1:1",
+				     NULL };
 	uint8_t tok[XFER_TOKEN_MAX], got[XFER_TOKEN_MAX];
+	int shared_raw = raw_sock;
 	struct tl_daemon xd;
 	struct xfer_ctx *c;
 	struct tl_buf b;
-	struct token t;
 
 	snprintf(node_opt, sizeof(node_opt), "node_name=%s", node);
+	snprintf(listen_opt, sizeof(listen_opt), "listen=*:%u", free_port());
 	snprintf(node_kv, sizeof(node_kv), "%s/kv", node);
 	tl_daemon_start(&xd, args);
+	/* From here check_hints() compares with this xferd's HelloReply. */
+	raw_hello(xd.socket, node);
 	T_OK(xfer_open(xd.socket, &c));
 	tl_buf_alloc(c, TL_HOST, 4096, &b);
 	size_t len = tl_export(&b, tok);
-	T_ASSERT(token_decode(tok, len, &t) == 0, "token does not decode");
-	T_ASSERT(strcmp(t.node_name, fits_token ? node : "") == 0,
-		 "token's node name '%s' with node_name=%s", t.node_name, node);
+	struct token t = check_hints(tok, len, "private xferd's token");
+	for (uint32_t i = 0; i < t.naddrs; i++)
+		T_ASSERT(t.addrs[i].port == atoi(strchr(listen_opt, ':') + 1),
+			 "address %u with port %u, listening on %s", i,
+			 t.addrs[i].port, listen_opt);
 
 	T_OK(xfer_publish(c, "kv", tok, len));
 	expect_lookup(c, "kv", tok, len, "private: local hit, peers configured");
@@ -542,12 +572,14 @@ static void private_node(const char *node, bool fits_token)
 	rc = xfer_lookup(c, this_kv, got, &glen);
 	T_ASSERT(peer_miss(rc), "private: '%s' is another node: %d (%s)",
 		 this_kv, rc, xfer_strerror(rc));
-	printf("private xferd '%.20s...': peer lookups -> %s (%llu ms)\n",
-	       node, xfer_strerror(rc),
+	printf("private xferd '%.20s', %u addresses: peer lookups -> %s "
+	       "(%llu ms)\n", node, t.naddrs, xfer_strerror(rc),
 	       (unsigned long long)(tl_now_ms() - start));
 	expect_lookup(c, node_kv, tok, len, "private: after the peer lookups");
 
 	/* Stopped while the name is still published. */
+	close(raw_sock);
+	raw_sock = shared_raw;
 	T_ASSERT(tl_daemon_stop(&xd) == 0, "private xferd did not stop cleanly");
 	tl_buf_free(c, &b);
 	xfer_close(c);
@@ -579,7 +611,7 @@ int main(void)
 	snprintf(this_missing, sizeof(this_missing), "%s/%s", host, missing);
 	snprintf(other_kv, sizeof(other_kv), "no-such-node.invalid/%s", kv);
 
-	raw_hello();
+	raw_hello(tl_socket(), host);
 	pub = tl_open();
 	tl_buf_alloc(pub, TL_HOST, REG_LEN, &buf);
 	tl_fill(buf.ptr, REG_LEN, BG_SEED);
@@ -679,11 +711,11 @@ int main(void)
 	printf("names go with a killed publisher\n");
 
 	/* Node names from the config; a 70-byte one stays out of tokens. */
-	private_node("names-private-node", true);
+	private_node("names-private-node");
 	char long_node[71];
 	memset(long_node, 'l', 70);
 	long_node[70] = '\0';
-	private_node(long_node, false);
+	private_node(long_node);
 
 	/* Ours is still there, and goes when we unpublish. */
 	expect_lookup(pub, kv, tok, len, "ours after the others left");

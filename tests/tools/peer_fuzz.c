@@ -862,8 +862,73 @@ static bool case_write_past_range(int fd, char *how, size_t howlen)
 	return write_dropped(fd, &m, payload, sizeof(payload), how, howlen);
 }
 
+/*
+ * Read [at, at + len) of the token's range over the established link fd
+ * (a legitimate ReadRequest).  0, or -1 with `why`.
+ */
+static int read_range(int fd, uint64_t at, uint8_t *buf, uint32_t len)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__WriteChunk w;
+	Xfer__Peer__Target t;
+	Xfer__Peer__ReadRequest rr = XFER__PEER__READ_REQUEST__INIT;
+	uint8_t key[TOKEN_KEY_LEN];
+	uint64_t deadline = now_ms() + (uint64_t)opt.deadline_ms;
+	uint32_t got = 0;
+
+	make_write(&m, &w, &t, key, 0);
+	rr.op = 11;
+	rr.source = &t;
+	rr.at = at;
+	rr.length = len;
+	msg_init(&m);
+	m.body_case = XFER__PEER__PEER_MSG__BODY_READ;
+	m.read = &rr;
+	if (send_msg(fd, &m, NULL, 0)) {
+		set_why("the link was closed");
+		return -1;
+	}
+	while (got < len) {
+		uint8_t prefix[FRAME_PREFIX], hdr[1024];
+		int rc = recv_exact(fd, prefix, sizeof(prefix), deadline);
+		if (rc <= 0) {
+			set_why("reading the range back: %s",
+				rc ? strerror(-rc) : "closed");
+			return -1;
+		}
+		uint32_t hlen = (uint32_t)prefix[0] | (uint32_t)prefix[1] << 8 |
+				(uint32_t)prefix[2] << 16 | (uint32_t)prefix[3] << 24;
+		uint32_t plen = (uint32_t)prefix[4] | (uint32_t)prefix[5] << 8 |
+				(uint32_t)prefix[6] << 16 | (uint32_t)prefix[7] << 24;
+		if (hlen == 0 || hlen > sizeof(hdr) ||
+		    recv_exact(fd, hdr, hlen, deadline) <= 0) {
+			set_why("reading the range back: a bad frame");
+			return -1;
+		}
+		Xfer__Peer__PeerMsg *r = xfer__peer__peer_msg__unpack(NULL, hlen, hdr);
+		bool data = r && r->body_case == XFER__PEER__PEER_MSG__BODY_READ_DATA &&
+			    r->read_data->op == 11 && r->read_data->result >= 0 &&
+			    r->read_data->at == got && plen <= len - got;
+		bool ping = r && r->body_case == XFER__PEER__PEER_MSG__BODY_PING;
+		if (ping)
+			answer_ping(fd, r);
+		if (r)
+			xfer__peer__peer_msg__free_unpacked(r, NULL);
+		if (ping && plen == 0)
+			continue;
+		if (!data || recv_exact(fd, buf + got, plen, deadline) <= 0) {
+			set_why("reading the range back: no ReadData for it");
+			return -1;
+		}
+		got += plen;
+	}
+	return 0;
+}
+
 /* The op claims 16 bytes in all, its only chunk brings 64: it must not
- * succeed (a dropped link or a failed acknowledgement). */
+ * succeed (a dropped link or a failed acknowledgement).  The 64 bytes
+ * are those already there (read first), so the region stays as it was
+ * whether or not they were written. */
 static bool case_write_past_total(int fd, char *how, size_t howlen)
 {
 	Xfer__Peer__PeerMsg m;
@@ -873,7 +938,12 @@ static bool case_write_past_total(int fd, char *how, size_t howlen)
 
 	if (!established(fd))
 		return false;
-	memset(payload, 0xaa, sizeof(payload));
+	if (tok.length < sizeof(payload)) {
+		snprintf(how, howlen, "not run: the token grants under 64 bytes");
+		return true;
+	}
+	if (read_range(fd, 0, payload, sizeof(payload)))
+		return false;
 	make_write(&m, &w, &t, key, 7);
 	w.at = 0;
 	w.total = 16;

@@ -704,7 +704,7 @@ struct unit {
 	int64_t result;
 	uint16_t path;
 	uint32_t flags;
-	bool submitted, done;
+	bool done;
 };
 
 static uint64_t remote_chunk_off(unsigned i, uint64_t chunk)
@@ -817,11 +817,12 @@ static int cmd_rw(void)
 		       xfer_sq_space(ctx) >= per_unit) {
 			prep_unit(ctx, local.handle, xfer_remote_handle(remote),
 				  submitted, nunits);
+			/* Stamped before the hand-over: xferd may run the
+			 * whole op before xfer_submit() returns here. */
+			units[submitted].submit_us = now_us();
 			int n = xfer_submit(ctx);
 			if (n < (int)per_unit)
 				fail("xfer_submit -> %d, want %u", n, per_unit);
-			units[submitted].submit_us = now_us();
-			units[submitted].submitted = true;
 			if (repeat)
 				printf("submitted op=%u submit_us=%" PRIu64 "\n",
 				       submitted + 1, units[submitted].submit_us);
@@ -994,10 +995,10 @@ static int cmd_stream(void)
 					opt.size, submitted + 1);
 			if (opt.timeout_ms)
 				xfer_sqe_set_timeout(sqe, opt.timeout_ms);
-			if (xfer_submit(ctx) != 1)
-				fail("xfer_submit");
 			slots[i] = (struct slot){ .id = submitted + 1,
 						  .submit_us = now_us() };
+			if (xfer_submit(ctx) != 1)
+				fail("xfer_submit");
 			submitted++;
 		}
 		if (done == submitted)

@@ -6,6 +6,9 @@
  * name: they survive a round trip, the largest token still fits in
  * XFER_TOKEN_MAX, bad ones are refused both ways, and, being hints,
  * changing them leaves the key valid while the rest stays guarded.
+ *
+ * Longer than most files: one suite for the one codec, with the hints
+ * tested beside the fields they travel with.
  */
 #include <errno.h>
 #include <stdlib.h>
