@@ -410,6 +410,19 @@ static void conn_free(struct conn *c)
 	free(c);
 }
 
+/* Requests that waited for pe's link go out on it now. */
+static void send_waiting(struct peers *ps, struct peer *pe)
+{
+	struct request *r;
+
+	while ((r = TAILQ_FIRST(&pe->waiting))) {
+		TAILQ_REMOVE(&pe->waiting, r, q);
+		progress_link_send(ps->d->progress, pe->id, r->msg, r->len);
+		r->sent = true;
+		TAILQ_INSERT_TAIL(&ps->inflight, r, q);
+	}
+}
+
 /* The handshake is done: the progress thread takes the socket over. */
 static void conn_established(struct conn *c, struct peer *pe)
 {
@@ -452,14 +465,7 @@ static void conn_established(struct conn *c, struct peer *pe)
 		 peer_label(pe, label, sizeof(label)), pe->address,
 		 pe->initiated ? "we connected" : "it connected", pe->why);
 
-	/* Requests that waited for this link go out now. */
-	struct request *r;
-	while ((r = TAILQ_FIRST(&pe->waiting))) {
-		TAILQ_REMOVE(&pe->waiting, r, q);
-		progress_link_send(ps->d->progress, pe->id, r->msg, r->len);
-		r->sent = true;
-		TAILQ_INSERT_TAIL(&ps->inflight, r, q);
-	}
+	send_waiting(ps, pe);
 	resolve_waiting(ps);
 }
 
@@ -473,6 +479,51 @@ static bool auth_ok(struct peers *ps, bool their_auth, struct conn *c)
 	log_warnx("peer %s: refused: %s", c->remote, why);
 	conn_error(c, why);
 	return false;
+}
+
+/*
+ * An xferd restarted: a new instance answers where `old` was.  Requests
+ * that name a node or an address move to the new instance; those tied to
+ * the old one (token checks, and the operations of its tokens) fail with
+ * -ESTALE.  Returns the new instance's record.
+ */
+static struct peer *peer_replaced(struct peers *ps, struct peer *old,
+				  const uint8_t *id)
+{
+	struct peer *pe = peer_by_id(ps, id);
+	char hex[9];
+
+	if (!pe && !(pe = peer_new(ps)))
+		return NULL;
+	memcpy(pe->id, id, LINK_ID_LEN);
+	pe->id_known = true;
+	if (pe->state == PEER_DOWN)
+		pe->state = PEER_CONNECTING;
+	memcpy(pe->addrs, old->addrs, sizeof(pe->addrs));
+	memcpy(pe->ports, old->ports, sizeof(pe->ports));
+	pe->naddrs = old->naddrs;
+	snprintf(pe->address, sizeof(pe->address), "%s", old->address);
+	snprintf(pe->why, sizeof(pe->why), "%s", old->why);
+	for (struct request *r = TAILQ_FIRST(&old->waiting), *next; r;
+	     r = next) {
+		next = TAILQ_NEXT(r, q);
+		if (r->kind == REQ_CHECK) {
+			request_end(r, -ESTALE, NULL, 0, 0);
+			continue;
+		}
+		TAILQ_REMOVE(&old->waiting, r, q);
+		r->peer = pe;
+		TAILQ_INSERT_TAIL(&pe->waiting, r, q);
+	}
+	id_hex(id, hex);
+	old->conn = NULL;
+	old->node_name[0] = '\0';  /* its name now means the new one */
+	old->state = PEER_DOWN;
+	snprintf(old->last_error, sizeof(old->last_error),
+		 "replaced by instance %s", hex);
+	progress_link_close(ps->d->progress, old->id, -ESTALE,
+			    "that xferd was replaced");
+	return pe;
 }
 
 /* Acceptor: Hello arrived. */
@@ -566,8 +617,18 @@ static int on_welcome(struct conn *c, const Xfer__Peer__Welcome *w)
 	}
 	if (pe->id_known &&
 	    memcmp(pe->id, w->instance_id.data, LINK_ID_LEN) != 0) {
-		/* The token named an xferd that has been replaced. */
-		return -ESTALE;
+		/* Another instance answers there: the old one is gone. */
+		pe = peer_replaced(ps, pe, w->instance_id.data);
+		if (!pe)
+			return -ENOMEM;
+		c->peer = pe;
+		if (pe->state != PEER_UP)
+			pe->conn = c;
+	}
+	if (pe->state == PEER_UP) {
+		/* Linked meanwhile (its connect to us won): use that link. */
+		send_waiting(ps, pe);
+		return -EEXIST;
 	}
 	if (!pe->id_known) {
 		struct peer *known = peer_by_id(ps, w->instance_id.data);

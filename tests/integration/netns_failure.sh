@@ -8,6 +8,8 @@
 #    -ECONNRESET or -ETIMEDOUT, none later than its deadline (+ 5 s of
 #    grace): nothing hangs.  a marks b down.  With the link back up, the
 #    next write from a reconnects and succeeds (bytes verified).
+#  - b's xferd hangs (SIGSTOP) mid-stream: the same; once it continues,
+#    the next write from a succeeds again.
 #  - b's xferd is killed (SIGKILL) mid-stream: the same; b's own client
 #    learns that its xferd is gone and exits instead of hanging.
 #  - b's xferd restarts at the same address (a new instance) and the name
@@ -75,6 +77,18 @@ step "the link is back: the next write reconnects and succeeds"
 xnode_ok a write --lookup b/t --size $MiB --offset 4096 --seed 2 \
 	--timeout-ms 5000 --expect-path tcp
 xnode_ok a read --lookup b/t --size $MiB --offset 4096 --seed 2 \
+	--timeout-ms 5000 --expect-path tcp
+
+step "b's xferd hangs (SIGSTOP) in the middle of a stream of writes"
+freeze() { kill -STOP "${XD_PID[$1]}"; note "xferd $1 stopped (SIGSTOP)"; }
+stream_through s-stop "SIGSTOP b's xferd" freeze b
+wait_for 10 no_link_up a b || fail "a still shows its link to b up"
+note "a shows b down"
+kill -CONT "${XD_PID[b]}"
+note "xferd b continues (SIGCONT)"
+xnode_ok a write --lookup b/t --size $MiB --offset 8192 --seed 3 \
+	--timeout-ms 5000 --expect-path tcp
+xnode_ok a read --lookup b/t --size $MiB --offset 8192 --seed 3 \
 	--timeout-ms 5000 --expect-path tcp
 
 step "b's xferd is killed (SIGKILL) in the middle of a stream of writes"

@@ -125,7 +125,8 @@ jq -e '[.peers[] | select(.node_name == "d" and .state == "up")] |
 	.initiated == true and ((.why // "") | test("routed")))' \
 	<<<"$out" >/dev/null || fail "a's link to d is not shown as routed: $out"
 text=$(xferctl_on a peers) || fail "xferctl peers on a"
-printf '    | %s\n' "$text"
+# shellcheck disable=SC2001 # every line
+sed 's/^/    | /' <<<"$text"
 grep -E '(^| )d( |$)' <<<"$text" | grep -q routed ||
 	fail "xferctl peers (text) on a does not say 'routed' for d"
 

@@ -176,6 +176,11 @@ static bool errset_has(const struct errset *set, int64_t neg)
 	return false;
 }
 
+static const char *kind_name(enum tl_kind kind)
+{
+	return kind == TL_HOST ? "memfd" : "malloc";
+}
+
 static uint64_t now_us(void)
 {
 	struct timespec ts;
@@ -803,7 +808,7 @@ static int cmd_rw(void)
 	printf("%s: %u unit(s) of %u descriptor(s), %" PRIu64 " bytes each, "
 	       "local %s <-> remote [%" PRIu64 ", +%" PRIu64 "), seed %" PRIu64
 	       "%s\n", write ? "write" : "read", repeat && !opt.repeat ? 0 : nunits,
-	       per_unit, bytes, tl_kind_name(local.kind), opt.offset, opt.size,
+	       per_unit, bytes, kind_name(local.kind), opt.offset, opt.size,
 	       opt.seed, repeat && !opt.repeat ? " (until SIGTERM)" : "");
 	t_start = now_us();
 	stop_at = t_start + (uint64_t)REPEAT_MAX_MS * 1000u;
@@ -1177,7 +1182,7 @@ static int cmd_serve(void)
 	token_describe(tok, toklen, desc, sizeof(desc));
 	printf("ready name=%s size=%" PRIu64 " kind=%s handle=%" PRIu64
 	       " token_bytes=%zu %s\n", opt.name ? opt.name : "-", opt.size,
-	       tl_kind_name(b.kind), b.handle, toklen, desc);
+	       kind_name(b.kind), b.handle, toklen, desc);
 
 	while (!stop_requested && (!opt.count || seen < opt.count)) {
 		struct xfer_cqe *c;
