@@ -101,6 +101,7 @@ struct link {
 	uint8_t *rxbuf;              /* headers and small payloads */
 	size_t rx_off, rx_len;       /* unparsed bytes: [rx_off, rx_len) */
 	struct rx_sink sink;         /* the payload being received */
+	struct link *next_dead;      /* failed, waiting to be freed */
 };
 
 /* Another xferd as the progress thread knows it. */
@@ -120,6 +121,9 @@ struct linkset {
 	struct rpeer *peers;
 	size_t nlinks;
 	uint64_t events;
+	/* Failed links are freed from the event loop (see fail_link). */
+	struct link *dead;
+	struct event *ev_reap;
 };
 
 static uint64_t now_ns(void)
@@ -1110,10 +1114,19 @@ static void free_link(struct link *l)
 	free(l);
 }
 
-static void free_link_later(evutil_socket_t fd, short what, void *arg)
+static void reap_dead(struct linkset *ls)
+{
+	while (ls->dead) {
+		struct link *l = ls->dead;
+		ls->dead = l->next_dead;
+		free_link(l);
+	}
+}
+
+static void on_reap(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd, (void)what;
-	free_link(arg);
+	reap_dead(arg);
 }
 
 /*
@@ -1149,9 +1162,9 @@ static void fail_link(struct link *l, int err, const char *why)
 			op_end(ls, l, op, err);
 	fail_pending(ls, rp, err);
 	ls->hooks.link_down(ls->hooks.arg, rp->id, err, why);
-	struct timeval now = { 0, 0 };
-	if (event_base_once(ls->base, -1, EV_TIMEOUT, free_link_later, l, &now))
-		free_link(l);  /* cannot defer: nobody holds it up the stack here */
+	l->next_dead = ls->dead;
+	ls->dead = l;
+	event_active(ls->ev_reap, EV_TIMEOUT, 0);
 }
 
 void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
@@ -1353,6 +1366,11 @@ struct linkset *linkset_create(struct event_base *base, struct regtab *regs,
 	ls->regs = regs;
 	ls->cfg = *cfg;
 	ls->hooks = *hooks;
+	ls->ev_reap = event_new(base, -1, 0, on_reap, ls);
+	if (!ls->ev_reap) {
+		free(ls);
+		return NULL;
+	}
 	return ls;
 }
 
@@ -1372,5 +1390,7 @@ void linkset_destroy(struct linkset *ls)
 		fail_pending(ls, rp, -ECONNRESET);
 		free(rp);
 	}
+	reap_dead(ls);
+	event_free(ls->ev_reap);
 	free(ls);
 }

@@ -412,6 +412,186 @@ void   xfer__client__unimport_request__free_unpacked
   assert(message->base.descriptor == &xfer__client__unimport_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   xfer__client__publish_request__init
+                     (Xfer__Client__PublishRequest         *message)
+{
+  static const Xfer__Client__PublishRequest init_value = XFER__CLIENT__PUBLISH_REQUEST__INIT;
+  *message = init_value;
+}
+size_t xfer__client__publish_request__get_packed_size
+                     (const Xfer__Client__PublishRequest *message)
+{
+  assert(message->base.descriptor == &xfer__client__publish_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t xfer__client__publish_request__pack
+                     (const Xfer__Client__PublishRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &xfer__client__publish_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t xfer__client__publish_request__pack_to_buffer
+                     (const Xfer__Client__PublishRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &xfer__client__publish_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Xfer__Client__PublishRequest *
+       xfer__client__publish_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Xfer__Client__PublishRequest *)
+     protobuf_c_message_unpack (&xfer__client__publish_request__descriptor,
+                                allocator, len, data);
+}
+void   xfer__client__publish_request__free_unpacked
+                     (Xfer__Client__PublishRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &xfer__client__publish_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   xfer__client__unpublish_request__init
+                     (Xfer__Client__UnpublishRequest         *message)
+{
+  static const Xfer__Client__UnpublishRequest init_value = XFER__CLIENT__UNPUBLISH_REQUEST__INIT;
+  *message = init_value;
+}
+size_t xfer__client__unpublish_request__get_packed_size
+                     (const Xfer__Client__UnpublishRequest *message)
+{
+  assert(message->base.descriptor == &xfer__client__unpublish_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t xfer__client__unpublish_request__pack
+                     (const Xfer__Client__UnpublishRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &xfer__client__unpublish_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t xfer__client__unpublish_request__pack_to_buffer
+                     (const Xfer__Client__UnpublishRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &xfer__client__unpublish_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Xfer__Client__UnpublishRequest *
+       xfer__client__unpublish_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Xfer__Client__UnpublishRequest *)
+     protobuf_c_message_unpack (&xfer__client__unpublish_request__descriptor,
+                                allocator, len, data);
+}
+void   xfer__client__unpublish_request__free_unpacked
+                     (Xfer__Client__UnpublishRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &xfer__client__unpublish_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   xfer__client__lookup_request__init
+                     (Xfer__Client__LookupRequest         *message)
+{
+  static const Xfer__Client__LookupRequest init_value = XFER__CLIENT__LOOKUP_REQUEST__INIT;
+  *message = init_value;
+}
+size_t xfer__client__lookup_request__get_packed_size
+                     (const Xfer__Client__LookupRequest *message)
+{
+  assert(message->base.descriptor == &xfer__client__lookup_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t xfer__client__lookup_request__pack
+                     (const Xfer__Client__LookupRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &xfer__client__lookup_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t xfer__client__lookup_request__pack_to_buffer
+                     (const Xfer__Client__LookupRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &xfer__client__lookup_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Xfer__Client__LookupRequest *
+       xfer__client__lookup_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Xfer__Client__LookupRequest *)
+     protobuf_c_message_unpack (&xfer__client__lookup_request__descriptor,
+                                allocator, len, data);
+}
+void   xfer__client__lookup_request__free_unpacked
+                     (Xfer__Client__LookupRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &xfer__client__lookup_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   xfer__client__lookup_reply__init
+                     (Xfer__Client__LookupReply         *message)
+{
+  static const Xfer__Client__LookupReply init_value = XFER__CLIENT__LOOKUP_REPLY__INIT;
+  *message = init_value;
+}
+size_t xfer__client__lookup_reply__get_packed_size
+                     (const Xfer__Client__LookupReply *message)
+{
+  assert(message->base.descriptor == &xfer__client__lookup_reply__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t xfer__client__lookup_reply__pack
+                     (const Xfer__Client__LookupReply *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &xfer__client__lookup_reply__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t xfer__client__lookup_reply__pack_to_buffer
+                     (const Xfer__Client__LookupReply *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &xfer__client__lookup_reply__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Xfer__Client__LookupReply *
+       xfer__client__lookup_reply__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Xfer__Client__LookupReply *)
+     protobuf_c_message_unpack (&xfer__client__lookup_reply__descriptor,
+                                allocator, len, data);
+}
+void   xfer__client__lookup_reply__free_unpacked
+                     (Xfer__Client__LookupReply *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &xfer__client__lookup_reply__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   xfer__client__status__init
                      (Xfer__Client__Status         *message)
 {
@@ -792,7 +972,7 @@ const ProtobufCMessageDescriptor xfer__client__ring_layout__descriptor =
   (ProtobufCMessageInit) xfer__client__ring_layout__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor xfer__client__hello_reply__field_descriptors[4] =
+static const ProtobufCFieldDescriptor xfer__client__hello_reply__field_descriptors[6] =
 {
   {
     "instance_id",
@@ -842,17 +1022,43 @@ static const ProtobufCFieldDescriptor xfer__client__hello_reply__field_descripto
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "addresses",
+    5,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Xfer__Client__HelloReply, n_addresses),
+    offsetof(Xfer__Client__HelloReply, addresses),
+    &xfer__token__address__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "node_name",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Client__HelloReply, node_name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned xfer__client__hello_reply__field_indices_by_name[] = {
+  4,   /* field[4] = addresses */
   1,   /* field[1] = client_id */
   2,   /* field[2] = daemon_pid */
   0,   /* field[0] = instance_id */
+  5,   /* field[5] = node_name */
   3,   /* field[3] = ring */
 };
 static const ProtobufCIntRange xfer__client__hello_reply__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 4 }
+  { 0, 6 }
 };
 const ProtobufCMessageDescriptor xfer__client__hello_reply__descriptor =
 {
@@ -862,7 +1068,7 @@ const ProtobufCMessageDescriptor xfer__client__hello_reply__descriptor =
   "Xfer__Client__HelloReply",
   "xfer.client",
   sizeof(Xfer__Client__HelloReply),
-  4,
+  6,
   xfer__client__hello_reply__field_descriptors,
   xfer__client__hello_reply__field_indices_by_name,
   1,  xfer__client__hello_reply__number_ranges,
@@ -1149,6 +1355,171 @@ const ProtobufCMessageDescriptor xfer__client__unimport_request__descriptor =
   (ProtobufCMessageInit) xfer__client__unimport_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor xfer__client__publish_request__field_descriptors[2] =
+{
+  {
+    "name",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Client__PublishRequest, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "token",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Client__PublishRequest, token),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned xfer__client__publish_request__field_indices_by_name[] = {
+  0,   /* field[0] = name */
+  1,   /* field[1] = token */
+};
+static const ProtobufCIntRange xfer__client__publish_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 2 }
+};
+const ProtobufCMessageDescriptor xfer__client__publish_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "xfer.client.PublishRequest",
+  "PublishRequest",
+  "Xfer__Client__PublishRequest",
+  "xfer.client",
+  sizeof(Xfer__Client__PublishRequest),
+  2,
+  xfer__client__publish_request__field_descriptors,
+  xfer__client__publish_request__field_indices_by_name,
+  1,  xfer__client__publish_request__number_ranges,
+  (ProtobufCMessageInit) xfer__client__publish_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor xfer__client__unpublish_request__field_descriptors[1] =
+{
+  {
+    "name",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Client__UnpublishRequest, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned xfer__client__unpublish_request__field_indices_by_name[] = {
+  0,   /* field[0] = name */
+};
+static const ProtobufCIntRange xfer__client__unpublish_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor xfer__client__unpublish_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "xfer.client.UnpublishRequest",
+  "UnpublishRequest",
+  "Xfer__Client__UnpublishRequest",
+  "xfer.client",
+  sizeof(Xfer__Client__UnpublishRequest),
+  1,
+  xfer__client__unpublish_request__field_descriptors,
+  xfer__client__unpublish_request__field_indices_by_name,
+  1,  xfer__client__unpublish_request__number_ranges,
+  (ProtobufCMessageInit) xfer__client__unpublish_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor xfer__client__lookup_request__field_descriptors[1] =
+{
+  {
+    "name",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Client__LookupRequest, name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned xfer__client__lookup_request__field_indices_by_name[] = {
+  0,   /* field[0] = name */
+};
+static const ProtobufCIntRange xfer__client__lookup_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor xfer__client__lookup_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "xfer.client.LookupRequest",
+  "LookupRequest",
+  "Xfer__Client__LookupRequest",
+  "xfer.client",
+  sizeof(Xfer__Client__LookupRequest),
+  1,
+  xfer__client__lookup_request__field_descriptors,
+  xfer__client__lookup_request__field_indices_by_name,
+  1,  xfer__client__lookup_request__number_ranges,
+  (ProtobufCMessageInit) xfer__client__lookup_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor xfer__client__lookup_reply__field_descriptors[1] =
+{
+  {
+    "token",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Client__LookupReply, token),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned xfer__client__lookup_reply__field_indices_by_name[] = {
+  0,   /* field[0] = token */
+};
+static const ProtobufCIntRange xfer__client__lookup_reply__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor xfer__client__lookup_reply__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "xfer.client.LookupReply",
+  "LookupReply",
+  "Xfer__Client__LookupReply",
+  "xfer.client",
+  sizeof(Xfer__Client__LookupReply),
+  1,
+  xfer__client__lookup_reply__field_descriptors,
+  xfer__client__lookup_reply__field_indices_by_name,
+  1,  xfer__client__lookup_reply__number_ranges,
+  (ProtobufCMessageInit) xfer__client__lookup_reply__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor xfer__client__status__field_descriptors[2] =
 {
   {
@@ -1251,7 +1622,7 @@ const ProtobufCMessageDescriptor xfer__client__goodbye__descriptor =
   (ProtobufCMessageInit) xfer__client__goodbye__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor xfer__client__client_msg__field_descriptors[12] =
+static const ProtobufCFieldDescriptor xfer__client__client_msg__field_descriptors[16] =
 {
   {
     "proto_version",
@@ -1397,6 +1768,54 @@ static const ProtobufCFieldDescriptor xfer__client__client_msg__field_descriptor
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "publish",
+    20,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Xfer__Client__ClientMsg, body_case),
+    offsetof(Xfer__Client__ClientMsg, publish),
+    &xfer__client__publish_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "unpublish",
+    21,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Xfer__Client__ClientMsg, body_case),
+    offsetof(Xfer__Client__ClientMsg, unpublish),
+    &xfer__client__unpublish_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lookup",
+    22,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Xfer__Client__ClientMsg, body_case),
+    offsetof(Xfer__Client__ClientMsg, lookup),
+    &xfer__client__lookup_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "lookup_reply",
+    23,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Xfer__Client__ClientMsg, body_case),
+    offsetof(Xfer__Client__ClientMsg, lookup_reply),
+    &xfer__client__lookup_reply__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned xfer__client__client_msg__field_indices_by_name[] = {
   6,   /* field[6] = dereg */
@@ -1405,18 +1824,22 @@ static const unsigned xfer__client__client_msg__field_indices_by_name[] = {
   3,   /* field[3] = hello_reply */
   7,   /* field[7] = import */
   8,   /* field[8] = import_reply */
+  14,   /* field[14] = lookup */
+  15,   /* field[15] = lookup_reply */
   0,   /* field[0] = proto_version */
+  12,   /* field[12] = publish */
   4,   /* field[4] = reg */
   5,   /* field[5] = reg_reply */
   1,   /* field[1] = seq */
   10,   /* field[10] = status */
   9,   /* field[9] = unimport */
+  13,   /* field[13] = unpublish */
 };
 static const ProtobufCIntRange xfer__client__client_msg__number_ranges[2 + 1] =
 {
   { 1, 0 },
   { 10, 2 },
-  { 0, 12 }
+  { 0, 16 }
 };
 const ProtobufCMessageDescriptor xfer__client__client_msg__descriptor =
 {
@@ -1426,7 +1849,7 @@ const ProtobufCMessageDescriptor xfer__client__client_msg__descriptor =
   "Xfer__Client__ClientMsg",
   "xfer.client",
   sizeof(Xfer__Client__ClientMsg),
-  12,
+  16,
   xfer__client__client_msg__field_descriptors,
   xfer__client__client_msg__field_indices_by_name,
   2,  xfer__client__client_msg__number_ranges,

@@ -142,6 +142,96 @@ void   xfer__ctl__regions_request__free_unpacked
   assert(message->base.descriptor == &xfer__ctl__regions_request__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   xfer__ctl__peers_request__init
+                     (Xfer__Ctl__PeersRequest         *message)
+{
+  static const Xfer__Ctl__PeersRequest init_value = XFER__CTL__PEERS_REQUEST__INIT;
+  *message = init_value;
+}
+size_t xfer__ctl__peers_request__get_packed_size
+                     (const Xfer__Ctl__PeersRequest *message)
+{
+  assert(message->base.descriptor == &xfer__ctl__peers_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t xfer__ctl__peers_request__pack
+                     (const Xfer__Ctl__PeersRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &xfer__ctl__peers_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t xfer__ctl__peers_request__pack_to_buffer
+                     (const Xfer__Ctl__PeersRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &xfer__ctl__peers_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Xfer__Ctl__PeersRequest *
+       xfer__ctl__peers_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Xfer__Ctl__PeersRequest *)
+     protobuf_c_message_unpack (&xfer__ctl__peers_request__descriptor,
+                                allocator, len, data);
+}
+void   xfer__ctl__peers_request__free_unpacked
+                     (Xfer__Ctl__PeersRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &xfer__ctl__peers_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   xfer__ctl__ping_request__init
+                     (Xfer__Ctl__PingRequest         *message)
+{
+  static const Xfer__Ctl__PingRequest init_value = XFER__CTL__PING_REQUEST__INIT;
+  *message = init_value;
+}
+size_t xfer__ctl__ping_request__get_packed_size
+                     (const Xfer__Ctl__PingRequest *message)
+{
+  assert(message->base.descriptor == &xfer__ctl__ping_request__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t xfer__ctl__ping_request__pack
+                     (const Xfer__Ctl__PingRequest *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &xfer__ctl__ping_request__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t xfer__ctl__ping_request__pack_to_buffer
+                     (const Xfer__Ctl__PingRequest *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &xfer__ctl__ping_request__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Xfer__Ctl__PingRequest *
+       xfer__ctl__ping_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Xfer__Ctl__PingRequest *)
+     protobuf_c_message_unpack (&xfer__ctl__ping_request__descriptor,
+                                allocator, len, data);
+}
+void   xfer__ctl__ping_request__free_unpacked
+                     (Xfer__Ctl__PingRequest *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &xfer__ctl__ping_request__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   xfer__ctl__path_count__init
                      (Xfer__Ctl__PathCount         *message)
 {
@@ -412,6 +502,141 @@ void   xfer__ctl__regions_reply__free_unpacked
   assert(message->base.descriptor == &xfer__ctl__regions_reply__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
+void   xfer__ctl__peer_info__init
+                     (Xfer__Ctl__PeerInfo         *message)
+{
+  static const Xfer__Ctl__PeerInfo init_value = XFER__CTL__PEER_INFO__INIT;
+  *message = init_value;
+}
+size_t xfer__ctl__peer_info__get_packed_size
+                     (const Xfer__Ctl__PeerInfo *message)
+{
+  assert(message->base.descriptor == &xfer__ctl__peer_info__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t xfer__ctl__peer_info__pack
+                     (const Xfer__Ctl__PeerInfo *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &xfer__ctl__peer_info__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t xfer__ctl__peer_info__pack_to_buffer
+                     (const Xfer__Ctl__PeerInfo *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &xfer__ctl__peer_info__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Xfer__Ctl__PeerInfo *
+       xfer__ctl__peer_info__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Xfer__Ctl__PeerInfo *)
+     protobuf_c_message_unpack (&xfer__ctl__peer_info__descriptor,
+                                allocator, len, data);
+}
+void   xfer__ctl__peer_info__free_unpacked
+                     (Xfer__Ctl__PeerInfo *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &xfer__ctl__peer_info__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   xfer__ctl__peers_reply__init
+                     (Xfer__Ctl__PeersReply         *message)
+{
+  static const Xfer__Ctl__PeersReply init_value = XFER__CTL__PEERS_REPLY__INIT;
+  *message = init_value;
+}
+size_t xfer__ctl__peers_reply__get_packed_size
+                     (const Xfer__Ctl__PeersReply *message)
+{
+  assert(message->base.descriptor == &xfer__ctl__peers_reply__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t xfer__ctl__peers_reply__pack
+                     (const Xfer__Ctl__PeersReply *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &xfer__ctl__peers_reply__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t xfer__ctl__peers_reply__pack_to_buffer
+                     (const Xfer__Ctl__PeersReply *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &xfer__ctl__peers_reply__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Xfer__Ctl__PeersReply *
+       xfer__ctl__peers_reply__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Xfer__Ctl__PeersReply *)
+     protobuf_c_message_unpack (&xfer__ctl__peers_reply__descriptor,
+                                allocator, len, data);
+}
+void   xfer__ctl__peers_reply__free_unpacked
+                     (Xfer__Ctl__PeersReply *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &xfer__ctl__peers_reply__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
+void   xfer__ctl__ping_reply__init
+                     (Xfer__Ctl__PingReply         *message)
+{
+  static const Xfer__Ctl__PingReply init_value = XFER__CTL__PING_REPLY__INIT;
+  *message = init_value;
+}
+size_t xfer__ctl__ping_reply__get_packed_size
+                     (const Xfer__Ctl__PingReply *message)
+{
+  assert(message->base.descriptor == &xfer__ctl__ping_reply__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t xfer__ctl__ping_reply__pack
+                     (const Xfer__Ctl__PingReply *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &xfer__ctl__ping_reply__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t xfer__ctl__ping_reply__pack_to_buffer
+                     (const Xfer__Ctl__PingReply *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &xfer__ctl__ping_reply__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Xfer__Ctl__PingReply *
+       xfer__ctl__ping_reply__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Xfer__Ctl__PingReply *)
+     protobuf_c_message_unpack (&xfer__ctl__ping_reply__descriptor,
+                                allocator, len, data);
+}
+void   xfer__ctl__ping_reply__free_unpacked
+                     (Xfer__Ctl__PingReply *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &xfer__ctl__ping_reply__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   xfer__ctl__error__init
                      (Xfer__Ctl__Error         *message)
 {
@@ -554,6 +779,62 @@ const ProtobufCMessageDescriptor xfer__ctl__regions_request__descriptor =
   xfer__ctl__regions_request__field_indices_by_name,
   0,  xfer__ctl__regions_request__number_ranges,
   (ProtobufCMessageInit) xfer__ctl__regions_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+#define xfer__ctl__peers_request__field_descriptors NULL
+#define xfer__ctl__peers_request__field_indices_by_name NULL
+#define xfer__ctl__peers_request__number_ranges NULL
+const ProtobufCMessageDescriptor xfer__ctl__peers_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "xfer.ctl.PeersRequest",
+  "PeersRequest",
+  "Xfer__Ctl__PeersRequest",
+  "xfer.ctl",
+  sizeof(Xfer__Ctl__PeersRequest),
+  0,
+  xfer__ctl__peers_request__field_descriptors,
+  xfer__ctl__peers_request__field_indices_by_name,
+  0,  xfer__ctl__peers_request__number_ranges,
+  (ProtobufCMessageInit) xfer__ctl__peers_request__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor xfer__ctl__ping_request__field_descriptors[1] =
+{
+  {
+    "target",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Ctl__PingRequest, target),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned xfer__ctl__ping_request__field_indices_by_name[] = {
+  0,   /* field[0] = target */
+};
+static const ProtobufCIntRange xfer__ctl__ping_request__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor xfer__ctl__ping_request__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "xfer.ctl.PingRequest",
+  "PingRequest",
+  "Xfer__Ctl__PingRequest",
+  "xfer.ctl",
+  sizeof(Xfer__Ctl__PingRequest),
+  1,
+  xfer__ctl__ping_request__field_descriptors,
+  xfer__ctl__ping_request__field_indices_by_name,
+  1,  xfer__ctl__ping_request__number_ranges,
+  (ProtobufCMessageInit) xfer__ctl__ping_request__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
 static const ProtobufCFieldDescriptor xfer__ctl__path_count__field_descriptors[3] =
@@ -1174,6 +1455,315 @@ const ProtobufCMessageDescriptor xfer__ctl__regions_reply__descriptor =
   (ProtobufCMessageInit) xfer__ctl__regions_reply__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
+static const ProtobufCFieldDescriptor xfer__ctl__peer_info__field_descriptors[14] =
+{
+  {
+    "instance_id",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Ctl__PeerInfo, instance_id),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "node_name",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Ctl__PeerInfo, node_name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "addresses",
+    3,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_STRING,
+    offsetof(Xfer__Ctl__PeerInfo, n_addresses),
+    offsetof(Xfer__Ctl__PeerInfo, addresses),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "address",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Ctl__PeerInfo, address),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "why",
+    5,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Ctl__PeerInfo, why),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "state",
+    6,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Ctl__PeerInfo, state),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "initiated",
+    7,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BOOL,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Ctl__PeerInfo, initiated),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "rtt_ns",
+    8,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Ctl__PeerInfo, rtt_ns),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bytes_tx",
+    9,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Ctl__PeerInfo, bytes_tx),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "bytes_rx",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Ctl__PeerInfo, bytes_rx),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ops",
+    11,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Ctl__PeerInfo, ops),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "errors",
+    12,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Ctl__PeerInfo, errors),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "up_ms",
+    13,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Ctl__PeerInfo, up_ms),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "last_error",
+    14,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Ctl__PeerInfo, last_error),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned xfer__ctl__peer_info__field_indices_by_name[] = {
+  3,   /* field[3] = address */
+  2,   /* field[2] = addresses */
+  9,   /* field[9] = bytes_rx */
+  8,   /* field[8] = bytes_tx */
+  11,   /* field[11] = errors */
+  6,   /* field[6] = initiated */
+  0,   /* field[0] = instance_id */
+  13,   /* field[13] = last_error */
+  1,   /* field[1] = node_name */
+  10,   /* field[10] = ops */
+  7,   /* field[7] = rtt_ns */
+  5,   /* field[5] = state */
+  12,   /* field[12] = up_ms */
+  4,   /* field[4] = why */
+};
+static const ProtobufCIntRange xfer__ctl__peer_info__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 14 }
+};
+const ProtobufCMessageDescriptor xfer__ctl__peer_info__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "xfer.ctl.PeerInfo",
+  "PeerInfo",
+  "Xfer__Ctl__PeerInfo",
+  "xfer.ctl",
+  sizeof(Xfer__Ctl__PeerInfo),
+  14,
+  xfer__ctl__peer_info__field_descriptors,
+  xfer__ctl__peer_info__field_indices_by_name,
+  1,  xfer__ctl__peer_info__number_ranges,
+  (ProtobufCMessageInit) xfer__ctl__peer_info__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor xfer__ctl__peers_reply__field_descriptors[1] =
+{
+  {
+    "peers",
+    1,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Xfer__Ctl__PeersReply, n_peers),
+    offsetof(Xfer__Ctl__PeersReply, peers),
+    &xfer__ctl__peer_info__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned xfer__ctl__peers_reply__field_indices_by_name[] = {
+  0,   /* field[0] = peers */
+};
+static const ProtobufCIntRange xfer__ctl__peers_reply__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 1 }
+};
+const ProtobufCMessageDescriptor xfer__ctl__peers_reply__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "xfer.ctl.PeersReply",
+  "PeersReply",
+  "Xfer__Ctl__PeersReply",
+  "xfer.ctl",
+  sizeof(Xfer__Ctl__PeersReply),
+  1,
+  xfer__ctl__peers_reply__field_descriptors,
+  xfer__ctl__peers_reply__field_indices_by_name,
+  1,  xfer__ctl__peers_reply__number_ranges,
+  (ProtobufCMessageInit) xfer__ctl__peers_reply__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor xfer__ctl__ping_reply__field_descriptors[3] =
+{
+  {
+    "who",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Ctl__PingReply, who),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "rtt_ns",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT64,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Ctl__PingReply, rtt_ns),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "error",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_SINT32,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Ctl__PingReply, error),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned xfer__ctl__ping_reply__field_indices_by_name[] = {
+  2,   /* field[2] = error */
+  1,   /* field[1] = rtt_ns */
+  0,   /* field[0] = who */
+};
+static const ProtobufCIntRange xfer__ctl__ping_reply__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 3 }
+};
+const ProtobufCMessageDescriptor xfer__ctl__ping_reply__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "xfer.ctl.PingReply",
+  "PingReply",
+  "Xfer__Ctl__PingReply",
+  "xfer.ctl",
+  sizeof(Xfer__Ctl__PingReply),
+  3,
+  xfer__ctl__ping_reply__field_descriptors,
+  xfer__ctl__ping_reply__field_indices_by_name,
+  1,  xfer__ctl__ping_reply__number_ranges,
+  (ProtobufCMessageInit) xfer__ctl__ping_reply__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
 static const ProtobufCFieldDescriptor xfer__ctl__error__field_descriptors[2] =
 {
   {
@@ -1225,7 +1815,7 @@ const ProtobufCMessageDescriptor xfer__ctl__error__descriptor =
   (ProtobufCMessageInit) xfer__ctl__error__init,
   NULL,NULL,NULL    /* reserved[123] */
 };
-static const ProtobufCFieldDescriptor xfer__ctl__ctl_msg__field_descriptors[8] =
+static const ProtobufCFieldDescriptor xfer__ctl__ctl_msg__field_descriptors[12] =
 {
   {
     "proto_version",
@@ -1323,11 +1913,63 @@ static const ProtobufCFieldDescriptor xfer__ctl__ctl_msg__field_descriptors[8] =
     0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "peers",
+    17,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Xfer__Ctl__CtlMsg, body_case),
+    offsetof(Xfer__Ctl__CtlMsg, peers),
+    &xfer__ctl__peers_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "peers_reply",
+    18,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Xfer__Ctl__CtlMsg, body_case),
+    offsetof(Xfer__Ctl__CtlMsg, peers_reply),
+    &xfer__ctl__peers_reply__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ping",
+    19,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Xfer__Ctl__CtlMsg, body_case),
+    offsetof(Xfer__Ctl__CtlMsg, ping),
+    &xfer__ctl__ping_request__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ping_reply",
+    20,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Xfer__Ctl__CtlMsg, body_case),
+    offsetof(Xfer__Ctl__CtlMsg, ping_reply),
+    &xfer__ctl__ping_reply__descriptor,
+    NULL,
+    0 | PROTOBUF_C_FIELD_FLAG_ONEOF,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned xfer__ctl__ctl_msg__field_indices_by_name[] = {
   3,   /* field[3] = clients */
   4,   /* field[4] = clients_reply */
   7,   /* field[7] = error */
+  8,   /* field[8] = peers */
+  9,   /* field[9] = peers_reply */
+  10,   /* field[10] = ping */
+  11,   /* field[11] = ping_reply */
   0,   /* field[0] = proto_version */
   5,   /* field[5] = regions */
   6,   /* field[6] = regions_reply */
@@ -1338,7 +1980,7 @@ static const ProtobufCIntRange xfer__ctl__ctl_msg__number_ranges[2 + 1] =
 {
   { 1, 0 },
   { 10, 1 },
-  { 0, 8 }
+  { 0, 12 }
 };
 const ProtobufCMessageDescriptor xfer__ctl__ctl_msg__descriptor =
 {
@@ -1348,7 +1990,7 @@ const ProtobufCMessageDescriptor xfer__ctl__ctl_msg__descriptor =
   "Xfer__Ctl__CtlMsg",
   "xfer.ctl",
   sizeof(Xfer__Ctl__CtlMsg),
-  8,
+  12,
   xfer__ctl__ctl_msg__field_descriptors,
   xfer__ctl__ctl_msg__field_indices_by_name,
   2,  xfer__ctl__ctl_msg__number_ranges,

@@ -18,12 +18,17 @@ PROTOBUF_C__BEGIN_DECLS
 typedef struct Xfer__Ctl__StatusRequest Xfer__Ctl__StatusRequest;
 typedef struct Xfer__Ctl__ClientsRequest Xfer__Ctl__ClientsRequest;
 typedef struct Xfer__Ctl__RegionsRequest Xfer__Ctl__RegionsRequest;
+typedef struct Xfer__Ctl__PeersRequest Xfer__Ctl__PeersRequest;
+typedef struct Xfer__Ctl__PingRequest Xfer__Ctl__PingRequest;
 typedef struct Xfer__Ctl__PathCount Xfer__Ctl__PathCount;
 typedef struct Xfer__Ctl__StatusReply Xfer__Ctl__StatusReply;
 typedef struct Xfer__Ctl__ClientInfo Xfer__Ctl__ClientInfo;
 typedef struct Xfer__Ctl__ClientsReply Xfer__Ctl__ClientsReply;
 typedef struct Xfer__Ctl__RegionInfo Xfer__Ctl__RegionInfo;
 typedef struct Xfer__Ctl__RegionsReply Xfer__Ctl__RegionsReply;
+typedef struct Xfer__Ctl__PeerInfo Xfer__Ctl__PeerInfo;
+typedef struct Xfer__Ctl__PeersReply Xfer__Ctl__PeersReply;
+typedef struct Xfer__Ctl__PingReply Xfer__Ctl__PingReply;
 typedef struct Xfer__Ctl__Error Xfer__Ctl__Error;
 typedef struct Xfer__Ctl__CtlMsg Xfer__Ctl__CtlMsg;
 
@@ -58,6 +63,30 @@ struct  Xfer__Ctl__RegionsRequest
 #define XFER__CTL__REGIONS_REQUEST__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&xfer__ctl__regions_request__descriptor) \
      }
+
+
+struct  Xfer__Ctl__PeersRequest
+{
+  ProtobufCMessage base;
+};
+#define XFER__CTL__PEERS_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&xfer__ctl__peers_request__descriptor) \
+     }
+
+
+/*
+ * A node name, an instance id (a hex prefix) or "host[:port]": 1-80
+ * bytes of printable ASCII without spaces, else xferd answers Error
+ * (-EINVAL) and closes.
+ */
+struct  Xfer__Ctl__PingRequest
+{
+  ProtobufCMessage base;
+  char *target;
+};
+#define XFER__CTL__PING_REQUEST__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&xfer__ctl__ping_request__descriptor) \
+    , (char *)protobuf_c_empty_string }
 
 
 struct  Xfer__Ctl__PathCount
@@ -165,6 +194,86 @@ struct  Xfer__Ctl__RegionsReply
     , 0,NULL }
 
 
+struct  Xfer__Ctl__PeerInfo
+{
+  ProtobufCMessage base;
+  /*
+   * 16 bytes; empty before the handshake
+   */
+  ProtobufCBinaryData instance_id;
+  char *node_name;
+  /*
+   * what the peer advertised, "10.0.1.2/24"
+   */
+  size_t n_addresses;
+  char **addresses;
+  /*
+   * the one in use, "10.0.1.2:7474"; "" none yet
+   */
+  char *address;
+  /*
+   * why that address
+   */
+  char *why;
+  /*
+   * "connecting", "up", "down", ...
+   */
+  char *state;
+  /*
+   * true: this xferd connected, false: the peer did
+   */
+  protobuf_c_boolean initiated;
+  /*
+   * last keepalive round trip; 0 = none yet
+   */
+  uint64_t rtt_ns;
+  uint64_t bytes_tx;
+  uint64_t bytes_rx;
+  uint64_t ops;
+  uint64_t errors;
+  /*
+   * since the link came up
+   */
+  uint64_t up_ms;
+  char *last_error;
+};
+#define XFER__CTL__PEER_INFO__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&xfer__ctl__peer_info__descriptor) \
+    , {0,NULL}, (char *)protobuf_c_empty_string, 0,NULL, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, (char *)protobuf_c_empty_string, 0, 0, 0, 0, 0, 0, 0, (char *)protobuf_c_empty_string }
+
+
+struct  Xfer__Ctl__PeersReply
+{
+  ProtobufCMessage base;
+  size_t n_peers;
+  Xfer__Ctl__PeerInfo **peers;
+};
+#define XFER__CTL__PEERS_REPLY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&xfer__ctl__peers_reply__descriptor) \
+    , 0,NULL }
+
+
+struct  Xfer__Ctl__PingReply
+{
+  ProtobufCMessage base;
+  /*
+   * the peer that answered, else the target
+   */
+  char *who;
+  /*
+   * when error is 0
+   */
+  uint64_t rtt_ns;
+  /*
+   * 0, or -errno: -EHOSTUNREACH, -ETIMEDOUT, ...
+   */
+  int32_t error;
+};
+#define XFER__CTL__PING_REPLY__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&xfer__ctl__ping_reply__descriptor) \
+    , (char *)protobuf_c_empty_string, 0, 0 }
+
+
 struct  Xfer__Ctl__Error
 {
   ProtobufCMessage base;
@@ -184,7 +293,11 @@ typedef enum {
   XFER__CTL__CTL_MSG__BODY_CLIENTS_REPLY = 13,
   XFER__CTL__CTL_MSG__BODY_REGIONS = 14,
   XFER__CTL__CTL_MSG__BODY_REGIONS_REPLY = 15,
-  XFER__CTL__CTL_MSG__BODY_ERROR = 16
+  XFER__CTL__CTL_MSG__BODY_ERROR = 16,
+  XFER__CTL__CTL_MSG__BODY_PEERS = 17,
+  XFER__CTL__CTL_MSG__BODY_PEERS_REPLY = 18,
+  XFER__CTL__CTL_MSG__BODY_PING = 19,
+  XFER__CTL__CTL_MSG__BODY_PING_REPLY = 20
     PROTOBUF_C__FORCE_ENUM_TO_BE_INT_SIZE(XFER__CTL__CTL_MSG__BODY__CASE)
 } Xfer__Ctl__CtlMsg__BodyCase;
 
@@ -201,6 +314,10 @@ struct  Xfer__Ctl__CtlMsg
     Xfer__Ctl__RegionsRequest *regions;
     Xfer__Ctl__RegionsReply *regions_reply;
     Xfer__Ctl__Error *error;
+    Xfer__Ctl__PeersRequest *peers;
+    Xfer__Ctl__PeersReply *peers_reply;
+    Xfer__Ctl__PingRequest *ping;
+    Xfer__Ctl__PingReply *ping_reply;
   };
 };
 #define XFER__CTL__CTL_MSG__INIT \
@@ -264,6 +381,44 @@ Xfer__Ctl__RegionsRequest *
                       const uint8_t       *data);
 void   xfer__ctl__regions_request__free_unpacked
                      (Xfer__Ctl__RegionsRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Xfer__Ctl__PeersRequest methods */
+void   xfer__ctl__peers_request__init
+                     (Xfer__Ctl__PeersRequest         *message);
+size_t xfer__ctl__peers_request__get_packed_size
+                     (const Xfer__Ctl__PeersRequest   *message);
+size_t xfer__ctl__peers_request__pack
+                     (const Xfer__Ctl__PeersRequest   *message,
+                      uint8_t             *out);
+size_t xfer__ctl__peers_request__pack_to_buffer
+                     (const Xfer__Ctl__PeersRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Xfer__Ctl__PeersRequest *
+       xfer__ctl__peers_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   xfer__ctl__peers_request__free_unpacked
+                     (Xfer__Ctl__PeersRequest *message,
+                      ProtobufCAllocator *allocator);
+/* Xfer__Ctl__PingRequest methods */
+void   xfer__ctl__ping_request__init
+                     (Xfer__Ctl__PingRequest         *message);
+size_t xfer__ctl__ping_request__get_packed_size
+                     (const Xfer__Ctl__PingRequest   *message);
+size_t xfer__ctl__ping_request__pack
+                     (const Xfer__Ctl__PingRequest   *message,
+                      uint8_t             *out);
+size_t xfer__ctl__ping_request__pack_to_buffer
+                     (const Xfer__Ctl__PingRequest   *message,
+                      ProtobufCBuffer     *buffer);
+Xfer__Ctl__PingRequest *
+       xfer__ctl__ping_request__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   xfer__ctl__ping_request__free_unpacked
+                     (Xfer__Ctl__PingRequest *message,
                       ProtobufCAllocator *allocator);
 /* Xfer__Ctl__PathCount methods */
 void   xfer__ctl__path_count__init
@@ -379,6 +534,63 @@ Xfer__Ctl__RegionsReply *
 void   xfer__ctl__regions_reply__free_unpacked
                      (Xfer__Ctl__RegionsReply *message,
                       ProtobufCAllocator *allocator);
+/* Xfer__Ctl__PeerInfo methods */
+void   xfer__ctl__peer_info__init
+                     (Xfer__Ctl__PeerInfo         *message);
+size_t xfer__ctl__peer_info__get_packed_size
+                     (const Xfer__Ctl__PeerInfo   *message);
+size_t xfer__ctl__peer_info__pack
+                     (const Xfer__Ctl__PeerInfo   *message,
+                      uint8_t             *out);
+size_t xfer__ctl__peer_info__pack_to_buffer
+                     (const Xfer__Ctl__PeerInfo   *message,
+                      ProtobufCBuffer     *buffer);
+Xfer__Ctl__PeerInfo *
+       xfer__ctl__peer_info__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   xfer__ctl__peer_info__free_unpacked
+                     (Xfer__Ctl__PeerInfo *message,
+                      ProtobufCAllocator *allocator);
+/* Xfer__Ctl__PeersReply methods */
+void   xfer__ctl__peers_reply__init
+                     (Xfer__Ctl__PeersReply         *message);
+size_t xfer__ctl__peers_reply__get_packed_size
+                     (const Xfer__Ctl__PeersReply   *message);
+size_t xfer__ctl__peers_reply__pack
+                     (const Xfer__Ctl__PeersReply   *message,
+                      uint8_t             *out);
+size_t xfer__ctl__peers_reply__pack_to_buffer
+                     (const Xfer__Ctl__PeersReply   *message,
+                      ProtobufCBuffer     *buffer);
+Xfer__Ctl__PeersReply *
+       xfer__ctl__peers_reply__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   xfer__ctl__peers_reply__free_unpacked
+                     (Xfer__Ctl__PeersReply *message,
+                      ProtobufCAllocator *allocator);
+/* Xfer__Ctl__PingReply methods */
+void   xfer__ctl__ping_reply__init
+                     (Xfer__Ctl__PingReply         *message);
+size_t xfer__ctl__ping_reply__get_packed_size
+                     (const Xfer__Ctl__PingReply   *message);
+size_t xfer__ctl__ping_reply__pack
+                     (const Xfer__Ctl__PingReply   *message,
+                      uint8_t             *out);
+size_t xfer__ctl__ping_reply__pack_to_buffer
+                     (const Xfer__Ctl__PingReply   *message,
+                      ProtobufCBuffer     *buffer);
+Xfer__Ctl__PingReply *
+       xfer__ctl__ping_reply__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   xfer__ctl__ping_reply__free_unpacked
+                     (Xfer__Ctl__PingReply *message,
+                      ProtobufCAllocator *allocator);
 /* Xfer__Ctl__Error methods */
 void   xfer__ctl__error__init
                      (Xfer__Ctl__Error         *message);
@@ -428,6 +640,12 @@ typedef void (*Xfer__Ctl__ClientsRequest_Closure)
 typedef void (*Xfer__Ctl__RegionsRequest_Closure)
                  (const Xfer__Ctl__RegionsRequest *message,
                   void *closure_data);
+typedef void (*Xfer__Ctl__PeersRequest_Closure)
+                 (const Xfer__Ctl__PeersRequest *message,
+                  void *closure_data);
+typedef void (*Xfer__Ctl__PingRequest_Closure)
+                 (const Xfer__Ctl__PingRequest *message,
+                  void *closure_data);
 typedef void (*Xfer__Ctl__PathCount_Closure)
                  (const Xfer__Ctl__PathCount *message,
                   void *closure_data);
@@ -446,6 +664,15 @@ typedef void (*Xfer__Ctl__RegionInfo_Closure)
 typedef void (*Xfer__Ctl__RegionsReply_Closure)
                  (const Xfer__Ctl__RegionsReply *message,
                   void *closure_data);
+typedef void (*Xfer__Ctl__PeerInfo_Closure)
+                 (const Xfer__Ctl__PeerInfo *message,
+                  void *closure_data);
+typedef void (*Xfer__Ctl__PeersReply_Closure)
+                 (const Xfer__Ctl__PeersReply *message,
+                  void *closure_data);
+typedef void (*Xfer__Ctl__PingReply_Closure)
+                 (const Xfer__Ctl__PingReply *message,
+                  void *closure_data);
 typedef void (*Xfer__Ctl__Error_Closure)
                  (const Xfer__Ctl__Error *message,
                   void *closure_data);
@@ -461,12 +688,17 @@ typedef void (*Xfer__Ctl__CtlMsg_Closure)
 extern const ProtobufCMessageDescriptor xfer__ctl__status_request__descriptor;
 extern const ProtobufCMessageDescriptor xfer__ctl__clients_request__descriptor;
 extern const ProtobufCMessageDescriptor xfer__ctl__regions_request__descriptor;
+extern const ProtobufCMessageDescriptor xfer__ctl__peers_request__descriptor;
+extern const ProtobufCMessageDescriptor xfer__ctl__ping_request__descriptor;
 extern const ProtobufCMessageDescriptor xfer__ctl__path_count__descriptor;
 extern const ProtobufCMessageDescriptor xfer__ctl__status_reply__descriptor;
 extern const ProtobufCMessageDescriptor xfer__ctl__client_info__descriptor;
 extern const ProtobufCMessageDescriptor xfer__ctl__clients_reply__descriptor;
 extern const ProtobufCMessageDescriptor xfer__ctl__region_info__descriptor;
 extern const ProtobufCMessageDescriptor xfer__ctl__regions_reply__descriptor;
+extern const ProtobufCMessageDescriptor xfer__ctl__peer_info__descriptor;
+extern const ProtobufCMessageDescriptor xfer__ctl__peers_reply__descriptor;
+extern const ProtobufCMessageDescriptor xfer__ctl__ping_reply__descriptor;
 extern const ProtobufCMessageDescriptor xfer__ctl__error__descriptor;
 extern const ProtobufCMessageDescriptor xfer__ctl__ctl_msg__descriptor;
 

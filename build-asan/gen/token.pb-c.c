@@ -7,6 +7,51 @@
 #endif
 
 #include "token.pb-c.h"
+void   xfer__token__address__init
+                     (Xfer__Token__Address         *message)
+{
+  static const Xfer__Token__Address init_value = XFER__TOKEN__ADDRESS__INIT;
+  *message = init_value;
+}
+size_t xfer__token__address__get_packed_size
+                     (const Xfer__Token__Address *message)
+{
+  assert(message->base.descriptor == &xfer__token__address__descriptor);
+  return protobuf_c_message_get_packed_size ((const ProtobufCMessage*)(message));
+}
+size_t xfer__token__address__pack
+                     (const Xfer__Token__Address *message,
+                      uint8_t       *out)
+{
+  assert(message->base.descriptor == &xfer__token__address__descriptor);
+  return protobuf_c_message_pack ((const ProtobufCMessage*)message, out);
+}
+size_t xfer__token__address__pack_to_buffer
+                     (const Xfer__Token__Address *message,
+                      ProtobufCBuffer *buffer)
+{
+  assert(message->base.descriptor == &xfer__token__address__descriptor);
+  return protobuf_c_message_pack_to_buffer ((const ProtobufCMessage*)message, buffer);
+}
+Xfer__Token__Address *
+       xfer__token__address__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data)
+{
+  return (Xfer__Token__Address *)
+     protobuf_c_message_unpack (&xfer__token__address__descriptor,
+                                allocator, len, data);
+}
+void   xfer__token__address__free_unpacked
+                     (Xfer__Token__Address *message,
+                      ProtobufCAllocator *allocator)
+{
+  if(!message)
+    return;
+  assert(message->base.descriptor == &xfer__token__address__descriptor);
+  protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
+}
 void   xfer__token__token__init
                      (Xfer__Token__Token         *message)
 {
@@ -52,7 +97,84 @@ void   xfer__token__token__free_unpacked
   assert(message->base.descriptor == &xfer__token__token__descriptor);
   protobuf_c_message_free_unpacked ((ProtobufCMessage*)message, allocator);
 }
-static const ProtobufCFieldDescriptor xfer__token__token__field_descriptors[8] =
+static const ProtobufCFieldDescriptor xfer__token__address__field_descriptors[4] =
+{
+  {
+    "ip",
+    1,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_BYTES,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Token__Address, ip),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "prefix_len",
+    2,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Token__Address, prefix_len),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "port",
+    3,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_UINT32,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Token__Address, port),
+    NULL,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "ifname",
+    4,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Token__Address, ifname),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+};
+static const unsigned xfer__token__address__field_indices_by_name[] = {
+  3,   /* field[3] = ifname */
+  0,   /* field[0] = ip */
+  2,   /* field[2] = port */
+  1,   /* field[1] = prefix_len */
+};
+static const ProtobufCIntRange xfer__token__address__number_ranges[1 + 1] =
+{
+  { 1, 0 },
+  { 0, 4 }
+};
+const ProtobufCMessageDescriptor xfer__token__address__descriptor =
+{
+  PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+  "xfer.token.Address",
+  "Address",
+  "Xfer__Token__Address",
+  "xfer.token",
+  sizeof(Xfer__Token__Address),
+  4,
+  xfer__token__address__field_descriptors,
+  xfer__token__address__field_indices_by_name,
+  1,  xfer__token__address__number_ranges,
+  (ProtobufCMessageInit) xfer__token__address__init,
+  NULL,NULL,NULL    /* reserved[123] */
+};
+static const ProtobufCFieldDescriptor xfer__token__token__field_descriptors[10] =
 {
   {
     "version",
@@ -150,12 +272,38 @@ static const ProtobufCFieldDescriptor xfer__token__token__field_descriptors[8] =
     0,             /* flags */
     0,NULL,NULL    /* reserved1,reserved2, etc */
   },
+  {
+    "addresses",
+    9,
+    PROTOBUF_C_LABEL_REPEATED,
+    PROTOBUF_C_TYPE_MESSAGE,
+    offsetof(Xfer__Token__Token, n_addresses),
+    offsetof(Xfer__Token__Token, addresses),
+    &xfer__token__address__descriptor,
+    NULL,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
+  {
+    "node_name",
+    10,
+    PROTOBUF_C_LABEL_NONE,
+    PROTOBUF_C_TYPE_STRING,
+    0,   /* quantifier_offset */
+    offsetof(Xfer__Token__Token, node_name),
+    NULL,
+    &protobuf_c_empty_string,
+    0,             /* flags */
+    0,NULL,NULL    /* reserved1,reserved2, etc */
+  },
 };
 static const unsigned xfer__token__token__field_indices_by_name[] = {
+  8,   /* field[8] = addresses */
   1,   /* field[1] = instance_id */
   3,   /* field[3] = key */
   5,   /* field[5] = length */
   7,   /* field[7] = mem_kind */
+  9,   /* field[9] = node_name */
   4,   /* field[4] = offset */
   2,   /* field[2] = region */
   6,   /* field[6] = region_length */
@@ -164,7 +312,7 @@ static const unsigned xfer__token__token__field_indices_by_name[] = {
 static const ProtobufCIntRange xfer__token__token__number_ranges[1 + 1] =
 {
   { 1, 0 },
-  { 0, 8 }
+  { 0, 10 }
 };
 const ProtobufCMessageDescriptor xfer__token__token__descriptor =
 {
@@ -174,7 +322,7 @@ const ProtobufCMessageDescriptor xfer__token__token__descriptor =
   "Xfer__Token__Token",
   "xfer.token",
   sizeof(Xfer__Token__Token),
-  8,
+  10,
   xfer__token__token__field_descriptors,
   xfer__token__token__field_indices_by_name,
   1,  xfer__token__token__number_ranges,

@@ -15,6 +15,7 @@ PROTOBUF_C__BEGIN_DECLS
 #endif
 
 
+typedef struct Xfer__Token__Address Xfer__Token__Address;
 typedef struct Xfer__Token__Token Xfer__Token__Token;
 
 
@@ -22,6 +23,30 @@ typedef struct Xfer__Token__Token Xfer__Token__Token;
 
 
 /* --- messages --- */
+
+/*
+ * One way to reach an xferd: an address of one of its interfaces with
+ * that interface's prefix length (for choosing a rail by subnet), and
+ * the TCP port xferd listens on.
+ */
+struct  Xfer__Token__Address
+{
+  ProtobufCMessage base;
+  /*
+   * 4 (IPv4) or 16 (IPv6) bytes
+   */
+  ProtobufCBinaryData ip;
+  uint32_t prefix_len;
+  uint32_t port;
+  /*
+   * informational
+   */
+  char *ifname;
+};
+#define XFER__TOKEN__ADDRESS__INIT \
+ { PROTOBUF_C_MESSAGE_INIT (&xfer__token__address__descriptor) \
+    , {0,NULL}, 0, 0, (char *)protobuf_c_empty_string }
+
 
 struct  Xfer__Token__Token
 {
@@ -55,12 +80,38 @@ struct  Xfer__Token__Token
    * xfer.client.MemKind of the region
    */
   uint32_t mem_kind;
+  /*
+   * Where the owning xferd can be reached.  Hints, not authenticated:
+   * a token sent to the wrong xferd fails there on its key.
+   */
+  size_t n_addresses;
+  Xfer__Token__Address **addresses;
+  char *node_name;
 };
 #define XFER__TOKEN__TOKEN__INIT \
  { PROTOBUF_C_MESSAGE_INIT (&xfer__token__token__descriptor) \
-    , 0, {0,NULL}, 0, {0,NULL}, 0, 0, 0, 0 }
+    , 0, {0,NULL}, 0, {0,NULL}, 0, 0, 0, 0, 0,NULL, (char *)protobuf_c_empty_string }
 
 
+/* Xfer__Token__Address methods */
+void   xfer__token__address__init
+                     (Xfer__Token__Address         *message);
+size_t xfer__token__address__get_packed_size
+                     (const Xfer__Token__Address   *message);
+size_t xfer__token__address__pack
+                     (const Xfer__Token__Address   *message,
+                      uint8_t             *out);
+size_t xfer__token__address__pack_to_buffer
+                     (const Xfer__Token__Address   *message,
+                      ProtobufCBuffer     *buffer);
+Xfer__Token__Address *
+       xfer__token__address__unpack
+                     (ProtobufCAllocator  *allocator,
+                      size_t               len,
+                      const uint8_t       *data);
+void   xfer__token__address__free_unpacked
+                     (Xfer__Token__Address *message,
+                      ProtobufCAllocator *allocator);
 /* Xfer__Token__Token methods */
 void   xfer__token__token__init
                      (Xfer__Token__Token         *message);
@@ -82,6 +133,9 @@ void   xfer__token__token__free_unpacked
                       ProtobufCAllocator *allocator);
 /* --- per-message closures --- */
 
+typedef void (*Xfer__Token__Address_Closure)
+                 (const Xfer__Token__Address *message,
+                  void *closure_data);
 typedef void (*Xfer__Token__Token_Closure)
                  (const Xfer__Token__Token *message,
                   void *closure_data);
@@ -91,6 +145,7 @@ typedef void (*Xfer__Token__Token_Closure)
 
 /* --- descriptors --- */
 
+extern const ProtobufCMessageDescriptor xfer__token__address__descriptor;
 extern const ProtobufCMessageDescriptor xfer__token__token__descriptor;
 
 PROTOBUF_C__END_DECLS
