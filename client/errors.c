@@ -31,10 +31,14 @@ XFER_EXPORT const char *xfer_strerror(int err)
 	case -ESTALE: return "the target region was deregistered";
 	case -ENOTCONN: return "not connected to xferd (it stopped or dropped this client)";
 	case -EPROTO: return "protocol error talking to xferd (version mismatch?)";
-	case -ENOENT: return "no xferd socket at that path (is xferd running?)";
+	case -ENOENT: return "not found (no such published name, or no xferd socket at that path)";
 	case -ECONNREFUSED: return "xferd is not listening on that socket";
 	case -ETIME: return "timed out waiting for a completion";
-	case -EHOSTUNREACH: return "the token belongs to another xferd that cannot be reached";
+	case -EHOSTUNREACH: return "the other node's xferd cannot be reached (no address, or unknown node)";
+	case -ECONNRESET: return "the link to the other node's xferd broke";
+	case -ETIMEDOUT: return "the other node's xferd did not answer in time";
+	case -ECANCELED: return "cancelled (the client is closing)";
+	case -EEXIST: return "the name is published by another client";
 	case -ESRCH: return "the process owning the memory has exited";
 	case -EFAULT: return "the registered memory is no longer mapped";
 	case -ENOSPC: return "limit reached (handles, or buffer too small)";

@@ -83,9 +83,14 @@ int xfer_export(const struct xfer_mem *mem, uint64_t off, uint64_t len,
 		void *buf, size_t *buf_len);
 
 /*
- * Import a token received from anyone.  xferd checks its key: a token
- * that was altered or names a region that is gone gives -EACCES (or
- * -EINVAL when it is not a token at all).  Blocks for one round trip.
+ * Import a token received from anyone.  The xferd that owns the region
+ * checks its key (for a token of another node, the local xferd connects
+ * to that node first): a token that was altered gives -EACCES, one whose
+ * region is gone -EACCES or -ESTALE, one that is not a token at all
+ * -EINVAL, one whose node cannot be reached -EHOSTUNREACH/-ETIMEDOUT.
+ * Blocks for the round trip(s).  Transfers to an imported token of
+ * another node go over the link between the two xferds (CQE path
+ * XFER_PATH_TCP) and may fail later with -ECONNRESET or -ETIMEDOUT.
  */
 int xfer_import(struct xfer_ctx *ctx, const void *token, size_t len,
 		struct xfer_remote **out);
@@ -111,9 +116,10 @@ int xfer_unpublish(struct xfer_ctx *ctx, const char *name);
  * peer configured in xferd.conf (the first that has it answers);
  * "node/name" asks the xferd of that node only (its node_name, or
  * host[:port]).  buf must hold *len bytes (XFER_TOKEN_MAX is enough); on
- * success *len is the token's size.  Blocks until answered: -ENOENT if
- * nobody has the name, -EHOSTUNREACH/-ETIMEDOUT if the node cannot be
- * asked.
+ * success *len is the token's size; -ENOSPC sets *len to the size needed
+ * (buf may be NULL with *len 0 to ask).  Blocks until answered: -ENOENT
+ * if nobody has the name, -EHOSTUNREACH/-ETIMEDOUT if the node cannot be
+ * asked, -EINVAL for a malformed name.
  */
 int xfer_lookup(struct xfer_ctx *ctx, const char *name, void *buf,
 		size_t *len);

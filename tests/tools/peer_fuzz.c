@@ -21,6 +21,10 @@
  *
  * One line per case ("ok   NAME: ..." or "FAIL NAME: ..."); exit 0 only
  * if every case that ran behaved, 1 otherwise, 2 on usage errors.
+ *
+ * Longer than a module should be: the Makefile builds each test tool
+ * from one source, and each case is a short function that reads best
+ * beside the frame helpers it uses and the other cases.
  */
 #include <arpa/inet.h>
 #include <errno.h>

@@ -23,6 +23,10 @@
  * can wait for a line); a mismatch prints "FAIL: ..." and exits 1.
  * Exit 0: everything behaved as asked (including an expected error).
  * Exit 2: usage.  See usage() for the options.
+ *
+ * Longer than a module should be: the Makefile builds each test tool
+ * from one source (plus testlib), and the commands share their option
+ * parsing, token handling and the byte rule above.
  */
 #include <errno.h>
 #include <getopt.h>
