@@ -164,6 +164,7 @@ $(LIBA): $(LIB_OBJ) $(COMMON_OBJ)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 $(LIBPC): client/libxfer.pc.in Makefile
+	@mkdir -p $(dir $@)
 	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 		-e 's|@INCLUDEDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' \
 		$< > $@
