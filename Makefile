@@ -217,6 +217,7 @@ demo: all
 bench:
 	$(Q)$(MAKE) --no-print-directory EXTRA_DEPS="$(DEPS_BENCH)" all
 	$(Q)tools/bench.sh $(BUILD)
+	$(Q)tools/bench-tcp.sh $(BUILD)
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=1 check

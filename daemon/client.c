@@ -155,7 +155,6 @@ static int reply_import(struct client *c, uint64_t seq, uint64_t handle,
 	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
 	Xfer__Client__ImportReply rep = XFER__CLIENT__IMPORT_REPLY__INIT;
 
-	c->handles++;
 	rep.handle = handle;
 	rep.length = length;
 	m.seq = seq;
@@ -186,6 +185,8 @@ static void on_token_checked(void *arg, int error)
 	if (!error)
 		error = regtab_add_remote_import(w->d->regs, c->pc.id, &w->tok,
 						 &handle, &length);
+	if (error)
+		c->handles--;  /* counted while the check was out */
 	if (error)
 		err = reply_status(c, w->seq, error,
 				   error == -EACCES
@@ -224,6 +225,8 @@ static int handle_import(struct client *c, uint64_t seq,
 			return reply_status(c, seq, -ENOMEM, "out of memory");
 		*w = (struct import_wait){ .d = c->d, .client = c->pc.id,
 					   .seq = seq, .tok = tok };
+		/* Counted now, so imports in flight respect max_handles. */
+		c->handles++;
 		peers_check_token(c->d->peers, &tok, on_token_checked, w);
 		return 0;
 	}
@@ -232,6 +235,7 @@ static int handle_import(struct client *c, uint64_t seq,
 	if (err)
 		return reply_status(c, seq, err,
 				    "token key does not match a live region");
+	c->handles++;
 	return reply_import(c, seq, handle, length);
 }
 

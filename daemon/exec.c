@@ -195,9 +195,11 @@ static int64_t go_remote(struct progress *p, struct prog_client *pc,
 	bool alone = ab->pending == 0 && !pc->batch.error;
 	uint32_t timeout = sqe->timeout_ms ? sqe->timeout_ms : p->op_timeout_ms;
 
-	if (wants_notify && !alone) {
+	if (wants_notify && (!alone || sqe->opcode == XFER_OP_READ)) {
 		/* Frames of earlier entries may still be queued behind this
-		 * one: notify once the whole batch is known to have landed. */
+		 * one, and a read's bytes are still on the wire when the
+		 * owner's side has sent them: notify once the whole batch
+		 * is known to have completed. */
 		region_get(remote);
 		ab->notify_target = remote;
 		ab->notify_value = sqe->notify_value;

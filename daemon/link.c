@@ -29,6 +29,7 @@
 
 #include "link.h"
 #include "log.h"
+#include "thread_stats.h"
 #include "peer.pb-c.h"
 #include "region.h"
 #include "wire.h"
@@ -41,6 +42,8 @@
 #define OP_HASH      1024u
 #define SINGLE_IO    (1u << 20)        /* bytes per write call */
 #define SMALL_PAYLOAD 4096u            /* copied rather than referenced */
+#define OUT_CAP      (4 * OUT_HIGH)    /* stop reading the peer above this */
+#define READS_PER_CALL 32
 #define RXBUF        (FRAME_PREFIX + PEER_MAX_HEADER + (256u << 10))
 #define MAX_IOV      64
 
@@ -68,8 +71,6 @@ struct serve {
 	struct region *r;            /* a reference */
 	uint64_t off;                /* in the region */
 	uint64_t len, done;
-	bool notify;
-	uint64_t notify_value;
 	TAILQ_ENTRY(serve) q;
 };
 TAILQ_HEAD(serve_list, serve);
@@ -77,6 +78,8 @@ TAILQ_HEAD(serve_list, serve);
 struct link {
 	struct linkset *ls;
 	struct rpeer *peer;
+	uint64_t gen;                /* the main thread's name for it */
+	bool read_paused;            /* backpressure: the peer reads too slowly */
 	struct bufferevent *bev;
 	struct link_stats *stats;
 	uint64_t next_id;
@@ -126,25 +129,15 @@ struct linkset {
 	struct event *ev_reap;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* Single writer (this thread): no locked instruction needed. */
-static void stat_add(_Atomic uint64_t *c, uint64_t v)
-{
-	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
-			      memory_order_relaxed);
-}
-
 static void fail_link(struct link *l, int err, const char *why);
 static void fill(struct link *l);
 
 /* --- frames --- */
+
+/* Frames carry lengths in the host's order: the supported hosts (x86-64,
+ * arm64) are little-endian, which is what the protocol specifies. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+	       "peer frame lengths are little-endian");
 
 int link_frame_header(const ProtobufCMessage *msg, uint32_t payload_len,
 		      uint8_t *out)
@@ -302,8 +295,13 @@ static void op_end(struct linkset *ls, struct link *l, struct xop *op,
 		   int64_t result)
 {
 	if (l) {
-		if (l->sink.xop == op)
-			l->sink.xop = NULL;  /* its bytes are dropped now */
+		if (l->sink.xop == op) {
+			/* The rest of its payload is dropped, not landed in a
+			 * buffer its client may already reuse. */
+			l->sink.xop = NULL;
+			region_put(l->sink.r);
+			l->sink.r = NULL;
+		}
 		if (in_sendq(op))
 			TAILQ_REMOVE(&l->sendq, op, q);
 		if (op->in_hash) {
@@ -374,43 +372,53 @@ static void unref_region(const void *data, size_t len, void *arg)
 	region_put(arg);
 }
 
-/* The payload [off, off + len) of local region r, by reference when the
- * region is xferd's own mapping. */
-static int add_payload(struct link *l, struct region *r, uint64_t off,
-		       uint64_t len)
+/*
+ * A payload from memory of another process (CMA) is read before its
+ * frame's header is queued: if that memory went away, only its own
+ * operation fails, not the link.  Memfd payloads cannot fail.
+ */
+static int stage_payload(const struct region *r, uint64_t off, uint64_t len,
+			 struct evbuffer **staged)
+{
+	*staged = NULL;
+	if (r->kind != REGION_CMA || len == 0)
+		return 0;
+	struct evbuffer *b = evbuffer_new();
+	if (!b)
+		return -ENOMEM;
+	int err = add_cma(b, r, off, len);
+	if (err) {
+		evbuffer_free(b);
+		return err;
+	}
+	*staged = b;
+	return 0;
+}
+
+/* Queue the payload behind its header: staged bytes, or [off, off + len)
+ * of memfd region r (small ones copied and sent at once, large ones by
+ * reference, the region kept alive until they left the buffer). */
+static int put_payload(struct link *l, struct region *r, uint64_t off,
+		       uint64_t len, struct evbuffer *staged)
 {
 	struct evbuffer *out = bufferevent_get_output(l->bev);
 
+	if (staged) {
+		int err = evbuffer_add_buffer(out, staged) ? -ENOMEM : 0;
+		evbuffer_free(staged);
+		return err;
+	}
 	if (len == 0)
 		return 0;
-	if (len <= SMALL_PAYLOAD) {
-		/* Copied: small payloads go out now, with queue_bytes(). */
-		uint8_t buf[SMALL_PAYLOAD];
-		if (r->kind == REGION_MEMFD) {
-			memcpy(buf, (char *)r->map + off, len);
-		} else {
-			struct iovec lv = { .iov_base = buf, .iov_len = len };
-			struct iovec rv = {
-				.iov_base = (void *)(uintptr_t)(r->addr + off),
-				.iov_len = len };
-			if (!region_cma_alive(r))
-				return -ESRCH;
-			if (process_vm_readv(r->pid, &lv, 1, &rv, 1, 0) !=
-			    (ssize_t)len)
-				return -EFAULT;
-		}
-		return queue_bytes(l, buf, len);
+	if (len <= SMALL_PAYLOAD)
+		return queue_bytes(l, (const uint8_t *)r->map + off, len);
+	region_get(r);
+	if (evbuffer_add_reference(out, (char *)r->map + off, len, unref_region,
+				   r)) {
+		region_put(r);
+		return -ENOMEM;
 	}
-	if (r->kind == REGION_MEMFD) {
-		region_get(r);  /* released when the bytes left the buffer */
-		if (evbuffer_add_reference(out, (char *)r->map + off, len,
-					   unref_region, r)) {
-			region_put(r);
-			return -ENOMEM;
-		}
-		return 0;
-	}
-	return add_cma(out, r, off, len);
+	return 0;
 }
 
 /* Queue the next frame of op; false if op ended meanwhile. */
@@ -440,12 +448,19 @@ static bool send_frame(struct link *l, struct xop *op)
 		w.total = op->len;
 		m.body_case = XFER__PEER__PEER_MSG__BODY_WRITE;
 		m.write = &w;
-		/* Header and payload go in one buffer: on failure of the
-		 * payload the link cannot be kept consistent. */
-		put_msg(l, &m, (uint32_t)n);
-		int err = add_payload(l, op->local, op->local_off + op->done, n);
+		struct evbuffer *staged;
+		int err = stage_payload(op->local, op->local_off + op->done, n,
+					&staged);
 		if (err) {
-			fail_link(l, err, "cannot read the source memory of a write");
+			op_end(l->ls, l, op, err);  /* its client's memory */
+			return false;
+		}
+		/* Header, then payload: a failure between them would leave
+		 * the stream out of step, so it ends the link. */
+		if (put_msg(l, &m, (uint32_t)n) ||
+		    put_payload(l, op->local, op->local_off + op->done, n,
+				staged)) {
+			fail_link(l, -ENOMEM, "cannot queue a frame");
 			return false;
 		}
 		op->done += n;
@@ -459,11 +474,12 @@ static bool send_frame(struct link *l, struct xop *op)
 		r.source = &t;
 		r.at = op->remote_off;
 		r.length = op->len;
-		r.notify = op->notify;
-		r.notify_value = op->notify_value;
 		m.body_case = XFER__PEER__PEER_MSG__BODY_READ;
 		m.read = &r;
-		put_msg(l, &m, 0);
+		if (put_msg(l, &m, 0)) {
+			fail_link(l, -ENOMEM, "cannot queue a frame");
+			return false;
+		}
 		op->sent_all = true;
 		break;
 	}
@@ -475,7 +491,10 @@ static bool send_frame(struct link *l, struct xop *op)
 		nt.bytes = op->notify_bytes;
 		m.body_case = XFER__PEER__PEER_MSG__BODY_NOTIFY;
 		m.notify = &nt;
-		put_msg(l, &m, 0);
+		if (put_msg(l, &m, 0)) {
+			fail_link(l, -ENOMEM, "cannot queue a frame");
+			return false;
+		}
 		op->sent_all = true;
 		break;
 	}
@@ -514,26 +533,25 @@ static bool serve_frame(struct link *l, struct serve *s)
 	if (n > l->ls->cfg.tcp_chunk)
 		n = l->ls->cfg.tcp_chunk;
 	bool last = s->done + n == s->len;
-	/* CMA can fail (the owner exited): check before the header goes. */
-	if (s->r->kind == REGION_CMA && n && !region_cma_alive(s->r)) {
-		read_data(l, s->op, s->done, true, -ESRCH, 0);
+	struct evbuffer *staged;
+	int err = stage_payload(s->r, s->off + s->done, n, &staged);
+	if (err) {
+		/* The owner's memory went away: this read fails, not the
+		 * link. */
+		read_data(l, s->op, s->done, true, err, 0);
 		serve_free(s);
 		return true;
 	}
 	read_data(l, s->op, s->done, last, (int64_t)n, (uint32_t)n);
-	int err = add_payload(l, s->r, s->off + s->done, n);
-	if (err) {
+	if (put_payload(l, s->r, s->off + s->done, n, staged)) {
 		serve_free(s);
-		fail_link(l, err, "cannot read the source memory of a read");
+		fail_link(l, -ENOMEM, "cannot queue a frame");
 		return true;
 	}
 	s->done += n;
 	stat_add(&l->stats->bytes_tx, n);
 	if (!last)
 		return false;
-	if (s->notify)
-		l->ls->hooks.notify_local(l->ls->hooks.arg, s->r, s->notify_value,
-					  (int64_t)s->len);
 	serve_free(s);
 	return true;
 }
@@ -559,7 +577,7 @@ static void fill(struct link *l)
 		TAILQ_REMOVE(&l->sendq, op, q);
 		op->sent_all = true;  /* out of the queue while we look */
 		if (!send_frame(l, op))
-			return;
+			continue;  /* op ended (or the link: bev is NULL) */
 		if (!op->sent_all)
 			TAILQ_INSERT_TAIL(&l->sendq, op, q);
 	}
@@ -742,8 +760,7 @@ static int on_read_request(struct link *l, const Xfer__Peer__ReadRequest *rq)
 		return 0;
 	}
 	*s = (struct serve){ .op = rq->op, .r = r, .off = off,
-			     .len = rq->length, .notify = rq->notify,
-			     .notify_value = rq->notify_value };
+			     .len = rq->length };
 	TAILQ_INSERT_TAIL(&l->serveq, s, q);
 	return 0;
 }
@@ -1004,6 +1021,16 @@ static bool direct_target(const struct link *l)
 	       l->rx_off == l->rx_len;
 }
 
+/*
+ * Backpressure: a peer that sends but does not read (its replies and the
+ * reads it asked for pile up here) is not read from until the output
+ * buffer has drained.
+ */
+static bool output_full(struct link *l)
+{
+	return evbuffer_get_length(bufferevent_get_output(l->bev)) > OUT_CAP;
+}
+
 static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 {
 	struct link *l = arg;
@@ -1011,9 +1038,17 @@ static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 
 	l->ls->events++;
 	l->last_rx_ns = now_ns();
-	for (;;) {
+	/* A bounded number of reads per call: the event is level-triggered
+	 * and fires again, and rings, timers and other links get their turn
+	 * in between. */
+	for (int round = 0; round < READS_PER_CALL; round++) {
 		if (!consume(l))
 			return;
+		if (output_full(l)) {
+			event_del(l->ev_read);
+			l->read_paused = true;
+			break;
+		}
 		uint8_t *dst;
 		size_t room;
 		bool direct = direct_target(l);
@@ -1059,6 +1094,13 @@ static void on_writable(struct bufferevent *bev, void *arg)
 	(void)bev;
 
 	l->ls->events++;
+	if (l->read_paused && !output_full(l)) {
+		l->read_paused = false;
+		if (event_add(l->ev_read, NULL)) {
+			fail_link(l, -ENOMEM, "cannot watch the socket");
+			return;
+		}
+	}
 	fill(l);
 }
 
@@ -1129,6 +1171,20 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
 	reap_dead(arg);
 }
 
+/* Setting the link up failed half-way: take it back. */
+static void fail_link_setup(struct link *l)
+{
+	struct linkset *ls = l->ls;
+	struct rpeer *rp = l->peer;
+
+	rp->link = NULL;
+	ls->nlinks--;
+	fail_pending(ls, rp, -ENOMEM);
+	ls->hooks.link_down(ls->hooks.arg, rp->id, l->gen, -ENOMEM,
+			    "cannot set the link up");
+	free_link(l);
+}
+
 /*
  * The link is gone: every operation on it ends with err.  The struct
  * itself is freed from the event loop later, so that callers up the
@@ -1161,14 +1217,14 @@ static void fail_link(struct link *l, int err, const char *why)
 		while ((op = l->hash[b]))
 			op_end(ls, l, op, err);
 	fail_pending(ls, rp, err);
-	ls->hooks.link_down(ls->hooks.arg, rp->id, err, why);
+	ls->hooks.link_down(ls->hooks.arg, rp->id, l->gen, err, why);
 	l->next_dead = ls->dead;
 	ls->dead = l;
 	event_active(ls->ev_reap, EV_TIMEOUT, 0);
 }
 
 void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
-		    struct link_stats *stats, const void *pending,
+		    uint64_t gen, struct link_stats *stats, const void *pending,
 		    size_t pending_len)
 {
 	struct rpeer *rp = find_peer(ls, id, true);
@@ -1177,12 +1233,16 @@ void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
 	if (!rp || !l) {
 		free(l);
 		close(fd);
+		/* The main thread must learn this link never came up. */
+		ls->hooks.link_down(ls->hooks.arg, id, gen, -ENOMEM,
+				    "out of memory");
 		return;
 	}
 	if (rp->link)  /* replaced: the peer evidently lost the old one */
 		fail_link(rp->link, -ECONNRESET, "replaced by a new link");
 	l->ls = ls;
 	l->peer = rp;
+	l->gen = gen;
 	l->stats = stats;
 	TAILQ_INIT(&l->sendq);
 	TAILQ_INIT(&l->serveq);
@@ -1195,12 +1255,18 @@ void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
 			       l);
 	struct timeval tv = { .tv_sec = ls->cfg.keepalive_ms / 1000,
 			      .tv_usec = (ls->cfg.keepalive_ms % 1000) * 1000 };
+	/* From here the link is the peer's: a failure goes through
+	 * fail_link, which undoes all of this and tells the main thread. */
+	rp->link = l;
+	rp->asked = false;
+	ls->nlinks++;
+	if (!l->bev) {
+		close(fd);
+		l->bev = NULL;
+	}
 	if (!l->bev || !l->tick || !l->ev_read || !l->rxbuf ||
-	    event_add(l->tick, &tv)) {
-		if (!l->bev)
-			close(fd);
-		free_link(l);
-		fail_pending(ls, rp, -ENOMEM);
+	    event_add(l->tick, &tv) || event_add(l->ev_read, NULL)) {
+		fail_link_setup(l);
 		return;
 	}
 	/* The bufferevent only writes; on_fd_read receives. */
@@ -1211,13 +1277,6 @@ void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
 	bufferevent_setwatermark(l->bev, EV_WRITE, OUT_LOW, 0);
 	bufferevent_disable(l->bev, EV_READ);
 	bufferevent_enable(l->bev, EV_WRITE);
-	if (event_add(l->ev_read, NULL)) {
-		fail_link(l, -ENOMEM, "cannot watch the socket");
-		return;
-	}
-	rp->link = l;
-	rp->asked = false;
-	ls->nlinks++;
 
 	struct xop *op;
 	while ((op = TAILQ_FIRST(&rp->pending))) {
@@ -1281,7 +1340,12 @@ void linkset_submit(struct linkset *ls, struct xop *op)
 	}
 }
 
-/* End every operation `want` picks with result; returns how many. */
+/*
+ * End every operation `want` picks with result; returns how many.  The
+ * saved `next` pointers stay valid because ending an operation with an
+ * error never starts another one nor fails a link: a batch that fails
+ * sends no notification.
+ */
 static unsigned each_op(struct linkset *ls,
 			bool (*want)(const struct xop *op, const void *arg),
 			const void *arg, int64_t result)
@@ -1338,7 +1402,14 @@ static bool expired(const struct xop *op, const void *arg)
 
 bool linkset_expire(struct linkset *ls, uint64_t now)
 {
-	return each_op(ls, expired, &now, -ETIMEDOUT) > 0;
+	bool any = each_op(ls, expired, &now, -ETIMEDOUT) > 0;
+
+	/* Nothing waits for a link any more: the next operation asks the
+	 * main thread again (its answer may have been lost). */
+	for (struct rpeer *rp = ls->peers; rp; rp = rp->next)
+		if (!rp->link && TAILQ_EMPTY(&rp->pending))
+			rp->asked = false;
+	return any;
 }
 
 bool linkset_active(const struct linkset *ls)

@@ -54,8 +54,8 @@ struct linkset_hooks {
 	 * connect, using the addresses in tok. */
 	void (*need_peer)(void *arg, const struct token *tok);
 	/* A link ended (the main thread marks the peer down). */
-	void (*link_down)(void *arg, const uint8_t id[LINK_ID_LEN], int err,
-			  const char *why);
+	void (*link_down)(void *arg, const uint8_t id[LINK_ID_LEN], uint64_t gen,
+			  int err, const char *why);
 	/* A control frame for the main thread (Lookup, LookupReply,
 	 * CheckReply, Pong of an xferctl ping): the packed PeerMsg. */
 	void (*ctl_frame)(void *arg, const uint8_t id[LINK_ID_LEN],
@@ -80,9 +80,9 @@ void linkset_set_cfg(struct linkset *ls, const struct linkset_cfg *cfg);
 /* --- from the main thread (applied in the progress thread) --- */
 
 /* Take over connected socket fd to instance id; `pending` holds bytes
- * already read past the handshake. */
+ * already read past the handshake.  gen names this link in link_down. */
 void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
-		    struct link_stats *stats, const void *pending,
+		    uint64_t gen, struct link_stats *stats, const void *pending,
 		    size_t pending_len);
 /* Close the link to id (if any) and fail what waits for it with err. */
 void linkset_close(struct linkset *ls, const uint8_t id[LINK_ID_LEN], int err,

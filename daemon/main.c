@@ -351,8 +351,9 @@ int main(int argc, char **argv)
 
 	listener_close(rt.listener);
 	client_goodbye_all(d, "xferd is shutting down");
-	peers_destroy(d->peers);
+	/* The progress thread first: its links write the peers' counters. */
 	progress_destroy(d->progress);
+	peers_destroy(d->peers);
 	client_free_all(d);
 	names_destroy(d->names);
 	regtab_destroy(d->regs);

@@ -47,6 +47,9 @@
 #include "xferd.h"
 
 #define NAME_MAX_LEN CONFIG_HOST_MAX
+#define MAX_PEERS    4096           /* peer records kept */
+#define BACKOFF_MIN_NS (100ull * 1000000)
+#define BACKOFF_MAX_NS (2000ull * 1000000)
 
 enum peer_state { PEER_DOWN, PEER_CONNECTING, PEER_UP };
 
@@ -59,6 +62,13 @@ struct peer;
 struct request;
 TAILQ_HEAD(request_list, request);
 
+/* Where an xferd can be reached, as it advertised. */
+struct addr_set {
+	struct netaddr addrs[NETADDR_MAX];
+	uint16_t ports[NETADDR_MAX];
+	size_t n;
+};
+
 /* A TCP connection while its handshake runs. */
 struct conn {
 	struct peers *ps;
@@ -69,6 +79,9 @@ struct conn {
 	uint8_t challenge[AUTH_CHALLENGE_LEN];
 	uint8_t their_id[LINK_ID_LEN];
 	uint8_t their_challenge[AUTH_CHALLENGE_LEN];
+	/* An acceptor keeps what Hello said until the proof checked out. */
+	char their_name[NAME_MAX_LEN];
+	struct addr_set their_addrs;
 	struct event *timeout;
 	size_t attempt;               /* which of the peer's addresses */
 	char remote[80];
@@ -90,6 +103,9 @@ struct peer {
 	char last_error[160];
 	struct timespec up_since;
 	struct link_stats stats;      /* written by the progress thread */
+	uint64_t link_gen;            /* of the link last handed over */
+	unsigned failures;            /* connects failed in a row */
+	uint64_t retry_at_ns;         /* no new connect before (backoff) */
 	struct request_list waiting;  /* requests to send once up */
 	struct peer *next;
 };
@@ -141,6 +157,8 @@ struct peers {
 	struct evconnlistener *listener;
 	struct auth_key *key;
 	struct peer *peers;
+	size_t npeers;
+	uint64_t next_link_gen;
 	LIST_HEAD(, conn) conns;
 	struct request_list inflight; /* sent, awaiting a reply */
 	struct request_list unresolved; /* node name not known yet */
@@ -152,6 +170,7 @@ static void resolve_waiting(struct peers *ps);
 static void request_end(struct request *r, int error, const void *data,
 			size_t len, uint64_t rtt);
 static void connect_peer(struct peers *ps, struct peer *pe);
+static void connect_attempt(struct peers *ps, struct peer *pe, size_t attempt);
 
 static uint64_t now_ns(void)
 {
@@ -208,8 +227,31 @@ static struct peer *peer_by_addr(struct peers *ps, const struct netaddr *a,
 	return NULL;
 }
 
+/* A record nobody needs: down, no connect, nothing waiting on it. */
+static bool peer_idle(const struct peer *pe)
+{
+	return pe->state == PEER_DOWN && !pe->conn &&
+	       TAILQ_EMPTY(&pe->waiting);
+}
+
 static struct peer *peer_new(struct peers *ps)
 {
+	/* Records come from tokens, addresses and handshakes of anyone:
+	 * bound them, forgetting idle ones first. */
+	if (ps->npeers >= MAX_PEERS) {
+		for (struct peer **pp = &ps->peers; *pp;) {
+			struct peer *pe = *pp;
+			if (!peer_idle(pe)) {
+				pp = &pe->next;
+				continue;
+			}
+			*pp = pe->next;
+			free(pe);
+			ps->npeers--;
+		}
+		if (ps->npeers >= MAX_PEERS)
+			return NULL;
+	}
 	struct peer *pe = calloc(1, sizeof(*pe));
 
 	if (!pe)
@@ -217,6 +259,7 @@ static struct peer *peer_new(struct peers *ps)
 	TAILQ_INIT(&pe->waiting);
 	pe->next = ps->peers;
 	ps->peers = pe;
+	ps->npeers++;
 	return pe;
 }
 
@@ -234,6 +277,7 @@ static void peer_merge(struct peers *ps, struct peer *keep, struct peer *gone)
 		if (r->peer == gone)
 			r->peer = keep;
 	if (gone->conn) {
+		/* The caller moved the connection it handles off `gone`. */
 		gone->conn->peer = NULL;
 		conn_free(gone->conn);
 	}
@@ -242,11 +286,25 @@ static void peer_merge(struct peers *ps, struct peer *keep, struct peer *gone)
 			*pp = gone->next;
 			break;
 		}
+	ps->npeers--;
 	free(gone);
 }
 
+/* Drop pe's own connect quietly (another connection serves it). */
+static void drop_own_conn(struct peer *pe, struct conn *keep)
+{
+	struct conn *old = pe->conn;
+
+	if (!old || old == keep)
+		return;
+	pe->conn = NULL;
+	old->peer = NULL;
+	conn_free(old);
+}
+
 /* Addresses as a peer advertised them (handshake or token). */
-static void set_addrs_pb(struct peer *pe, Xfer__Token__Address **a, size_t n)
+static void set_addrs_pb(struct addr_set *out, Xfer__Token__Address **a,
+			 size_t n)
 {
 	size_t k = 0;
 
@@ -264,12 +322,20 @@ static void set_addrs_pb(struct peer *pe, Xfer__Token__Address **a, size_t n)
 			continue;
 		memcpy(na.ip, a[i]->ip.data, a[i]->ip.len);
 		na.prefix_len = a[i]->prefix_len;
-		pe->addrs[k] = na;
-		pe->ports[k] = (uint16_t)a[i]->port;
+		out->addrs[k] = na;
+		out->ports[k] = (uint16_t)a[i]->port;
 		k++;
 	}
-	if (k)
-		pe->naddrs = k;
+	out->n = k;
+}
+
+static void peer_set_addrs(struct peer *pe, const struct addr_set *a)
+{
+	if (a->n == 0)
+		return;  /* keep what we knew */
+	memcpy(pe->addrs, a->addrs, sizeof(pe->addrs));
+	memcpy(pe->ports, a->ports, sizeof(pe->ports));
+	pe->naddrs = a->n;
 }
 
 static void set_addrs_tok(struct peer *pe, const struct token *t)
@@ -290,6 +356,7 @@ static void set_addrs_tok(struct peer *pe, const struct token *t)
 	}
 	if (k)
 		pe->naddrs = k;
+	/* Only addresses, never who they are: that comes with a handshake. */
 	if (t->node_name[0] && !pe->node_name[0])
 		snprintf(pe->node_name, sizeof(pe->node_name), "%s",
 			 t->node_name);
@@ -379,21 +446,39 @@ static void conn_error(struct conn *c, const char *why)
 }
 
 /* Fail what waits for pe and mark it down. */
-static void peer_failed(struct peers *ps, struct peer *pe, int err,
-			const char *why)
+static void peer_failed_as(struct peers *ps, struct peer *pe, int err,
+			   const char *why, bool connect_failed)
 {
 	char label[128];
 	struct request *r;
 
 	pe->state = PEER_DOWN;
 	snprintf(pe->last_error, sizeof(pe->last_error), "%s", why);
-	log_info("peer %s: %s", peer_label(pe, label, sizeof(label)), why);
+	/* Back off: a dead peer must not be hammered with connects. */
+	if (connect_failed) {
+		uint64_t b = BACKOFF_MIN_NS << (pe->failures < 5 ? pe->failures : 5);
+		pe->retry_at_ns = now_ns() + (b < BACKOFF_MAX_NS ? b
+							   : BACKOFF_MAX_NS);
+		pe->failures++;
+	}
+	if (pe->failures <= 1 && connect_failed)
+		log_info("peer %s: %s", peer_label(pe, label, sizeof(label)),
+			 why);
+	else
+		log_debug("peer %s: %s (again)",
+			  peer_label(pe, label, sizeof(label)), why);
 	while ((r = TAILQ_FIRST(&pe->waiting)))
 		request_end(r, err, NULL, 0, 0);
 	/* Operations of clients waiting in the progress thread, too. */
 	if (pe->id_known)
 		progress_link_close(ps->d->progress, pe->id, err, why);
 	resolve_waiting(ps);
+}
+
+static void peer_failed(struct peers *ps, struct peer *pe, int err,
+			const char *why)
+{
+	peer_failed_as(ps, pe, err, why, true);
 }
 
 static void conn_free(struct conn *c)
@@ -447,19 +532,18 @@ static void conn_established(struct conn *c, struct peer *pe)
 		peer_failed(ps, pe, -errno, "cannot hand the link over");
 		return;
 	}
-	if (pe->conn && pe->conn != c) {
-		/* Our own connect lost the race: drop it quietly. */
-		pe->conn->peer = NULL;
-		conn_free(pe->conn);
-	}
+	/* Our own connect lost the race: drop it quietly. */
+	drop_own_conn(pe, c);
 	pe->initiated = c->initiator;
 	snprintf(pe->address, sizeof(pe->address), "%s", c->remote);
 	conn_free(c);
 	pe->state = PEER_UP;
+	pe->failures = 0;
 	pe->last_error[0] = '\0';
 	clock_gettime(CLOCK_MONOTONIC, &pe->up_since);
-	progress_link_attach(ps->d->progress, dup_fd, pe->id, &pe->stats,
-			     pending, left);
+	pe->link_gen = ++ps->next_link_gen;
+	progress_link_attach(ps->d->progress, dup_fd, pe->id, pe->link_gen,
+			     &pe->stats, pending, left);
 	free(pending);
 	log_info("peer %s: link up via %s (%s, %s)",
 		 peer_label(pe, label, sizeof(label)), pe->address,
@@ -553,18 +637,17 @@ static int on_hello(struct conn *c, const Xfer__Peer__Hello *h)
 		conn_error(c, "duplicate link");
 		return -EEXIST;
 	}
-	if (!pe) {
-		pe = peer_new(ps);
-		if (!pe)
-			return -ENOMEM;
-		memcpy(pe->id, c->their_id, LINK_ID_LEN);
-		pe->id_known = true;
+	if (pe && pe->conn && pe->state == PEER_CONNECTING) {
+		/* Both connected at once and theirs (lower id) wins: our
+		 * connect ends quietly; this one will carry the link. */
+		drop_own_conn(pe, NULL);
+		pe->state = PEER_DOWN;
 	}
-	snprintf(pe->node_name, sizeof(pe->node_name), "%s",
+	/* What it says about itself counts only once its proof checked
+	 * out (on_ready): an impostor must not rename or readdress a peer. */
+	snprintf(c->their_name, sizeof(c->their_name), "%s",
 		 h->node_name ? h->node_name : "");
-	set_addrs_pb(pe, h->addresses, h->n_addresses);
-	snprintf(pe->why, sizeof(pe->why), "it connected from %s", c->remote);
-	c->peer = pe;
+	set_addrs_pb(&c->their_addrs, h->addresses, h->n_addresses);
 
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__Welcome w = XFER__PEER__WELCOME__INIT;
@@ -633,10 +716,14 @@ static int on_welcome(struct conn *c, const Xfer__Peer__Welcome *w)
 	if (!pe->id_known) {
 		struct peer *known = peer_by_id(ps, w->instance_id.data);
 		if (known) {
-			/* We knew it by id already: one record. */
-			known->conn = c;
-			c->peer = known;
+			/* We knew it by id already: one record.  c moves to
+			 * it first, so that the merge does not free c. */
+			pe->conn = NULL;
 			peer_merge(ps, known, pe);
+			drop_own_conn(known, c);
+			if (known->state != PEER_UP)
+				known->conn = c;
+			c->peer = known;
 			pe = known;
 		} else {
 			memcpy(pe->id, w->instance_id.data, LINK_ID_LEN);
@@ -645,7 +732,9 @@ static int on_welcome(struct conn *c, const Xfer__Peer__Welcome *w)
 	}
 	snprintf(pe->node_name, sizeof(pe->node_name), "%s",
 		 w->node_name ? w->node_name : "");
-	set_addrs_pb(pe, w->addresses, w->n_addresses);
+	struct addr_set as;
+	set_addrs_pb(&as, w->addresses, w->n_addresses);
+	peer_set_addrs(pe, &as);
 
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__Ready r = XFER__PEER__READY__INIT;
@@ -674,6 +763,18 @@ static int on_ready(struct conn *c, const Xfer__Peer__Ready *r)
 		conn_error(c, "authentication failed: cluster keys differ");
 		return -EPERM;
 	}
+	struct peer *pe = peer_by_id(ps, c->their_id);
+	if (!pe) {
+		pe = peer_new(ps);
+		if (!pe)
+			return -ENOMEM;
+		memcpy(pe->id, c->their_id, LINK_ID_LEN);
+		pe->id_known = true;
+	}
+	snprintf(pe->node_name, sizeof(pe->node_name), "%s", c->their_name);
+	peer_set_addrs(pe, &c->their_addrs);
+	snprintf(pe->why, sizeof(pe->why), "it connected from %s", c->remote);
+	c->peer = pe;
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__Established e = XFER__PEER__ESTABLISHED__INIT;
 	m.body_case = XFER__PEER__PEER_MSG__BODY_ESTABLISHED;
@@ -693,8 +794,11 @@ static int conn_step(struct conn *c, const Xfer__Peer__PeerMsg *m)
 	if (m->proto_version != XFER_PROTO_VERSION)
 		return -EPROTO;
 	if (m->body_case == XFER__PEER__PEER_MSG__BODY_ERROR) {
-		log_warnx("peer %s refused the link: %s", c->remote,
-			  m->error->reason ? m->error->reason : "?");
+		const char *why = m->error->reason ? m->error->reason : "?";
+		/* Lost a simultaneous connect: the other link will do. */
+		if (strcmp(why, "duplicate link") == 0)
+			return -EEXIST;
+		log_warnx("peer %s refused the link: %s", c->remote, why);
 		return -ECONNREFUSED;
 	}
 	int expect = c->initiator
@@ -761,14 +865,14 @@ static void conn_failed(struct conn *c, int err)
 			 conn_err_text(err));
 		pe->state = PEER_DOWN;
 		pe->conn = NULL;
-		connect_peer(ps, pe);
-		if (pe->conn)
-			pe->conn->attempt = next;
+		connect_attempt(ps, pe, next);
 		return;
 	}
-	if (pe->state != PEER_UP)
+	if (pe->state != PEER_UP && err != -EEXIST)
 		peer_failed(ps, pe, err == -EPERM ? -EACCES : err,
 			    conn_err_text(err));
+	else if (err == -EEXIST && pe->state == PEER_CONNECTING)
+		pe->state = PEER_DOWN;  /* the other link is on its way */
 }
 
 static void on_conn_read(struct bufferevent *bev, void *arg)
@@ -860,8 +964,10 @@ static struct conn *conn_new(struct peers *ps, int fd, bool initiator)
 		.tv_usec = (ps->d->cfg.connect_timeout_ms % 1000) * 1000,
 	};
 
-	if (!c)
+	if (!c) {
+		close(fd);
 		return NULL;
+	}
 	c->ps = ps;
 	c->initiator = initiator;
 	LIST_INSERT_HEAD(&ps->conns, c, link);
@@ -883,29 +989,36 @@ static struct conn *conn_new(struct peers *ps, int fd, bool initiator)
 
 static void connect_peer(struct peers *ps, struct peer *pe)
 {
+	if (pe->state != PEER_DOWN || pe->conn)
+		return;
+	if (pe->failures && now_ns() < pe->retry_at_ns) {
+		/* Failed a moment ago: fail again at once, without a connect. */
+		char why[sizeof(pe->last_error)];
+		snprintf(why, sizeof(why), "%s", pe->last_error[0]
+			 ? pe->last_error : "unreachable (retrying later)");
+		peer_failed_as(ps, pe, -EHOSTUNREACH, why, false);
+		return;
+	}
+	connect_attempt(ps, pe, 0);
+}
+
+/*
+ * Connect to one of pe's addresses: attempt 0 is the one the subnet rule
+ * picks, later attempts (after failures) the others in turn.
+ */
+static void connect_attempt(struct peers *ps, struct peer *pe, size_t attempt)
+{
 	struct netaddr_choice ch;
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	char ip[48], label[128];
 
-	if (pe->state != PEER_DOWN || pe->conn)
-		return;
 	if (netaddr_choose(ps->local, ps->nlocal, pe->addrs, pe->naddrs, &ch)) {
 		peer_failed(ps, pe, -EHOSTUNREACH,
 			    "no address of the peer can be reached from here");
 		return;
 	}
-	/* After a failed attempt, conn_failed moves to the next address:
-	 * the choice is only where we start. */
-	size_t idx = (size_t)ch.peer;
-	if (pe->conn == NULL && pe->address[0] && pe->naddrs > 1) {
-		for (size_t i = 0; i < pe->naddrs; i++) {
-			netaddr_format(&pe->addrs[i], false, ip, sizeof(ip));
-			if (strstr(pe->address, ip) == pe->address ||
-			    strstr(pe->address, ip) == pe->address + 1)
-				idx = (i + 1) % pe->naddrs;
-		}
-	}
+	size_t idx = ((size_t)ch.peer + attempt) % pe->naddrs;
 	const struct netaddr *dst = &pe->addrs[idx];
 	int fd = socket(dst->family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
 			0);
@@ -933,6 +1046,7 @@ static void connect_peer(struct peers *ps, struct peer *pe)
 		return;
 	}
 	c->peer = pe;
+	c->attempt = attempt;
 	snprintf(c->remote, sizeof(c->remote), "%s", pe->address);
 	pe->conn = c;
 	pe->state = PEER_CONNECTING;
@@ -1298,15 +1412,24 @@ void peers_ping(struct peers *ps, const char *target, peers_ping_cb cb,
 	request_start(ps, r, pe, &m);
 }
 
+/* The request `id` sent to the peer `from`: a reply from anyone else
+ * (ids are sequential, easy to guess) must not answer it. */
 static struct request *inflight(struct peers *ps, uint64_t id,
-				enum request_kind kind)
+				enum request_kind kind, const uint8_t *from)
 {
 	struct request *r;
 
 	TAILQ_FOREACH(r, &ps->inflight, q)
-		if (r->id == id && r->kind == kind)
+		if (r->id == id && r->kind == kind && r->peer &&
+		    memcmp(r->peer->id, from, LINK_ID_LEN) == 0)
 			return r;
 	return NULL;
+}
+
+/* A peer's errno, trusted only within the range errnos have. */
+static int peer_errno(int32_t e)
+{
+	return e <= 0 && e > -4096 ? e : -EPROTO;
 }
 
 /* A peer asked for one of our names. */
@@ -1347,19 +1470,20 @@ static void on_ctl_frame(struct peers *ps, const struct net_notice *n)
 		answer_lookup(ps, n->id, m->lookup);
 		break;
 	case XFER__PEER__PEER_MSG__BODY_LOOKUP_REPLY:
-		r = inflight(ps, m->lookup_reply->id, REQ_LOOKUP);
-		if (r && m->lookup_reply->error <= 0)
-			request_end(r, m->lookup_reply->error,
+		r = inflight(ps, m->lookup_reply->id, REQ_LOOKUP, n->id);
+		if (r)
+			request_end(r, peer_errno(m->lookup_reply->error),
 				    m->lookup_reply->token.data,
 				    m->lookup_reply->token.len, 0);
 		break;
 	case XFER__PEER__PEER_MSG__BODY_CHECK_REPLY:
-		r = inflight(ps, m->check_reply->id, REQ_CHECK);
-		if (r && m->check_reply->error <= 0)
-			request_end(r, m->check_reply->error, NULL, 0, 0);
+		r = inflight(ps, m->check_reply->id, REQ_CHECK, n->id);
+		if (r)
+			request_end(r, peer_errno(m->check_reply->error), NULL,
+				    0, 0);
 		break;
 	case XFER__PEER__PEER_MSG__BODY_PONG:
-		r = inflight(ps, m->pong->nonce, REQ_PING);
+		r = inflight(ps, m->pong->nonce, REQ_PING, n->id);
 		if (r)
 			request_end(r, 0, NULL, 0, now_ns() - m->pong->sent_ns);
 		break;
@@ -1396,7 +1520,9 @@ void peers_on_notice(const struct net_notice *n, void *arg)
 		break;
 	case NET_LINK_DOWN:
 		pe = peer_by_id(ps, n->id);
-		if (!pe || pe->state != PEER_UP)
+		/* A link that was replaced says so too: only the current
+		 * one's end means the peer is down. */
+		if (!pe || pe->state != PEER_UP || n->gen != pe->link_gen)
 			break;
 		pe->state = PEER_DOWN;
 		snprintf(pe->last_error, sizeof(pe->last_error), "%s", n->why);

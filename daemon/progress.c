@@ -42,6 +42,7 @@ struct cmd {
 	struct prog_client *pc;
 	/* links */
 	uint8_t id[LINK_ID_LEN];
+	uint64_t gen;
 	int fd, err;
 	char why[128];
 	struct link_stats *stats;
@@ -117,6 +118,9 @@ static bool drain(struct progress *p, struct prog_client *pc)
 	 * by cq_tail also covers notifications a client sends to its own
 	 * regions, and by cq_reserved the batches that went out on links.
 	 */
+	/* (cq_reserved can also drop during the loop, when an async
+	 * batch completes into its reserved slot: both differences are
+	 * taken modulo 2^32, so that completion counts once.) */
 	uint32_t room = exec_cq_room(pc);
 	uint32_t n = avail < DRAIN_BUDGET ? avail : DRAIN_BUDGET;
 	uint32_t tail0 = pc->cq_tail, res0 = pc->cq_reserved, i;
@@ -155,8 +159,7 @@ static void on_expire(evutil_socket_t fd, short what, void *arg)
 	struct progress *p = arg;
 	(void)fd, (void)what;
 
-	p->last_expire_ns = now_ns();
-	linkset_expire(p->links, p->last_expire_ns);
+	linkset_expire(p->links, now_ns());
 }
 
 /* --- link hooks: from link.c to the main thread --- */
@@ -173,8 +176,8 @@ static void hook_need_peer(void *arg, const struct token *tok)
 	post_net_notice(arg, n);
 }
 
-static void hook_link_down(void *arg, const uint8_t id[LINK_ID_LEN], int err,
-			   const char *why)
+static void hook_link_down(void *arg, const uint8_t id[LINK_ID_LEN],
+			   uint64_t gen, int err, const char *why)
 {
 	struct net_notice *n = calloc(1, sizeof(*n));
 
@@ -182,6 +185,7 @@ static void hook_link_down(void *arg, const uint8_t id[LINK_ID_LEN], int err,
 		return;
 	n->kind = NET_LINK_DOWN;
 	memcpy(n->id, id, LINK_ID_LEN);
+	n->gen = gen;
 	n->err = err;
 	snprintf(n->why, sizeof(n->why), "%s", why);
 	post_net_notice(arg, n);
@@ -274,8 +278,8 @@ static bool apply_cmds(struct progress *p)
 			keep_going = false;
 			break;
 		case CMD_LINK_ATTACH:
-			linkset_attach(p->links, c->fd, c->id, c->stats, c->data,
-				       c->len);
+			linkset_attach(p->links, c->fd, c->id, c->gen, c->stats,
+				       c->data, c->len);
 			break;
 		case CMD_LINK_CLOSE:
 			linkset_close(p->links, c->id, c->err, c->why);
@@ -334,13 +338,14 @@ void progress_detach(struct progress *p, struct prog_client *pc)
 }
 
 void progress_link_attach(struct progress *p, int fd,
-			  const uint8_t id[LINK_ID_LEN],
+			  const uint8_t id[LINK_ID_LEN], uint64_t gen,
 			  struct link_stats *stats, const void *pending,
 			  size_t pending_len)
 {
 	struct cmd *c = new_cmd(CMD_LINK_ATTACH);
 
 	c->fd = fd;
+	c->gen = gen;
 	memcpy(c->id, id, LINK_ID_LEN);
 	c->stats = stats;
 	if (pending_len) {
@@ -456,7 +461,9 @@ static bool poll_net(struct progress *p, bool busy)
 {
 	uint64_t now = now_ns();
 
-	if (!p->links || !linkset_active(p->links) ||
+	/* Links, and operations waiting for one (their deadlines, the
+	 * reaping of failed links) need the event loop to run. */
+	if (!p->links || (!linkset_active(p->links) && p->async_ops == 0) ||
 	    (busy && now - p->last_net_poll_ns < NET_POLL_NS))
 		return false;
 	p->last_net_poll_ns = now;

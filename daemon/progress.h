@@ -86,6 +86,7 @@ enum net_notice_kind {
 struct net_notice {
 	enum net_notice_kind kind;
 	uint8_t id[LINK_ID_LEN];
+	uint64_t gen;             /* NET_LINK_DOWN: which link of id */
 	int err;
 	char why[128];
 	struct token tok;         /* NET_NEED_PEER */
@@ -124,7 +125,7 @@ void progress_detach(struct progress *p, struct prog_client *pc);
 
 /* Links (see link.h); applied in the progress thread. */
 void progress_link_attach(struct progress *p, int fd,
-			  const uint8_t id[LINK_ID_LEN],
+			  const uint8_t id[LINK_ID_LEN], uint64_t gen,
 			  struct link_stats *stats, const void *pending,
 			  size_t pending_len);
 void progress_link_close(struct progress *p, const uint8_t id[LINK_ID_LEN],

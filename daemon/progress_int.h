@@ -17,6 +17,7 @@
 #include "path_local.h"
 #include "progress.h"
 #include "region.h"
+#include "thread_stats.h"
 
 struct cmd;
 struct notice;
@@ -50,7 +51,7 @@ struct progress {
 	struct linkset *links;     /* NULL: no other nodes */
 	uint32_t op_timeout_ms;
 	uint64_t async_ops;        /* operations out on links */
-	uint64_t last_net_poll_ns, last_expire_ns;
+	uint64_t last_net_poll_ns;
 };
 
 /*
@@ -69,26 +70,6 @@ struct abatch {
 	struct region *notify_target; /* a reference, local or remote */
 	uint64_t notify_value;
 };
-
-/*
- * Counters have one writer, this thread: a plain load and store is
- * enough (no locked instruction on the data path); readers on the main
- * thread see a recent value.
- */
-static inline void stat_add(_Atomic uint64_t *counter, uint64_t v)
-{
-	atomic_store_explicit(counter,
-			      atomic_load_explicit(counter, memory_order_relaxed) + v,
-			      memory_order_relaxed);
-}
-
-static inline uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static inline void cpu_relax_hint(void)
 {
