@@ -35,6 +35,11 @@ DEPS_BUILD := build-essential pkg-config libibverbs-dev libevent-dev \
 	libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libssl-dev check
 DEPS_TEST  := iproute2 procps psmisc python3 systemd jq
 DEPS_BENCH := ucx-utils iperf3
+# The RDMA stage: Soft-RoCE in a qemu guest that runs the host's userland
+# (tests/rdma/vm.sh).
+DEPS_RDMA  := rdma-core ibverbs-providers ibverbs-utils libibverbs-dev \
+	librdmacm-dev rdmacm-utils perftest busybox-static qemu-system-x86 \
+	kmod cpio xz-utils iproute2
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
@@ -58,6 +63,28 @@ SYSTEMD_CFLAGS = $(shell $(PKG) --exists libsystemd 2>/dev/null && \
 	echo -DHAVE_SYSTEMD $$($(PKG) --cflags libsystemd))
 SYSTEMD_LIBS   = $(shell $(PKG) --exists libsystemd 2>/dev/null && \
 	$(PKG) --libs libsystemd)
+
+# CUDA is optional: found at $(CUDA_HOME) (default /usr/local/cuda) when
+# its include/cuda.h is there; CUDA=0 turns it off.  libxfer and xferd
+# load the driver (libcuda.so.1) at run time and link nothing of CUDA, so
+# the same binaries run where there is no GPU.  The GPU tests and
+# gpubench link the static CUDA runtime (it loads the driver itself) and
+# exit 77 where there is none.
+CUDA_HOME ?= /usr/local/cuda
+ifneq ($(CUDA),0)
+ifneq ($(wildcard $(CUDA_HOME)/include/cuda.h),)
+HAVE_CUDA := 1
+endif
+endif
+ifeq ($(HAVE_CUDA),1)
+# Before the project's -I: daemon/cuda.h must not hide <cuda.h>.
+CUDA_CFLAGS := -DHAVE_CUDA -I$(CUDA_HOME)/include
+NVCC        := $(wildcard $(CUDA_HOME)/bin/nvcc)
+HAVE_NVCC   := $(if $(NVCC),1,)
+CUDART_A    := $(firstword $(wildcard $(CUDA_HOME)/lib64/libcudart_static.a \
+	$(CUDA_HOME)/targets/x86_64-linux/lib/libcudart_static.a))
+CUDART_LIBS := $(CUDART_A) -ldl -lrt -lpthread
+endif
 
 ALL_CFLAGS = -std=c11 $(WARN) -fPIC -fvisibility=hidden -pthread $(CFLAGS)
 
@@ -94,6 +121,13 @@ TEST_PROGS := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,\
 # Programs the test scripts drive (not tests of their own).
 TEST_TOOLS := $(patsubst tests/tools/%.c,$(BUILD)/test-tools/%,\
 	$(wildcard tests/tools/*.c))
+# GPU tests (tests/gpu/gpu_*.c) go beside the others so that run-tests.sh
+# runs them too: without a GPU each exits 77.
+ifneq ($(CUDART_A),)
+GPU_TESTS  := $(patsubst tests/gpu/%.c,$(BUILD)/tests/%,\
+	$(wildcard tests/gpu/gpu_*.c))
+GPUBENCH   := $(BUILD)/gpubench
+endif
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 UNIT_BIN   := $(BUILD)/tests/unit_tests
 
@@ -101,13 +135,13 @@ UNIT_BIN   := $(BUILD)/tests/unit_tests
 .DEFAULT_GOAL := all
 
 all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(XFERDEMO) $(LIBSO) $(LIBA) $(LIBPC) \
-	$(TEST_PROGS) $(TEST_TOOLS) $(UNIT_BIN)
+	$(TEST_PROGS) $(TEST_TOOLS) $(UNIT_BIN) $(GPU_TESTS) $(GPUBENCH)
 
 # --- dependencies --------------------------------------------------------
 
 # Installs only what is missing, so it is a no-op on a prepared machine.
 deps:
-	$(Q)missing=$$(for p in $(DEPS_BUILD) $(DEPS_TEST) $(EXTRA_DEPS); do \
+	$(Q)missing=$$(for p in $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_RDMA) $(EXTRA_DEPS); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 		grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -133,7 +167,13 @@ $(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto | deps
 $(OBJ)/%.o: %.c $(PROTO_H)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(SYSTEMD_CFLAGS) -MMD -MP -c -o $@ $<
+	$(Q)$(CC) $(OBJ_CUDA_CFLAGS) $(CPPFLAGS) $(ALL_CFLAGS) $(SYSTEMD_CFLAGS) \
+		-MMD -MP -c -o $@ $<
+
+# What sees CUDA's headers (and HAVE_CUDA): libxfer, xferd, GPU programs.
+GPU_PROG_OBJ := $(call obj,$(wildcard tests/gpu/*.c) tools/gpubench.c)
+$(LIB_OBJ) $(DAEMON_OBJ): OBJ_CUDA_CFLAGS = $(CUDA_CFLAGS)
+$(GPU_PROG_OBJ): OBJ_CUDA_CFLAGS = $(CUDA_CFLAGS) -Itests/integration
 
 # Generated code is not ours to warn about.
 $(OBJ)/gen/%.pb-c.o: $(GEN)/%.pb-c.c $(PROTO_H)
@@ -146,7 +186,33 @@ $(OBJ)/gen/%.pb-c.o: $(GEN)/%.pb-c.c $(PROTO_H)
 
 # --- linking -------------------------------------------------------------
 
-$(XFERD): $(DAEMON_OBJ) $(COMMON_OBJ) $(CTL_PB_OBJ) $(OBJ)/gen/peer.pb-c.o
+# The GPU batch-copy kernel: nvcc makes a fatbin (Ampere and Hopper code,
+# plus PTX for later GPUs) that xferd embeds and loads at run time.
+ifeq ($(HAVE_NVCC),1)
+NVCC_ARCHS := -gencode arch=compute_80,code=sm_80 \
+	-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+CUDA_KERNEL_OBJ := $(OBJ)/gen/cuda_copy_fatbin.o
+$(DAEMON_OBJ): OBJ_CUDA_CFLAGS += -DHAVE_NVCC
+
+$(GEN)/cuda_copy.fatbin: daemon/cuda_copy.cu daemon/cuda_copy.h | deps
+	@mkdir -p $(GEN)
+	@echo "  NVCC    $<"
+	$(Q)$(NVCC) -fatbin $(NVCC_ARCHS) -Idaemon -o $@ $<
+
+# As a C array, 8-byte aligned as the driver reads the fatbin header.
+$(GEN)/cuda_copy_fatbin.c: $(GEN)/cuda_copy.fatbin
+	$(Q){ echo '__attribute__((aligned(8)))'; \
+	  echo 'const unsigned char xferd_copy_fatbin[] = {'; \
+	  od -An -v -tx1 $< | sed -e 's/\([0-9a-f][0-9a-f]\)/0x\1,/g'; \
+	  echo '};'; } > $@
+
+$(CUDA_KERNEL_OBJ): $(GEN)/cuda_copy_fatbin.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -c -o $@ $<
+endif
+
+$(XFERD): $(DAEMON_OBJ) $(COMMON_OBJ) $(CTL_PB_OBJ) $(OBJ)/gen/peer.pb-c.o \
+		$(CUDA_KERNEL_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -levent $(BASE_LIBS) $(SYSTEMD_LIBS)
 
@@ -187,15 +253,25 @@ $(BUILD)/tests/%: $(OBJ)/tests/integration/%.o $(OBJ)/tests/integration/testlib.
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
 
+$(GPU_TESTS): $(BUILD)/tests/%: $(OBJ)/tests/gpu/%.o $(OBJ)/tests/gpu/gpulib.o \
+		$(OBJ)/tests/integration/testlib.o $(LIBA)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) $(CUDART_LIBS)
+
+$(GPUBENCH): $(OBJ)/tools/gpubench.o $(LIBA)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) $(CUDART_LIBS) -lm
+
 # Test tools may use the daemon's wire code (proto/) besides libxfer.
 $(BUILD)/test-tools/%: $(OBJ)/tests/tools/%.o $(OBJ)/tests/integration/testlib.o \
 		$(LIBA) $(OBJ)/gen/peer.pb-c.o
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) -libverbs
 
 # Unit tests link the modules they test directly.
-UNIT_DEPS := $(filter-out $(OBJ)/daemon/main.o,$(DAEMON_OBJ)) \
+UNIT_DEPS := $(filter-out $(OBJ)/daemon/main.o,$(DAEMON_OBJ)) $(CUDA_KERNEL_OBJ) \
 	$(COMMON_OBJ) $(CTL_PB_OBJ) $(OBJ)/gen/peer.pb-c.o
 $(UNIT_BIN): $(call obj,$(UNIT_SRC)) $(UNIT_DEPS)
 	@mkdir -p $(dir $@)

@@ -14,6 +14,7 @@
 
 #include "client.h"
 #include "client.pb-c.h"
+#include "cuda.h"
 #include "log.h"
 #include "names.h"
 #include "peer.h"
@@ -90,6 +91,34 @@ static struct client *client_by_id(struct xferd *d, uint64_t id)
 
 /* --- requests --- */
 
+/*
+ * GPU memory: check the description, then import the allocation (once
+ * per allocation and buffer id: the registration cache).
+ */
+static int reg_cuda(struct client *c, const Xfer__Client__RegRequest *req,
+		    int *fds, unsigned *nfds, struct region **r)
+{
+	const Xfer__Client__CudaAlloc *a = req->cuda;
+	struct gpu_alloc_desc d = { 0 };
+
+	if (!a || a->device_uuid.len != GPU_UUID_LEN || a->alloc_size == 0 ||
+	    (a->vmm ? *nfds != 1 : *nfds != 0) ||
+	    (!a->vmm && a->ipc_handle.len != GPU_IPC_HANDLE_LEN))
+		return -EINVAL;
+	memcpy(d.uuid, a->device_uuid.data, GPU_UUID_LEN);
+	d.base = a->alloc_base;
+	d.size = a->alloc_size;
+	d.buffer_id = a->buffer_id;
+	d.vmm = a->vmm;
+	if (!a->vmm)
+		memcpy(d.ipc_handle, a->ipc_handle.data, GPU_IPC_HANDLE_LEN);
+	int fd = a->vmm ? fds[0] : -1;
+	if (a->vmm)
+		*nfds = 0;  /* consumed by the import, success or not */
+	return region_create_cuda(c->d->rcache, c->pc.id, &d, fd, a->offset,
+				  req->length, r);
+}
+
 static int handle_reg(struct client *c, uint64_t seq,
 		      const Xfer__Client__RegRequest *req, int *fds,
 		      unsigned *nfds)
@@ -112,6 +141,13 @@ static int handle_reg(struct client *c, uint64_t seq,
 		err = region_create_memfd(fds[0], req->length, c->pc.id, &r);
 		if (!err)
 			*nfds = 0; /* the region owns the fd now */
+		break;
+	case XFER__CLIENT__MEM_KIND__MEM_CUDA:
+		err = reg_cuda(c, req, fds, nfds, &r);
+		if (err == -ENOTSUP)
+			return reply_status(c, seq, err, gpu_count()
+				? "GPU memory this xferd cannot import"
+				: gpu_unavailable_reason());
 		break;
 	case XFER__CLIENT__MEM_KIND__MEM_CMA:
 		if (*nfds != 0)

@@ -22,6 +22,8 @@
 #include "client.h"
 #include "ctl.h"
 #include "ctl.pb-c.h"
+#include "cuda.h"
+#include "rcache.h"
 #include "log.h"
 #include "netaddr.h"
 #include "peer.h"
@@ -351,6 +353,40 @@ static void add_peer(const struct peer_view *v, void *arg)
 	pi->last_error = item_strdup(it, v->last_error);
 }
 
+static int reply_gpus(struct ctl_conn *cc)
+{
+	Xfer__Ctl__CtlMsg m = XFER__CTL__CTL_MSG__INIT;
+	Xfer__Ctl__GpusReply rep = XFER__CTL__GPUS_REPLY__INIT;
+	Xfer__Ctl__GpuInfo info[GPU_MAX], *ptr[GPU_MAX];
+	struct gpu_info gi[GPU_MAX];
+	uint32_t peers[GPU_MAX][GPU_MAX];
+	int n = gpu_count();
+
+	for (int i = 0; i < n; i++) {
+		xfer__ctl__gpu_info__init(&info[i]);
+		if (gpu_info(i, &gi[i]))
+			continue;
+		info[i].index = (uint32_t)i;
+		info[i].name = gi[i].name;
+		info[i].uuid.data = gi[i].uuid;
+		info[i].uuid.len = GPU_UUID_LEN;
+		info[i].mem_total = gi[i].mem_total;
+		info[i].mem_free = gi[i].mem_free;
+		for (int j = 0; j < n; j++)
+			if (gi[i].peer[j])
+				peers[i][info[i].n_peers++] = (uint32_t)j;
+		info[i].peers = peers[i];
+		ptr[i] = &info[i];
+	}
+	rep.n_gpus = (size_t)n;
+	rep.gpus = ptr;
+	rep.unavailable = (char *)(n ? "" : gpu_unavailable_reason());
+	rcache_count(cc->d->rcache, &rep.imports, &rep.import_refs);
+	m.body_case = XFER__CTL__CTL_MSG__BODY_GPUS_REPLY;
+	m.gpus_reply = &rep;
+	return send_reply(cc, &m);
+}
+
 static int reply_peers(struct ctl_conn *cc)
 {
 	struct list_acc acc = { .d = cc->d };
@@ -464,6 +500,9 @@ static int dispatch(struct ctl_conn *cc, const uint8_t *pkt, size_t len)
 		break;
 	case XFER__CTL__CTL_MSG__BODY_PEERS:
 		rc = reply_peers(cc);
+		break;
+	case XFER__CTL__CTL_MSG__BODY_GPUS:
+		rc = reply_gpus(cc);
 		break;
 	case XFER__CTL__CTL_MSG__BODY_PING:
 		rc = start_ping(cc, m->ping);

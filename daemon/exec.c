@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda.h"
 #include "progress_int.h"
 #include "xop.h"
 
@@ -119,6 +120,7 @@ static void notify_remote_later(struct progress *p, struct region *target,
 		.notify_value = value,
 		.notify_bytes = bytes,
 		.deadline_ns = now_ns() + 1000000ull * p->op_timeout_ms,
+		.path = XFER_PATH_TCP,
 	};
 	submit_op(p, op);
 }
@@ -154,9 +156,10 @@ void exec_op_done(void *arg, struct xop *op, int64_t result)
 	struct abatch *ab = op->batch;
 
 	if (result > 0) {
-		stat_add(&p->paths.bytes[XFER_PATH_TCP], (uint64_t)result);
-		stat_add(&p->paths.ops[XFER_PATH_TCP], 1);
+		stat_add(&p->paths.bytes[op->path], (uint64_t)result);
+		stat_add(&p->paths.ops[op->path], 1);
 	}
+	uint16_t path = op->path;
 	region_put(op->local);
 	region_put(op->remote);
 	free(op);
@@ -167,7 +170,7 @@ void exec_op_done(void *arg, struct xop *op, int64_t result)
 		ab->error = result;
 	else if (result > 0)
 		ab->bytes += (uint64_t)result;
-	ab->path = XFER_PATH_TCP;
+	ab->path = path;
 	if (--ab->pending == 0 && ab->closed)
 		batch_complete(p, ab);
 }
@@ -226,10 +229,92 @@ static int64_t go_remote(struct progress *p, struct prog_client *pc,
 		.notify = wants_notify,
 		.notify_value = sqe->notify_value,
 		.deadline_ns = now_ns() + 1000000ull * timeout,
+		.path = XFER_PATH_TCP,
 	};
 	ab->pending++;
 	*async = true;
 	submit_op(p, op);
+	return 0;
+}
+
+/* Where a copy endpoint is for the GPU: its device address, and whether
+ * it is GPU memory (else xferd's pinned mapping of a memfd region). */
+static int gpu_end(struct region *r, uint64_t off, uint64_t *addr,
+		   bool *device)
+{
+	switch (r->kind) {
+	case REGION_CUDA:
+		*addr = r->gpu_ptr + off;
+		*device = true;
+		return 0;
+	case REGION_MEMFD:
+		/* Pinned on first use: DMA straight from the mapping. */
+		if (!r->gpu_pinned) {
+			int err = gpu_host_register(r->map, r->length);
+			if (err)
+				return err;
+			r->gpu_pinned = true;
+		}
+		*addr = (uint64_t)(uintptr_t)r->map + off;
+		*device = false;
+		return 0;
+	default:
+		/* xfer_reg'd host memory lives in another process: no DMA. */
+		return -ENOTSUP;
+	}
+}
+
+/*
+ * A copy with GPU memory at one end or both, on this node: queued on
+ * the GPU copy engine (path_cuda.c), it ends when its event fires.  The
+ * GPU that runs it is the destination's (reading from a peer over
+ * NVLink), or the source's when the destination is host memory.
+ */
+static int64_t go_gpu(struct progress *p, struct prog_client *pc,
+		      const struct xfer_sqe *sqe, struct region *local,
+		      uint64_t loff, struct region *remote, uint64_t roff,
+		      bool *async)
+{
+	bool write = sqe->opcode == XFER_OP_WRITE;
+	struct region *src = write ? local : remote, *dst = write ? remote : local;
+	uint64_t soff = write ? loff : roff, doff = write ? roff : loff;
+	uint64_t sa, da;
+	bool sdev, ddev;
+	int err;
+
+	if (!p->gpu)
+		return -ENOTSUP;
+	if ((err = gpu_end(src, soff, &sa, &sdev)) ||
+	    (err = gpu_end(dst, doff, &da, &ddev)))
+		return err;
+	if (sqe->len == 0)
+		return 0;
+	struct abatch *ab = batch_async(pc);
+	struct xop *op = ab ? calloc(1, sizeof(*op)) : NULL;
+	if (!op)
+		return -ENOMEM;
+	region_get(local);
+	region_get(remote);
+	*op = (struct xop){
+		.pc = pc,
+		.batch = ab,
+		.opcode = sqe->opcode,
+		.local = local,
+		.remote = remote,
+		.len = sqe->len,
+		.path = XFER_PATH_CUDA_IPC,
+	};
+	err = gpu_copy(p->gpu, op, da, sa, sqe->len,
+		       ddev ? dst->gpu_dev : src->gpu_dev, sdev && ddev);
+	if (err) {
+		region_put(local);
+		region_put(remote);
+		free(op);
+		return err;
+	}
+	ab->pending++;
+	progress_op_started(p);
+	*async = true;
 	return 0;
 }
 
@@ -255,6 +340,10 @@ static int64_t exec_copy(struct progress *p, struct prog_client *pc,
 		return rc;
 	if (remote->kind == REGION_REMOTE)
 		return go_remote(p, pc, sqe, local, loff, remote, roff, async);
+	if (remote->kind == REGION_CUDA || local->kind == REGION_CUDA) {
+		*target = remote;  /* notified once the copy is done */
+		return go_gpu(p, pc, sqe, local, loff, remote, roff, async);
+	}
 	if (sqe->len == 0)
 		rc = 0;
 	else if (sqe->opcode == XFER_OP_WRITE)
@@ -358,7 +447,7 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 	if (pc->batch.open)
 		return;
 	if (pc->batch.ab) {
-		close_async(p, pc, sqe, async ? NULL : target);
+		close_async(p, pc, sqe, target);
 		return;
 	}
 	int64_t result = pc->batch.error ? pc->batch.error

@@ -19,11 +19,13 @@
 #include "client.h"
 #include "config.h"
 #include "ctl.h"
+#include "cuda.h"
 #include "listener.h"
 #include "log.h"
 #include "names.h"
 #include "peer.h"
 #include "progress.h"
+#include "rcache.h"
 #include "region.h"
 #include "sdnotify.h"
 #include "xferd.h"
@@ -312,6 +314,16 @@ int main(int argc, char **argv)
 	d->names = names_create();
 	if (!d->names)
 		fatalx("out of memory");
+	/* GPUs are opened before anything uses them, and before READY:
+	 * a GPU that exists but cannot be opened stops xferd here. */
+	int ngpus = gpu_init();
+	if (ngpus < 0)
+		fatalx("cannot open the GPUs");
+	if (ngpus == 0)
+		log_info("no GPUs: %s", gpu_unavailable_reason());
+	d->rcache = rcache_create();
+	if (!d->rcache)
+		fatalx("out of memory");
 	d->progress = progress_create(d->regs, d->cfg.spin_us,
 				      d->cfg.progress_cpu);
 	if (!d->progress)
@@ -357,6 +369,9 @@ int main(int argc, char **argv)
 	client_free_all(d);
 	names_destroy(d->names);
 	regtab_destroy(d->regs);
+	/* Regions held the imports: now the cache is empty. */
+	rcache_destroy(d->rcache);
+	gpu_fini();
 	event_free(rt.ev_term);
 	event_free(rt.ev_int);
 	event_free(rt.ev_hup);

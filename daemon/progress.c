@@ -13,6 +13,7 @@
 
 #include <event2/event.h>
 
+#include "cuda.h"
 #include "progress_int.h"
 #include "xop.h"
 
@@ -404,7 +405,8 @@ static bool client_has_work(const struct prog_client *pc)
 
 static bool any_work(struct progress *p)
 {
-	if (atomic_load_explicit(&p->cmds_pending, memory_order_relaxed))
+	if (atomic_load_explicit(&p->cmds_pending, memory_order_relaxed) ||
+	    (p->gpu && gpu_copies_busy(p->gpu)))
 		return true;
 	for (size_t i = 0; i < p->nclients; i++)
 		if (client_has_work(p->clients[i]))
@@ -456,6 +458,20 @@ static void sleep_until_rung(struct progress *p)
 	set_wakeup(p, false);
 }
 
+/*
+ * Launch the GPU copies this pass queued (together: many small ones go
+ * as one kernel) and end those whose events fired.  True while copies
+ * are out, so the thread keeps polling rather than sleeping.
+ */
+static bool poll_gpu(struct progress *p)
+{
+	if (!p->gpu)
+		return false;
+	gpu_copies_flush(p->gpu);
+	gpu_copies_poll(p->gpu, exec_op_done, p);
+	return gpu_copies_busy(p->gpu);
+}
+
 /* Let the links run; true if they did anything. */
 static bool poll_net(struct progress *p, bool busy)
 {
@@ -491,6 +507,7 @@ static void *progress_main(void *arg)
 		for (size_t i = 0; i < p->nclients; i++)
 			busy |= drain(p, p->clients[i]);
 		busy |= poll_net(p, busy);
+		busy |= poll_gpu(p);
 		if (busy) {
 			idle_since = now_ns();
 			continue;
@@ -536,6 +553,8 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 				   on_doorbell, p);
 	if (!p->ev_doorbell || event_add(p->ev_doorbell, NULL))
 		goto err_event;
+	/* NULL without GPUs: GPU descriptors then fail with -ENOTSUP. */
+	p->gpu = gpu_copies_create();
 	return p;
 
 err_event:
@@ -595,6 +614,8 @@ void progress_destroy(struct progress *p)
 	/* The thread is gone: its state is ours now.  Operations still out
 	 * end here (-ECONNRESET) so their regions are released. */
 	linkset_destroy(p->links);
+	/* GPU copies in flight finish before their memory goes. */
+	gpu_copies_destroy(p->gpu);
 	regtab_memo_release(&p->memo);
 	/* Commands queued behind STOP were never applied. */
 	for (struct cmd *c = p->cmds, *next; c; c = next) {

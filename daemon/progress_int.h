@@ -49,6 +49,7 @@ struct progress {
 	struct event_base *base;   /* links, their timers, the doorbell */
 	struct event *ev_doorbell, *ev_expire;
 	struct linkset *links;     /* NULL: no other nodes */
+	struct gpu_copies *gpu;    /* NULL: no GPUs */
 	uint32_t op_timeout_ms;
 	uint64_t async_ops;        /* operations out on links */
 	uint64_t last_net_poll_ns;

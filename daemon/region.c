@@ -13,7 +13,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "cuda.h"
 #include "log.h"
+#include "rcache.h"
 #include "region.h"
 
 /* Is [off, off + len) inside [0, limit)?  Written so that no sum can
@@ -130,6 +132,35 @@ bool region_cma_alive(const struct region *r)
 	return poll(&pfd, 1, 0) == 0;
 }
 
+int region_create_cuda(struct rcache *rc, uint64_t owner,
+		       const struct gpu_alloc_desc *d, int fd, uint64_t offset,
+		       uint64_t length, struct region **out)
+{
+	struct rcache_entry *imp;
+	uint64_t base;
+	int dev;
+
+	if (length == 0 || offset > d->size || length > d->size - offset) {
+		if (fd >= 0)
+			close(fd);
+		return -EINVAL;
+	}
+	int err = gpu_import(rc, owner, d, fd, &imp, &base, &dev);
+	if (err)
+		return err;
+	struct region *r = region_alloc(REGION_CUDA, length, owner);
+	if (!r) {
+		rcache_put(rc, imp);
+		return -ENOMEM;
+	}
+	r->rcache = rc;
+	r->gpu_import = imp;
+	r->gpu_ptr = base + offset;
+	r->gpu_dev = dev;
+	*out = r;
+	return 0;
+}
+
 void region_get(struct region *r)
 {
 	/* Relaxed: a new reference is only ever made from an existing one
@@ -145,6 +176,10 @@ void region_put(struct region *r)
 	 * free by whichever holder drops the last reference. */
 	if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
 		return;
+	if (r->gpu_pinned)
+		gpu_host_unregister(r->map);
+	if (r->gpu_import)
+		rcache_put(r->rcache, r->gpu_import);
 	if (r->map)
 		munmap(r->map, r->length);
 	if (r->fd >= 0)
@@ -161,6 +196,7 @@ const char *region_kind_name(enum region_kind kind)
 	switch (kind) {
 	case REGION_MEMFD: return "memfd";
 	case REGION_CMA: return "cma";
+	case REGION_CUDA: return "cuda";
 	case REGION_REMOTE: return "remote";
 	}
 	return "?";

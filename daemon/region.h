@@ -26,9 +26,11 @@
 enum region_kind {
 	REGION_MEMFD = 1, /* matches xfer.client.MemKind */
 	REGION_CMA = 2,
+	/* GPU memory of a client, imported by xferd (cuda.h). */
+	REGION_CUDA = 3,
 	/* A region of another xferd, known through an imported token.  Its
 	 * length is the token's range; offsets are relative to that range. */
-	REGION_REMOTE = 3,
+	REGION_REMOTE = 4,
 };
 
 struct region {
@@ -42,6 +44,11 @@ struct region {
 	int pidfd;               /* CMA: the same process, pinned (see below) */
 	uint64_t addr;           /* CMA: the range's address in the owner */
 	struct token *remote;    /* REMOTE: the token, owner's instance in it */
+	uint64_t gpu_ptr;        /* CUDA: the range's address in xferd */
+	int gpu_dev;             /* CUDA: xferd's index of its GPU */
+	struct rcache *rcache;   /* CUDA: the cache holding the import */
+	struct rcache_entry *gpu_import; /* CUDA: a reference */
+	bool gpu_pinned;         /* MEMFD: pinned for GPU copies */
 	uint8_t key[TOKEN_KEY_LEN];
 	_Atomic uint32_t refs;
 	_Atomic uint32_t imports; /* live imports of it, for xferctl */
@@ -64,6 +71,17 @@ int region_create_cma(pid_t pid, int pidfd, uint64_t addr, uint64_t length,
 		      uint64_t owner, struct region **out);
 /* Has the owner of a CMA region not exited yet? */
 bool region_cma_alive(const struct region *r);
+/*
+ * GPU memory: the range [offset, offset + length) of the allocation d
+ * describes (fd: its VMM handle, consumed, or -1), imported through the
+ * registration cache rc.
+ */
+struct gpu_alloc_desc;
+struct rcache;
+struct rcache_entry;
+int region_create_cuda(struct rcache *rc, uint64_t owner,
+		       const struct gpu_alloc_desc *d, int fd, uint64_t offset,
+		       uint64_t length, struct region **out);
 void region_get(struct region *r);
 /* Drop a reference; the last one unmaps and frees.  Accepts NULL. */
 void region_put(struct region *r);

@@ -21,6 +21,7 @@ struct progress;
 struct client;
 struct peers;
 struct names;
+struct rcache;
 
 #define XFERD_VERSION "0.1.0"
 
@@ -39,6 +40,7 @@ struct xferd {
 	struct progress *progress;
 	struct peers *peers;        /* other xferds (peer.h) */
 	struct names *names;        /* published tokens (names.h) */
+	struct rcache *rcache;      /* imports of GPU memory (rcache.h) */
 	struct client_list clients;
 	uint32_t nclients;          /* attached, not yet dropped */
 	uint64_t next_client_id;

@@ -28,6 +28,11 @@ struct xop {
 	bool notify;              /* the owner is notified after the data */
 	uint64_t notify_value;
 	uint64_t notify_bytes;    /* NOTIFY: what the notified batch moved */
+	uint16_t path;            /* XFER_PATH_* that moved the data */
+
+	/* the GPU copy engine's (path_cuda.c) */
+	unsigned gpu_parts;       /* copies of it still in flight */
+	int gpu_error;            /* first failure among them */
 	uint64_t deadline_ns;     /* CLOCK_MONOTONIC */
 
 	/* the link layer's */

@@ -57,7 +57,7 @@ struct command {
 
 #define SYNOPSIS \
 	"usage: xferctl [-s|--socket PATH] [-j|--json] " \
-	"status|clients|regions|peers\n" \
+	"status|clients|regions|peers|gpus\n" \
 	"       xferctl [-s|--socket PATH] [-j|--json] ping PEER\n" \
 	"       xferctl --help | --version\n"
 
@@ -81,6 +81,8 @@ static void usage(void)
 		"            trip, traffic, errors\n"
 		"  ping PEER round trip to a peer: node name, instance id (a hex\n"
 		"            prefix) or host[:port]\n"
+		"  gpus      GPUs xferd opened, their memory, which reach which\n"
+		"            directly, and the imported client allocations\n"
 		"\n"
 		"options:\n"
 		"  -s, --socket PATH  xferd's socket (default: $XFERD_SOCKET, else\n"
@@ -397,6 +399,70 @@ static void print_peers_json(const Xfer__Ctl__CtlMsg *r)
 	printf("]}\n");
 }
 
+/* --- gpus --- */
+
+static void print_gpus_text(const Xfer__Ctl__CtlMsg *r)
+{
+	static const char *const head[] = {
+		"GPU", "NAME", "UUID", "MEMORY", "FREE", "PEERS", NULL
+	};
+	const Xfer__Ctl__GpusReply *rep = r->gpus_reply;
+	struct table t;
+	char b[32], peers[64], uuid[40];
+
+	if (rep->n_gpus == 0) {
+		printf("no GPUs (%s)\n", *rep->unavailable ? rep->unavailable
+							     : "none found");
+		return;
+	}
+	table_init(&t, rep->n_gpus, 0x06, head);
+	for (size_t i = 0; i < rep->n_gpus; i++) {
+		const Xfer__Ctl__GpuInfo *g = rep->gpus[i];
+		size_t k = 0;
+
+		peers[0] = '\0';
+		for (size_t j = 0; j < g->n_peers && k + 4 < sizeof(peers); j++)
+			k += (size_t)snprintf(peers + k, sizeof(peers) - k, "%s%u",
+					      j ? "," : "", g->peers[j]);
+		for (size_t j = 0; j < g->uuid.len && j < 16; j++)
+			snprintf(uuid + 2 * j, sizeof(uuid) - 2 * j, "%02x",
+				 g->uuid.data[j]);
+		table_row(&t);
+		table_set(&t, 0, "%u", g->index);
+		table_set(&t, 1, "%s", g->name);
+		table_set(&t, 2, "%.8s", g->uuid.len ? uuid : "-");
+		table_set(&t, 3, "%s", fmt_bytes(b, sizeof(b), g->mem_total));
+		table_set(&t, 4, "%s", fmt_bytes(b, sizeof(b), g->mem_free));
+		table_set(&t, 5, "%s", *peers ? peers : "-");
+	}
+	table_print(&t);
+	printf("imports: %u allocations, %u regions using them\n", rep->imports,
+	       rep->import_refs);
+}
+
+static void print_gpus_json(const Xfer__Ctl__CtlMsg *r)
+{
+	const Xfer__Ctl__GpusReply *rep = r->gpus_reply;
+
+	printf("{\"gpus\":[");
+	for (size_t i = 0; i < rep->n_gpus; i++) {
+		const Xfer__Ctl__GpuInfo *g = rep->gpus[i];
+		printf("%s{\"index\":%u,\"name\":", i ? "," : "", g->index);
+		json_string(g->name);
+		printf(",\"uuid\":\"");
+		print_hex(g->uuid.data, g->uuid.len);
+		printf("\",\"mem_total\":%" PRIu64 ",\"mem_free\":%" PRIu64
+		       ",\"peers\":[", g->mem_total, g->mem_free);
+		for (size_t j = 0; j < g->n_peers; j++)
+			printf("%s%u", j ? "," : "", g->peers[j]);
+		printf("]}");
+	}
+	printf("],\"unavailable\":");
+	json_string(rep->unavailable);
+	printf(",\"imports\":%u,\"import_refs\":%u}\n", rep->imports,
+	       rep->import_refs);
+}
+
 /* --- ping --- */
 
 /* The rule xferd applies (daemon/ctl.c): what a node name, a hex id
@@ -478,6 +544,9 @@ static const struct command commands[] = {
 	{ "peers", NULL, XFER__CTL__CTL_MSG__BODY_PEERS,
 	  XFER__CTL__CTL_MSG__BODY_PEERS_REPLY, REPLY_TIMEOUT_S,
 	  print_peers_text, print_peers_json },
+	{ "gpus", NULL, XFER__CTL__CTL_MSG__BODY_GPUS,
+	  XFER__CTL__CTL_MSG__BODY_GPUS_REPLY, REPLY_TIMEOUT_S,
+	  print_gpus_text, print_gpus_json },
 	{ "ping", "PEER", XFER__CTL__CTL_MSG__BODY_PING,
 	  XFER__CTL__CTL_MSG__BODY_PING_REPLY, PING_TIMEOUT_S,
 	  print_ping_text, print_ping_json },
@@ -579,6 +648,7 @@ static int ask(const char *path, const struct command *cmd, const char *arg,
 	Xfer__Ctl__RegionsRequest regions = XFER__CTL__REGIONS_REQUEST__INIT;
 	Xfer__Ctl__PeersRequest peers = XFER__CTL__PEERS_REQUEST__INIT;
 	Xfer__Ctl__PingRequest ping = XFER__CTL__PING_REQUEST__INIT;
+	Xfer__Ctl__GpusRequest gpus = XFER__CTL__GPUS_REQUEST__INIT;
 	static uint8_t pkt[WIRE_MAX_PACKET]; /* too big for a polite stack */
 	Xfer__Ctl__CtlMsg *r = NULL;
 	int fds[WIRE_MAX_FDS];
@@ -593,6 +663,7 @@ static int ask(const char *path, const struct command *cmd, const char *arg,
 	case XFER__CTL__CTL_MSG__BODY_CLIENTS: m.clients = &clients; break;
 	case XFER__CTL__CTL_MSG__BODY_REGIONS: m.regions = &regions; break;
 	case XFER__CTL__CTL_MSG__BODY_PEERS: m.peers = &peers; break;
+	case XFER__CTL__CTL_MSG__BODY_GPUS: m.gpus = &gpus; break;
 	case XFER__CTL__CTL_MSG__BODY_PING:
 		ping.target = (char *)arg;
 		m.ping = &ping;

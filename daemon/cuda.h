@@ -1,0 +1,85 @@
+/*
+ * cuda.h - xferd's GPUs.
+ *
+ * The CUDA driver is loaded at run time (dlopen of libcuda.so.1), so
+ * xferd builds and runs without it; then every GPU request gets -ENOTSUP.
+ * With it, every GPU is opened at start (primary context, streams, peer
+ * access between all pairs that allow it) before xferd says READY.
+ *
+ * Clients' GPU memory is imported once per allocation (legacy CUDA IPC
+ * handle, or a VMM shareable fd) and kept in the registration cache
+ * (rcache.h), keyed by client, allocation base and CUDA buffer id.
+ */
+#ifndef XFERD_CUDA_H
+#define XFERD_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct rcache;
+struct rcache_entry;
+
+#define GPU_MAX 16
+#define GPU_UUID_LEN 16
+#define GPU_IPC_HANDLE_LEN 64
+
+/* What a client says about the allocation behind its GPU region. */
+struct gpu_alloc_desc {
+	uint8_t uuid[GPU_UUID_LEN];
+	uint64_t base, size, buffer_id;
+	uint8_t ipc_handle[GPU_IPC_HANDLE_LEN]; /* legacy (cudaMalloc) */
+	bool vmm;                               /* else: the fd is the handle */
+};
+
+/* Open the driver and every GPU.  Returns the number of GPUs (0: no
+ * driver or none), or -errno when a GPU that exists cannot be opened. */
+int gpu_init(void);
+void gpu_fini(void);
+int gpu_count(void);
+const char *gpu_unavailable_reason(void);
+
+/*
+ * Import (or find in rc) the allocation of `client` described by d; fd
+ * is the VMM handle (consumed) or -1.  On success *entry holds a
+ * reference (rcache_put it), *base_ptr is the allocation base in xferd's
+ * address space and *dev the GPU's index here.
+ */
+int gpu_import(struct rcache *rc, uint64_t client,
+	       const struct gpu_alloc_desc *d, int fd,
+	       struct rcache_entry **entry, uint64_t *base_ptr, int *dev);
+
+/* Pin xferd's mapping of a memfd region for GPU copies (once). */
+int gpu_host_register(void *p, size_t len);
+void gpu_host_unregister(void *p);
+
+/* For xferctl: GPU i's name, UUID, and whether i can access j. */
+struct gpu_info {
+	char name[96];
+	uint8_t uuid[GPU_UUID_LEN];
+	uint64_t mem_total, mem_free;
+	bool peer[GPU_MAX];
+};
+int gpu_info(int i, struct gpu_info *out);
+
+/* --- the copy engine, used by the progress thread (path_cuda.c) --- */
+
+struct xop;
+struct gpu_copies;
+
+struct gpu_copies *gpu_copies_create(void);
+void gpu_copies_destroy(struct gpu_copies *g);
+/* Queue a copy of len bytes (both pointers valid on GPU dev, unified
+ * addressing; device_only: neither is host memory) for op; it ends
+ * through done() in gpu_copies_poll(). */
+int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst,
+	     uint64_t src, uint64_t len, int dev, bool device_only);
+/* Launch what was queued (many small copies go as one kernel). */
+void gpu_copies_flush(struct gpu_copies *g);
+/* Finished copies: done() for each completed op; returns how many. */
+unsigned gpu_copies_poll(struct gpu_copies *g,
+			 void (*done)(void *arg, struct xop *op, int64_t res),
+			 void *arg);
+bool gpu_copies_busy(const struct gpu_copies *g);
+
+#endif /* XFERD_CUDA_H */

@@ -1,0 +1,34 @@
+/*
+ * cuda_copy.cu - one kernel that does many copies: a vector of small
+ * blocks (KV-cache pages) costs one launch instead of one cuMemcpyAsync
+ * each.  Built into a fatbin by nvcc and loaded by path_cuda.c.
+ */
+#include <stdint.h>
+
+#include "cuda_copy.h"
+
+/*
+ * One thread block per descriptor.  16-byte loads and stores when both
+ * ends and the length allow them (the usual case for KV blocks), bytes
+ * otherwise.  Source and destination may be on different GPUs (peer
+ * access is enabled between them).
+ */
+extern "C" __global__ void xferd_copy_batch(const struct copy_desc *d,
+					     unsigned n)
+{
+	if (blockIdx.x >= n)
+		return;
+	const struct copy_desc c = d[blockIdx.x];
+	const char *src = (const char *)c.src;
+	char *dst = (char *)c.dst;
+
+	if (((c.src | c.dst | c.len) & 15) == 0) {
+		const uint4 *s = (const uint4 *)src;
+		uint4 *t = (uint4 *)dst;
+		for (uint64_t i = threadIdx.x; i < c.len / 16; i += blockDim.x)
+			t[i] = s[i];
+		return;
+	}
+	for (uint64_t i = threadIdx.x; i < c.len; i += blockDim.x)
+		dst[i] = src[i];
+}

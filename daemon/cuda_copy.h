@@ -1,0 +1,17 @@
+/*
+ * cuda_copy.h - the batch-copy kernel's descriptor, shared by the kernel
+ * (cuda_copy.cu) and the host code that fills it (path_cuda.c).
+ */
+#ifndef XFERD_CUDA_COPY_H
+#define XFERD_CUDA_COPY_H
+
+#include <stdint.h>
+
+struct copy_desc {
+	uint64_t src, dst, len;   /* device (or peer) addresses */
+};
+
+#define COPY_BATCH_MAX 1024u      /* descriptors per launch */
+#define COPY_THREADS   256u       /* threads per block */
+
+#endif /* XFERD_CUDA_COPY_H */

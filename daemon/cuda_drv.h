@@ -1,0 +1,73 @@
+/*
+ * cuda_drv.h - the CUDA driver entry points xferd uses and its GPUs;
+ * shared by cuda.c (devices, imports) and path_cuda.c (copies) only.
+ */
+#ifndef XFERD_CUDA_DRV_H
+#define XFERD_CUDA_DRV_H
+
+#ifdef HAVE_CUDA
+#include <cuda.h>
+
+#include "cuda.h"
+
+#define GPU_STREAMS 4
+
+/* Resolved with cuGetProcAddress for the CUDA 12 ABI. */
+struct cuda_driver {
+	__typeof__(cuInit) *init;
+	__typeof__(cuGetErrorString) *get_error_string;
+	__typeof__(cuDeviceGetCount) *device_get_count;
+	__typeof__(cuDeviceGet) *device_get;
+	__typeof__(cuDeviceGetName) *device_get_name;
+	__typeof__(cuDeviceGetUuid) *device_get_uuid;
+	__typeof__(cuDeviceCanAccessPeer) *device_can_access_peer;
+	__typeof__(cuDevicePrimaryCtxRetain) *primary_ctx_retain;
+	__typeof__(cuDevicePrimaryCtxRelease) *primary_ctx_release;
+	__typeof__(cuCtxSetCurrent) *ctx_set_current;
+	__typeof__(cuCtxEnablePeerAccess) *ctx_enable_peer_access;
+	__typeof__(cuMemGetInfo) *mem_get_info;
+	__typeof__(cuStreamCreate) *stream_create;
+	__typeof__(cuStreamDestroy) *stream_destroy;
+	__typeof__(cuStreamSynchronize) *stream_synchronize;
+	__typeof__(cuEventCreate) *event_create;
+	__typeof__(cuEventDestroy) *event_destroy;
+	__typeof__(cuEventRecord) *event_record;
+	__typeof__(cuEventQuery) *event_query;
+	__typeof__(cuIpcOpenMemHandle) *ipc_open_mem_handle;
+	__typeof__(cuIpcCloseMemHandle) *ipc_close_mem_handle;
+	__typeof__(cuMemImportFromShareableHandle) *mem_import;
+	__typeof__(cuMemAddressReserve) *mem_address_reserve;
+	__typeof__(cuMemAddressFree) *mem_address_free;
+	__typeof__(cuMemMap) *mem_map;
+	__typeof__(cuMemUnmap) *mem_unmap;
+	__typeof__(cuMemSetAccess) *mem_set_access;
+	__typeof__(cuMemRelease) *mem_release;
+	__typeof__(cuMemcpyAsync) *memcpy_async;
+	__typeof__(cuMemHostRegister) *mem_host_register;
+	__typeof__(cuMemHostUnregister) *mem_host_unregister;
+	__typeof__(cuMemHostAlloc) *mem_host_alloc;
+	__typeof__(cuMemFreeHost) *mem_free_host;
+	__typeof__(cuModuleLoadData) *module_load_data;
+	__typeof__(cuModuleUnload) *module_unload;
+	__typeof__(cuModuleGetFunction) *module_get_function;
+	__typeof__(cuLaunchKernel) *launch_kernel;
+};
+
+struct gpu_dev {
+	CUdevice dev;
+	CUcontext ctx;               /* the primary context */
+	CUstream streams[GPU_STREAMS];
+	char name[96];
+	uint8_t uuid[GPU_UUID_LEN];
+	bool peer[GPU_MAX];          /* this GPU may access GPU j */
+};
+
+extern struct cuda_driver cu;
+extern struct gpu_dev gpus[GPU_MAX];
+extern int ngpus;
+
+const char *cu_err(CUresult r);
+int gpu_set_current(int dev);
+#endif /* HAVE_CUDA */
+
+#endif /* XFERD_CUDA_DRV_H */

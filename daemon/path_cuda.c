@@ -1,0 +1,426 @@
+/*
+ * path_cuda.c - same-node copies that involve GPU memory.
+ *
+ * Copies are queued during a pass over the rings and launched together
+ * (gpu_copies_flush): many small device-to-device copies of one GPU go as
+ * a single batch-copy kernel, the rest as cuMemcpyAsync on the GPU's
+ * streams, and copies of 64 MiB or more are split over all streams so
+ * that several copy engines work on them.  Every launch records an event;
+ * the progress thread polls the events (never a blocking sync) and ends
+ * the operations whose copies are all done.
+ *
+ * Progress thread only.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda.h"
+#include "cuda_drv.h"
+#include "log.h"
+#include "xop.h"
+
+#ifdef HAVE_CUDA
+#include "cuda_copy.h"
+
+#ifdef HAVE_NVCC
+/* The fatbin of cuda_copy.cu, embedded at build time. */
+extern const unsigned char xferd_copy_fatbin[];
+#endif
+
+#define SPLIT_BYTES  (64ull << 20)   /* split copies this large */
+#define KERNEL_MAX_LEN (4ull << 20)  /* larger blocks: cuMemcpyAsync */
+#define DESC_SLOTS   32u              /* kernel launches in flight per GPU */
+
+struct pending_copy {
+	struct xop *op;
+	uint64_t dst, src, len;
+	bool device_only;             /* both ends GPU memory: kernel-able */
+};
+
+/* One event and what ends when it fires. */
+struct flight {
+	CUevent ev;
+	int dev;
+	int slot;                     /* descriptor slot to free, or -1 */
+	struct xop **ops;
+	unsigned nops;
+};
+
+struct gpu_copies {
+	struct {
+		struct pending_copy *v;
+		unsigned n, cap;
+		unsigned next_stream;
+		CUmodule mod;
+		CUfunction kernel;        /* NULL: no batch kernel */
+		struct copy_desc *descs;  /* pinned, mapped: DESC_SLOTS slots */
+		bool slot_busy[DESC_SLOTS];
+	} dev[GPU_MAX];
+	struct flight *fl;
+	unsigned nfl, capfl;
+};
+
+static void load_kernel(struct gpu_copies *g, int d)
+{
+#ifdef HAVE_NVCC
+	CUresult r;
+
+	gpu_set_current(d);
+	r = cu.module_load_data(&g->dev[d].mod, xferd_copy_fatbin);
+	if (!r)
+		r = cu.module_get_function(&g->dev[d].kernel, g->dev[d].mod,
+					   "xferd_copy_batch");
+	if (!r)
+		r = cu.mem_host_alloc((void **)&g->dev[d].descs,
+				      DESC_SLOTS * COPY_BATCH_MAX *
+					      sizeof(struct copy_desc),
+				      CU_MEMHOSTALLOC_DEVICEMAP |
+					      CU_MEMHOSTALLOC_PORTABLE);
+	if (r) {
+		log_warnx("GPU %d: no batch-copy kernel (%s); small copies go "
+			  "one by one", d, cu_err(r));
+		g->dev[d].kernel = NULL;
+	}
+#else
+	(void)g, (void)d;
+#endif
+}
+
+struct gpu_copies *gpu_copies_create(void)
+{
+	if (gpu_count() == 0)
+		return NULL;
+	struct gpu_copies *g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	for (int d = 0; d < gpu_count(); d++)
+		load_kernel(g, d);
+	return g;
+}
+
+void gpu_copies_destroy(struct gpu_copies *g)
+{
+	if (!g)
+		return;
+	for (int d = 0; d < gpu_count(); d++) {
+		gpu_set_current(d);
+		/* Copies in flight finish before their memory goes. */
+		for (int s = 0; s < GPU_STREAMS; s++)
+			cu.stream_synchronize(gpus[d].streams[s]);
+		if (g->dev[d].mod)
+			cu.module_unload(g->dev[d].mod);
+		if (g->dev[d].descs)
+			cu.mem_free_host(g->dev[d].descs);
+		free(g->dev[d].v);
+	}
+	for (unsigned i = 0; i < g->nfl; i++) {
+		cu.event_destroy(g->fl[i].ev);
+		free(g->fl[i].ops);
+	}
+	free(g->fl);
+	free(g);
+}
+
+static int push_pending(struct gpu_copies *g, int d,
+			const struct pending_copy *pc)
+{
+	if (g->dev[d].n == g->dev[d].cap) {
+		unsigned cap = g->dev[d].cap ? 2 * g->dev[d].cap : 64;
+		void *v = realloc(g->dev[d].v, cap * sizeof(*g->dev[d].v));
+		if (!v)
+			return -ENOMEM;
+		g->dev[d].v = v;
+		g->dev[d].cap = cap;
+	}
+	g->dev[d].v[g->dev[d].n++] = *pc;
+	return 0;
+}
+
+static CUstream next_stream(struct gpu_copies *g, int d)
+{
+	unsigned s = g->dev[d].next_stream++ % GPU_STREAMS;
+	return gpus[d].streams[s];
+}
+
+/* Record an event on stream s that ends ops[0..n) (ownership of ops). */
+static int add_flight(struct gpu_copies *g, int d, CUstream s, int slot,
+		      struct xop **ops, unsigned n)
+{
+	CUevent ev;
+	CUresult r = cu.event_create(&ev, CU_EVENT_DISABLE_TIMING);
+
+	if (!r) {
+		r = cu.event_record(ev, s);
+		if (r)
+			cu.event_destroy(ev);
+	}
+	if (r)
+		return -EIO;
+	if (g->nfl == g->capfl) {
+		unsigned cap = g->capfl ? 2 * g->capfl : 64;
+		void *v = realloc(g->fl, cap * sizeof(*g->fl));
+		if (!v) {
+			/* Wait for it here rather than lose track of it. */
+			cu.stream_synchronize(s);
+			cu.event_destroy(ev);
+			return -ENOMEM;
+		}
+		g->fl = v;
+		g->capfl = cap;
+	}
+	g->fl[g->nfl++] = (struct flight){ .ev = ev, .dev = d, .slot = slot,
+					   .ops = ops, .nops = n };
+	return 0;
+}
+
+/* A copy that could not be launched: the op ends through poll like
+ * every other, with an error, on an event recorded right away. */
+static void fail_op_later(struct gpu_copies *g, int d, struct xop *op)
+{
+	op->gpu_error = -EIO;
+	struct xop **one = malloc(sizeof(*one));
+	if (one) {
+		one[0] = op;
+		if (add_flight(g, d, gpus[d].streams[0], -1, one, 1) == 0)
+			return;
+		free(one);
+	}
+	log_warnx("GPU %d: an operation could not be tracked", d);
+}
+
+int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst,
+	     uint64_t src, uint64_t len, int d, bool device_only)
+{
+	if (!g || d < 0 || d >= gpu_count())
+		return -ENOTSUP;
+	op->gpu_error = 0;
+	if (len < SPLIT_BYTES) {
+		op->gpu_parts = 1;
+		return push_pending(g, d, &(struct pending_copy){
+			.op = op, .dst = dst, .src = src, .len = len,
+			.device_only = device_only });
+	}
+	/* Large: one part per stream, each its own event. */
+	gpu_set_current(d);
+	uint64_t part = (len / GPU_STREAMS + 4095) & ~4095ull;
+	op->gpu_parts = 0;
+	for (uint64_t off = 0; off < len; off += part) {
+		uint64_t n = len - off < part ? len - off : part;
+		CUstream s = next_stream(g, d);
+		struct xop **one = malloc(sizeof(*one));
+		if (!one || cu.memcpy_async(dst + off, src + off, n, s)) {
+			free(one);
+			if (op->gpu_parts == 0)
+				return -EIO;  /* nothing out: fail at once */
+			op->gpu_error = -EIO;
+			break;            /* the parts out end the op */
+		}
+		one[0] = op;
+		op->gpu_parts++;
+		if (add_flight(g, d, s, -1, one, 1)) {
+			free(one);
+			op->gpu_parts--;
+			op->gpu_error = -EIO;
+			cu.stream_synchronize(s);
+		}
+	}
+	return op->gpu_parts ? 0 : -EIO;
+}
+
+/* Copies of GPU d that go one by one: all on one stream, one event. */
+static void flush_memcpy(struct gpu_copies *g, int d, struct pending_copy *v,
+			 unsigned n)
+{
+	CUstream s = next_stream(g, d);
+	struct xop **ops = malloc(n * sizeof(*ops));
+	unsigned k = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		if (cu.memcpy_async(v[i].dst, v[i].src, v[i].len, s)) {
+			fail_op_later(g, d, v[i].op);
+			continue;
+		}
+		if (ops)
+			ops[k++] = v[i].op;
+	}
+	if (!ops || add_flight(g, d, s, -1, ops, k)) {
+		/* No event: wait here so the ops can still end. */
+		cu.stream_synchronize(s);
+		for (unsigned i = 0; ops && i < k; i++)
+			fail_op_later(g, d, ops[i]);
+		free(ops);
+	}
+}
+
+static int free_slot(struct gpu_copies *g, int d)
+{
+	for (unsigned i = 0; i < DESC_SLOTS; i++)
+		if (!g->dev[d].slot_busy[i])
+			return (int)i;
+	return -1;
+}
+
+/* Up to COPY_BATCH_MAX device-to-device copies as one kernel launch;
+ * false if no slot or the launch failed (then copy them one by one). */
+static bool flush_kernel(struct gpu_copies *g, int d, struct pending_copy *v,
+			 unsigned n)
+{
+	int slot = free_slot(g, d);
+	struct xop **ops = malloc(n * sizeof(*ops));
+
+	if (slot < 0 || !ops) {
+		free(ops);
+		return false;
+	}
+	struct copy_desc *desc = g->dev[d].descs + (size_t)slot * COPY_BATCH_MAX;
+	for (unsigned i = 0; i < n; i++) {
+		desc[i] = (struct copy_desc){ .src = v[i].src, .dst = v[i].dst,
+					      .len = v[i].len };
+		ops[i] = v[i].op;
+	}
+	CUstream s = next_stream(g, d);
+	/* Mapped pinned memory: with unified addressing the host pointer
+	 * is valid on the GPU as well. */
+	void *dptr = desc;
+	unsigned count = n;
+	void *args[] = { &dptr, &count };
+	CUresult r = cu.launch_kernel(g->dev[d].kernel, n, 1, 1, COPY_THREADS,
+				      1, 1, 0, s, args, NULL);
+	if (r) {
+		free(ops);
+		return false;
+	}
+	if (add_flight(g, d, s, slot, ops, n)) {
+		/* Launched but not tracked: wait, and report what we cannot
+		 * vouch for as failed. */
+		cu.stream_synchronize(s);
+		for (unsigned i = 0; i < n; i++)
+			fail_op_later(g, d, ops[i]);
+		free(ops);
+		return true;
+	}
+	g->dev[d].slot_busy[slot] = true;
+	return true;
+}
+
+void gpu_copies_flush(struct gpu_copies *g)
+{
+	if (!g)
+		return;
+	for (int d = 0; d < gpu_count(); d++) {
+		struct pending_copy *v = g->dev[d].v;
+		unsigned n = g->dev[d].n;
+		if (n == 0)
+			continue;
+		gpu_set_current(d);
+		/* Kernel-able copies first, in launches of the batch size. */
+		unsigned i = 0;
+		while (i < n) {
+			unsigned j = i;
+			while (j < n && j - i < COPY_BATCH_MAX && v[j].device_only &&
+			       v[j].len <= KERNEL_MAX_LEN)
+				j++;
+			if (j - i >= 2 && g->dev[d].kernel &&
+			    flush_kernel(g, d, v + i, j - i)) {
+				i = j;
+				continue;
+			}
+			if (j == i)
+				j = i + 1;  /* not kernel-able: one by one */
+			flush_memcpy(g, d, v + i, j - i);
+			i = j;
+		}
+		g->dev[d].n = 0;
+	}
+}
+
+unsigned gpu_copies_poll(struct gpu_copies *g,
+			 void (*done)(void *arg, struct xop *op, int64_t res),
+			 void *arg)
+{
+	unsigned ended = 0;
+
+	if (!g)
+		return 0;
+	for (unsigned i = 0; i < g->nfl;) {
+		struct flight *f = &g->fl[i];
+		gpu_set_current(f->dev);
+		CUresult r = cu.event_query(f->ev);
+		if (r == CUDA_ERROR_NOT_READY) {
+			i++;
+			continue;
+		}
+		struct flight fin = *f;
+		g->fl[i] = g->fl[--g->nfl];   /* order does not matter */
+		cu.event_destroy(fin.ev);
+		if (fin.slot >= 0)
+			g->dev[fin.dev].slot_busy[fin.slot] = false;
+		if (r != CUDA_SUCCESS)
+			log_warnx("GPU %d: copy failed: %s", fin.dev, cu_err(r));
+		for (unsigned k = 0; k < fin.nops; k++) {
+			struct xop *op = fin.ops[k];
+			if (r != CUDA_SUCCESS)
+				op->gpu_error = -EIO;
+			if (--op->gpu_parts)
+				continue;  /* other parts still out */
+			done(arg, op, op->gpu_error ? op->gpu_error
+						    : (int64_t)op->len);
+			ended++;
+		}
+		free(fin.ops);
+	}
+	return ended;
+}
+
+bool gpu_copies_busy(const struct gpu_copies *g)
+{
+	if (!g)
+		return false;
+	if (g->nfl)
+		return true;
+	for (int d = 0; d < gpu_count(); d++)
+		if (g->dev[d].n)
+			return true;
+	return false;
+}
+
+#else /* !HAVE_CUDA */
+
+struct gpu_copies *gpu_copies_create(void)
+{
+	return NULL;
+}
+
+void gpu_copies_destroy(struct gpu_copies *g)
+{
+	(void)g;
+}
+
+int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst,
+	     uint64_t src, uint64_t len, int dev, bool device_only)
+{
+	(void)g, (void)op, (void)dst, (void)src, (void)len, (void)dev;
+	(void)device_only;
+	return -ENOTSUP;
+}
+
+void gpu_copies_flush(struct gpu_copies *g)
+{
+	(void)g;
+}
+
+unsigned gpu_copies_poll(struct gpu_copies *g,
+			 void (*done)(void *arg, struct xop *op, int64_t res),
+			 void *arg)
+{
+	(void)g, (void)done, (void)arg;
+	return 0;
+}
+
+bool gpu_copies_busy(const struct gpu_copies *g)
+{
+	(void)g;
+	return false;
+}
+#endif /* HAVE_CUDA */
