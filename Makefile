@@ -126,7 +126,7 @@ TEST_TOOLS := $(patsubst tests/tools/%.c,$(BUILD)/test-tools/%,\
 ifneq ($(CUDART_A),)
 GPU_TESTS  := $(patsubst tests/gpu/%.c,$(BUILD)/tests/%,\
 	$(wildcard tests/gpu/gpu_*.c))
-GPUBENCH   := $(BUILD)/gpubench
+GPUBENCH   := $(if $(wildcard tools/gpubench.c),$(BUILD)/gpubench)
 endif
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 UNIT_BIN   := $(BUILD)/tests/unit_tests
