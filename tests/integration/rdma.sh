@@ -1,0 +1,145 @@
+#!/bin/bash
+# rdma.sh - the RDMA stage of `make check`: the tests that need real verbs,
+# run in a qemu guest with Soft-RoCE (tests/rdma/vm.sh).
+#
+# On the host (run by tests/run-tests.sh, or by hand): builds the guest
+# (vm.sh build; the kernel is fetched once into $XFER_BUILD/rdma-vm),
+# boots it once per rxe setup that GUEST_TESTS uses, runs that setup's
+# tests there (this script again: rdma.sh --guest SETUP) and prints the
+# timings.  Exit 0 pass, 1 fail, 77 only when qemu cannot run here at all.
+#
+# Bounds: the stage ends within PER_TEST_TIMEOUT (run-tests.sh's limit
+# for it, 300 s) less a margin, whatever hangs; each guest gets what is
+# left of that, RXE_VM_TIMEOUT (600 s) at most; each test in a guest
+# RDMA_TEST_TIMEOUT (240 s).  A guest boots in 6-10 s under TCG.  Nothing
+# outlives the stage: a guest that is stopped takes every process in it
+# along.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd -P)
+SELF=$ROOT/tests/integration/rdma.sh
+VM=$ROOT/tests/rdma/vm.sh
+export XFER_ROOT=${XFER_ROOT:-$ROOT}
+export XFER_BUILD=${XFER_BUILD:-$ROOT/build}
+export XFER_TEST_TOOLS=${XFER_TEST_TOOLS:-$XFER_BUILD/test-tools}
+export XFERD_BIN=${XFERD_BIN:-$XFER_BUILD/xferd}
+export XFERCTL_BIN=${XFERCTL_BIN:-$XFER_BUILD/xferctl}
+export RXE_VM_DIR=${RXE_VM_DIR:-$XFER_BUILD/rdma-vm}
+
+# The tests run in the guest, three words each: the rxe setup they need
+# (single: rxe0 on veth0, both ends of a test on it; pair: rxe1 on veth1
+# too, and traffic between them crosses the veth), a name, and a bash
+# command line, run in the project directory with XFER_* and RXE_* set
+# (vm.sh says which).  Exit 0 pass, 77 skip, anything else fail.  xferd
+# runs in the guest's initial network namespace: two nodes are two
+# daemons with their own instance ids and ports on 10.0.0.1 (single) or
+# on 10.0.0.1 and 10.0.0.2 (pair).  Build nothing with -march=native: the
+# guest's CPU lacks AVX-512.
+# shellcheck disable=SC2016 # expanded in the guest
+GUEST_TESTS=(
+	single verbs_smoke '"$XFER_TEST_TOOLS/verbs_smoke"'
+	pair verbs_smoke_pair '"$XFER_TEST_TOOLS/verbs_smoke" && crossed_veth'
+	# --- xferd's RDMA tests go here, e.g.
+	# single xferd_rdma_two_nodes 'bash tests/rdma/two_nodes.sh'
+)
+
+now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
+secs() { printf '%d.%d' $(($1 / 1000)) $(($1 % 1000 / 100)); }
+
+# --- in the guest ----------------------------------------------------------
+
+# crossed_veth: rxe1 and veth1 received packets (the pair setup really
+# sent the traffic through the veth, not through rxe's loopback).
+crossed_veth() {
+	local rxe veth
+	read -r rxe </sys/class/infiniband/rxe1/ports/1/hw_counters/rcvd_pkts
+	read -r veth </sys/class/net/veth1/statistics/rx_packets
+	echo "rxe1 received $rxe RoCE packets, veth1 $veth packets"
+	[ "$rxe" -gt 0 ] && [ "$veth" -gt 0 ]
+}
+
+guest_main() {
+	local setup=$1 i name cmd start rc fail=0
+	export -f crossed_veth
+	for ((i = 0; i < ${#GUEST_TESTS[@]}; i += 3)); do
+		[ "${GUEST_TESTS[i]}" = "$setup" ] || continue
+		name=${GUEST_TESTS[i + 1]} cmd=${GUEST_TESTS[i + 2]}
+		echo "== $name"
+		start=$(now_ms)
+		timeout -k 5 "${RDMA_TEST_TIMEOUT:-240}" bash -c "$cmd" </dev/null
+		rc=$?
+		case $rc in
+		0) printf 'PASS  %s %ss\n' "$name" "$(secs $(($(now_ms) - start)))" ;;
+		77) printf 'SKIP  %s\n' "$name" ;;
+		*) printf 'FAIL  %s (exit %s)\n' "$name" "$rc"; fail=1 ;;
+		esac
+	done
+	return $fail
+}
+
+# --- on the host -----------------------------------------------------------
+
+vm_pid=
+stop_vm() {
+	# vm.sh stops its guest when signalled and waits for qemu to go.
+	[ -n "$vm_pid" ] || return 0
+	trap '' TERM INT
+	kill -TERM "$vm_pid" 2>/dev/null
+	wait "$vm_pid" 2>/dev/null
+	vm_pid=
+}
+
+host_main() {
+	local stage_start deadline start rc left setup setups=() fail=0 i reason
+	local summary
+	stage_start=$(now_ms)
+	deadline=$((stage_start + (${PER_TEST_TIMEOUT:-300} - 15) * 1000))
+	trap stop_vm EXIT
+	trap 'exit 143' TERM
+	trap 'exit 130' INT
+
+	if ! reason=$("$VM" probe); then
+		echo "skip: $reason"
+		exit 77
+	fi
+	start=$(now_ms)
+	"$VM" build || { echo "FAIL: could not build the guest (tests/rdma/vm.sh build)"; exit 1; }
+	summary="build $(secs $(($(now_ms) - start)))s"
+
+	for ((i = 0; i < ${#GUEST_TESTS[@]}; i += 3)); do
+		[[ " ${setups[*]} " == *" ${GUEST_TESTS[i]} "* ]] ||
+			setups+=("${GUEST_TESTS[i]}")
+	done
+	for setup in "${setups[@]}"; do
+		left=$(((deadline - $(now_ms)) / 1000))
+		[ "$left" -le "${RXE_VM_TIMEOUT:-600}" ] || left=${RXE_VM_TIMEOUT:-600}
+		if [ "$left" -lt 30 ]; then
+			echo "FAIL: no time left for the $setup guest (PER_TEST_TIMEOUT)"
+			fail=1
+			break
+		fi
+		echo "== guest: $setup setup (at most ${left}s)"
+		start=$(now_ms)
+		# The host's shared daemon is no use in there.
+		env -u XFERD_SOCKET RXE_VM_SETUP="$setup" RXE_VM_TIMEOUT="$left" \
+			"$VM" run bash "$SELF" --guest "$setup" &
+		vm_pid=$!
+		wait "$vm_pid"
+		rc=$?
+		vm_pid=
+		summary+=", $setup guest $(secs $(($(now_ms) - start)))s"
+		case $rc in
+		0) ;;
+		124) echo "FAIL: the $setup guest ran out of time"; fail=1 ;;
+		125) echo "FAIL: the $setup guest died"; fail=1 ;;
+		*) fail=1 ;;
+		esac
+	done
+	echo "rdma stage: $summary; total $(secs $(($(now_ms) - stage_start)))s"
+	return $fail
+}
+
+if [ "${1:-}" = --guest ]; then
+	guest_main "$2"
+else
+	host_main
+fi
