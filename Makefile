@@ -114,6 +114,9 @@ LIBA      := $(BUILD)/libxfer.a
 LIBPC     := $(BUILD)/libxfer.pc
 
 BASE_LIBS := -lprotobuf-c -lcrypto -pthread
+ifeq ($(HAVE_CUDA),1)
+BASE_LIBS += -ldl   # dlopen of libcuda.so.1 (glibc before 2.34)
+endif
 
 # Programs under tests/ and tools/ that use libxfer.
 TEST_PROGS := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,\
@@ -214,7 +217,7 @@ endif
 $(XFERD): $(DAEMON_OBJ) $(COMMON_OBJ) $(CTL_PB_OBJ) $(OBJ)/gen/peer.pb-c.o \
 		$(CUDA_KERNEL_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -levent $(BASE_LIBS) $(SYSTEMD_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -levent -libverbs $(BASE_LIBS) $(SYSTEMD_LIBS)
 
 $(LIBSO): $(LIB_OBJ) $(COMMON_OBJ) client/libxfer.map
 	@echo "  LD      $@"
@@ -276,7 +279,7 @@ UNIT_DEPS := $(filter-out $(OBJ)/daemon/main.o,$(DAEMON_OBJ)) $(CUDA_KERNEL_OBJ)
 $(UNIT_BIN): $(call obj,$(UNIT_SRC)) $(UNIT_DEPS)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(shell $(PKG) --libs check) -levent \
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(shell $(PKG) --libs check) -levent -libverbs \
 		$(BASE_LIBS) $(SYSTEMD_LIBS)
 
 # --- running -------------------------------------------------------------

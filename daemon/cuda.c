@@ -65,6 +65,7 @@ static int load_driver(void)
 			 "the CUDA driver is older than 12.0");
 		return -ENOTSUP;
 	}
+	cu.get_proc_address = get_proc;
 	RESOLVE(init, "cuInit");
 	RESOLVE(get_error_string, "cuGetErrorString");
 	RESOLVE(device_get_count, "cuDeviceGetCount");

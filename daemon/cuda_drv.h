@@ -51,6 +51,8 @@ struct cuda_driver {
 	__typeof__(cuModuleUnload) *module_unload;
 	__typeof__(cuModuleGetFunction) *module_get_function;
 	__typeof__(cuLaunchKernel) *launch_kernel;
+	/* for entry points resolved later (dmabuf.c) */
+	__typeof__(cuGetProcAddress) *get_proc_address;
 };
 
 struct gpu_dev {

@@ -15,5 +15,6 @@ Suite *progress_suite(void);
 Suite *names_suite(void);
 Suite *netaddr_suite(void);
 Suite *auth_suite(void);
+Suite *dmabuf_suite(void);
 
 #endif /* XFER_UNIT_SUITES_H */
