@@ -8,17 +8,38 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "gpu.h"
 #include "internal.h"
 
-static int reg_request(struct xfer_ctx *ctx, struct xfer_mem *mem, int fd)
+/* ga: the allocation behind a MEM_CUDA region, else NULL.  fd: the
+ * memfd, or a VMM allocation's shareable handle, or -1. */
+static int reg_request(struct xfer_ctx *ctx, struct xfer_mem *mem, int fd,
+		       const struct gpu_alloc *ga)
 {
 	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
 	Xfer__Client__RegRequest req = XFER__CLIENT__REG_REQUEST__INIT;
+	Xfer__Client__CudaAlloc cuda = XFER__CLIENT__CUDA_ALLOC__INIT;
 	Xfer__Client__ClientMsg *r;
 
 	req.kind = mem->kind;
 	req.length = mem->len;
 	req.addr = (uint64_t)(uintptr_t)mem->ptr;
+	if (ga) {
+		cuda.device = ga->device;
+		cuda.device_uuid.data = (uint8_t *)ga->uuid;
+		cuda.device_uuid.len = sizeof(ga->uuid);
+		cuda.alloc_base = ga->base;
+		cuda.alloc_size = ga->size;
+		cuda.offset = ga->offset;
+		cuda.buffer_id = ga->buffer_id;
+		if (ga->vmm) {
+			cuda.vmm = true;
+		} else {
+			cuda.ipc_handle.data = (uint8_t *)ga->ipc_handle;
+			cuda.ipc_handle.len = sizeof(ga->ipc_handle);
+		}
+		req.cuda = &cuda;
+	}
 	m.body_case = XFER__CLIENT__CLIENT_MSG__BODY_REG;
 	m.reg = &req;
 	int err = ctx_call(ctx, &m, fd >= 0 ? &fd : NULL, fd >= 0 ? 1 : 0, &r);
@@ -100,7 +121,7 @@ XFER_EXPORT int xfer_alloc_host(struct xfer_ctx *ctx, size_t len,
 		err = -errno;
 		goto err_fd;
 	}
-	err = reg_request(ctx, mem, fd);
+	err = reg_request(ctx, mem, fd, NULL);
 	if (err)
 		goto err_map;
 	close(fd);
@@ -132,22 +153,40 @@ XFER_EXPORT int xfer_reg(struct xfer_ctx *ctx, void *ptr, size_t len,
 			 struct xfer_mem **out)
 {
 	struct xfer_mem *mem;
+	struct gpu_alloc ga;
+	int err;
 
 	if (!ctx || !ptr || !out || len == 0)
 		return -EINVAL;
+	/* Device memory is imported by xferd; everything else is reached
+	 * with CMA. */
+	int gpu = gpu_probe(ptr, len, &ga);
+	if (gpu < 0)
+		return gpu;
 	mem = calloc(1, sizeof(*mem));
-	if (!mem)
-		return -ENOMEM;
+	if (!mem) {
+		err = -ENOMEM;
+		goto out;
+	}
 	mem->ptr = ptr;
 	mem->len = len;
-	mem->kind = XFER__CLIENT__MEM_KIND__MEM_CMA;
-	int err = reg_request(ctx, mem, -1);
+	if (gpu) {
+		mem->kind = XFER__CLIENT__MEM_KIND__MEM_CUDA;
+		err = reg_request(ctx, mem, ga.fd, &ga);
+	} else {
+		mem->kind = XFER__CLIENT__MEM_KIND__MEM_CMA;
+		err = reg_request(ctx, mem, -1, NULL);
+	}
 	if (err) {
 		free(mem);
-		return err;
+		goto out;
 	}
 	*out = mem;
-	return 0;
+out:
+	/* SCM_RIGHTS gave xferd its own copy of a VMM handle. */
+	if (ga.fd >= 0)
+		close(ga.fd);
+	return err;
 }
 
 XFER_EXPORT int xfer_dereg(struct xfer_ctx *ctx, struct xfer_mem *mem)

@@ -95,6 +95,7 @@ static int load_driver(void)
 	RESOLVE(mem_set_access, "cuMemSetAccess");
 	RESOLVE(mem_release, "cuMemRelease");
 	RESOLVE(memcpy_async, "cuMemcpyAsync");
+	RESOLVE(memcpy_peer_async, "cuMemcpyPeerAsync");
 	RESOLVE(mem_host_register, "cuMemHostRegister");
 	RESOLVE(mem_host_unregister, "cuMemHostUnregister");
 	RESOLVE(mem_host_alloc, "cuMemHostAlloc");

@@ -69,11 +69,13 @@ struct gpu_copies;
 
 struct gpu_copies *gpu_copies_create(void);
 void gpu_copies_destroy(struct gpu_copies *g);
-/* Queue a copy of len bytes (both pointers valid on GPU dev, unified
- * addressing; device_only: neither is host memory) for op; it ends
- * through done() in gpu_copies_poll(). */
-int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst,
-	     uint64_t src, uint64_t len, int dev, bool device_only);
+/*
+ * Queue a copy of len bytes for op; it ends through done() in
+ * gpu_copies_poll().  dst_dev/src_dev: the GPU each end is memory of, or
+ * -1 for xferd's pinned host memory (at least one end is a GPU's).
+ */
+int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
+	     uint64_t src, int src_dev, uint64_t len);
 /* Launch what was queued (many small copies go as one kernel). */
 void gpu_copies_flush(struct gpu_copies *g);
 /* Finished copies: done() for each completed op; returns how many. */

@@ -43,6 +43,7 @@ struct cuda_driver {
 	__typeof__(cuMemSetAccess) *mem_set_access;
 	__typeof__(cuMemRelease) *mem_release;
 	__typeof__(cuMemcpyAsync) *memcpy_async;
+	__typeof__(cuMemcpyPeerAsync) *memcpy_peer_async;
 	__typeof__(cuMemHostRegister) *mem_host_register;
 	__typeof__(cuMemHostUnregister) *mem_host_unregister;
 	__typeof__(cuMemHostAlloc) *mem_host_alloc;

@@ -80,7 +80,42 @@ static void count_completion(struct progress *p, struct prog_client *pc,
 	stat_add(&p->paths.completed, 1);
 }
 
-/* --- operations on links --- */
+/* --- operations out of this thread (links, GPU copies) --- */
+
+#define XOP_CACHE_MAX 4096u
+
+struct xop *exec_xop_get(struct progress *p)
+{
+	struct xop *op = p->xop_cache;
+
+	if (!op)
+		return calloc(1, sizeof(*op));
+	p->xop_cache = op->hnext;
+	p->nxop_cache--;
+	memset(op, 0, sizeof(*op));
+	return op;
+}
+
+void exec_xop_put(struct progress *p, struct xop *op)
+{
+	if (p->nxop_cache >= XOP_CACHE_MAX) {
+		free(op);
+		return;
+	}
+	op->hnext = p->xop_cache;
+	p->xop_cache = op;
+	p->nxop_cache++;
+}
+
+void exec_xop_cache_free(struct progress *p)
+{
+	while (p->xop_cache) {
+		struct xop *op = p->xop_cache;
+		p->xop_cache = op->hnext;
+		free(op);
+	}
+	p->nxop_cache = 0;
+}
 
 static struct abatch *batch_async(struct prog_client *pc)
 {
@@ -109,7 +144,7 @@ static void submit_op(struct progress *p, struct xop *op)
 static void notify_remote_later(struct progress *p, struct region *target,
 				uint64_t value, uint64_t bytes)
 {
-	struct xop *op = calloc(1, sizeof(*op));
+	struct xop *op = exec_xop_get(p);
 
 	if (!op)
 		return;
@@ -162,7 +197,7 @@ void exec_op_done(void *arg, struct xop *op, int64_t result)
 	uint16_t path = op->path;
 	region_put(op->local);
 	region_put(op->remote);
-	free(op);
+	exec_xop_put(p, op);
 	progress_op_ended(p);
 	if (!ab)
 		return;
@@ -210,7 +245,7 @@ static int64_t go_remote(struct progress *p, struct prog_client *pc,
 			return 0;
 		wants_notify = false;
 	}
-	struct xop *op = calloc(1, sizeof(*op));
+	struct xop *op = exec_xop_get(p);
 	if (!op)
 		return -ENOMEM;
 
@@ -290,7 +325,7 @@ static int64_t go_gpu(struct progress *p, struct prog_client *pc,
 	if (sqe->len == 0)
 		return 0;
 	struct abatch *ab = batch_async(pc);
-	struct xop *op = ab ? calloc(1, sizeof(*op)) : NULL;
+	struct xop *op = ab ? exec_xop_get(p) : NULL;
 	if (!op)
 		return -ENOMEM;
 	region_get(local);
@@ -304,12 +339,12 @@ static int64_t go_gpu(struct progress *p, struct prog_client *pc,
 		.len = sqe->len,
 		.path = XFER_PATH_CUDA_IPC,
 	};
-	err = gpu_copy(p->gpu, op, da, sa, sqe->len,
-		       ddev ? dst->gpu_dev : src->gpu_dev, sdev && ddev);
+	err = gpu_copy(p->gpu, op, da, ddev ? dst->gpu_dev : -1, sa,
+		       sdev ? src->gpu_dev : -1, sqe->len);
 	if (err) {
 		region_put(local);
 		region_put(remote);
-		free(op);
+		exec_xop_put(p, op);
 		return err;
 	}
 	ab->pending++;

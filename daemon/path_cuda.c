@@ -35,7 +35,8 @@ extern const unsigned char xferd_copy_fatbin[];
 struct pending_copy {
 	struct xop *op;
 	uint64_t dst, src, len;
-	bool device_only;             /* both ends GPU memory: kernel-able */
+	bool device_only;             /* both ends this GPU's: kernel-able */
+	int src_dev;                  /* another GPU: a peer copy */
 };
 
 /* One event and what ends when it fires. */
@@ -189,17 +190,39 @@ static void fail_op_later(struct gpu_copies *g, int d, struct xop *op)
 	log_warnx("GPU %d: an operation could not be tracked", d);
 }
 
-int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst,
-	     uint64_t src, uint64_t len, int d, bool device_only)
+/*
+ * One copy on stream s of GPU d.  Between two GPUs it is a peer copy
+ * between their contexts: the driver then takes the direct path (NVLink,
+ * PCIe P2P) where peer access is on, which a plain copy of imported
+ * memory does not.
+ */
+static CUresult launch_copy(int d, int src_dev, uint64_t dst, uint64_t src,
+			    uint64_t len, CUstream s)
 {
-	if (!g || d < 0 || d >= gpu_count())
+	if (src_dev >= 0 && src_dev != d)
+		return cu.memcpy_peer_async(dst, gpus[d].ctx, src,
+					    gpus[src_dev].ctx, len, s);
+	return cu.memcpy_async(dst, src, len, s);
+}
+
+int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
+	     uint64_t src, int src_dev, uint64_t len)
+{
+	/* The destination's GPU runs it (pulling from a peer), or the
+	 * source's when the destination is host memory. */
+	int d = dst_dev >= 0 ? dst_dev : src_dev;
+	int peer_src = dst_dev >= 0 && src_dev >= 0 && src_dev != dst_dev
+			       ? src_dev : -1;
+
+	if (!g || d < 0 || d >= gpu_count() || src_dev >= gpu_count())
 		return -ENOTSUP;
 	op->gpu_error = 0;
 	if (len < SPLIT_BYTES) {
 		op->gpu_parts = 1;
 		return push_pending(g, d, &(struct pending_copy){
 			.op = op, .dst = dst, .src = src, .len = len,
-			.device_only = device_only });
+			.device_only = dst_dev >= 0 && src_dev == dst_dev,
+			.src_dev = peer_src });
 	}
 	/* Large: one part per stream, each its own event. */
 	gpu_set_current(d);
@@ -209,7 +232,7 @@ int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst,
 		uint64_t n = len - off < part ? len - off : part;
 		CUstream s = next_stream(g, d);
 		struct xop **one = malloc(sizeof(*one));
-		if (!one || cu.memcpy_async(dst + off, src + off, n, s)) {
+		if (!one || launch_copy(d, peer_src, dst + off, src + off, n, s)) {
 			free(one);
 			if (op->gpu_parts == 0)
 				return -EIO;  /* nothing out: fail at once */
@@ -237,7 +260,7 @@ static void flush_memcpy(struct gpu_copies *g, int d, struct pending_copy *v,
 	unsigned k = 0;
 
 	for (unsigned i = 0; i < n; i++) {
-		if (cu.memcpy_async(v[i].dst, v[i].src, v[i].len, s)) {
+		if (launch_copy(d, v[i].src_dev, v[i].dst, v[i].src, v[i].len, s)) {
 			fail_op_later(g, d, v[i].op);
 			continue;
 		}
@@ -397,11 +420,11 @@ void gpu_copies_destroy(struct gpu_copies *g)
 	(void)g;
 }
 
-int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst,
-	     uint64_t src, uint64_t len, int dev, bool device_only)
+int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
+	     uint64_t src, int src_dev, uint64_t len)
 {
-	(void)g, (void)op, (void)dst, (void)src, (void)len, (void)dev;
-	(void)device_only;
+	(void)g, (void)op, (void)dst, (void)dst_dev, (void)src, (void)src_dev;
+	(void)len;
 	return -ENOTSUP;
 }
 

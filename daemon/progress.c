@@ -17,8 +17,10 @@
 #include "progress_int.h"
 #include "xop.h"
 
-/* SQEs taken from one client before looking at the next (fairness). */
-#define DRAIN_BUDGET 256u
+/* SQEs taken from one client before looking at the next (fairness);
+ * as large as a typical KV-cache vector, so that one pass sees all of it
+ * and its GPU copies go out as one launch. */
+#define DRAIN_BUDGET 1024u
 /*
  * The completion of a copy at least this large is published at once, not
  * with the rest of the drain: the client refills its window while the
@@ -616,6 +618,7 @@ void progress_destroy(struct progress *p)
 	linkset_destroy(p->links);
 	/* GPU copies in flight finish before their memory goes. */
 	gpu_copies_destroy(p->gpu);
+	exec_xop_cache_free(p);
 	regtab_memo_release(&p->memo);
 	/* Commands queued behind STOP were never applied. */
 	for (struct cmd *c = p->cmds, *next; c; c = next) {

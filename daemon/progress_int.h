@@ -50,6 +50,8 @@ struct progress {
 	struct event *ev_doorbell, *ev_expire;
 	struct linkset *links;     /* NULL: no other nodes */
 	struct gpu_copies *gpu;    /* NULL: no GPUs */
+	struct xop *xop_cache;     /* ended operations, for reuse */
+	unsigned nxop_cache;
 	uint32_t op_timeout_ms;
 	uint64_t async_ops;        /* operations out on links */
 	uint64_t last_net_poll_ns;
@@ -101,6 +103,12 @@ void exec_notify_owner(struct progress *p, const struct region *r,
 void exec_op_done(void *arg, struct xop *op, int64_t result);
 /* The client goes: end everything it has out, free its open batch. */
 void exec_cancel_client(struct progress *p, struct prog_client *pc);
+
+/* Operations come from a per-thread cache: a vector of thousands of GPU
+ * copies must not cost a malloc and a free each. */
+struct xop *exec_xop_get(struct progress *p);
+void exec_xop_put(struct progress *p, struct xop *op);
+void exec_xop_cache_free(struct progress *p);
 
 /* progress.c */
 struct prog_client *progress_find_client(struct progress *p, uint64_t id);

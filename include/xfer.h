@@ -58,10 +58,38 @@ int xfer_alloc_host(struct xfer_ctx *ctx, size_t len, struct xfer_mem **out);
 int xfer_free_host(struct xfer_ctx *ctx, struct xfer_mem *mem);
 
 /*
- * Register memory the caller already has (malloc, mmap, a numpy array).
- * xferd reaches it with process_vm_readv/writev, so the memory must stay
- * valid until xfer_dereg().  The library allows xferd to do so under Yama
- * (prctl(PR_SET_PTRACER)).  Blocks for one round trip.
+ * Register memory the caller already has: host memory (malloc, mmap, a
+ * numpy array) or GPU memory.  The memory must stay valid until
+ * xfer_dereg().  Blocks for one round trip.
+ *
+ * Host memory: xferd reaches it with process_vm_readv/writev.  The
+ * library allows xferd to do so under Yama (prctl(PR_SET_PTRACER)).
+ * Pinned host memory (cudaMallocHost) is host memory.
+ *
+ * GPU memory: a CUDA device pointer is recognised through the CUDA driver
+ * the process has loaded (libxfer itself needs no CUDA).  xferd imports
+ * the allocation that holds [ptr, ptr + len) once and moves its bytes
+ * with the GPUs' copy engines (CQE path XFER_PATH_CUDA_IPC).  cudaMalloc
+ * memory, sub-allocations of caching allocators included, goes to xferd
+ * as the CUDA IPC handle of its allocation; CUDA VMM memory (cuMemCreate,
+ * PyTorch's expandable segments) as a shareable handle, so it must have
+ * been created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR among its
+ * requested handle types.  The range must lie inside one allocation.
+ * Host memory at the other end of a GPU transfer must come from
+ * xfer_alloc_host() (xferd pins it for DMA): a transfer between GPU
+ * memory and xfer_reg'd host memory completes with -ENOTSUP.
+ * Returns -ENOTSUP for device memory that cannot be shared (managed
+ * memory, cudaMallocAsync pools, VMM memory without a POSIX fd handle,
+ * a range spanning allocations) and when xferd runs without CUDA.
+ * xferd's copies are not ordered with anyone's CUDA streams: the work
+ * that writes a buffer must be complete (synchronized) before a
+ * descriptor that reads or writes those bytes is submitted, in the
+ * owner's process as in the initiator's (cudaMemcpy from pageable host
+ * memory may return before its bytes have landed); once the CQE has
+ * arrived, the bytes it moved are in place for any later work.
+ * Deregister before freeing: a buffer freed and allocated again (at the
+ * same address or not) must be registered again, and tokens of the old
+ * registration stop working.
  */
 int xfer_reg(struct xfer_ctx *ctx, void *ptr, size_t len,
 	     struct xfer_mem **out);

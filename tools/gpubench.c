@@ -1,0 +1,779 @@
+/*
+ * gpubench.c - xferd's GPU paths beside the CUDA copies they stand in for.
+ *
+ *   gpubench [--socket PATH] [--reps N] [--iters N] [--out FILE]
+ *
+ * One run on one machine measures, side by side:
+ *
+ *   same GPU   256 MiB from one process's buffer into another process's
+ *              buffer on GPU 0 through xferd, against cudaMemcpyAsync
+ *              device to device in one process (target: >= 0.90x)
+ *   across     256 MiB from GPU 0 to the last GPU and back through xferd,
+ *              two processes, against cudaMemcpyPeerAsync in one process
+ *              (target: >= 0.95x; needs two GPUs)
+ *   KV         1000 blocks of 64 KiB scattered over a paged buffer into
+ *              another process's paged buffer, one linked vector each,
+ *              against one cudaMemcpyAsync of the same bytes (62.5 MiB)
+ *              (target: >= 0.80x), on one GPU and across two
+ *   host       256 MiB host memfd -> GPU and back through xferd, against
+ *              cudaMemcpyAsync from pinned host memory (reported)
+ *   import     the first transfer on a fresh allocation (registration or
+ *              token import, then one 64 KiB write) against the same
+ *              write once xferd has the allocation cached (reported)
+ *
+ * Throughput is the bytes of `iters` transfers over their wall time,
+ * kept 4 deep in flight through xferd (KV: two batches) or queued back
+ * to back on one stream for CUDA; the median of `reps` runs.  GB/s is
+ * 1e9 bytes per second.  The other process is this program started
+ * again (CUDA cannot be used across fork).
+ *
+ * Prints a table and machine lines "RES gpu <case> <bytes> <metric>
+ * <value> <unit>" (also to --out).  Exit 0 when every target holds, 1
+ * when one misses or xferd refuses GPU memory, 77 without a GPU.
+ */
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "xfer.h"
+
+#define MIB       (1ull << 20)
+#define BIG       (256 * MIB)
+#define KV_BLK    (64ull << 10)
+#define KV_N      1000u
+#define KV_SLOTS  2000u
+#define KV_LEN    (KV_SLOTS * KV_BLK)
+#define KV_BYTES  (KV_N * KV_BLK)
+#define SMALL     (64ull << 10)
+#define FRESH_LEN (64 * MIB)
+#define DEPTH     4u
+#define MAX_REPS  64u
+#define STALL_NS  (20ull * 1000000000ull)
+
+static struct {
+	const char *socket;
+	unsigned reps, iters;
+	FILE *out;
+} opt = { .reps = 7, .iters = 100 };
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	va_start(ap, fmt);
+	fprintf(stderr, "gpubench: ");
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+#define CK(expr)                                                              \
+	do {                                                                  \
+		cudaError_t e_ = (expr);                                      \
+		if (e_ != cudaSuccess)                                        \
+			die("%s:%d: %s: %s", __FILE__, __LINE__, #expr,       \
+			    cudaGetErrorString(e_));                          \
+	} while (0)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, unsigned n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void res(const char *name, uint64_t bytes, const char *metric,
+		double value, const char *unit)
+{
+	printf("RES gpu %s %llu %s %.3f %s\n", name, (unsigned long long)bytes,
+	       metric, value, unit);
+	if (opt.out)
+		fprintf(opt.out, "RES gpu %s %llu %s %.3f %s\n", name,
+			(unsigned long long)bytes, metric, value, unit);
+}
+
+/* --- the other process: owns the target buffers --- */
+
+struct owner_cmd {
+	int32_t dev;     /* -1: host memfd */
+	uint32_t quit;
+	uint64_t len;
+};
+
+struct owner_reply {
+	int32_t rc;
+	uint32_t tok_len;
+	uint8_t tok[XFER_TOKEN_MAX];
+};
+
+static void full_io(int fd, void *buf, size_t len, bool wr)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = wr ? write(fd, p, len) : read(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			die("pipe %s: %s", wr ? "write" : "read",
+			    n ? strerror(errno) : "the other process has gone");
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+static void owner_main(const char *socket, int in, int out)
+{
+	struct xfer_ctx *ctx;
+	int rc = xfer_open(*socket ? socket : NULL, &ctx);
+
+	if (rc)
+		die("owner: xfer_open: %s", xfer_strerror(rc));
+	for (;;) {
+		struct owner_cmd c;
+		struct owner_reply r = { 0 };
+		struct xfer_mem *mem = NULL;
+		size_t tl = sizeof(r.tok);
+
+		full_io(in, &c, sizeof(c), false);
+		if (c.quit)
+			break;
+		if (c.dev < 0) {
+			r.rc = xfer_alloc_host(ctx, c.len, &mem);
+		} else {
+			void *p;
+			CK(cudaSetDevice(c.dev));
+			CK(cudaMalloc(&p, c.len));
+			CK(cudaMemset(p, 0x33, c.len));
+			CK(cudaDeviceSynchronize());
+			r.rc = xfer_reg(ctx, p, c.len, &mem);
+		}
+		if (r.rc == 0)
+			r.rc = xfer_export(mem, 0, c.len, r.tok, &tl);
+		r.tok_len = (uint32_t)tl;
+		full_io(out, &r, sizeof(r), true);
+	}
+	/* Everything goes with the process. */
+	xfer_close(ctx);
+}
+
+struct owner {
+	pid_t pid;
+	int to, from;
+};
+
+static void owner_start(struct owner *o, const char *socket)
+{
+	int to[2], from[2];
+
+	if (pipe(to) || pipe(from))
+		die("pipe: %s", strerror(errno));
+	fflush(NULL);
+	o->pid = fork();
+	if (o->pid < 0)
+		die("fork: %s", strerror(errno));
+	if (o->pid == 0) {
+		char in[16], out[16];
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(to[1]);
+		close(from[0]);
+		snprintf(in, sizeof(in), "%d", to[0]);
+		snprintf(out, sizeof(out), "%d", from[1]);
+		char *const args[] = { "gpubench-owner", "--owner",
+				       (char *)socket, in, out, NULL };
+		execv("/proc/self/exe", args);
+		_exit(127);
+	}
+	close(to[0]);
+	close(from[1]);
+	o->to = to[1];
+	o->from = from[0];
+}
+
+/* The owner allocates len bytes (dev < 0: host memfd) and registers;
+ * returns the registration's result and the import of its token. */
+static int owner_region(struct owner *o, struct xfer_ctx *ctx, int dev,
+			uint64_t len, struct xfer_remote **rem)
+{
+	struct owner_cmd c = { .dev = dev, .len = len };
+	struct owner_reply r;
+
+	full_io(o->to, &c, sizeof(c), true);
+	full_io(o->from, &r, sizeof(r), false);
+	if (r.rc)
+		return r.rc;
+	return xfer_import(ctx, r.tok, r.tok_len, rem);
+}
+
+static void owner_stop(struct owner *o)
+{
+	struct owner_cmd c = { .quit = 1 };
+	int status;
+
+	full_io(o->to, &c, sizeof(c), true);
+	waitpid(o->pid, &status, 0);
+}
+
+/* --- CUDA in one process --- */
+
+static void enable_peer(int a, int b)
+{
+	int can = 0;
+
+	if (a == b)
+		return;
+	CK(cudaDeviceCanAccessPeer(&can, a, b));
+	if (!can) {
+		printf("note: GPU %d cannot access GPU %d directly\n", a, b);
+		return;
+	}
+	CK(cudaSetDevice(a));
+	cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
+	if (e == cudaErrorPeerAccessAlreadyEnabled)
+		cudaGetLastError();
+	else
+		CK(e);
+}
+
+/* len bytes sdev -> ddev (-1: pinned host), iters times back to back on
+ * one stream, reps runs; median GB/s. */
+static double direct_copy(int sdev, int ddev, uint64_t len)
+{
+	void *a, *b;
+	cudaStream_t st;
+	double v[MAX_REPS];
+	const int sdev_gpu = sdev < 0 ? ddev : sdev;
+
+	if (ddev >= 0) {
+		CK(cudaSetDevice(ddev));
+		CK(cudaMalloc(&b, len));
+	} else {
+		CK(cudaMallocHost(&b, len));
+	}
+	if (sdev >= 0) {
+		CK(cudaSetDevice(sdev));
+		CK(cudaMalloc(&a, len));
+		CK(cudaMemset(a, 0x5a, len));
+	} else {
+		CK(cudaMallocHost(&a, len));
+		memset(a, 0x5a, len);
+	}
+	if (sdev >= 0 && ddev >= 0) {
+		enable_peer(sdev, ddev);
+		enable_peer(ddev, sdev);
+	}
+	CK(cudaSetDevice(sdev_gpu));
+	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	for (unsigned r = 0; r < opt.reps + 1; r++) {
+		uint64_t t0 = now_ns();
+		for (unsigned i = 0; i < opt.iters; i++) {
+			if (sdev >= 0 && ddev >= 0 && sdev != ddev)
+				CK(cudaMemcpyPeerAsync(b, ddev, a, sdev, len,
+						       st));
+			else
+				CK(cudaMemcpyAsync(b, a, len, cudaMemcpyDefault,
+						   st));
+		}
+		CK(cudaStreamSynchronize(st));
+		/* The first run is the warm-up. */
+		if (r)
+			v[r - 1] = (double)len * opt.iters /
+				   (double)(now_ns() - t0);
+	}
+	CK(cudaStreamDestroy(st));
+	if (sdev >= 0) {
+		CK(cudaSetDevice(sdev));
+		CK(cudaFree(a));
+	} else {
+		CK(cudaFreeHost(a));
+	}
+	if (ddev >= 0) {
+		CK(cudaSetDevice(ddev));
+		CK(cudaFree(b));
+	} else {
+		CK(cudaFreeHost(b));
+	}
+	return median(v, opt.reps);
+}
+
+/* --- through xferd --- */
+
+static int wait_cqe(struct xfer_ctx *ctx, struct xfer_cqe *out)
+{
+	struct xfer_cqe *c;
+	int rc = xfer_wait_cqe(ctx, &c, (int)(STALL_NS / 1000000));
+
+	if (rc)
+		return rc;
+	*out = *c;
+	xfer_cq_advance(ctx, 1);
+	return 0;
+}
+
+/* iters transfers of len, DEPTH in flight, reps runs; median GB/s, or
+ * -errno of the first failure. */
+static double xfer_stream(struct xfer_ctx *ctx, unsigned op, uint64_t local,
+			  uint64_t remote, uint64_t len, unsigned *path)
+{
+	double v[MAX_REPS];
+
+	for (unsigned r = 0; r < opt.reps + 1; r++) {
+		unsigned sub = 0, done = 0;
+		uint64_t t0 = now_ns();
+		while (done < opt.iters) {
+			while (sub < opt.iters && sub - done < DEPTH) {
+				struct xfer_sqe *sqe = xfer_get_sqe(ctx);
+				if (!sqe)
+					break;
+				xfer_prep_rw(sqe, op, local, 0, remote, 0, len,
+					     sub++);
+			}
+			xfer_submit(ctx);
+			struct xfer_cqe c;
+			int rc = wait_cqe(ctx, &c);
+			if (rc)
+				return rc;
+			if (c.result != (int64_t)len)
+				return c.result < 0 ? (double)c.result : -EIO;
+			*path = c.path;
+			done++;
+		}
+		if (r)
+			v[r - 1] = (double)len * opt.iters /
+				   (double)(now_ns() - t0);
+	}
+	return median(v, opt.reps);
+}
+
+/* Slot of block i in the source and in the target: a scatter as paged
+ * KV caches have (both primes are prime to KV_SLOTS). */
+static uint64_t src_slot(uint64_t i)
+{
+	return (i * 7919u + 17) % KV_SLOTS;
+}
+
+static uint64_t dst_slot(uint64_t i)
+{
+	return (i * 104729u + 5) % KV_SLOTS;
+}
+
+/*
+ * iters batches of KV_N linked 64 KiB writes, at most `ahead` batches
+ * submitted and not completed; median GB/s over reps runs, or -errno.
+ */
+static double xfer_kv(struct xfer_ctx *ctx, uint64_t local, uint64_t remote,
+		      unsigned ahead, unsigned *path)
+{
+	double v[MAX_REPS];
+	const uint64_t total = (uint64_t)opt.iters * KV_N;
+
+	for (unsigned r = 0; r < opt.reps + 1; r++) {
+		uint64_t next = 0, done = 0, t0 = now_ns(), last = t0;
+		while (done < opt.iters) {
+			while (next < total && next / KV_N - done < ahead) {
+				struct xfer_sqe *sqe = xfer_get_sqe(ctx);
+				if (!sqe)
+					break;
+				uint64_t i = next % KV_N;
+				xfer_prep_write(sqe, local, src_slot(i) * KV_BLK,
+						remote, dst_slot(i) * KV_BLK,
+						KV_BLK, next / KV_N);
+				if (i + 1 < KV_N)
+					xfer_sqe_set_link(sqe);
+				next++;
+			}
+			xfer_submit(ctx);
+			struct xfer_cqe *c;
+			while (xfer_peek_cqe(ctx, &c) == 0) {
+				int64_t res = c->result;
+				*path = c->path;
+				xfer_cq_advance(ctx, 1);
+				if (res != (int64_t)KV_BYTES)
+					return res < 0 ? (double)res : -EIO;
+				done++;
+				last = now_ns();
+			}
+			if (now_ns() - last > STALL_NS)
+				return -ETIMEDOUT;
+		}
+		if (r)
+			v[r - 1] = (double)KV_BYTES * opt.iters /
+				   (double)(now_ns() - t0);
+	}
+	return median(v, opt.reps);
+}
+
+/* One write of len and its CQE, in ns; negative: -errno. */
+static double one_write(struct xfer_ctx *ctx, uint64_t local,
+			uint64_t remote, uint64_t len)
+{
+	struct xfer_sqe *sqe = xfer_get_sqe(ctx);
+	struct xfer_cqe c;
+
+	if (!sqe)
+		return -EBUSY;
+	xfer_prep_write(sqe, local, 0, remote, 0, len, 1);
+	uint64_t t0 = now_ns();
+	xfer_submit(ctx);
+	int rc = wait_cqe(ctx, &c);
+	if (rc)
+		return rc;
+	if (c.result != (int64_t)len)
+		return c.result < 0 ? (double)c.result : -EIO;
+	return (double)(now_ns() - t0);
+}
+
+/* --- the report --- */
+
+struct row {
+	const char *name;
+	const char *what;
+	uint64_t bytes;
+	double xferd, direct;   /* GB/s; xferd < 0: -errno */
+	double target;          /* 0: reported only */
+	unsigned path;
+};
+
+static struct row rows[16];
+static unsigned nrows;
+static int misses;
+
+static void add_row(const char *name, const char *what, uint64_t bytes,
+		    double xferd, double direct, double target, unsigned path)
+{
+	rows[nrows++] = (struct row){ name, what, bytes, xferd, direct,
+				      target, path };
+}
+
+static void report(void)
+{
+	printf("\n%-44s %10s %10s %7s %8s  %s\n", "case", "xferd GB/s",
+	       "CUDA GB/s", "ratio", "target", "");
+	for (unsigned i = 0; i < nrows; i++) {
+		const struct row *r = &rows[i];
+		char tgt[16] = "-";
+		const char *verdict = "";
+
+		if (r->target > 0)
+			snprintf(tgt, sizeof(tgt), ">=%.2f", r->target);
+		if (r->xferd < 0) {
+			printf("%-44s %10s %10.1f %7s %8s  xferd: %s\n", r->what,
+			       "-", r->direct, "-", tgt,
+			       xfer_strerror((int)r->xferd));
+			if (r->target > 0)
+				misses++;
+			continue;
+		}
+		double ratio = r->xferd / r->direct;
+		if (r->target > 0) {
+			verdict = ratio >= r->target ? "ok" : "MISSED";
+			if (ratio < r->target)
+				misses++;
+		}
+		if (r->path != XFER_PATH_CUDA_IPC) {
+			verdict = "WRONG PATH";
+			misses++;
+		}
+		printf("%-44s %10.1f %10.1f %7.3f %8s  %s%s%s\n", r->what,
+		       r->xferd, r->direct, ratio, tgt, verdict,
+		       r->path != XFER_PATH_CUDA_IPC ? " " : "",
+		       r->path != XFER_PATH_CUDA_IPC ? xfer_path_name(r->path)
+						     : "");
+		res(r->name, r->bytes, "xferd", r->xferd, "GB/s");
+		res(r->name, r->bytes, "cuda", r->direct, "GB/s");
+		res(r->name, r->bytes, "ratio", ratio, "x");
+	}
+}
+
+/* --- import cost --- */
+
+static void import_cost(struct xfer_ctx *ctx, struct owner *o,
+			uint64_t remote, uint64_t local)
+{
+	enum { N = 5, CACHED = 20 };
+	double reg[N], first[N], cached[N], imp[N], rfirst[N], rcached[N];
+	double tmp[CACHED];
+
+	/* A fresh local allocation: registration, first write, later ones. */
+	for (unsigned r = 0; r < N; r++) {
+		struct xfer_mem *mem;
+		void *p;
+		CK(cudaSetDevice(0));
+		CK(cudaMalloc(&p, FRESH_LEN));
+		CK(cudaMemset(p, 0x44, FRESH_LEN));
+		CK(cudaDeviceSynchronize());
+		uint64_t t0 = now_ns();
+		int rc = xfer_reg(ctx, p, FRESH_LEN, &mem);
+		reg[r] = (double)(now_ns() - t0);
+		if (rc) {
+			printf("import cost: registration: %s\n",
+			       xfer_strerror(rc));
+			CK(cudaFree(p));
+			return;
+		}
+		first[r] = one_write(ctx, xfer_mem_handle(mem), remote, SMALL);
+		for (unsigned i = 0; i < CACHED; i++)
+			tmp[i] = one_write(ctx, xfer_mem_handle(mem), remote,
+					   SMALL);
+		cached[r] = median(tmp, CACHED);
+		xfer_dereg(ctx, mem);
+		CK(cudaFree(p));
+		if (first[r] < 0 || cached[r] < 0) {
+			printf("import cost: write: %s\n",
+			       xfer_strerror((int)(first[r] < 0 ? first[r]
+								 : cached[r])));
+			return;
+		}
+	}
+	/* A fresh remote allocation: token import, first write, later. */
+	for (unsigned r = 0; r < N; r++) {
+		struct owner_cmd c = { .dev = 0, .len = FRESH_LEN };
+		struct owner_reply rep;
+		struct xfer_remote *rem;
+		full_io(o->to, &c, sizeof(c), true);
+		full_io(o->from, &rep, sizeof(rep), false);
+		if (rep.rc) {
+			printf("import cost: remote registration: %s\n",
+			       xfer_strerror(rep.rc));
+			return;
+		}
+		uint64_t t0 = now_ns();
+		int rc = xfer_import(ctx, rep.tok, rep.tok_len, &rem);
+		imp[r] = (double)(now_ns() - t0);
+		if (rc) {
+			printf("import cost: import: %s\n", xfer_strerror(rc));
+			return;
+		}
+		rfirst[r] = one_write(ctx, local, xfer_remote_handle(rem),
+				      SMALL);
+		for (unsigned i = 0; i < CACHED; i++)
+			tmp[i] = one_write(ctx, local, xfer_remote_handle(rem),
+					   SMALL);
+		rcached[r] = median(tmp, CACHED);
+		xfer_unimport(ctx, rem);
+	}
+	double mreg = median(reg, N) / 1e3, mfirst = median(first, N) / 1e3;
+	double mcached = median(cached, N) / 1e3, mimp = median(imp, N) / 1e3;
+	double mrfirst = median(rfirst, N) / 1e3;
+	double mrcached = median(rcached, N) / 1e3;
+	printf("\nfirst transfer on a fresh 64 MiB allocation (64 KiB write, "
+	       "median of %d, us):\n", N);
+	printf("  local source:  xfer_reg %8.1f + first write %8.1f  vs "
+	       "cached write %6.1f  -> import cost %8.1f\n", mreg, mfirst,
+	       mcached, mreg + mfirst - mcached);
+	printf("  remote target: xfer_import %5.1f + first write %8.1f  vs "
+	       "cached write %6.1f  -> import cost %8.1f\n", mimp, mrfirst,
+	       mrcached, mimp + mrfirst - mrcached);
+	res("import-local", FRESH_LEN, "reg", mreg, "us");
+	res("import-local", FRESH_LEN, "first", mfirst, "us");
+	res("import-local", FRESH_LEN, "cached", mcached, "us");
+	res("import-remote", FRESH_LEN, "import", mimp, "us");
+	res("import-remote", FRESH_LEN, "first", mrfirst, "us");
+	res("import-remote", FRESH_LEN, "cached", mrcached, "us");
+}
+
+/* --- main --- */
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: gpubench [--socket PATH] [--reps N] "
+		"[--iters N] [--out FILE]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "reps", required_argument, NULL, 'r' },
+		{ "iters", required_argument, NULL, 'i' },
+		{ "out", required_argument, NULL, 'o' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, ngpus = 0;
+
+	if (argc == 5 && strcmp(argv[1], "--owner") == 0) {
+		owner_main(argv[2], atoi(argv[3]), atoi(argv[4]));
+		return 0;
+	}
+	while ((c = getopt_long(argc, argv, "s:r:i:o:", lo, NULL)) != -1) {
+		switch (c) {
+		case 's': opt.socket = optarg; break;
+		case 'r': opt.reps = (unsigned)atoi(optarg); break;
+		case 'i': opt.iters = (unsigned)atoi(optarg); break;
+		case 'o':
+			opt.out = fopen(optarg, "w");
+			if (!opt.out)
+				die("%s: %s", optarg, strerror(errno));
+			break;
+		default: usage();
+		}
+	}
+	if (opt.reps < 1 || opt.reps > MAX_REPS || opt.iters < 1)
+		usage();
+	if (!opt.socket)
+		opt.socket = getenv("XFERD_SOCKET");
+
+	if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
+		printf("skip: no CUDA driver here (%s)\n", dlerror());
+		return 77;
+	}
+	cudaError_t e = cudaGetDeviceCount(&ngpus);
+	if (e != cudaSuccess || ngpus == 0) {
+		printf("skip: no GPU here (%s)\n",
+		       e ? cudaGetErrorString(e) : "0 devices");
+		return 77;
+	}
+	const int last = ngpus - 1;
+	for (int d = 0; d < ngpus; d++) {
+		struct cudaDeviceProp p;
+		CK(cudaGetDeviceProperties(&p, d));
+		printf("GPU %d: %s, %zu MiB\n", d, p.name,
+		       p.totalGlobalMem >> 20);
+	}
+
+	/* The CUDA baselines first: they stand whatever xferd does. */
+	double d_same = direct_copy(0, 0, BIG);
+	double d_kv = direct_copy(0, 0, KV_BYTES);
+	double d_h2d = direct_copy(-1, 0, BIG);
+	double d_d2h = direct_copy(0, -1, BIG);
+	double d_peer = 0, d_peer_r = 0, d_kv_peer = 0;
+	if (ngpus > 1) {
+		d_peer = direct_copy(0, last, BIG);
+		d_peer_r = direct_copy(last, 0, BIG);
+		d_kv_peer = direct_copy(0, last, KV_BYTES);
+	}
+
+	struct xfer_ctx *ctx;
+	int rc = xfer_open(opt.socket, &ctx);
+	if (rc)
+		die("xfer_open: %s", xfer_strerror(rc));
+	xfer_set_wait_spin(ctx, 20000);
+	struct owner o;
+	owner_start(&o, opt.socket ? opt.socket : "");
+
+	void *src, *kvsrc;
+	struct xfer_mem *m_src = NULL, *m_kv = NULL, *m_host = NULL;
+	CK(cudaSetDevice(0));
+	CK(cudaMalloc(&src, BIG));
+	CK(cudaMalloc(&kvsrc, KV_LEN));
+	CK(cudaMemset(src, 0x11, BIG));
+	CK(cudaMemset(kvsrc, 0x22, KV_LEN));
+	CK(cudaDeviceSynchronize());
+	int rc_src = xfer_reg(ctx, src, BIG, &m_src);
+	int rc_kv = xfer_reg(ctx, kvsrc, KV_LEN, &m_kv);
+	int rc_host = xfer_alloc_host(ctx, BIG, &m_host);
+	if (rc_src || rc_kv || rc_host)
+		printf("xferd refused this process's memory: GPU %s, host %s\n",
+		       xfer_strerror(rc_src ? rc_src : rc_kv),
+		       xfer_strerror(rc_host));
+	else
+		memset(xfer_mem_ptr(m_host), 0x55, BIG);
+
+	struct xfer_remote *r_same = NULL, *r_kv = NULL, *r_far = NULL,
+			   *r_kv_far = NULL;
+	int rc_same = owner_region(&o, ctx, 0, BIG, &r_same);
+	int rc_rkv = owner_region(&o, ctx, 0, KV_LEN, &r_kv);
+	int rc_far = 0, rc_kv_far = 0;
+	if (ngpus > 1) {
+		rc_far = owner_region(&o, ctx, last, BIG, &r_far);
+		rc_kv_far = owner_region(&o, ctx, last, KV_LEN, &r_kv_far);
+	}
+	if (rc_same || rc_rkv || rc_far || rc_kv_far)
+		printf("xferd refused the other process's GPU memory: %s\n",
+		       xfer_strerror(rc_same ? rc_same : rc_rkv ? rc_rkv
+					   : rc_far ? rc_far : rc_kv_far));
+
+	unsigned path = 0;
+	double x;
+#define ERR_OR(rc, expr) ((rc) ? (double)(rc) : (expr))
+	x = ERR_OR(rc_src ? rc_src : rc_same,
+		   xfer_stream(ctx, XFER_OP_WRITE, xfer_mem_handle(m_src),
+			       xfer_remote_handle(r_same), BIG, &path));
+	add_row("same-gpu", "GPU0 -> GPU0, 256 MiB, two processes", BIG, x,
+		d_same, 0.90, path);
+	x = ERR_OR(rc_kv ? rc_kv : rc_rkv,
+		   xfer_kv(ctx, xfer_mem_handle(m_kv), xfer_remote_handle(r_kv),
+			   2, &path));
+	add_row("kv-same-gpu", "KV 1000 x 64 KiB vector, GPU0 -> GPU0",
+		KV_BYTES, x, d_kv, 0.80, path);
+	x = ERR_OR(rc_kv ? rc_kv : rc_rkv,
+		   xfer_kv(ctx, xfer_mem_handle(m_kv), xfer_remote_handle(r_kv),
+			   1, &path));
+	add_row("kv-same-gpu-serial", "  the same, one batch at a time",
+		KV_BYTES, x, d_kv, 0, path);
+	x = ERR_OR(rc_host ? rc_host : rc_same,
+		   xfer_stream(ctx, XFER_OP_WRITE, xfer_mem_handle(m_host),
+			       xfer_remote_handle(r_same), BIG, &path));
+	add_row("host-to-gpu", "host memfd -> GPU0, 256 MiB (vs pinned)", BIG,
+		x, d_h2d, 0, path);
+	x = ERR_OR(rc_host ? rc_host : rc_same,
+		   xfer_stream(ctx, XFER_OP_READ, xfer_mem_handle(m_host),
+			       xfer_remote_handle(r_same), BIG, &path));
+	add_row("gpu-to-host", "GPU0 -> host memfd, 256 MiB (vs pinned)", BIG,
+		x, d_d2h, 0, path);
+
+	/* Import cost before the cross-GPU cases: the rest of the run
+	 * still measures something if one of those upsets a GPU. */
+	if (!rc_src && !rc_same)
+		import_cost(ctx, &o, xfer_remote_handle(r_same),
+			    xfer_mem_handle(m_src));
+	if (ngpus > 1) {
+		x = ERR_OR(rc_src ? rc_src : rc_far,
+			   xfer_stream(ctx, XFER_OP_WRITE,
+				       xfer_mem_handle(m_src),
+				       xfer_remote_handle(r_far), BIG, &path));
+		add_row("cross-gpu-write", "GPU0 -> GPU1, 256 MiB (write)", BIG,
+			x, d_peer, 0.95, path);
+		x = ERR_OR(rc_src ? rc_src : rc_far,
+			   xfer_stream(ctx, XFER_OP_READ,
+				       xfer_mem_handle(m_src),
+				       xfer_remote_handle(r_far), BIG, &path));
+		add_row("cross-gpu-read", "GPU1 -> GPU0, 256 MiB (read)", BIG,
+			x, d_peer_r, 0.95, path);
+		x = ERR_OR(rc_kv ? rc_kv : rc_kv_far,
+			   xfer_kv(ctx, xfer_mem_handle(m_kv),
+				   xfer_remote_handle(r_kv_far), 2, &path));
+		add_row("kv-cross-gpu", "KV 1000 x 64 KiB vector, GPU0 -> GPU1",
+			KV_BYTES, x, d_kv_peer, 0.80, path);
+	} else {
+		printf("one GPU: the cross-GPU cases are not run\n");
+	}
+	report();
+
+	owner_stop(&o);
+	xfer_close(ctx);
+	if (opt.out)
+		fclose(opt.out);
+	printf("\n%s\n", misses ? "gpubench: targets missed" :
+				  "gpubench: every target met");
+	return misses ? 1 : 0;
+}
