@@ -383,6 +383,46 @@ fail:
 	return err;
 }
 
+int gpu_import_on(struct rcache *rc, uint64_t client,
+		  const struct gpu_alloc_desc *d, int accessor,
+		  struct rcache_entry **entry, uint64_t *base_ptr)
+{
+	/* One key per accessor GPU: kinds above RCACHE_CUDA_IMPORT. */
+	const struct rcache_key key = {
+		.client = client, .kind = RCACHE_CUDA_IMPORT + 1 + (uint32_t)accessor,
+		.base = d->base, .id = d->buffer_id };
+
+	if (d->vmm || accessor < 0 || accessor >= ngpus)
+		return -EINVAL;
+	struct rcache_entry *e = rcache_get(rc, &key);
+	if (!e) {
+		struct gpu_import *im = calloc(1, sizeof(*im));
+		if (!im)
+			return -ENOMEM;
+		im->e.key = key;
+		im->e.release = import_release;
+		im->size = d->size;
+		im->dev = accessor;
+		gpu_set_current(accessor);
+		CUipcMemHandle h;
+		memcpy(&h, d->ipc_handle, sizeof(h));
+		CUresult r = cu.ipc_open_mem_handle(
+			&im->ptr, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+		if (r) {
+			log_debug("GPU %d: second mapping of an allocation: %s",
+				  accessor, cu_err(r));
+			free(im);
+			return -EINVAL;
+		}
+		e = rcache_insert(rc, &im->e);
+		if (e != &im->e)
+			import_release(&im->e);
+	}
+	*entry = e;
+	*base_ptr = ((struct gpu_import *)e)->ptr;
+	return 0;
+}
+
 int gpu_host_register(void *p, size_t len)
 {
 	if (ngpus == 0)
@@ -438,6 +478,15 @@ int gpu_import(struct rcache *rc, uint64_t client,
 	(void)rc, (void)client, (void)d, (void)entry, (void)base_ptr, (void)dev;
 	if (fd >= 0)
 		close(fd);
+	return -ENOTSUP;
+}
+
+int gpu_import_on(struct rcache *rc, uint64_t client,
+		  const struct gpu_alloc_desc *d, int accessor,
+		  struct rcache_entry **entry, uint64_t *base_ptr)
+{
+	(void)rc, (void)client, (void)d, (void)accessor, (void)entry;
+	(void)base_ptr;
 	return -ENOTSUP;
 }
 

@@ -49,6 +49,16 @@ int gpu_import(struct rcache *rc, uint64_t client,
 	       const struct gpu_alloc_desc *d, int fd,
 	       struct rcache_entry **entry, uint64_t *base_ptr, int *dev);
 
+/*
+ * The same legacy IPC allocation opened again in the context of GPU
+ * `accessor` (another cache entry).  A mapping opened where the copy runs
+ * is what lets that GPU's copy engines and kernels reach the memory over
+ * NVLink; one opened only in the owning GPU's context is not peer-mapped.
+ */
+int gpu_import_on(struct rcache *rc, uint64_t client,
+		  const struct gpu_alloc_desc *d, int accessor,
+		  struct rcache_entry **entry, uint64_t *base_ptr);
+
 /* Pin xferd's mapping of a memfd region for GPU copies (once). */
 int gpu_host_register(void *p, size_t len);
 void gpu_host_unregister(void *p);

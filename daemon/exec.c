@@ -272,15 +272,24 @@ static int64_t go_remote(struct progress *p, struct prog_client *pc,
 	return 0;
 }
 
-/* Where a copy endpoint is for the GPU: its device address, and whether
- * it is GPU memory (else xferd's pinned mapping of a memfd region). */
-static int gpu_end(struct region *r, uint64_t off, uint64_t *addr,
-		   bool *device)
+/*
+ * Where a copy endpoint is for a copy that runs on GPU dev: a device
+ * address valid there (*gpu the GPU it is memory of), or xferd's pinned
+ * mapping of a memfd region (*gpu -1).
+ */
+static int gpu_end(struct region *r, uint64_t off, int dev, uint64_t *addr,
+		   int *gpu)
 {
 	switch (r->kind) {
 	case REGION_CUDA:
+		/* Mapped for dev itself when possible: then the copy is
+		 * local to dev and may go in the batch kernel. */
+		if (region_gpu_addr(r, dev, off, addr) == 0) {
+			*gpu = dev;
+			return 0;
+		}
 		*addr = r->gpu_ptr + off;
-		*device = true;
+		*gpu = r->gpu_dev;  /* a peer copy between contexts */
 		return 0;
 	case REGION_MEMFD:
 		/* Pinned on first use: DMA straight from the mapping. */
@@ -291,7 +300,7 @@ static int gpu_end(struct region *r, uint64_t off, uint64_t *addr,
 			r->gpu_pinned = true;
 		}
 		*addr = (uint64_t)(uintptr_t)r->map + off;
-		*device = false;
+		*gpu = -1;
 		return 0;
 	default:
 		/* xfer_reg'd host memory lives in another process: no DMA. */
@@ -314,13 +323,15 @@ static int64_t go_gpu(struct progress *p, struct prog_client *pc,
 	struct region *src = write ? local : remote, *dst = write ? remote : local;
 	uint64_t soff = write ? loff : roff, doff = write ? roff : loff;
 	uint64_t sa, da;
-	bool sdev, ddev;
-	int err;
+	int sgpu, dgpu, err;
 
 	if (!p->gpu)
 		return -ENOTSUP;
-	if ((err = gpu_end(src, soff, &sa, &sdev)) ||
-	    (err = gpu_end(dst, doff, &da, &ddev)))
+	/* The destination's GPU runs the copy, pulling from a peer; the
+	 * source's when the destination is host memory. */
+	int dev = dst->kind == REGION_CUDA ? dst->gpu_dev : src->gpu_dev;
+	if ((err = gpu_end(src, soff, dev, &sa, &sgpu)) ||
+	    (err = gpu_end(dst, doff, dev, &da, &dgpu)))
 		return err;
 	if (sqe->len == 0)
 		return 0;
@@ -339,8 +350,7 @@ static int64_t go_gpu(struct progress *p, struct prog_client *pc,
 		.len = sqe->len,
 		.path = XFER_PATH_CUDA_IPC,
 	};
-	err = gpu_copy(p->gpu, op, da, ddev ? dst->gpu_dev : -1, sa,
-		       sdev ? src->gpu_dev : -1, sqe->len);
+	err = gpu_copy(p->gpu, op, da, dgpu, sa, sgpu, sqe->len);
 	if (err) {
 		region_put(local);
 		region_put(remote);

@@ -708,11 +708,6 @@ static int on_welcome(struct conn *c, const Xfer__Peer__Welcome *w)
 		if (pe->state != PEER_UP)
 			pe->conn = c;
 	}
-	if (pe->state == PEER_UP) {
-		/* Linked meanwhile (its connect to us won): use that link. */
-		send_waiting(ps, pe);
-		return -EEXIST;
-	}
 	if (!pe->id_known) {
 		struct peer *known = peer_by_id(ps, w->instance_id.data);
 		if (known) {
@@ -729,6 +724,11 @@ static int on_welcome(struct conn *c, const Xfer__Peer__Welcome *w)
 			memcpy(pe->id, w->instance_id.data, LINK_ID_LEN);
 			pe->id_known = true;
 		}
+	}
+	if (pe->state == PEER_UP) {
+		/* Linked meanwhile (its connect to us won): use that link. */
+		send_waiting(ps, pe);
+		return -EEXIST;
 	}
 	snprintf(pe->node_name, sizeof(pe->node_name), "%s",
 		 w->node_name ? w->node_name : "");
@@ -750,6 +750,23 @@ static int on_welcome(struct conn *c, const Xfer__Peer__Welcome *w)
 	return conn_send(c, &m);
 }
 
+/* A record known only by address whose connect to one of addrs is in
+ * flight: our side of a simultaneous connect, before its Welcome. */
+static struct peer *own_attempt_to(struct peers *ps, const struct addr_set *a)
+{
+	for (struct peer *pe = ps->peers; pe; pe = pe->next) {
+		if (pe->id_known || !pe->conn)
+			continue;
+		for (size_t i = 0; i < pe->naddrs; i++)
+			for (size_t j = 0; j < a->n; j++)
+				if (pe->ports[i] == a->ports[j] &&
+				    pe->addrs[i].family == a->addrs[j].family &&
+				    memcmp(pe->addrs[i].ip, a->addrs[j].ip, 16) == 0)
+					return pe;
+	}
+	return NULL;
+}
+
 /* Acceptor: Ready arrived; answer Established and hand over. */
 static int on_ready(struct conn *c, const Xfer__Peer__Ready *r)
 {
@@ -764,6 +781,23 @@ static int on_ready(struct conn *c, const Xfer__Peer__Ready *r)
 		return -EPERM;
 	}
 	struct peer *pe = peer_by_id(ps, c->their_id);
+	struct peer *mine = pe ? pe : own_attempt_to(ps, &c->their_addrs);
+	/*
+	 * Both connected at once: the link initiated by the lower instance
+	 * id survives, on both sides.  Ours (in flight or up) wins here if
+	 * our id is the lower one; then this one is refused.
+	 */
+	if (mine && (mine->conn || (mine->state == PEER_UP && mine->initiated)) &&
+	    memcmp(ps->d->instance_id, c->their_id, LINK_ID_LEN) < 0) {
+		conn_error(c, "duplicate link");
+		return -EEXIST;
+	}
+	if (!pe && mine) {
+		/* Our connect to its address learns who answers there. */
+		pe = mine;
+		memcpy(pe->id, c->their_id, LINK_ID_LEN);
+		pe->id_known = true;
+	}
 	if (!pe) {
 		pe = peer_new(ps);
 		if (!pe)

@@ -156,8 +156,34 @@ int region_create_cuda(struct rcache *rc, uint64_t owner,
 	r->rcache = rc;
 	r->gpu_import = imp;
 	r->gpu_ptr = base + offset;
+	r->gpu_offset = offset;
 	r->gpu_dev = dev;
+	if (!d->vmm) {
+		r->gpu_desc = malloc(sizeof(*d));
+		if (r->gpu_desc)
+			*r->gpu_desc = *d;
+	}
 	*out = r;
+	return 0;
+}
+
+int region_gpu_addr(struct region *r, int dev, uint64_t off, uint64_t *addr)
+{
+	if (dev == r->gpu_dev || !r->gpu_desc) {
+		*addr = r->gpu_ptr + off;
+		return 0;
+	}
+	if (dev < 0 || dev >= 16)
+		return -EINVAL;
+	if (!r->gpu_on_entry[dev]) {
+		uint64_t base;
+		int err = gpu_import_on(r->rcache, r->owner, r->gpu_desc, dev,
+					&r->gpu_on_entry[dev], &base);
+		if (err)
+			return err;
+		r->gpu_on[dev] = base + r->gpu_offset;
+	}
+	*addr = r->gpu_on[dev] + off;
 	return 0;
 }
 
@@ -178,8 +204,12 @@ void region_put(struct region *r)
 		return;
 	if (r->gpu_pinned)
 		gpu_host_unregister(r->map);
+	for (int i = 0; i < 16; i++)
+		if (r->gpu_on_entry[i])
+			rcache_put(r->rcache, r->gpu_on_entry[i]);
 	if (r->gpu_import)
 		rcache_put(r->rcache, r->gpu_import);
+	free(r->gpu_desc);
 	if (r->map)
 		munmap(r->map, r->length);
 	if (r->fd >= 0)

@@ -48,6 +48,11 @@ struct region {
 	int gpu_dev;             /* CUDA: xferd's index of its GPU */
 	struct rcache *rcache;   /* CUDA: the cache holding the import */
 	struct rcache_entry *gpu_import; /* CUDA: a reference */
+	struct gpu_alloc_desc *gpu_desc; /* CUDA legacy IPC: to map it again */
+	uint64_t gpu_offset;     /* CUDA: of the range in its allocation */
+	/* CUDA: mappings opened for other GPUs (progress thread, lazily). */
+	uint64_t gpu_on[16];
+	struct rcache_entry *gpu_on_entry[16];
 	bool gpu_pinned;         /* MEMFD: pinned for GPU copies */
 	uint8_t key[TOKEN_KEY_LEN];
 	_Atomic uint32_t refs;
@@ -82,6 +87,13 @@ struct rcache_entry;
 int region_create_cuda(struct rcache *rc, uint64_t owner,
 		       const struct gpu_alloc_desc *d, int fd, uint64_t offset,
 		       uint64_t length, struct region **out);
+/*
+ * The address of byte `off` of CUDA region r for a copy that runs on GPU
+ * dev: its own mapping when dev is its GPU or the allocation is VMM
+ * (mapped for every peer), else a mapping opened for dev on first use.
+ * Returns 0, or -errno when r cannot be reached from dev that way.
+ */
+int region_gpu_addr(struct region *r, int dev, uint64_t off, uint64_t *addr);
 void region_get(struct region *r);
 /* Drop a reference; the last one unmaps and frees.  Accepts NULL. */
 void region_put(struct region *r);

@@ -4,13 +4,18 @@
  *
  *   xnode serve      own a region, export it, publish it, print "ready",
  *                    then watch its notifications and check the bytes
+ *                    (or, with --clobber-on-notify, overwrite them)
  *   xnode write      move bytes into a remote (or local) region
  *   xnode read       move bytes out of it and check them
  *   xnode notify     a standalone notification, no data
  *   xnode stream     write until a completion carries an error, then
  *                    show that nothing stays in flight past its deadline
+ *                    (--unmap-after: the error comes from unmapping the
+ *                    source while writes are in flight)
  *   xnode lookup     look a name up (optionally save the token)
  *   xnode token-info what a token file says (owner, range, addresses)
+ *   xnode clock      the clock of submit_us/complete_us, now (so that a
+ *                    script can tell what was submitted after an event)
  *
  * One rule for bytes everywhere: a range of a target region written or
  * filled "with seed S" holds, at region offset X, tl_fill_at's byte for
@@ -37,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,7 +63,7 @@ static volatile sig_atomic_t stop_requested;
 
 enum cmd {
 	CMD_SERVE, CMD_WRITE, CMD_READ, CMD_NOTIFY, CMD_STREAM, CMD_LOOKUP,
-	CMD_TOKEN_INFO,
+	CMD_TOKEN_INFO, CMD_CLOCK,
 };
 
 /* What a serve process expects: notification `value` and, with
@@ -97,11 +103,16 @@ struct opts {
 	uint32_t grace_ms;
 	struct errset expect_err;
 	bool expect_err_set;
+	struct errset allow_err;   /* write --repeat: these may happen too */
+	bool allow_err_set;
 	const char *expect_path;
 	struct expect expects[MAX_EXPECT];
 	unsigned nexpects;
 	unsigned count;
 	bool verify_unchanged;
+	bool clobber;          /* serve: overwrite a range once notified */
+	unsigned unmap_after;  /* stream: unmap the source after N ok */
+	bool unmap_set;
 	unsigned repeat;
 	bool repeat_set;
 	unsigned depth;
@@ -217,26 +228,37 @@ static void usage(FILE *f)
 	      "commands:\n"
 	      "  serve       --size N [--name NAME] [--token-file F] [--kind K] [--seed S]\n"
 	      "              [--export-range OFF:LEN] [--expect-notify V[:SEED:OFF:LEN]]...\n"
-	      "              [--count N] [--verify-unchanged]\n"
+	      "              [--count N] [--verify-unchanged] [--clobber-on-notify]\n"
 	      "  write|read  --lookup SPEC|--token-file F --size N [--offset O] [--kind K]\n"
 	      "              [--seed S] [--notify V] [--vector K [--linked]] [--repeat N]\n"
 	      "              [--depth D] [--timeout-ms T] [--grace-ms G]\n"
 	      "              [--expect-error LIST] [--expect-path PATH]\n"
+	      "              [--allow-error LIST (write --repeat)]\n"
 	      "  notify      --lookup SPEC|--token-file F --notify V [--expect-error LIST]\n"
 	      "  stream      --lookup SPEC|--token-file F --size N --until-error [--depth D]\n"
 	      "              [--timeout-ms T] [--grace-ms G] [--max-ms M] [--expect-error LIST]\n"
+	      "              [--unmap-after N]\n"
 	      "  lookup      --lookup SPEC [--token-file OUT] [--expect-error LIST]\n"
 	      "  token-info  --token-file F\n"
+	      "  clock       CLOCK_MONOTONIC in microseconds (as submit_us)\n"
 	      "options:\n"
 	      "  --socket PATH        xferd's socket (default $XFERD_SOCKET)\n"
 	      "  --kind memfd|malloc  local memory: xfer_alloc_host or malloc + xfer_reg\n"
 	      "  --size N             bytes (suffix K, M, G: powers of 1024)\n"
 	      "  --expect-error LIST  e.g. ECONNRESET,ETIMEDOUT or \"any\": the step that\n"
 	      "                       fails (lookup, import, a completion) must fail so\n"
+	      "  --allow-error LIST   write --repeat: a completion may also fail with one\n"
+	      "                       of these (links going down under the writes)\n"
 	      "  --expect-path PATH   every completion's path (tcp, memcpy, cma, ...)\n"
 	      "  --timeout-ms T       the descriptors' deadline (xfer_sqe_set_timeout)\n"
 	      "  --grace-ms G         how long past a deadline a completion may take\n"
-	      "                       before the descriptor counts as hung (default 10000)\n",
+	      "                       before the descriptor counts as hung (default 10000)\n"
+	      "  --clobber-on-notify  serve: the --expect-notify ranges start with their\n"
+	      "                       seed's bytes (what readers must get); the moment\n"
+	      "                       notification V arrives, its range is overwritten\n"
+	      "  --unmap-after N      stream (--kind malloc): the source is anonymous pages\n"
+	      "                       of its own; after N writes succeeded they are\n"
+	      "                       unmapped, and the writes after that must fail\n",
 	      f);
 }
 
@@ -353,7 +375,7 @@ enum {
 	O_KIND, O_SEED, O_EXPORT_RANGE, O_NOTIFY, O_VECTOR, O_LINKED,
 	O_TIMEOUT, O_GRACE, O_EXPECT_ERROR, O_EXPECT_PATH, O_EXPECT_NOTIFY,
 	O_COUNT, O_VERIFY_UNCHANGED, O_REPEAT, O_DEPTH, O_UNTIL_ERROR,
-	O_MAX_MS, O_HELP,
+	O_MAX_MS, O_CLOBBER, O_UNMAP_AFTER, O_ALLOW_ERROR, O_HELP,
 };
 
 static void parse_args(int argc, char **argv)
@@ -382,6 +404,9 @@ static void parse_args(int argc, char **argv)
 		{ "depth", required_argument, NULL, O_DEPTH },
 		{ "until-error", no_argument, NULL, O_UNTIL_ERROR },
 		{ "max-ms", required_argument, NULL, O_MAX_MS },
+		{ "clobber-on-notify", no_argument, NULL, O_CLOBBER },
+		{ "unmap-after", required_argument, NULL, O_UNMAP_AFTER },
+		{ "allow-error", required_argument, NULL, O_ALLOW_ERROR },
 		{ "help", no_argument, NULL, O_HELP },
 		{ 0 },
 	};
@@ -389,6 +414,7 @@ static void parse_args(int argc, char **argv)
 		[CMD_SERVE] = "serve", [CMD_WRITE] = "write", [CMD_READ] = "read",
 		[CMD_NOTIFY] = "notify", [CMD_STREAM] = "stream",
 		[CMD_LOOKUP] = "lookup", [CMD_TOKEN_INFO] = "token-info",
+		[CMD_CLOCK] = "clock",
 	};
 	int ch;
 
@@ -471,6 +497,15 @@ static void parse_args(int argc, char **argv)
 			break;
 		case O_UNTIL_ERROR: opt.until_error = true; break;
 		case O_MAX_MS: opt.max_ms = parse_u32("--max-ms", optarg); break;
+		case O_CLOBBER: opt.clobber = true; break;
+		case O_ALLOW_ERROR:
+			parse_errset(&opt.allow_err, optarg);
+			opt.allow_err_set = true;
+			break;
+		case O_UNMAP_AFTER:
+			opt.unmap_after = parse_u32("--unmap-after", optarg);
+			opt.unmap_set = true;
+			break;
 		case O_HELP: usage(stdout); exit(0);
 		default: usage_error("bad option");
 		}
@@ -495,6 +530,17 @@ static void parse_args(int argc, char **argv)
 	if (opt.cmd == CMD_SERVE && opt.verify_unchanged &&
 	    (!opt.seed_set || opt.nexpects))
 		usage_error("--verify-unchanged needs --seed and no --expect-notify");
+	if (opt.clobber && (opt.cmd != CMD_SERVE || opt.verify_unchanged))
+		usage_error("--clobber-on-notify goes with serve (no --verify-unchanged)");
+	if (opt.clobber)
+		for (unsigned i = 0; i < opt.nexpects; i++)
+			if (!opt.expects[i].has_data)
+				usage_error("--clobber-on-notify needs V:SEED:OFF:LEN expectations");
+	if (opt.allow_err_set &&
+	    (opt.cmd != CMD_WRITE || !opt.repeat_set || opt.expect_err_set))
+		usage_error("--allow-error goes with write --repeat (no --expect-error)");
+	if (opt.unmap_set && (opt.cmd != CMD_STREAM || opt.kind != TL_MALLOC))
+		usage_error("--unmap-after goes with stream --kind malloc");
 	if (opt.cmd == CMD_SERVE && opt.export_set &&
 	    (opt.export_off > opt.size || opt.export_len > opt.size - opt.export_off))
 		usage_error("--export-range outside --size");
@@ -864,6 +910,12 @@ static int cmd_rw(void)
 		done++;
 		if (c.result < 0)
 			failed++;
+		if (c.result < 0 && opt.allow_err_set) {
+			/* Like a client that backs off: no busy loop of writes
+			 * that fail at once while the peer is unreachable. */
+			struct timespec pause = { .tv_nsec = 10 * 1000000 };
+			nanosleep(&pause, NULL);
+		}
 		if (nunits <= 64 || repeat || c.result < 0)
 			printf("op=%" PRIu64 " result=%" PRId64 "%s%s path=%s "
 			       "submit_us=%" PRIu64 " complete_us=%" PRIu64 "\n",
@@ -885,6 +937,13 @@ static int cmd_rw(void)
 				     un->result < 0 ? err_name(un->result) : "success");
 			continue;
 		}
+		if (opt.allow_err_set && un->result < 0) {
+			if (!errset_has(&opt.allow_err, un->result))
+				fail("op %u: result %" PRId64 " (%s), outside the "
+				     "allowed errors", u + 1, un->result,
+				     err_name(un->result));
+			continue;
+		}
 		if (un->result != (int64_t)bytes)
 			fail("op %u: result %" PRId64 " (%s), want %" PRIu64, u + 1,
 			     un->result,
@@ -903,10 +962,12 @@ static int cmd_rw(void)
 		if (!write)
 			check_local(local.ptr);
 		printf("%s %u op(s), %" PRIu64 " bytes in %.3f s, path %s%s\n",
-		       write ? "wrote" : "read and verified", done,
-		       (uint64_t)done * bytes, secs,
+		       write ? "wrote" : "read and verified", done - failed,
+		       (uint64_t)(done - failed) * bytes, secs,
 		       done ? xfer_path_name(units[0].path) : "-",
 		       opt.notify_set ? ", with notify" : "");
+		if (failed)
+			printf("%u op(s) failed with allowed errors\n", failed);
 	}
 	free(units);
 	tl_buf_free(ctx, &local);
@@ -957,7 +1018,35 @@ static int cmd_notify(void)
 /* A write of the stream in flight: its user_data and submission time. */
 struct slot {
 	uint64_t id, submit_us;
+	bool after_unmap;      /* submitted once its source was gone */
 };
+
+/*
+ * A source that can be taken away from under xferd while it still has
+ * it registered and writes from it in flight: private anonymous pages of
+ * this process, registered with xfer_reg() as --kind malloc memory is
+ * (xferd reads them with CMA), but mapped on their own, so that
+ * munmap() removes exactly them and nothing else of the heap.
+ */
+static void map_source(struct xfer_ctx *ctx, size_t len, struct tl_buf *b)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		fail("mmap %zu: %s", len, strerror(errno));
+	*b = (struct tl_buf){ .kind = TL_MALLOC, .len = len, .ptr = p };
+	int rc = xfer_reg(ctx, p, len, &b->mem);
+	if (rc)
+		fail("xfer_reg: %s (%s)", err_name(rc), xfer_strerror(rc));
+	b->handle = xfer_mem_handle(b->mem);
+}
+
+static void unmap_source(struct tl_buf *b)
+{
+	if (munmap(b->ptr, b->len))
+		fail("munmap: %s", strerror(errno));
+}
 
 static int cmd_stream(void)
 {
@@ -970,6 +1059,7 @@ static int cmd_stream(void)
 	uint64_t last_ok_us = 0, slowest_us = 0;
 	int64_t first_err = 0;
 	unsigned counts[MAX_ERRS + 1] = { 0 }, late_ok = 0, other = 0;
+	bool unmapped = false;
 
 	if (!opt.expect_err_set)
 		allowed = (struct errset){ .n = 2,
@@ -982,7 +1072,10 @@ static int cmd_stream(void)
 	    opt.size > xfer_remote_len(remote) - opt.offset)
 		fail("[%" PRIu64 ", +%" PRIu64 ") is outside the token's %" PRIu64
 		     " bytes", opt.offset, opt.size, xfer_remote_len(remote));
-	tl_buf_alloc(ctx, opt.kind, opt.size, &local);
+	if (opt.unmap_set)
+		map_source(ctx, opt.size, &local);
+	else
+		tl_buf_alloc(ctx, opt.kind, opt.size, &local);
 	tl_fill_at(local.ptr, opt.size, opt.seed, opt.offset);
 	slots = calloc(depth, sizeof(*slots));
 	if (!slots)
@@ -992,6 +1085,11 @@ static int cmd_stream(void)
 	const uint64_t give_up = t0 + (uint64_t)opt.max_ms * 1000u;
 	printf("stream: writes of %" PRIu64 " bytes, %u in flight, deadline %u ms\n",
 	       opt.size, depth, opt.timeout_ms ? opt.timeout_ms : DEFAULT_OP_MS);
+	if (opt.unmap_set && opt.unmap_after == 0) {
+		unmap_source(&local);
+		unmapped = true;
+		printf("unmapped the source before the first write\n");
+	}
 	for (;;) {
 		/* Refill free slots until the first error, then only drain. */
 		for (unsigned i = 0; i < depth && !first_err && !stop_requested;
@@ -1005,7 +1103,8 @@ static int cmd_stream(void)
 			if (opt.timeout_ms)
 				xfer_sqe_set_timeout(sqe, opt.timeout_ms);
 			slots[i] = (struct slot){ .id = submitted + 1,
-						  .submit_us = now_us() };
+						  .submit_us = now_us(),
+						  .after_unmap = unmapped };
 			if (xfer_submit(ctx) != 1)
 				fail("xfer_submit");
 			submitted++;
@@ -1042,11 +1141,15 @@ static int cmd_stream(void)
 			     c.user_data);
 		uint64_t now = now_us();
 		uint64_t took = now - slots[s].submit_us;
+		bool after_unmap = slots[s].after_unmap;
 		slots[s].id = 0;
 		done++;
 		if (took > slowest_us)
 			slowest_us = took;
 		if (c.result == (int64_t)opt.size) {
+			if (after_unmap)
+				fail("write %" PRIu64 ": submitted after its source "
+				     "was unmapped, yet it succeeded", c.user_data);
 			if (first_err)
 				late_ok++;
 			ok++;
@@ -1054,11 +1157,21 @@ static int cmd_stream(void)
 			if (ok == 1)
 				printf("streaming: first write ok, path %s\n",
 				       xfer_path_name(c.path));
+			if (opt.unmap_set && !unmapped && ok == opt.unmap_after) {
+				unmap_source(&local);
+				unmapped = true;
+				printf("unmapped the source after %" PRIu64 " ok "
+				       "write(s), %" PRIu64 " in flight\n", ok,
+				       submitted - done);
+			}
 			continue;
 		}
 		if (c.result >= 0)
 			fail("write %" PRIu64 ": result %" PRId64 ", want %" PRIu64
 			     " or an error", c.user_data, c.result, opt.size);
+		if (opt.unmap_set && !unmapped)
+			fail("write %" PRIu64 ": %s before the source was unmapped",
+			     c.user_data, err_name(c.result));
 		if (!first_err) {
 			first_err = c.result;
 			first_err_at = now;
@@ -1096,7 +1209,15 @@ static int cmd_stream(void)
 	if (other)
 		fail("%u write(s) failed with an error outside the expected set "
 		     "(first error: %s)", other, err_name(first_err));
-	tl_buf_free(ctx, &local);
+	if (opt.unmap_set) {
+		int rc = xfer_dereg(ctx, local.mem);
+		if (rc)
+			fail("xfer_dereg of the unmapped source: %s", err_name(rc));
+		if (!unmapped)
+			unmap_source(&local);
+	} else {
+		tl_buf_free(ctx, &local);
+	}
 	xfer_unimport(ctx, remote);
 	xfer_close(ctx);
 	free(slots);
@@ -1144,6 +1265,27 @@ static struct expect *find_expect(uint64_t value)
 	return NULL;
 }
 
+/*
+ * Reuse the memory the moment its notification said it was done with:
+ * every byte of the range becomes the complement of seed's, the end of
+ * the range first (what a transfer sends last).
+ */
+static void clobber_range(uint8_t *p, uint64_t len, uint64_t seed,
+			  uint64_t pos)
+{
+	enum { BLOCK = 64 << 10 };
+	uint64_t end = len;
+
+	while (end) {
+		uint64_t n = end < BLOCK ? end : BLOCK;
+		uint8_t *q = p + end - n;
+		tl_fill_at(q, n, seed, pos + end - n);
+		for (uint64_t j = 0; j < n; j++)
+			q[j] = (uint8_t)~q[j];
+		end -= n;
+	}
+}
+
 static int cmd_serve(void)
 {
 	struct tl_buf b;
@@ -1160,13 +1302,16 @@ static int cmd_serve(void)
 		tl_fill(b.ptr, b.len, opt.seed);
 	else if (b.kind == TL_MALLOC)
 		memset(b.ptr, 0, b.len);
-	/* Expected ranges start as the complement of what must land, the
-	 * first expectation last so that it wins where ranges overlap. */
+	/* Expected ranges start as the complement of what must land (with
+	 * --clobber-on-notify: as what readers must get), the first
+	 * expectation last so that it wins where ranges overlap. */
 	for (unsigned i = opt.nexpects; i-- > 0;) {
 		const struct expect *e = &opt.expects[i];
 		if (!e->has_data)
 			continue;
 		tl_fill_at(b.ptr + e->off, e->len, e->seed, e->off);
+		if (opt.clobber)
+			continue;
 		for (uint64_t j = 0; j < e->len; j++)
 			b.ptr[e->off + j] = (uint8_t)~b.ptr[e->off + j];
 	}
@@ -1218,6 +1363,20 @@ static int cmd_serve(void)
 			continue;
 		}
 		e->seen++;
+		if (opt.clobber) {
+			clobber_range(b.ptr + e->off, e->len, e->seed, e->off);
+			if (n.result != (int64_t)e->len) {
+				printf("FAIL notify value=%" PRIu64 " bytes=%" PRId64
+				       ", want %" PRIu64 "\n", n.user_data, n.result,
+				       e->len);
+				bad++;
+				continue;
+			}
+			printf("notify value=%" PRIu64 " bytes=%" PRId64
+			       " ok range=%" PRIu64 "+%" PRIu64 " clobbered\n",
+			       n.user_data, n.result, e->off, e->len);
+			continue;
+		}
 		if (!e->has_data) {
 			printf("notify value=%" PRIu64 " bytes=%" PRId64 " ok\n",
 			       n.user_data, n.result);
@@ -1280,6 +1439,9 @@ int main(int argc, char **argv)
 	case CMD_STREAM: return cmd_stream();
 	case CMD_LOOKUP: return cmd_lookup();
 	case CMD_TOKEN_INFO: return cmd_token_info();
+	case CMD_CLOCK:
+		printf("%" PRIu64 "\n", now_us());
+		return 0;
 	}
 	return 2;
 }
