@@ -25,7 +25,19 @@ extern "C" __global__ void xferd_copy_batch(const struct copy_desc *d,
 	if (((c.src | c.dst | c.len) & 15) == 0) {
 		const uint4 *s = (const uint4 *)src;
 		uint4 *t = (uint4 *)dst;
-		for (uint64_t i = threadIdx.x; i < c.len / 16; i += blockDim.x)
+		const uint64_t n = c.len / 16, step = blockDim.x;
+		uint64_t i = threadIdx.x;
+		/* Four loads in flight per thread before the stores: a copy
+		 * is latency-bound otherwise. */
+		for (; i + 3 * step < n; i += 4 * step) {
+			uint4 a = s[i], b = s[i + step], e = s[i + 2 * step],
+			      f = s[i + 3 * step];
+			t[i] = a;
+			t[i + step] = b;
+			t[i + 2 * step] = e;
+			t[i + 3 * step] = f;
+		}
+		for (; i < n; i += step)
 			t[i] = s[i];
 		return;
 	}

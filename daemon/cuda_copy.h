@@ -12,6 +12,6 @@ struct copy_desc {
 };
 
 #define COPY_BATCH_MAX 1024u      /* descriptors per launch */
-#define COPY_THREADS   256u       /* threads per block */
+#define COPY_THREADS   512u       /* threads per block */
 
 #endif /* XFERD_CUDA_COPY_H */
