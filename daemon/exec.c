@@ -336,29 +336,48 @@ static int64_t go_gpu(struct progress *p, struct prog_client *pc,
 	if (sqe->len == 0)
 		return 0;
 	struct abatch *ab = batch_async(pc);
-	struct xop *op = ab ? exec_xop_get(p) : NULL;
-	if (!op)
+	if (!ab)
 		return -ENOMEM;
-	region_get(local);
-	region_get(remote);
-	*op = (struct xop){
-		.pc = pc,
-		.batch = ab,
-		.opcode = sqe->opcode,
-		.local = local,
-		.remote = remote,
-		.len = sqe->len,
-		.path = XFER_PATH_CUDA_IPC,
-	};
+	/*
+	 * The copies of one batch between the same two regions share one
+	 * operation (a KV-cache vector is a thousand of them): one
+	 * completion and one pair of region references for all of them.
+	 */
+	struct xop *op = pc->batch.gpu_op;
+	if (!op || op->local != local || op->remote != remote) {
+		op = exec_xop_get(p);
+		if (!op)
+			return -ENOMEM;
+		region_get(local);
+		region_get(remote);
+		*op = (struct xop){
+			.pc = pc,
+			.batch = ab,
+			.opcode = sqe->opcode,
+			.local = local,
+			.remote = remote,
+			.path = XFER_PATH_CUDA_IPC,
+		};
+		ab->pending++;
+		progress_op_started(p);
+		pc->batch.gpu_op = op;
+	}
 	err = gpu_copy(p->gpu, op, da, dgpu, sa, sgpu, sqe->len);
-	if (err) {
-		region_put(local);
-		region_put(remote);
+	if (err && op->gpu_parts == 0) {
+		/* Nothing of it is out: it ends here, not through poll. */
+		pc->batch.gpu_op = NULL;
+		ab->pending--;
+		progress_op_ended(p);
+		region_put(op->local);
+		region_put(op->remote);
 		exec_xop_put(p, op);
 		return err;
 	}
-	ab->pending++;
-	progress_op_started(p);
+	if (err) {
+		op->gpu_error = err;  /* the batch fails with it */
+		return err;
+	}
+	op->len += sqe->len;
 	*async = true;
 	return 0;
 }
@@ -437,6 +456,7 @@ static void close_async(struct progress *p, struct prog_client *pc,
 	struct abatch *ab = pc->batch.ab;
 
 	pc->batch.ab = NULL;
+	pc->batch.gpu_op = NULL;
 	if (pc->batch.error && !ab->error)
 		ab->error = pc->batch.error;
 	ab->bytes += pc->batch.bytes;
@@ -517,6 +537,7 @@ void exec_cancel_client(struct progress *p, struct prog_client *pc)
 	/* A batch left open (its last SQE never came) ends with nothing
 	 * out any more: drop it without a completion. */
 	struct abatch *ab = pc->batch.ab;
+	pc->batch.gpu_op = NULL;
 	if (ab) {
 		pc->batch.ab = NULL;
 		pc->cq_reserved--;

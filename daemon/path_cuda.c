@@ -216,31 +216,33 @@ int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
 
 	if (!g || d < 0 || d >= gpu_count() || src_dev >= gpu_count())
 		return -ENOTSUP;
-	op->gpu_error = 0;
 	if (len < SPLIT_BYTES) {
-		op->gpu_parts = 1;
-		return push_pending(g, d, &(struct pending_copy){
+		int err = push_pending(g, d, &(struct pending_copy){
 			.op = op, .dst = dst, .src = src, .len = len,
 			.device_only = dst_dev >= 0 && src_dev == dst_dev,
 			.src_dev = peer_src });
+		if (!err)
+			op->gpu_parts++;
+		return err;
 	}
 	/* Large: one part per stream, each its own event. */
 	gpu_set_current(d);
 	uint64_t part = (len / GPU_STREAMS + 4095) & ~4095ull;
-	op->gpu_parts = 0;
+	unsigned out = 0;
 	for (uint64_t off = 0; off < len; off += part) {
 		uint64_t n = len - off < part ? len - off : part;
 		CUstream s = next_stream(g, d);
 		struct xop **one = malloc(sizeof(*one));
 		if (!one || launch_copy(d, peer_src, dst + off, src + off, n, s)) {
 			free(one);
-			if (op->gpu_parts == 0)
+			if (out == 0)
 				return -EIO;  /* nothing out: fail at once */
 			op->gpu_error = -EIO;
 			break;            /* the parts out end the op */
 		}
 		one[0] = op;
 		op->gpu_parts++;
+		out++;
 		if (add_flight(g, d, s, -1, one, 1)) {
 			free(one);
 			op->gpu_parts--;
@@ -248,7 +250,7 @@ int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
 			cu.stream_synchronize(s);
 		}
 	}
-	return op->gpu_parts ? 0 : -EIO;
+	return out ? 0 : -EIO;
 }
 
 /* Copies of GPU d that go one by one: all on one stream, one event. */

@@ -137,6 +137,9 @@ static bool drain(struct progress *p, struct prog_client *pc)
 	}
 	pc->sq_head += i;
 	ring_sq_release(&pc->ring, pc->sq_head);
+	/* The GPU copies queued so far are launched after this pass and may
+	 * end before the batch's next entries arrive: those get a new op. */
+	pc->batch.gpu_op = NULL;
 	exec_publish(pc);
 	return i > 0;
 }

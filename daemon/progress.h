@@ -61,6 +61,7 @@ struct prog_client {
 		uint64_t bytes;
 		uint16_t path;
 		struct abatch *ab; /* set once an entry went out on a link */
+		struct xop *gpu_op; /* its GPU copies so far (this pass) */
 	} batch;
 	bool cq_dirty;            /* CQEs written, tail not yet published */
 	uint32_t cq_reserved;     /* CQ slots promised to async batches */
