@@ -445,6 +445,12 @@ Every process ran under \`timeout $RUN_TIMEOUT\`; SOCKET is a private temporary 
 $(sed "s|$SOCK|SOCKET|g; s|$ROOT/||g" "$OUT/raw/commands.txt")
 \`\`\`
 EOF
+# GPU numbers come from a GPU machine (tests/gpu/device.sh); the last
+# recorded run is carried into every report.
+if [ -f "$ROOT/tests/gpu/device-results.md" ]; then
+	echo
+	cat "$ROOT/tests/gpu/device-results.md"
+fi
 } > "$OUT/BENCHMARKS.md"
 cp "$OUT/BENCHMARKS.md" "$REPORT"
 log "wrote $REPORT (and $OUT/BENCHMARKS.md)"
