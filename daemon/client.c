@@ -1,5 +1,10 @@
 /*
  * client.c - libxfer connections: handshake, control messages, teardown.
+ *
+ * A little over 800 lines: every control request of client.proto is
+ * validated and answered here, including the asynchronous ones (remote
+ * imports, lookups at peers); splitting them would spread one
+ * dispatch switch and its validation over several files.
  */
 #include <errno.h>
 #include <event2/event.h>

@@ -1,7 +1,7 @@
 /*
  * link.c - the data path between xferds, in the progress thread.
  *
- * This file is long (about 1200 lines) because both ends of every frame
+ * This file is long (about 1450 lines) because both ends of every frame
  * type live here: what this xferd sends for its clients' descriptors and
  * what it does with the same frames from the peer.  Keeping the two
  * halves of the protocol side by side is what makes it reviewable.

@@ -1,8 +1,12 @@
 /*
  * xferctl.c - ask the local xferd how it is doing.
  *
- *   xferctl [--socket PATH] [--json] status|clients|regions|peers
+ *   xferctl [--socket PATH] [--json] status|clients|regions|peers|gpus
  *   xferctl [--socket PATH] [--json] ping PEER
+ *
+ * (840 lines: one printer per command, text and JSON, beside the
+ * request/reply code they share; the table and JSON writing itself is
+ * in xferctl_out.c.)
  *
  * One ctl.proto request on xferd's Unix socket, one reply, printed as
  * aligned text for people or as one JSON object for scripts
