@@ -1,7 +1,9 @@
 /*
- * xferbench.c - same-node benchmarks of xferd.
+ * xferbench.c - benchmarks of xferd: two client processes through one
+ * xferd, or (--target-socket) through two, one per node.
  *
- *   xferbench [--socket PATH] [--cpu N] [--target-cpu N] MODE [options]
+ *   xferbench [--socket PATH] [--target-socket PATH] [--cpu N]
+ *             [--target-cpu N] MODE [options]
  *
  *   bw      bandwidth of WRITE (or READ) copies, one size after another
  *   lat     submit -> completion time of one small write at a time
