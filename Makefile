@@ -93,7 +93,7 @@ PROTO_C    := $(PROTOS:%=$(GEN)/%.pb-c.c)
 PROTO_H    := $(PROTOS:%=$(GEN)/%.pb-c.h)
 
 # Code both sides speak: framing, ring protocol, tokens.
-COMMON_SRC := proto/wire.c proto/ring.c proto/token_codec.c
+COMMON_SRC := proto/wire.c proto/ring.c proto/token_codec.c proto/rendezvous.c
 DAEMON_SRC := $(wildcard daemon/*.c)
 LIB_SRC    := $(wildcard client/*.c)
 
@@ -238,7 +238,7 @@ $(LIBPC): client/libxfer.pc.in Makefile
 		-e 's|@INCLUDEDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' \
 		$< > $@
 
-$(XFERCTL): $(OBJ)/tools/xferctl.o $(OBJ)/tools/xferctl_out.o \
+$(XFERCTL): $(OBJ)/tools/xferctl.o $(OBJ)/proto/rendezvous.o $(OBJ)/tools/xferctl_out.o \
 		$(OBJ)/proto/wire.o $(CTL_PB_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)

@@ -12,20 +12,8 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "rendezvous.h"
 #include "wire.h"
-
-static void default_path(char *out, size_t len)
-{
-	const char *env = getenv("XFERD_SOCKET");
-	const char *rt = getenv("XDG_RUNTIME_DIR");
-
-	if (env && *env)
-		snprintf(out, len, "%s", env);
-	else if (geteuid() == 0 || !rt || !*rt)
-		snprintf(out, len, "/run/xferd/xferd.sock");
-	else
-		snprintf(out, len, "%s/xferd.sock", rt);
-}
 
 static int connect_to(const char *path)
 {
@@ -227,7 +215,7 @@ XFER_EXPORT int xfer_open(const char *socket_path, struct xfer_ctx **out)
 	if (socket_path)
 		snprintf(path, sizeof(path), "%s", socket_path);
 	else
-		default_path(path, sizeof(path));
+		rendezvous_default_socket(path, sizeof(path), true);
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;

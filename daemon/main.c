@@ -1,10 +1,11 @@
 /*
  * main.c - xferd: start-up order, the event loop, shut-down order.
  *
- * Start-up: settings -> handle table -> progress thread -> socket ->
- * READY.  Shut-down (SIGTERM/SIGINT): STOPPING -> stop accepting ->
- * goodbye to every client -> stop the progress thread -> free clients
- * and regions.  SIGHUP re-reads the config file.
+ * Start-up: settings -> handle table -> GPUs and RDMA NICs -> progress
+ * thread -> socket -> READY.  Shut-down (SIGTERM/SIGINT): STOPPING ->
+ * stop accepting -> goodbye to every client -> stop the progress thread
+ * -> free clients and regions -> GPUs and NICs.  SIGHUP re-reads the
+ * config file.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -26,7 +27,9 @@
 #include "peer.h"
 #include "progress.h"
 #include "rcache.h"
+#include "rdma_dev.h"
 #include "region.h"
+#include "rendezvous.h"
 #include "sdnotify.h"
 #include "xferd.h"
 
@@ -160,16 +163,6 @@ static void parse_args(struct runtime *rt, int argc, char **argv)
 	}
 }
 
-static void default_socket_path(char *out, size_t len)
-{
-	const char *rt = getenv("XDG_RUNTIME_DIR");
-
-	if (geteuid() == 0 || !rt || !*rt)
-		snprintf(out, len, "/run/xferd/xferd.sock");
-	else
-		snprintf(out, len, "%s/xferd.sock", rt);
-}
-
 static void update_status(struct runtime *rt)
 {
 	struct regtab_counts counts;
@@ -294,7 +287,8 @@ int main(int argc, char **argv)
 		snprintf(d->socket_path, sizeof(d->socket_path), "%s",
 			 d->cfg.socket_path);
 	else
-		default_socket_path(d->socket_path, sizeof(d->socket_path));
+		rendezvous_default_socket(d->socket_path,
+					  sizeof(d->socket_path), false);
 
 	/* A client that dies mid-reply must not kill us. */
 	signal(SIGPIPE, SIG_IGN);
@@ -321,6 +315,9 @@ int main(int argc, char **argv)
 		fatalx("cannot open the GPUs");
 	if (ngpus == 0)
 		log_info("no GPUs: %s", gpu_unavailable_reason());
+	/* The NICs too, so that the log says which rails there are before
+	 * READY; none means TCP only and a bad one is left out. */
+	rdma_dev_open_all();
 	d->rcache = rcache_create();
 	if (!d->rcache)
 		fatalx("out of memory");
@@ -372,6 +369,7 @@ int main(int argc, char **argv)
 	/* Regions held the imports: now the cache is empty. */
 	rcache_destroy(d->rcache);
 	gpu_fini();
+	rdma_dev_close_all();
 	event_free(rt.ev_term);
 	event_free(rt.ev_int);
 	event_free(rt.ev_hup);

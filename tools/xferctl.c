@@ -1,10 +1,11 @@
 /*
  * xferctl.c - ask the local xferd how it is doing.
  *
- *   xferctl [--socket PATH] [--json] status|clients|regions|peers|gpus
+ *   xferctl [--socket PATH] [--json]
+ *           status|clients|regions|peers|gpus|rails
  *   xferctl [--socket PATH] [--json] ping PEER
  *
- * (840 lines: one printer per command, text and JSON, beside the
+ * (910 lines: one printer per command, text and JSON, beside the
  * request/reply code they share; the table and JSON writing itself is
  * in xferctl_out.c.)
  *
@@ -32,6 +33,7 @@
 #include <unistd.h>
 
 #include "ctl.pb-c.h"
+#include "rendezvous.h"
 #include "wire.h"
 #include "xferctl_out.h"
 #include "xferd.h" /* XFERD_VERSION: xferctl ships with the daemon it asks */
@@ -60,8 +62,8 @@ struct command {
 };
 
 #define SYNOPSIS \
-	"usage: xferctl [-s|--socket PATH] [-j|--json] " \
-	"status|clients|regions|peers|gpus\n" \
+	"usage: xferctl [-s|--socket PATH] [-j|--json]\n" \
+	"               status|clients|regions|peers|gpus|rails\n" \
 	"       xferctl [-s|--socket PATH] [-j|--json] ping PEER\n" \
 	"       xferctl --help | --version\n"
 
@@ -87,6 +89,8 @@ static void usage(void)
 		"            prefix) or host[:port]\n"
 		"  gpus      GPUs xferd opened, their memory, which reach which\n"
 		"            directly, and the imported client allocations\n"
+		"  rails     RDMA NIC ports xferd can use: state, link, MTU, GID,\n"
+		"            IP address and interface\n"
 		"\n"
 		"options:\n"
 		"  -s, --socket PATH  xferd's socket (default: $XFERD_SOCKET, else\n"
@@ -98,20 +102,6 @@ static void usage(void)
 		"\n"
 		"exit status: 0 answered, 1 xferd not running or not answering,\n"
 		"or the ping failed, 2 bad usage\n");
-}
-
-/* The same rule as libxfer's xfer_open(NULL, ...). */
-static void default_socket(char *out, size_t len)
-{
-	const char *env = getenv("XFERD_SOCKET");
-	const char *rt = getenv("XDG_RUNTIME_DIR");
-
-	if (env && *env)
-		snprintf(out, len, "%s", env);
-	else if (geteuid() == 0 || !rt || !*rt)
-		snprintf(out, len, "/run/xferd/xferd.sock");
-	else
-		snprintf(out, len, "%s/xferd.sock", rt);
 }
 
 /* --- status --- */
@@ -467,6 +457,67 @@ static void print_gpus_json(const Xfer__Ctl__CtlMsg *r)
 	       rep->import_refs);
 }
 
+/* --- rails --- */
+
+static void print_rails_text(const Xfer__Ctl__CtlMsg *r)
+{
+	static const char *const head[] = {
+		"DEVICE", "PORT", "STATE", "LINK", "MTU", "GID", "ADDRESS",
+		"NETDEV", NULL
+	};
+	const Xfer__Ctl__RailsReply *rep = r->rails_reply;
+	struct table t;
+
+	if (rep->n_rails == 0) {
+		printf("no RDMA devices\n");
+		return;
+	}
+	/* PORT and MTU are numbers, the rest text. */
+	table_init(&t, rep->n_rails, 0xed, head);
+	for (size_t i = 0; i < rep->n_rails; i++) {
+		const Xfer__Ctl__RailInfo *l = rep->rails[i];
+
+		table_row(&t);
+		table_set(&t, 0, "%s", l->device);
+		table_set(&t, 1, "%u", l->port);
+		table_set(&t, 2, "%s", l->state);
+		table_set(&t, 3, "%s", l->link_layer);
+		table_set(&t, 4, "%u", l->mtu);
+		table_set(&t, 5, "[%u] %s", l->gid_index, l->gid);
+		table_set(&t, 6, "%s/%u", l->ip, l->prefix_len);
+		table_set(&t, 7, "%s", *l->netdev ? l->netdev : "-");
+	}
+	table_print(&t);
+}
+
+static void print_rails_json(const Xfer__Ctl__CtlMsg *r)
+{
+	const Xfer__Ctl__RailsReply *rep = r->rails_reply;
+
+	printf("{\"rails\":[");
+	for (size_t i = 0; i < rep->n_rails; i++) {
+		const Xfer__Ctl__RailInfo *l = rep->rails[i];
+
+		printf("%s{\"device\":", i ? "," : "");
+		json_string(l->device);
+		printf(",\"port\":%u,\"state\":", l->port);
+		json_string(l->state);
+		printf(",\"link_layer\":");
+		json_string(l->link_layer);
+		printf(",\"transport\":");
+		json_string(l->transport);
+		printf(",\"mtu\":%u,\"lid\":%u,\"gid_index\":%u,\"gid\":",
+		       l->mtu, l->lid, l->gid_index);
+		json_string(l->gid);
+		printf(",\"ip\":");
+		json_string(l->ip);
+		printf(",\"prefix_len\":%u,\"netdev\":", l->prefix_len);
+		json_string(l->netdev);
+		putchar('}');
+	}
+	printf("]}\n");
+}
+
 /* --- ping --- */
 
 /* The rule xferd applies (daemon/ctl.c): what a node name, a hex id
@@ -551,6 +602,9 @@ static const struct command commands[] = {
 	{ "gpus", NULL, XFER__CTL__CTL_MSG__BODY_GPUS,
 	  XFER__CTL__CTL_MSG__BODY_GPUS_REPLY, REPLY_TIMEOUT_S,
 	  print_gpus_text, print_gpus_json },
+	{ "rails", NULL, XFER__CTL__CTL_MSG__BODY_RAILS,
+	  XFER__CTL__CTL_MSG__BODY_RAILS_REPLY, REPLY_TIMEOUT_S,
+	  print_rails_text, print_rails_json },
 	{ "ping", "PEER", XFER__CTL__CTL_MSG__BODY_PING,
 	  XFER__CTL__CTL_MSG__BODY_PING_REPLY, PING_TIMEOUT_S,
 	  print_ping_text, print_ping_json },
@@ -653,6 +707,7 @@ static int ask(const char *path, const struct command *cmd, const char *arg,
 	Xfer__Ctl__PeersRequest peers = XFER__CTL__PEERS_REQUEST__INIT;
 	Xfer__Ctl__PingRequest ping = XFER__CTL__PING_REQUEST__INIT;
 	Xfer__Ctl__GpusRequest gpus = XFER__CTL__GPUS_REQUEST__INIT;
+	Xfer__Ctl__RailsRequest rails = XFER__CTL__RAILS_REQUEST__INIT;
 	static uint8_t pkt[WIRE_MAX_PACKET]; /* too big for a polite stack */
 	Xfer__Ctl__CtlMsg *r = NULL;
 	int fds[WIRE_MAX_FDS];
@@ -668,6 +723,7 @@ static int ask(const char *path, const struct command *cmd, const char *arg,
 	case XFER__CTL__CTL_MSG__BODY_REGIONS: m.regions = &regions; break;
 	case XFER__CTL__CTL_MSG__BODY_PEERS: m.peers = &peers; break;
 	case XFER__CTL__CTL_MSG__BODY_GPUS: m.gpus = &gpus; break;
+	case XFER__CTL__CTL_MSG__BODY_RAILS: m.rails = &rails; break;
 	case XFER__CTL__CTL_MSG__BODY_PING:
 		ping.target = (char *)arg;
 		m.ping = &ping;
@@ -810,7 +866,7 @@ int main(int argc, char **argv)
 	}
 	path = opt.socket;
 	if (!path) {
-		default_socket(default_path, sizeof(default_path));
+		rendezvous_default_socket(default_path, sizeof(default_path), true);
 		path = default_path;
 	}
 	rc = ask(path, cmd, arg, &reply);
