@@ -1,5 +1,6 @@
 /*
- * ctl.c - status, clients, regions, peers and ping for xferctl.
+ * ctl.c - status, clients, regions, peers, GPUs, rails and ping for
+ * xferctl.
  *
  * Read-only requests: anyone who may connect to the socket (mode 0660)
  * may ask.  A connection may ask several questions, one at a time; a
@@ -28,6 +29,7 @@
 #include "netaddr.h"
 #include "peer.h"
 #include "progress.h"
+#include "rdma_dev.h"
 #include "region.h"
 #include "wire.h"
 #include "xfer_ring.h"
@@ -387,6 +389,44 @@ static int reply_gpus(struct ctl_conn *cc)
 	return send_reply(cc, &m);
 }
 
+static int reply_rails(struct ctl_conn *cc)
+{
+	Xfer__Ctl__CtlMsg m = XFER__CTL__CTL_MSG__INIT;
+	Xfer__Ctl__RailsReply rep = XFER__CTL__RAILS_REPLY__INIT;
+	Xfer__Ctl__RailInfo info[RDMA_RAIL_MAX], *ptr[RDMA_RAIL_MAX];
+	struct rdma_rail_info ri[RDMA_RAIL_MAX];
+	char ip[RDMA_RAIL_MAX][INET6_ADDRSTRLEN];
+	int n = rdma_dev_rail_count();
+	size_t k = 0;
+
+	for (int i = 0; i < n && k < RDMA_RAIL_MAX; i++) {
+		Xfer__Ctl__RailInfo *r = &info[k];
+
+		if (rdma_dev_rail(i, &ri[k]))
+			continue;
+		xfer__ctl__rail_info__init(r);
+		netaddr_format(&ri[k].addr, false, ip[k], sizeof(ip[k]));
+		r->device = ri[k].dev;
+		r->port = ri[k].port;
+		r->state = (char *)ri[k].state;
+		r->link_layer = (char *)ri[k].link_layer;
+		r->transport = (char *)ri[k].transport;
+		r->mtu = ri[k].mtu;
+		r->lid = ri[k].lid;
+		r->gid_index = (uint32_t)ri[k].gid_index;
+		r->gid = ri[k].gid_text;
+		r->ip = ip[k];
+		r->prefix_len = ri[k].addr.prefix_len;
+		r->netdev = ri[k].netdev;
+		ptr[k++] = r;
+	}
+	rep.n_rails = k;
+	rep.rails = ptr;
+	m.body_case = XFER__CTL__CTL_MSG__BODY_RAILS_REPLY;
+	m.rails_reply = &rep;
+	return send_reply(cc, &m);
+}
+
 static int reply_peers(struct ctl_conn *cc)
 {
 	struct list_acc acc = { .d = cc->d };
@@ -503,6 +543,9 @@ static int dispatch(struct ctl_conn *cc, const uint8_t *pkt, size_t len)
 		break;
 	case XFER__CTL__CTL_MSG__BODY_GPUS:
 		rc = reply_gpus(cc);
+		break;
+	case XFER__CTL__CTL_MSG__BODY_RAILS:
+		rc = reply_rails(cc);
 		break;
 	case XFER__CTL__CTL_MSG__BODY_PING:
 		rc = start_ping(cc, m->ping);

@@ -38,6 +38,8 @@ export RXE_VM_DIR=${RXE_VM_DIR:-$XFER_BUILD/rdma-vm}
 GUEST_TESTS=(
 	single verbs_smoke '"$XFER_TEST_TOOLS/verbs_smoke"'
 	pair verbs_smoke_pair '"$XFER_TEST_TOOLS/verbs_smoke" && crossed_veth'
+	single xferd_rails 'bash "$XFER_ROOT/tests/rdma/guest_rails.sh"'
+	pair xferd_rails_pair 'bash "$XFER_ROOT/tests/rdma/guest_rails.sh"'
 	# --- xferd's RDMA tests go here, e.g.
 	# single xferd_rdma_two_nodes 'bash tests/rdma/two_nodes.sh'
 )

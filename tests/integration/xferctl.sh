@@ -11,7 +11,9 @@
 # (as root, through setpriv) and usage errors (exit 2).  peers and ping on
 # a daemon without peers (no TCP listener): "no peers", a ping that fails
 # with a reason, and (with python3) xferd's own checks of a ping target.
-# What real peers look like is for the multi-node tests.
+# What real peers look like is for the multi-node tests.  rails on a host
+# without RDMA devices: "no RDMA devices"; real rails are checked in the
+# Soft-RoCE guest (tests/rdma/guest_rails.sh).
 #
 # Env (from tests/run-tests.sh): XFERCTL_BIN, XFERD_BIN, XFER_BUILD,
 # XFERD_SOCKET (the shared xferd).  Exit 0 pass, 1 fail, 77 skip.
@@ -117,6 +119,7 @@ expect_rc 0 "--help"; expect_out '^usage: xferctl' "--help"
 expect_out '^  regions' "--help lists the commands"
 expect_out '^  peers' "--help lists peers"
 expect_out '^  ping PEER' "--help lists ping"
+expect_out '^  rails' "--help lists rails"
 run "$XFERCTL" --version
 expect_rc 0 "--version"; expect_out '^xferctl [0-9]+\.[0-9]+\.[0-9]+' "--version"
 version=$(awk '{print $2}' <<<"$out")
@@ -208,6 +211,36 @@ ctl -j ping nowhere
 expect_rc 1 "ping nowhere --json"
 expect_err '^xferctl: ping nowhere: ' "ping nowhere --json"
 [ -z "$out" ] || fail "ping nowhere --json: nothing on stdout"
+
+# --- rails ----------------------------------------------------------------
+
+ctl rails
+expect_rc 0 rails
+ctl_rails_text=$out
+ctl -j rails
+expect_rc 0 "rails --json"
+if ! ls /sys/class/infiniband/* >/dev/null 2>&1; then
+	# No RDMA device on this host: TCP only, said so in both forms and
+	# in the log.
+	[ "$ctl_rails_text" = "no RDMA devices" ] || fail "rails without devices"
+	expect_json '. == {"rails": []}' "rails --json without devices"
+	grep -q 'no RDMA devices: TCP only' "$TMP/xferd.log" ||
+		fail "xferd did not log 'no RDMA devices: TCP only'"
+else
+	# A host with real devices: whatever rails it has, one JSON row per
+	# table row (the guest test checks the values).
+	expect_json '.rails | type == "array"' "rails --json with devices"
+	nrails=$(jq '.rails | length' <<<"$out")
+	if [ "$nrails" = 0 ]; then
+		[ "$ctl_rails_text" = "no RDMA devices" ] || fail "rails: no rails"
+	else
+		[ "$(wc -l <<<"$ctl_rails_text")" = $((nrails + 1)) ] ||
+			fail "rails: want header + $nrails rows"
+	fi
+fi
+run "$XFERCTL" rails mlx5_0
+expect_rc 2 "rails with an argument"
+expect_err "^xferctl: 'rails' takes no argument$" "rails with an argument"
 
 if command -v python3 >/dev/null; then
 	# What xferctl never sends: xferd must refuse a bad target with a
@@ -470,5 +503,5 @@ time.sleep(60)' "$TMP/mute.sock" &
 	[ $took -ge 4 ] && [ $took -le 8 ] || fail "gave up after ${took}s, want 5"
 fi
 
-echo "pass: xferctl status/clients/regions/peers/ping, text and --json"
+echo "pass: xferctl status/clients/regions/peers/rails/ping, text and --json"
 exit 0

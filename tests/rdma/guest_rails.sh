@@ -1,0 +1,142 @@
+#!/bin/bash
+# guest_rails.sh - xferd's RDMA NIC discovery on real verbs devices, in the
+# Soft-RoCE guest (tests/integration/rdma.sh runs it there).
+#
+# xferd starts and `xferctl rails` lists exactly the guest's rxe devices
+# (rxe0; rxe1 too in the pair setup): port 1, ACTIVE, Ethernet, RoCEv2,
+# the IPv4-mapped GID at $RXE_GID_INDEX ($RXE_GID_INDEX2) that is
+# ::ffff:$RXE_IP, the address $RXE_IP/24 on the netdev the kernel names
+# for that GID, and the active MTU ibv_devinfo reports.  The text table
+# says the same as --json, the log has one "rail" line per rail and no
+# RDMA warning, and xferd stops cleanly (exit 0) after closing its
+# devices.
+#
+# Env: RXE_VM_GUEST, RXE_DEV, RXE_IP, RXE_GID_INDEX (and RXE_DEV2,
+# RXE_IP2, RXE_GID_INDEX2 in the pair setup) from the guest; XFERD_BIN,
+# XFERCTL_BIN from rdma.sh.  Exit 0 pass, 1 fail, 77 skip.
+set -u
+
+XFERD=${XFERD_BIN:-}
+XFERCTL=${XFERCTL_BIN:-}
+
+skip() { echo "skip: $*"; exit 77; }
+[ "${RXE_VM_GUEST:-}" = 1 ] || skip "not in the RDMA test guest (tests/rdma/vm.sh)"
+[ -n "$XFERD" ] && [ -x "$XFERD" ] || skip "XFERD_BIN not set (run through make check)"
+[ -n "$XFERCTL" ] && [ -x "$XFERCTL" ] || skip "XFERCTL_BIN not set (run through make check)"
+[ -n "${RXE_DEV:-}" ] && [ -n "${RXE_IP:-}" ] && [ -n "${RXE_GID_INDEX:-}" ] ||
+	skip "RXE_DEV, RXE_IP or RXE_GID_INDEX not set by the guest"
+
+TMP=$(mktemp -d /tmp/guest-rails.XXXXXX)
+SOCK=$TMP/xferd.sock
+LOG=$TMP/xferd.log
+daemon_pid=''
+
+cleanup() {
+	if [ -n "$daemon_pid" ]; then
+		kill -9 "$daemon_pid" 2>/dev/null
+		wait "$daemon_pid" 2>/dev/null
+	fi
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL: $*"
+	echo "--- last xferctl output:"; printf '%s\n' "${out-}"
+	[ -f "$LOG" ] && { echo "--- xferd log:"; cat "$LOG"; }
+	exit 1
+}
+
+# The rails the guest set up: "DEV IP GID_INDEX" each.
+want=("$RXE_DEV $RXE_IP $RXE_GID_INDEX")
+if [ -n "${RXE_DEV2:-}" ]; then
+	[ -n "${RXE_IP2:-}" ] && [ -n "${RXE_GID_INDEX2:-}" ] ||
+		fail "RXE_DEV2 set without RXE_IP2 and RXE_GID_INDEX2"
+	want+=("$RXE_DEV2 $RXE_IP2 $RXE_GID_INDEX2")
+fi
+
+# --- start ----------------------------------------------------------------
+
+# No TCP listener: discovery does not depend on it.
+"$XFERD" -s "$SOCK" -l debug -o listen=off >"$LOG" 2>&1 &
+daemon_pid=$!
+# Under emulation a process start costs tens of ms: allow for a slow one.
+for _ in $(seq 300); do
+	out=$("$XFERCTL" -s "$SOCK" status 2>&1) && break
+	kill -0 "$daemon_pid" 2>/dev/null || fail "xferd died at start"
+	sleep 0.1
+done
+"$XFERCTL" -s "$SOCK" status >/dev/null 2>&1 || fail "xferd did not answer in 30 s"
+
+# --- xferctl rails --------------------------------------------------------
+
+out=$("$XFERCTL" -s "$SOCK" rails 2>&1) || fail "xferctl rails: exit $?"
+text=$out
+# Tab-separated cells: columns are two or more spaces apart.
+cells=$(sed -E 's/^ +//; s/ {2,}/\t/g' <<<"$text")
+[ "$(head -n 1 <<<"$cells")" = "$(printf 'DEVICE\tPORT\tSTATE\tLINK\tMTU\tGID\tADDRESS\tNETDEV')" ] ||
+	fail "rails: table header"
+[ "$(wc -l <<<"$text")" = $((${#want[@]} + 1)) ] ||
+	fail "rails: want header + ${#want[@]} rows"
+
+if command -v jq >/dev/null; then
+	out=$("$XFERCTL" -s "$SOCK" --json rails 2>&1) || fail "xferctl --json rails: exit $?"
+	json=$out
+	[ "$(jq -s length <<<"$json" 2>/dev/null)" = 1 ] || fail "rails --json: not one JSON value"
+	[ "$(jq '.rails | length' <<<"$json")" = ${#want[@]} ] ||
+		fail "rails --json: want ${#want[@]} rails"
+else
+	echo "note: no jq here: the table alone is checked"
+	json=''
+fi
+
+for w in "${want[@]}"; do
+	read -r dev ip gidx <<<"$w"
+	# What the kernel and rdma-core say, to compare with: the GID's
+	# netdev, and the port's active MTU.
+	read -r netdev <"/sys/class/infiniband/$dev/ports/1/gid_attrs/ndevs/$gidx" ||
+		fail "$dev: no netdev for GID $gidx in sysfs"
+	mtu=$(ibv_devinfo -d "$dev" -i 1 | awk '$1 == "active_mtu:" { print $2 }')
+	[[ $mtu =~ ^[0-9]+$ ]] || fail "$dev: ibv_devinfo gave no active_mtu"
+	echo "$dev: GID[$gidx] ::ffff:$ip on $netdev, active MTU $mtu"
+
+	row=$(awk -F'\t' -v d="$dev" 'NR > 1 && $1 == d' <<<"$cells")
+	[ "$row" = "$(printf '%s\t1\tACTIVE\tEthernet\t%s\t[%s] ::ffff:%s\t%s/24\t%s' \
+		"$dev" "$mtu" "$gidx" "$ip" "$ip" "$netdev")" ] ||
+		fail "rails: $dev row '$row'"
+
+	if [ -n "$json" ]; then
+		out=$json
+		jq -e --arg dev "$dev" --arg ip "$ip" --argjson gidx "$gidx" \
+			--arg netdev "$netdev" --argjson mtu "$mtu" '
+			[.rails[] | select(.device == $dev)] | length == 1 and
+			(.[0] | .port == 1 and .state == "ACTIVE" and
+			 .link_layer == "Ethernet" and .transport == "RoCEv2" and
+			 .gid_index == $gidx and .gid == "::ffff:" + $ip and
+			 .ip == $ip and .prefix_len == 24 and .netdev == $netdev and
+			 .mtu == $mtu and .lid == 0)' >/dev/null <<<"$json" ||
+			fail "rails --json: $dev"
+	fi
+
+	grep -qF "rail $dev/1: ACTIVE, RoCEv2, MTU $mtu, GID[$gidx] ::ffff:$ip, $netdev $ip/24" \
+		"$LOG" || fail "xferd's log has no rail line for $dev"
+done
+
+grep -q "${#want[@]} RDMA rails\? on ${#want[@]} devices\?" "$LOG" ||
+	fail "xferd's log does not count ${#want[@]} rails"
+! grep -E 'xferd (warn|error):.*(RDMA|rail|rxe|ibv_)' "$LOG" ||
+	fail "RDMA warnings in xferd's log"
+
+# --- stop -----------------------------------------------------------------
+
+kill -TERM "$daemon_pid"
+wait "$daemon_pid"
+rc=$?
+daemon_pid=
+[ $rc -eq 0 ] || fail "xferd exited $rc after SIGTERM"
+grep -q 'xferd info: stopped' "$LOG" || fail "xferd's log does not end in 'stopped'"
+
+echo "--- xferctl rails"
+printf '%s\n' "$text"
+echo "pass: ${#want[@]} rail(s) found, listed and closed"
+exit 0
