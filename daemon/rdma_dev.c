@@ -10,8 +10,9 @@
  * their port GID; their IP address (for the subnet choice) is the one of
  * the IPoIB interface whose hardware address carries that GID.
  *
- * Everything is looked at once: a port that comes up later is not seen
- * until restart.  Only state and MTU are asked again for xferctl.
+ * Devices, GIDs and addresses are looked at once, at start: one added
+ * later is not seen until restart.  Only a port's state and MTU are asked
+ * again, for xferctl.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -36,6 +37,7 @@ struct rdma_dev {
 	struct ibv_pd *pd;
 	struct ibv_comp_channel *channel;
 	struct ibv_cq *cq;
+	int cq_depth;             /* CQ_DEPTH, or less if the device says so */
 };
 
 struct rail {
@@ -87,8 +89,8 @@ int rdma_dev_pick_roce(const struct rdma_gid *gids, size_t ngids,
 				if (local[l].family != AF_INET ||
 				    memcmp(local[l].ip, ip, 4) != 0)
 					continue;
-				if (same_netdev &&
-				    strcmp(gids[g].netdev, local[l].ifname) != 0)
+				if (same_netdev && strcmp(gids[g].netdev,
+							  local[l].ifname) != 0)
 					continue;
 				*local_i = l;
 				return (int)g;
@@ -167,10 +169,11 @@ static void log_rail(const struct rail *r)
 	netaddr_format(&r->addr, true, addr, sizeof(addr));
 	if (r->infiniband)
 		snprintf(lid, sizeof(lid), ", LID %u", r->lid);
-	snprintf(line, sizeof(line), "rail %s/%u: %s, %s, MTU %u%s, GID[%d] %s, "
-		 "%s %s", devs[r->dev].name, r->port, port_state_name(r->state),
-		 r->infiniband ? "IB" : "RoCEv2", rdma_dev_mtu_bytes(r->mtu),
-		 lid, r->gid_index, gid, r->netdev, addr);
+	snprintf(line, sizeof(line), "rail %s/%u: %s, %s, MTU %u%s, GID[%d] "
+		 "%s, %s %s", devs[r->dev].name, r->port,
+		 port_state_name(r->state), r->infiniband ? "IB" : "RoCEv2",
+		 rdma_dev_mtu_bytes(r->mtu), lid, r->gid_index, gid, r->netdev,
+		 addr);
 	/* A rail on a port that is not up yet is kept (xferctl shows when
 	 * it comes up), but it deserves a warning. */
 	if (r->state == IBV_PORT_ACTIVE)
@@ -201,7 +204,7 @@ static int find_roce(struct rail *r, const struct ibv_gid_entry *table,
 	int g;
 
 	if (!gids) {
-		log_warnx("rail %s/%u: out of memory", name, r->port);
+		log_warnx("RDMA port %s/%u: out of memory", name, r->port);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < ntable; i++) {
@@ -221,13 +224,13 @@ static int find_roce(struct rail *r, const struct ibv_gid_entry *table,
 	g = rdma_dev_pick_roce(gids, n, local, nlocal, &local_i);
 	if (g < 0) {
 		if (!candidates)
-			log_info("%s/%u: no RoCEv2 GID with an IPv4 address "
-				 "(none on its interface?): not a rail", name,
-				 r->port);
+			log_info("RDMA port %s/%u: no RoCEv2 GID with an "
+				 "IPv4 address (none on its interface?): not a "
+				 "rail", name, r->port);
 		else
-			log_info("%s/%u: its RoCEv2 GIDs' IPv4 addresses are on "
-				 "no interface that is up: not a rail", name,
-				 r->port);
+			log_info("RDMA port %s/%u: its RoCEv2 GIDs' IPv4 "
+				 "addresses are on no interface that is up: "
+				 "not a rail", name, r->port);
 		free(gids);
 		return -ENOENT;
 	}
@@ -269,7 +272,8 @@ static int find_ib(struct rail *r, const struct ibv_gid_entry *table,
 		if (table[i].port_num == r->port && table[i].gid_index == 0)
 			port_gid = &table[i];
 	if (!port_gid) {
-		log_info("%s/%u: no port GID: not a rail", name, r->port);
+		log_info("RDMA port %s/%u: no port GID: not a rail", name,
+			 r->port);
 		return -ENOENT;
 	}
 	for (int want_v4 = 1; want_v4 >= 0; want_v4--) {
@@ -285,8 +289,8 @@ static int find_ib(struct rail *r, const struct ibv_gid_entry *table,
 			return 0;
 		}
 	}
-	log_info("%s/%u: no IPoIB interface with an address: not a rail",
-		 name, r->port);
+	log_info("RDMA port %s/%u: no IPoIB interface with an address: not "
+		 "a rail", name, r->port);
 	return -ENOENT;
 }
 
@@ -304,8 +308,8 @@ static ssize_t read_gid_table(struct ibv_context *ctx,
 	*table = calloc(max ? max : 1, sizeof(**table));
 	if (!*table)
 		return -ENOMEM;
-	/* One call for the whole table: rxe has 1024 entries per port, and
-	 * xferd may start under emulation where each query costs. */
+	/* One call for the whole table: a port may have a thousand entries
+	 * (rxe has 1024), and a query per entry is a system call each. */
 	n = ibv_query_gid_table(ctx, *table, max, 0);
 	if (n < 0) {
 		free(*table);
@@ -332,6 +336,7 @@ static int find_rails(struct rdma_dev *dev, const struct netaddr *local,
 		return 0;
 	}
 	nports = attr.phys_port_cnt;
+	dev->cq_depth = attr.max_cqe < CQ_DEPTH ? attr.max_cqe : CQ_DEPTH;
 	ports = calloc(nports ? nports : 1, sizeof(*ports));
 	if (!ports) {
 		log_warnx("RDMA device %s: out of memory", dev->name);
@@ -420,12 +425,14 @@ static void dev_open(struct ibv_device *d, const struct netaddr *local,
 		log_warn("RDMA device %s: ibv_create_comp_channel", dev->name);
 		goto dealloc_pd;
 	}
-	dev->cq = ibv_create_cq(dev->ctx, CQ_DEPTH, dev, dev->channel, 0);
+	dev->cq = ibv_create_cq(dev->ctx, dev->cq_depth, dev, dev->channel, 0);
 	if (!dev->cq) {
 		log_warn("RDMA device %s: ibv_create_cq(%d)", dev->name,
-			 CQ_DEPTH);
+			 dev->cq_depth);
 		goto destroy_channel;
 	}
+	log_debug("RDMA device %s: PD, completion channel and CQ of %d open",
+		  dev->name, dev->cq_depth);
 	for (int i = first_rail; i < nrails; i++)
 		log_rail(&rails[i]);
 	ndevs++;
@@ -497,8 +504,9 @@ void rdma_dev_close_all(void)
 			log_warnx("RDMA device %s: ibv_destroy_cq: %s",
 				  dev->name, strerror(rc));
 		if ((rc = ibv_destroy_comp_channel(dev->channel)))
-			log_warnx("RDMA device %s: ibv_destroy_comp_channel: %s",
-				  dev->name, strerror(rc));
+			log_warnx("RDMA device %s: "
+				  "ibv_destroy_comp_channel: %s", dev->name,
+				  strerror(rc));
 		if ((rc = ibv_dealloc_pd(dev->pd)))
 			log_warnx("RDMA device %s: ibv_dealloc_pd: %s",
 				  dev->name, strerror(rc));

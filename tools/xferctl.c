@@ -5,7 +5,7 @@
  *           status|clients|regions|peers|gpus|rails
  *   xferctl [--socket PATH] [--json] ping PEER
  *
- * (910 lines: one printer per command, text and JSON, beside the
+ * (900 lines: one printer per command, text and JSON, beside the
  * request/reply code they share; the table and JSON writing itself is
  * in xferctl_out.c.)
  *
