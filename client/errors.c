@@ -39,6 +39,8 @@ XFER_EXPORT const char *xfer_strerror(int err)
 	case -ETIMEDOUT: return "the other node's xferd did not answer in time";
 	case -ECANCELED: return "cancelled (the client is closing)";
 	case -EEXIST: return "the name is published by another client";
+	case -ENOTSUP: return "not supported here (no GPU or CUDA driver for GPU memory, or memory xferd cannot reach that way; see xferctl gpus)";
+	case -ENODEV: return "a GPU this xferd does not see";
 	case -ESRCH: return "the process owning the memory has exited";
 	case -EFAULT: return "the registered memory is no longer mapped";
 	case -ENOSPC: return "limit reached (handles, or buffer too small)";
