@@ -16,6 +16,7 @@ Suite *names_suite(void);
 Suite *netaddr_suite(void);
 Suite *auth_suite(void);
 Suite *dmabuf_suite(void);
+Suite *rcache_suite(void);
 Suite *rdma_dev_suite(void);
 
 #endif /* XFER_UNIT_SUITES_H */
