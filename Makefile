@@ -54,7 +54,7 @@ endif
 
 GEN     := $(BUILD)/gen
 OBJ     := $(BUILD)/obj
-CPPFLAGS += -D_GNU_SOURCE -Iinclude -Iproto -I$(GEN) -Idaemon -Iclient
+CPPFLAGS += -D_GNU_SOURCE -Iinclude -Iproto -I$(GEN) -Idaemon -Idaemon/transport -Iclient
 
 # libsystemd is optional: sd_notify and socket activation when present.
 # Recursive (=) on purpose: evaluated when a recipe runs, after `deps`
@@ -94,7 +94,7 @@ PROTO_H    := $(PROTOS:%=$(GEN)/%.pb-c.h)
 
 # Code both sides speak: framing, ring protocol, tokens.
 COMMON_SRC := proto/wire.c proto/ring.c proto/token_codec.c proto/rendezvous.c
-DAEMON_SRC := $(wildcard daemon/*.c)
+DAEMON_SRC := $(wildcard daemon/*.c daemon/transport/*.c)
 LIB_SRC    := $(wildcard client/*.c)
 
 obj = $(patsubst %.c,$(OBJ)/%.o,$(1))

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "names.h"
 #include "peer.h"
+#include "rdma_mr.h"
 #include "region.h"
 #include "wire.h"
 #include "xferd.h"
@@ -146,6 +147,15 @@ static int handle_reg(struct client *c, uint64_t seq,
 		err = region_create_memfd(fds[0], req->length, c->pc.id, &r);
 		if (!err)
 			*nfds = 0; /* the region owns the fd now */
+		if (!err && (err = rdma_mr_register(c->d->rcache, r))) {
+			/* Not the client's problem: TCP moves it instead. */
+			log_warnx("client %llu: region of %llu bytes not "
+				  "registered with the RDMA NICs (%s): TCP only",
+				  (unsigned long long)c->pc.id,
+				  (unsigned long long)req->length,
+				  strerror(-err));
+			err = 0;
+		}
 		break;
 	case XFER__CLIENT__MEM_KIND__MEM_CUDA:
 		err = reg_cuda(c, req, fds, nfds, &r);
@@ -212,7 +222,8 @@ struct import_wait {
 	struct token tok;
 };
 
-static void on_token_checked(void *arg, int error)
+static void on_token_checked(void *arg, int error,
+			     const struct region_rdma *rdma)
 {
 	struct import_wait *w = arg;
 	struct client *c = client_by_id(w->d, w->client);
@@ -225,7 +236,7 @@ static void on_token_checked(void *arg, int error)
 		error = -EIO;
 	if (!error)
 		error = regtab_add_remote_import(w->d->regs, c->pc.id, &w->tok,
-						 &handle, &length);
+						 rdma, &handle, &length);
 	if (error)
 		c->handles--;  /* counted while the check was out */
 	if (error)

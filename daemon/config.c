@@ -35,6 +35,9 @@ void config_defaults(struct xferd_config *cfg)
 		.connect_timeout_ms = 3000,
 		.op_timeout_ms = 10000,
 		.tcp_chunk = 1u << 20,
+		.rdma = true,
+		.rdma_qps = 2,
+		.rdma_stripe = 1u << 20,
 	};
 }
 
@@ -192,6 +195,23 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 	} else if (strcmp(key, "tcp_chunk") == 0) {
 		rc = parse_u32(key, value, 4096, 4u << 20, &c.tcp_chunk, err,
 			       errlen);
+	} else if (strcmp(key, "rdma") == 0) {
+		if (strcmp(value, "on") == 0)
+			c.rdma = true;
+		else if (strcmp(value, "off") == 0)
+			c.rdma = false;
+		else
+			return fail(err, errlen, "rdma: '%s' is not on or off",
+				    value);
+	} else if (strcmp(key, "rdma_qps") == 0) {
+		rc = parse_u32(key, value, 1, 8, &c.rdma_qps, err, errlen);
+	} else if (strcmp(key, "rdma_stripe") == 0) {
+		uint64_t v;
+		if (config_parse_size(value, &v) || v < 4096 || v > (1u << 30))
+			return fail(err, errlen,
+				    "rdma_stripe: '%s' is not a size in 4K..1G",
+				    value);
+		c.rdma_stripe = (uint32_t)v;
 	} else {
 		return fail(err, errlen, "unknown key '%s'", key);
 	}

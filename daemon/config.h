@@ -10,6 +10,7 @@
 #define XFERD_CONFIG_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define CONFIG_DEFAULT_PATH "/etc/xferd/xferd.conf"
@@ -41,6 +42,9 @@ struct xferd_config {
 	uint32_t connect_timeout_ms;
 	uint32_t op_timeout_ms;    /* default deadline of a remote descriptor */
 	uint32_t tcp_chunk;        /* bytes per data frame on a link */
+	bool rdma;                 /* use the RDMA NICs (else TCP only) */
+	uint32_t rdma_qps;         /* RC queue pairs per peer and rail pair */
+	uint32_t rdma_stripe;      /* bytes per RDMA work request, at most */
 };
 
 /*

@@ -29,6 +29,7 @@
 #include "netaddr.h"
 #include "peer.h"
 #include "progress.h"
+#include "rdma.h"
 #include "rdma_dev.h"
 #include "region.h"
 #include "wire.h"
@@ -39,6 +40,8 @@
  * CONFIG_HOST_MAX, with room to spare.  xferctl checks the same, and the
  * error message of start_ping() says it. */
 #define CTL_PING_TARGET_MAX 80
+/* Queue pairs xferctl rails lists (a reply is one 64 KiB packet). */
+#define CTL_QPS_MAX 256
 
 struct ctl_conn {
 	struct xferd *d;
@@ -397,7 +400,18 @@ static int reply_rails(struct ctl_conn *cc)
 	struct rdma_rail_info ri[RDMA_RAIL_MAX];
 	char ip[RDMA_RAIL_MAX][INET6_ADDRSTRLEN];
 	int n = rdma_dev_rail_count();
-	size_t k = 0;
+	size_t k = 0, nqp = 0;
+	/* Queue pairs of all rails, split by rail below. */
+	struct rdma_qp_info *qi = calloc(CTL_QPS_MAX, sizeof(*qi));
+	Xfer__Ctl__QpInfo *qinfo = calloc(CTL_QPS_MAX, sizeof(*qinfo));
+	Xfer__Ctl__QpInfo **qptr = calloc(CTL_QPS_MAX, sizeof(*qptr));
+	int rc;
+
+	if (!qi || !qinfo || !qptr) {
+		free(qi), free(qinfo), free(qptr);
+		return reply_error(cc, -ENOMEM, "out of memory");
+	}
+	size_t total = rdma_qp_list(-1, qi, CTL_QPS_MAX);
 
 	for (int i = 0; i < n && k < RDMA_RAIL_MAX; i++) {
 		Xfer__Ctl__RailInfo *r = &info[k];
@@ -418,13 +432,41 @@ static int reply_rails(struct ctl_conn *cc)
 		r->ip = ip[k];
 		r->prefix_len = ri[k].addr.prefix_len;
 		r->netdev = ri[k].netdev;
+		struct rdma_rail_stats st;
+		rdma_rail_stats(i, &st);
+		r->qps = st.qps;
+		r->bytes_tx = st.bytes_tx;
+		r->bytes_rx = st.bytes_rx;
+		r->wrs = st.wrs;
+		r->errors = st.errors;
+		r->qp = &qptr[nqp];
+		for (size_t j = 0; j < total; j++) {
+			if (qi[j].rail != i)
+				continue;
+			Xfer__Ctl__QpInfo *q = &qinfo[nqp];
+			xfer__ctl__qp_info__init(q);
+			q->peer = qi[j].peer;
+			q->peer_rail = qi[j].peer_rail;
+			q->slot = qi[j].slot;
+			q->initiator = qi[j].initiator;
+			q->qpn = qi[j].qpn;
+			q->remote_qpn = qi[j].remote_qpn;
+			q->state = (char *)qi[j].state;
+			q->bytes = qi[j].bytes;
+			q->wrs = qi[j].wrs;
+			q->outstanding = qi[j].outstanding;
+			qptr[nqp++] = q;
+			r->n_qp++;
+		}
 		ptr[k++] = r;
 	}
 	rep.n_rails = k;
 	rep.rails = ptr;
 	m.body_case = XFER__CTL__CTL_MSG__BODY_RAILS_REPLY;
 	m.rails_reply = &rep;
-	return send_reply(cc, &m);
+	rc = send_reply(cc, &m);
+	free(qi), free(qinfo), free(qptr);
+	return rc;
 }
 
 static int reply_peers(struct ctl_conn *cc)

@@ -3,7 +3,9 @@
  *
  * A descriptor whose both ends are on this node moves its data here and
  * now (path_local.c).  One whose remote end is another xferd's region
- * becomes an operation on a link (xop.h, link.c) and ends later.  A batch
+ * becomes an operation (xop.h) of a transport (transport/transport.h):
+ * RDMA where both ends are registered with NICs that reach each other,
+ * else TCP; it ends later.  A batch
  * (SQEs linked with XFER_SQE_F_LINK) completes with one CQE either way:
  * at once if all of it ran here, else when its last operation ends; its
  * CQ slot is reserved the moment it first goes asynchronous, so late
@@ -133,10 +135,18 @@ static struct abatch *batch_async(struct prog_client *pc)
 	return ab;
 }
 
+/* The first transport that can move op does (RDMA before TCP). */
 static void submit_op(struct progress *p, struct xop *op)
 {
 	progress_op_started(p);
-	linkset_submit(p->links, op);
+	for (int i = 0; i < p->ntransports; i++) {
+		const struct transport *t = &p->transports[i];
+		if (t->ops->accepts(t->impl, op)) {
+			t->ops->submit(t->impl, op);
+			return;
+		}
+	}
+	exec_op_done(p, op, -EHOSTUNREACH);
 }
 
 /* A notification nobody waits for: the batch that asked for it has
@@ -185,10 +195,44 @@ static void batch_complete(struct progress *p, struct abatch *ab)
 	free(ab);
 }
 
+/*
+ * One-sided RDMA left the owner unaware that data arrived: its
+ * notification follows on the link, sent only now that the last work
+ * request completed, and the batch waits for it.
+ */
+static void notify_after_rdma(struct progress *p, const struct xop *done)
+{
+	struct xop *op = exec_xop_get(p);
+
+	if (!op) {
+		if (!done->batch->error)
+			done->batch->error = -ENOMEM;
+		return;
+	}
+	region_get(done->remote);
+	*op = (struct xop){
+		.pc = done->pc,
+		.batch = done->batch,
+		.opcode = XFER_OP_NOTIFY,
+		.remote = done->remote,
+		.notify_value = done->notify_value,
+		.notify_bytes = done->len,
+		.deadline_ns = done->deadline_ns,
+		/* The batch's path stays the one that moved its data. */
+		.path = done->path,
+	};
+	done->batch->pending++;
+	progress_op_started(p);
+	linkset_submit(p->links, op);
+}
+
 void exec_op_done(void *arg, struct xop *op, int64_t result)
 {
 	struct progress *p = arg;
 	struct abatch *ab = op->batch;
+
+	if (result >= 0 && op->notify && op->path == XFER_PATH_RDMA && ab)
+		notify_after_rdma(p, op);
 
 	if (result > 0) {
 		stat_add(&p->paths.bytes[op->path], (uint64_t)result);
@@ -532,8 +576,8 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 
 void exec_cancel_client(struct progress *p, struct prog_client *pc)
 {
-	if (p->links)
-		linkset_cancel_client(p->links, pc);
+	for (int i = 0; i < p->ntransports; i++)
+		p->transports[i].ops->cancel_client(p->transports[i].impl, pc);
 	/* A batch left open (its last SQE never came) ends with nothing
 	 * out any more: drop it without a completion. */
 	struct abatch *ab = pc->batch.ab;

@@ -223,6 +223,14 @@ static struct linkset_cfg net_cfg(const struct xferd *d)
 	return net;
 }
 
+static struct rdma_cfg rdma_cfg(const struct xferd *d)
+{
+	return (struct rdma_cfg){
+		.qps = d->cfg.rdma_qps,
+		.stripe = d->cfg.rdma_stripe,
+	};
+}
+
 static void on_reload(evutil_socket_t sig, short what, void *arg)
 {
 	struct runtime *rt = arg;
@@ -233,16 +241,19 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 	if (load_settings(rt, &cfg) == 0) {
 		struct xferd_config *cur = &rt->d.cfg;
 		if (strcmp(cfg.socket_path, cur->socket_path) ||
-		    cfg.progress_cpu != cur->progress_cpu)
-			log_warnx("reload: socket and progress_cpu change only "
-				  "on restart");
+		    cfg.progress_cpu != cur->progress_cpu ||
+		    cfg.rdma != cur->rdma)
+			log_warnx("reload: socket, progress_cpu and rdma change "
+				  "only on restart");
 		memcpy(cfg.socket_path, cur->socket_path, sizeof(cfg.socket_path));
 		cfg.progress_cpu = cur->progress_cpu;
+		cfg.rdma = cur->rdma;
 		*cur = cfg;
 		log_set_level(cfg.log_level);
 		progress_set_spin(rt->d.progress, cfg.spin_us);
 		struct linkset_cfg net = net_cfg(&rt->d);
-		progress_net_cfg(rt->d.progress, &net, cfg.op_timeout_ms);
+		struct rdma_cfg rcfg = rdma_cfg(&rt->d);
+		progress_net_cfg(rt->d.progress, &net, &rcfg, cfg.op_timeout_ms);
 		peers_reload(rt->d.peers);
 		log_info("configuration reloaded");
 	} else {
@@ -317,7 +328,10 @@ int main(int argc, char **argv)
 		log_info("no GPUs: %s", gpu_unavailable_reason());
 	/* The NICs too, so that the log says which rails there are before
 	 * READY; none means TCP only and a bad one is left out. */
-	rdma_dev_open_all();
+	if (d->cfg.rdma)
+		rdma_dev_open_all();
+	else
+		log_info("rdma = off: TCP only");
 	d->rcache = rcache_create();
 	if (!d->rcache)
 		fatalx("out of memory");
@@ -330,7 +344,8 @@ int main(int argc, char **argv)
 	if (!rt.ev_notice || event_add(rt.ev_notice, NULL))
 		fatalx("cannot watch progress notices");
 	struct linkset_cfg net = net_cfg(d);
-	if (progress_enable_net(d->progress, &net, d->cfg.op_timeout_ms))
+	struct rdma_cfg rcfg = rdma_cfg(d);
+	if (progress_enable_net(d->progress, &net, &rcfg, d->cfg.op_timeout_ms))
 		fatalx("cannot set up links");
 	if (progress_start(d->progress))
 		fatalx("cannot start the progress thread");

@@ -37,12 +37,15 @@
 #include <event2/listener.h>
 
 #include "auth.h"
-#include "link.h"
 #include "log.h"
 #include "names.h"
 #include "peer.h"
 #include "peer.pb-c.h"
 #include "progress.h"
+#include "rdma.h"
+#include "rdma_dev.h"
+#include "region.h"
+#include "tcp.h"
 #include "wire.h"
 #include "xferd.h"
 
@@ -82,6 +85,9 @@ struct conn {
 	/* An acceptor keeps what Hello said until the proof checked out. */
 	char their_name[NAME_MAX_LEN];
 	struct addr_set their_addrs;
+	/* Its RDMA rails (Hello or Welcome), for the progress thread. */
+	struct rdma_peer_rail their_rails[RDMA_PEER_RAILS];
+	size_t their_nrails;
 	struct event *timeout;
 	size_t attempt;               /* which of the peer's addresses */
 	char remote[80];
@@ -384,6 +390,71 @@ static void our_addrs(const struct peers *ps, struct pb_addrs *out)
 	}
 }
 
+/* Our RDMA rails in protobuf form, for Hello and Welcome. */
+struct pb_rails {
+	Xfer__Peer__Rail r[RDMA_RAIL_MAX];
+	Xfer__Peer__Rail *ptr[RDMA_RAIL_MAX];
+	struct rdma_rail_addr a[RDMA_RAIL_MAX];
+	size_t n;
+};
+
+static void our_rails(struct pb_rails *out)
+{
+	int n = rdma_dev_rail_count();
+
+	out->n = 0;
+	for (int i = 0; i < n && i < RDMA_RAIL_MAX; i++) {
+		struct rdma_rail_addr *a = &out->a[out->n];
+		Xfer__Peer__Rail *r = &out->r[out->n];
+		if (rdma_dev_rail_addr(i, a))
+			continue;
+		xfer__peer__rail__init(r);
+		r->index = (uint32_t)i;
+		r->device = (uint32_t)a->dev;
+		r->gid.data = a->gid;
+		r->gid.len = 16;
+		r->lid = a->lid;
+		r->mtu = (uint32_t)a->mtu;
+		r->infiniband = a->infiniband;
+		r->ip.data = a->addr.ip;
+		r->ip.len = a->addr.family == AF_INET ? 4 : 16;
+		r->prefix_len = a->addr.prefix_len;
+		out->ptr[out->n++] = r;
+	}
+}
+
+/* A peer's rails: the well-formed ones (others are left out, logged). */
+static void set_rails_pb(struct conn *c, Xfer__Peer__Rail *const *in,
+			 size_t n)
+{
+	c->their_nrails = 0;
+	for (size_t i = 0; i < n && c->their_nrails < RDMA_PEER_RAILS; i++) {
+		const Xfer__Peer__Rail *r = in[i];
+		struct rdma_peer_rail *o = &c->their_rails[c->their_nrails];
+		if (r->gid.len != 16 || (r->ip.len != 4 && r->ip.len != 16) ||
+		    r->prefix_len > r->ip.len * 8u || r->mtu < 1 ||
+		    r->mtu > 5 || r->lid > 0xffff) {
+			log_warnx("peer %s: rail %u is malformed; left out",
+				  c->remote, r->index);
+			continue;
+		}
+		*o = (struct rdma_peer_rail){
+			.index = r->index,
+			.device = r->device,
+			.lid = (uint16_t)r->lid,
+			.mtu = (int)r->mtu,
+			.infiniband = r->infiniband,
+			.addr = {
+				.family = r->ip.len == 4 ? AF_INET : AF_INET6,
+				.prefix_len = r->prefix_len,
+			},
+		};
+		memcpy(o->gid, r->gid.data, 16);
+		memcpy(o->addr.ip, r->ip.data, r->ip.len);
+		c->their_nrails++;
+	}
+}
+
 /* --- frames on a handshaking connection --- */
 
 static int conn_send(struct conn *c, Xfer__Peer__PeerMsg *m)
@@ -536,6 +607,9 @@ static void conn_established(struct conn *c, struct peer *pe)
 	drop_own_conn(pe, c);
 	pe->initiated = c->initiator;
 	snprintf(pe->address, sizeof(pe->address), "%s", c->remote);
+	struct rdma_peer_rail rails[RDMA_PEER_RAILS];
+	size_t nrails = c->their_nrails;
+	memcpy(rails, c->their_rails, nrails * sizeof(rails[0]));
 	conn_free(c);
 	pe->state = PEER_UP;
 	pe->failures = 0;
@@ -543,7 +617,8 @@ static void conn_established(struct conn *c, struct peer *pe)
 	clock_gettime(CLOCK_MONOTONIC, &pe->up_since);
 	pe->link_gen = ++ps->next_link_gen;
 	progress_link_attach(ps->d->progress, dup_fd, pe->id, pe->link_gen,
-			     &pe->stats, pending, left);
+			     &pe->stats, pending, left, pe->node_name, rails,
+			     nrails);
 	free(pending);
 	log_info("peer %s: link up via %s (%s, %s)",
 		 peer_label(pe, label, sizeof(label)), pe->address,
@@ -648,12 +723,17 @@ static int on_hello(struct conn *c, const Xfer__Peer__Hello *h)
 	snprintf(c->their_name, sizeof(c->their_name), "%s",
 		 h->node_name ? h->node_name : "");
 	set_addrs_pb(&c->their_addrs, h->addresses, h->n_addresses);
+	set_rails_pb(c, h->rails, h->n_rails);
 
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__Welcome w = XFER__PEER__WELCOME__INIT;
 	struct pb_addrs addrs;
+	struct pb_rails rails;
 	uint8_t proof[AUTH_PROOF_LEN];
 	our_addrs(ps, &addrs);
+	our_rails(&rails);
+	w.n_rails = rails.n;
+	w.rails = rails.ptr;
 	w.instance_id.data = ps->d->instance_id;
 	w.instance_id.len = LINK_ID_LEN;
 	w.node_name = ps->node_name;
@@ -735,6 +815,7 @@ static int on_welcome(struct conn *c, const Xfer__Peer__Welcome *w)
 	struct addr_set as;
 	set_addrs_pb(&as, w->addresses, w->n_addresses);
 	peer_set_addrs(pe, &as);
+	set_rails_pb(c, w->rails, w->n_rails);
 
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__Ready r = XFER__PEER__READY__INIT;
@@ -958,10 +1039,14 @@ static void on_conn_event(struct bufferevent *bev, short what, void *arg)
 		Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 		Xfer__Peer__Hello h = XFER__PEER__HELLO__INIT;
 		struct pb_addrs addrs;
+		struct pb_rails rails;
 		int one = 1;
 		setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY,
 			   &one, sizeof(one));
 		our_addrs(ps, &addrs);
+		our_rails(&rails);
+		h.n_rails = rails.n;
+		h.rails = rails.ptr;
 		h.instance_id.data = ps->d->instance_id;
 		h.instance_id.len = LINK_ID_LEN;
 		h.node_name = ps->node_name;
@@ -1159,7 +1244,8 @@ static void request_end(struct request *r, int error, const void *data,
 			r->cb.lookup(r->arg, error, data, len);
 		break;
 	case REQ_CHECK:
-		r->cb.check(r->arg, error);
+		r->cb.check(r->arg, error,
+			    len == sizeof(struct region_rdma) ? data : NULL);
 		break;
 	case REQ_PING:
 		r->cb.ping(r->arg, error, rtt, r->who);
@@ -1392,7 +1478,7 @@ void peers_check_token(struct peers *ps, const struct token *tok,
 	if (!pe) {
 		pe = peer_new(ps);
 		if (!pe) {
-			cb(arg, -ENOMEM);
+			cb(arg, -ENOMEM, NULL);
 			return;
 		}
 		memcpy(pe->id, tok->instance_id, LINK_ID_LEN);
@@ -1402,7 +1488,7 @@ void peers_check_token(struct peers *ps, const struct token *tok,
 		set_addrs_tok(pe, tok);
 	struct request *r = request_new(ps, REQ_CHECK);
 	if (!r) {
-		cb(arg, -ENOMEM);
+		cb(arg, -ENOMEM, NULL);
 		return;
 	}
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
@@ -1491,6 +1577,23 @@ static void answer_lookup(struct peers *ps, const uint8_t *id,
 	progress_link_send(ps->d->progress, id, buf, n);
 }
 
+
+/* What an owner said of its region's NIC registration (CheckReply). */
+static bool check_reply_rdma(const Xfer__Peer__CheckReply *rep,
+			     struct region_rdma *out)
+{
+	const Xfer__Peer__RdmaMemory *m = rep->rdma;
+
+	if (rep->error || !m || m->n_rkeys == 0 ||
+	    m->n_rkeys > REGION_RDMA_KEYS)
+		return false;
+	*out = (struct region_rdma){ .addr = m->addr,
+				     .nkeys = (uint32_t)m->n_rkeys };
+	for (size_t i = 0; i < m->n_rkeys; i++)
+		out->rkey[i] = m->rkeys[i];
+	return true;
+}
+
 static void on_ctl_frame(struct peers *ps, const struct net_notice *n)
 {
 	Xfer__Peer__PeerMsg *m = xfer__peer__peer_msg__unpack(NULL, n->len,
@@ -1512,9 +1615,12 @@ static void on_ctl_frame(struct peers *ps, const struct net_notice *n)
 		break;
 	case XFER__PEER__PEER_MSG__BODY_CHECK_REPLY:
 		r = inflight(ps, m->check_reply->id, REQ_CHECK, n->id);
-		if (r)
-			request_end(r, peer_errno(m->check_reply->error), NULL,
-				    0, 0);
+		if (r) {
+			struct region_rdma rr;
+			bool has = check_reply_rdma(m->check_reply, &rr);
+			request_end(r, peer_errno(m->check_reply->error),
+				    has ? &rr : NULL, has ? sizeof(rr) : 0, 0);
+		}
 		break;
 	case XFER__PEER__PEER_MSG__BODY_PONG:
 		r = inflight(ps, m->pong->nonce, REQ_PING, n->id);

@@ -4,7 +4,7 @@
  * Main thread.  A link is set up here (connect or accept, the handshake
  * of proto/peer.proto, optional cluster authentication, the choice of
  * address by subnet) and then handed to the progress thread, which runs
- * the data path on it (link.h).  Requests that need an answer from a peer
+ * the data path on it (transport/tcp.h).  Requests that need an answer from a peer
  * (lookup, ping) are asynchronous: the callback runs later on the main
  * thread, exactly once.
  */
@@ -48,11 +48,14 @@ void peers_lookup(struct peers *p, const char *node, const char *name,
 		  peers_lookup_cb cb, void *arg);
 
 struct token;
-typedef void (*peers_check_cb)(void *arg, int error);
+struct region_rdma;
+typedef void (*peers_check_cb)(void *arg, int error,
+			       const struct region_rdma *rdma);
 /*
  * Ask the xferd that owns tok (connecting to it first if needed) whether
  * the token is valid there: 0, -EACCES (bad key), -ESTALE (region gone),
- * -EHOSTUNREACH/-ECONNREFUSED/-ETIMEDOUT (cannot ask).
+ * -EHOSTUNREACH/-ECONNREFUSED/-ETIMEDOUT (cannot ask).  rdma: how the
+ * owner's NICs reach the region, when they do (else NULL).
  */
 void peers_check_token(struct peers *p, const struct token *tok,
 		       peers_check_cb cb, void *arg);

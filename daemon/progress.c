@@ -1,7 +1,7 @@
 /*
  * progress.c - the progress thread: its loop, its queues to and from the
  * main thread, sleeping and waking.  What it does with each descriptor
- * is in exec.c; what it does on links, in link.c.
+ * is in exec.c; what it does on links, in transport/tcp.c and transport/rdma.c.
  *
  * Lock order: p->lock (command and notice queues) is never held while
  * the region table's lock is taken, nor the other way round.
@@ -52,7 +52,11 @@ struct cmd {
 	uint8_t *data;
 	size_t len;
 	struct linkset_cfg net;
+	struct rdma_cfg rdma;
 	uint32_t op_timeout_ms;
+	char name[64];                     /* the peer's node name */
+	struct rdma_peer_rail *rails;      /* its RDMA rails */
+	size_t nrails;
 	struct cmd *next;
 };
 
@@ -165,10 +169,13 @@ static void on_expire(evutil_socket_t fd, short what, void *arg)
 	struct progress *p = arg;
 	(void)fd, (void)what;
 
-	linkset_expire(p->links, now_ns());
+	uint64_t now = now_ns();
+
+	for (int i = 0; i < p->ntransports; i++)
+		p->transports[i].ops->expire(p->transports[i].impl, now);
 }
 
-/* --- link hooks: from link.c to the main thread --- */
+/* --- link hooks: from the TCP links to the main thread --- */
 
 static void hook_need_peer(void *arg, const struct token *tok)
 {
@@ -185,8 +192,11 @@ static void hook_need_peer(void *arg, const struct token *tok)
 static void hook_link_down(void *arg, const uint8_t id[LINK_ID_LEN],
 			   uint64_t gen, int err, const char *why)
 {
+	struct progress *p = arg;
 	struct net_notice *n = calloc(1, sizeof(*n));
 
+	/* Its queue pairs go with it (the peer's side tears down too). */
+	rdma_peer_down(p->rdma, id, gen, err);
 	if (!n)
 		return;
 	n->kind = NET_LINK_DOWN;
@@ -211,6 +221,14 @@ static void hook_ctl_frame(void *arg, const uint8_t id[LINK_ID_LEN],
 	memcpy(n->data, msg, len);
 	n->len = len;
 	post_net_notice(arg, n);
+}
+
+static void hook_rdma_frame(void *arg, const uint8_t id[LINK_ID_LEN],
+			    const struct Xfer__Peer__PeerMsg *m)
+{
+	struct progress *p = arg;
+
+	rdma_on_frame(p->rdma, id, m);
 }
 
 static void hook_notify_local(void *arg, struct region *r, uint64_t value,
@@ -256,6 +274,7 @@ static void add_client(struct progress *p, struct prog_client *pc)
 
 static void free_cmd(struct cmd *c)
 {
+	free(c->rails);
 	free(c->data);
 	free(c);
 }
@@ -286,6 +305,8 @@ static bool apply_cmds(struct progress *p)
 		case CMD_LINK_ATTACH:
 			linkset_attach(p->links, c->fd, c->id, c->gen, c->stats,
 				       c->data, c->len);
+			rdma_peer_up(p->rdma, c->id, c->gen, c->name, c->rails,
+				     c->nrails);
 			break;
 		case CMD_LINK_CLOSE:
 			linkset_close(p->links, c->id, c->err, c->why);
@@ -295,6 +316,7 @@ static bool apply_cmds(struct progress *p)
 			break;
 		case CMD_NET_CFG:
 			linkset_set_cfg(p->links, &c->net);
+			rdma_set_cfg(p->rdma, &c->rdma);
 			p->op_timeout_ms = c->op_timeout_ms;
 			break;
 		}
@@ -346,10 +368,19 @@ void progress_detach(struct progress *p, struct prog_client *pc)
 void progress_link_attach(struct progress *p, int fd,
 			  const uint8_t id[LINK_ID_LEN], uint64_t gen,
 			  struct link_stats *stats, const void *pending,
-			  size_t pending_len)
+			  size_t pending_len, const char *name,
+			  const struct rdma_peer_rail *rails, size_t nrails)
 {
 	struct cmd *c = new_cmd(CMD_LINK_ATTACH);
 
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	if (nrails) {
+		c->rails = malloc(nrails * sizeof(*rails));
+		if (!c->rails)
+			abort();
+		memcpy(c->rails, rails, nrails * sizeof(*rails));
+		c->nrails = nrails;
+	}
 	c->fd = fd;
 	c->gen = gen;
 	memcpy(c->id, id, LINK_ID_LEN);
@@ -390,11 +421,12 @@ void progress_link_send(struct progress *p, const uint8_t id[LINK_ID_LEN],
 }
 
 void progress_net_cfg(struct progress *p, const struct linkset_cfg *cfg,
-		      uint32_t op_timeout_ms)
+		      const struct rdma_cfg *rcfg, uint32_t op_timeout_ms)
 {
 	struct cmd *c = new_cmd(CMD_NET_CFG);
 
 	c->net = *cfg;
+	c->rdma = *rcfg;
 	c->op_timeout_ms = op_timeout_ms;
 	push(p, c);
 }
@@ -458,7 +490,8 @@ static void sleep_until_rung(struct progress *p)
 	regtab_memo_release(&p->memo);
 	/* (E) in ring.h: flags first, then one more look at every tail. */
 	set_wakeup(p, true);
-	if (!any_work(p))
+	/* Work requests out: their completions ring the CQ's channel. */
+	if (!any_work(p) && rdma_arm(p->rdma))
 		event_base_loop(p->base, EVLOOP_ONCE);
 	set_wakeup(p, false);
 }
@@ -512,6 +545,7 @@ static void *progress_main(void *arg)
 		for (size_t i = 0; i < p->nclients; i++)
 			busy |= drain(p, p->clients[i]);
 		busy |= poll_net(p, busy);
+		busy |= rdma_poll(p->rdma);
 		busy |= poll_gpu(p);
 		if (busy) {
 			idle_since = now_ns();
@@ -579,7 +613,7 @@ err_doorbell:
 }
 
 int progress_enable_net(struct progress *p, const struct linkset_cfg *cfg,
-			uint32_t op_timeout_ms)
+			const struct rdma_cfg *rcfg, uint32_t op_timeout_ms)
 {
 	const struct linkset_hooks hooks = {
 		.op_done = exec_op_done,
@@ -587,6 +621,7 @@ int progress_enable_net(struct progress *p, const struct linkset_cfg *cfg,
 		.need_peer = hook_need_peer,
 		.link_down = hook_link_down,
 		.ctl_frame = hook_ctl_frame,
+		.rdma_frame = hook_rdma_frame,
 		.arg = p,
 	};
 
@@ -594,6 +629,13 @@ int progress_enable_net(struct progress *p, const struct linkset_cfg *cfg,
 	p->ev_expire = event_new(p->base, -1, EV_PERSIST, on_expire, p);
 	if (!p->links || !p->ev_expire)
 		return -ENOMEM;
+	/* NULL without RDMA rails: then TCP moves everything. */
+	p->rdma = rdma_create(p->base, p->links, rcfg, &hooks);
+	if (p->rdma)
+		p->transports[p->ntransports++] = (struct transport){
+			&rdma_transport_ops, p->rdma };
+	p->transports[p->ntransports++] = (struct transport){
+		&tcp_transport_ops, p->links };
 	p->op_timeout_ms = op_timeout_ms;
 	return 0;
 }
@@ -618,6 +660,7 @@ void progress_destroy(struct progress *p)
 	}
 	/* The thread is gone: its state is ours now.  Operations still out
 	 * end here (-ECONNRESET) so their regions are released. */
+	rdma_destroy(p->rdma);
 	linkset_destroy(p->links);
 	/* GPU copies in flight finish before their memory goes. */
 	gpu_copies_destroy(p->gpu);

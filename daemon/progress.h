@@ -19,8 +19,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "link.h"
+#include "rdma.h"
 #include "ring.h"
+#include "tcp.h"
 #include "token_codec.h"
 #include "xfer_ring.h"
 
@@ -100,9 +101,10 @@ struct progress;
 
 struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 				 int cpu);
-/* Before progress_start: serve links to other xferds too. */
+/* Before progress_start: serve links to other xferds too, and RDMA
+ * over the rails rdma_dev_open_all() found (if any). */
 int progress_enable_net(struct progress *p, const struct linkset_cfg *cfg,
-			uint32_t op_timeout_ms);
+			const struct rdma_cfg *rcfg, uint32_t op_timeout_ms);
 /* Stops and joins the thread if running; accepts NULL. */
 void progress_destroy(struct progress *p);
 int progress_start(struct progress *p);
@@ -124,17 +126,18 @@ void progress_take_net_notices(struct progress *p,
 void progress_attach(struct progress *p, struct prog_client *pc);
 void progress_detach(struct progress *p, struct prog_client *pc);
 
-/* Links (see link.h); applied in the progress thread. */
+/* Links (see transport/tcp.h); applied in the progress thread. */
 void progress_link_attach(struct progress *p, int fd,
 			  const uint8_t id[LINK_ID_LEN], uint64_t gen,
 			  struct link_stats *stats, const void *pending,
-			  size_t pending_len);
+			  size_t pending_len, const char *name,
+			  const struct rdma_peer_rail *rails, size_t nrails);
 void progress_link_close(struct progress *p, const uint8_t id[LINK_ID_LEN],
 			 int err, const char *why);
 void progress_link_send(struct progress *p, const uint8_t id[LINK_ID_LEN],
 			const void *msg, size_t len);
 void progress_net_cfg(struct progress *p, const struct linkset_cfg *cfg,
-		      uint32_t op_timeout_ms);
+		      const struct rdma_cfg *rcfg, uint32_t op_timeout_ms);
 
 void progress_set_spin(struct progress *p, uint32_t spin_us);
 const struct path_stats *progress_path_stats(const struct progress *p);

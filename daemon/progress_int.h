@@ -12,7 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "link.h"
+#include "rdma.h"
+#include "tcp.h"
 #include "log.h"
 #include "path_local.h"
 #include "progress.h"
@@ -49,6 +50,10 @@ struct progress {
 	struct event_base *base;   /* links, their timers, the doorbell */
 	struct event *ev_doorbell, *ev_expire;
 	struct linkset *links;     /* NULL: no other nodes */
+	struct rdma *rdma;         /* NULL: no RDMA rails */
+	/* The ways to other nodes, in order of preference. */
+	struct transport transports[2];
+	int ntransports;
 	struct gpu_copies *gpu;    /* NULL: no GPUs */
 	struct xop *xop_cache;     /* ended operations, for reuse */
 	unsigned nxop_cache;

@@ -30,7 +30,7 @@ struct rcache_key {
 	uint64_t id;          /* buffer id / inode: tells reuse apart */
 };
 
-enum { RCACHE_CUDA_IMPORT = 1 };
+enum { RCACHE_CUDA_IMPORT = 1, RCACHE_NIC_MR = 2 };
 
 struct rcache_entry {
 	struct rcache_key key;

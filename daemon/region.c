@@ -209,6 +209,10 @@ void region_put(struct region *r)
 			rcache_put(r->rcache, r->gpu_on_entry[i]);
 	if (r->gpu_import)
 		rcache_put(r->rcache, r->gpu_import);
+	/* After every descriptor that used it: no NIC touches it now. */
+	if (r->nic_mr)
+		rcache_put(r->rcache, r->nic_mr);
+	free(r->rdma);
 	free(r->gpu_desc);
 	if (r->map)
 		munmap(r->map, r->length);
@@ -400,18 +404,22 @@ out:
 }
 
 int regtab_add_remote_import(struct regtab *t, uint64_t importer,
-			     const struct token *tok, uint64_t *handle,
+			     const struct token *tok,
+			     const struct region_rdma *rdma, uint64_t *handle,
 			     uint64_t *length)
 {
 	struct entry *e = calloc(1, sizeof(*e));
 	struct region *r = region_alloc(REGION_REMOTE, tok->length, importer);
 
-	if (!e || !r || !(r->remote = malloc(sizeof(*tok)))) {
+	if (!e || !r || !(r->remote = malloc(sizeof(*tok))) ||
+	    (rdma && !(r->rdma = malloc(sizeof(*rdma))))) {
 		free(e);
 		region_put(r);
 		return -ENOMEM;
 	}
 	*r->remote = *tok;
+	if (rdma)
+		*r->rdma = *rdma;
 	e->client = importer;
 	e->is_import = true;
 	e->region = r;

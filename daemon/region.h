@@ -33,6 +33,15 @@ enum region_kind {
 	REGION_REMOTE = 4,
 };
 
+/* Another xferd's region as its NICs expose it: the address of the
+ * token's region byte 0 in the owner and an rkey per owner device. */
+#define REGION_RDMA_KEYS 16
+struct region_rdma {
+	uint64_t addr;
+	uint32_t nkeys;
+	uint32_t rkey[REGION_RDMA_KEYS];  /* 0: not registered there */
+};
+
 struct region {
 	uint64_t handle;
 	uint64_t owner;          /* client id */
@@ -54,6 +63,11 @@ struct region {
 	uint64_t gpu_on[16];
 	struct rcache_entry *gpu_on_entry[16];
 	bool gpu_pinned;         /* MEMFD: pinned for GPU copies */
+	/* MEMFD: its registration with the RDMA devices (rdma_mr.h), in
+	 * rcache; a reference, or NULL. */
+	struct rcache_entry *nic_mr;
+	/* REMOTE: how the owner's NICs reach it (from its CheckReply). */
+	struct region_rdma *rdma;
 	uint8_t key[TOKEN_KEY_LEN];
 	_Atomic uint32_t refs;
 	_Atomic uint32_t imports; /* live imports of it, for xferctl */
@@ -120,10 +134,12 @@ int regtab_add_import(struct regtab *t, uint64_t importer,
 /*
  * Import a token of another xferd for client `importer`.  Nothing is
  * checked here but the token's form: its key is checked by the owning
- * xferd on every use.  *handle and *length as for regtab_add_import().
+ * xferd on every use.  rdma (may be NULL): what the owner said of the
+ * region's NIC registration, for the RDMA path.  *handle and *length as for regtab_add_import().
  */
 int regtab_add_remote_import(struct regtab *t, uint64_t importer,
-			     const struct token *tok, uint64_t *handle,
+			     const struct token *tok,
+			     const struct region_rdma *rdma, uint64_t *handle,
 			     uint64_t *length);
 
 /*

@@ -2,8 +2,8 @@
  * xop.h - a descriptor whose data moves asynchronously (to another node).
  *
  * The progress thread makes one per remote WRITE, READ or NOTIFY and
- * hands it to the link layer (link.h), which calls back once with the
- * result.  Both live in the progress thread only.
+ * hands it to a transport (transport/transport.h), which calls back once
+ * with the result.  Both live in the progress thread only.
  */
 #ifndef XFERD_XOP_H
 #define XFERD_XOP_H
@@ -35,7 +35,14 @@ struct xop {
 	int gpu_error;            /* first failure among them */
 	uint64_t deadline_ns;     /* CLOCK_MONOTONIC */
 
-	/* the link layer's */
+	/* the RDMA transport's (transport/rdma.c) */
+	uint64_t posted;          /* bytes handed to work requests */
+	uint32_t wrs;             /* its work requests not completed */
+	int error;                /* first failure of one of them */
+	bool queued;              /* waiting for queue pair room */
+	bool cancelled;
+
+	/* the TCP link layer's */
 	uint64_t id;              /* on its link */
 	uint64_t done;            /* bytes sent (write) or received (read) */
 	bool sent_all;            /* every frame of it is queued */

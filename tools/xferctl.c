@@ -459,20 +459,58 @@ static void print_gpus_json(const Xfer__Ctl__CtlMsg *r)
 
 /* --- rails --- */
 
+/* The queue pairs of every rail, one line each. */
+static void print_qps_text(const Xfer__Ctl__RailsReply *rep)
+{
+	static const char *const head[] = {
+		"RAIL", "PEER", "DIR", "SLOT", "QPN", "REMOTE", "STATE",
+		"BYTES", "WRS", "OUT", NULL
+	};
+	size_t n = 0;
+	struct table t;
+
+	for (size_t i = 0; i < rep->n_rails; i++)
+		n += rep->rails[i]->n_qp;
+	if (n == 0)
+		return;
+	putchar('\n');
+	table_init(&t, n, 0x4e, head);
+	for (size_t i = 0; i < rep->n_rails; i++) {
+		const Xfer__Ctl__RailInfo *l = rep->rails[i];
+		for (size_t k = 0; k < l->n_qp; k++) {
+			const Xfer__Ctl__QpInfo *q = l->qp[k];
+			char b[32];
+			table_row(&t);
+			table_set(&t, 0, "%s:%u", l->device, l->port);
+			table_set(&t, 1, "%s", *q->peer ? q->peer : "-");
+			table_set(&t, 2, "%s", q->initiator ? "out" : "in");
+			table_set(&t, 3, "%u", q->slot);
+			table_set(&t, 4, "%u", q->qpn);
+			table_set(&t, 5, "%u", q->remote_qpn);
+			table_set(&t, 6, "%s", q->state);
+			table_set(&t, 7, "%s", fmt_bytes(b, sizeof(b), q->bytes));
+			table_set(&t, 8, "%llu", (unsigned long long)q->wrs);
+			table_set(&t, 9, "%u", q->outstanding);
+		}
+	}
+	table_print(&t);
+}
+
 static void print_rails_text(const Xfer__Ctl__CtlMsg *r)
 {
 	static const char *const head[] = {
 		"DEVICE", "PORT", "STATE", "LINK", "MTU", "GID", "ADDRESS",
-		"NETDEV", NULL
+		"NETDEV", "QPS", "TX", "RX", "ERRORS", NULL
 	};
 	const Xfer__Ctl__RailsReply *rep = r->rails_reply;
+	char tx[32], rx[32];
 	struct table t;
 
 	if (rep->n_rails == 0) {
 		printf("no RDMA devices\n");
 		return;
 	}
-	/* PORT and MTU are numbers, the rest text. */
+	/* PORT, MTU and the counters are numbers, the rest text. */
 	table_init(&t, rep->n_rails, 0xed, head);
 	for (size_t i = 0; i < rep->n_rails; i++) {
 		const Xfer__Ctl__RailInfo *l = rep->rails[i];
@@ -486,8 +524,13 @@ static void print_rails_text(const Xfer__Ctl__CtlMsg *r)
 		table_set(&t, 5, "[%u] %s", l->gid_index, l->gid);
 		table_set(&t, 6, "%s/%u", l->ip, l->prefix_len);
 		table_set(&t, 7, "%s", *l->netdev ? l->netdev : "-");
+		table_set(&t, 8, "%u", l->qps);
+		table_set(&t, 9, "%s", fmt_bytes(tx, sizeof(tx), l->bytes_tx));
+		table_set(&t, 10, "%s", fmt_bytes(rx, sizeof(rx), l->bytes_rx));
+		table_set(&t, 11, "%llu", (unsigned long long)l->errors);
 	}
 	table_print(&t);
+	print_qps_text(rep);
 }
 
 static void print_rails_json(const Xfer__Ctl__CtlMsg *r)
@@ -513,7 +556,26 @@ static void print_rails_json(const Xfer__Ctl__CtlMsg *r)
 		json_string(l->ip);
 		printf(",\"prefix_len\":%u,\"netdev\":", l->prefix_len);
 		json_string(l->netdev);
-		putchar('}');
+		printf(",\"qps\":%u,\"bytes_tx\":%llu,\"bytes_rx\":%llu,"
+		       "\"wrs\":%llu,\"errors\":%llu,\"qp\":[", l->qps,
+		       (unsigned long long)l->bytes_tx,
+		       (unsigned long long)l->bytes_rx,
+		       (unsigned long long)l->wrs, (unsigned long long)l->errors);
+		for (size_t k = 0; k < l->n_qp; k++) {
+			const Xfer__Ctl__QpInfo *q = l->qp[k];
+			printf("%s{\"peer\":", k ? "," : "");
+			json_string(q->peer);
+			printf(",\"peer_rail\":%u,\"slot\":%u,\"initiator\":%s,"
+			       "\"qpn\":%u,\"remote_qpn\":%u,\"state\":",
+			       q->peer_rail, q->slot,
+			       q->initiator ? "true" : "false", q->qpn,
+			       q->remote_qpn);
+			json_string(q->state);
+			printf(",\"bytes\":%llu,\"wrs\":%llu,\"outstanding\":%u}",
+			       (unsigned long long)q->bytes,
+			       (unsigned long long)q->wrs, q->outstanding);
+		}
+		printf("]}");
 	}
 	printf("]}\n");
 }

@@ -485,6 +485,29 @@ START_TEST(load_missing)
 }
 END_TEST
 
+START_TEST(key_rdma)
+{
+	struct xferd_config c = good_line("rdma = off");
+	ck_assert(!c.rdma);
+	c = good_line("rdma=on");
+	ck_assert(c.rdma);
+	bad_line("rdma = yes", "on or off");
+
+	c = good_line("rdma_qps = 8");
+	ck_assert_uint_eq(c.rdma_qps, 8);
+	bad_line("rdma_qps = 0", "rdma_qps");
+	bad_line("rdma_qps = 9", "rdma_qps");
+
+	c = good_line("rdma_stripe = 256K");
+	ck_assert_uint_eq(c.rdma_stripe, 256u << 10);
+	c = good_line("rdma_stripe = 1G");
+	ck_assert_uint_eq(c.rdma_stripe, 1u << 30);
+	bad_line("rdma_stripe = 1K", "4K..1G");
+	bad_line("rdma_stripe = 2G", "4K..1G");
+	bad_line("rdma_stripe = lots", "4K..1G");
+}
+END_TEST
+
 Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -508,6 +531,7 @@ Suite *config_suite(void)
 	tcase_add_test(tc, load_ok);
 	tcase_add_test(tc, load_bad_line);
 	tcase_add_test(tc, load_missing);
+	tcase_add_test(tc, key_rdma);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,8 +1,9 @@
 /*
  * test_rdma_dev.c - the pure parts of RDMA NIC discovery
- * (daemon/rdma_dev.c): IPv4-mapped GIDs, which GID of a RoCE port's
+ * (daemon/transport/rdma_dev.c): IPv4-mapped GIDs, which GID of a RoCE port's
  * table becomes its rail (tables as rxe and mlx5 fill them), matching an
- * IPoIB hardware address to a port GID, MTU codes; and discovery on this
+ * IPoIB hardware address to a port GID, MTU codes, pairing our rails
+ * with a peer's (daemon/transport/rdma.c); and discovery on this
  * machine, whatever devices it has.  Real devices are the Soft-RoCE
  * guest's (tests/rdma/guest_rails.sh).
  */
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 
+#include "rdma.h"
 #include "rdma_dev.h"
 #include "suites.h"
 
@@ -216,6 +218,55 @@ START_TEST(discover_here)
 }
 END_TEST
 
+static struct rdma_rail_addr mine(const char *ip, bool ib)
+{
+	struct rdma_rail_addr r = { .infiniband = ib };
+
+	ck_assert(netaddr_parse(ip, &r.addr) == 0);
+	return r;
+}
+
+static struct rdma_peer_rail theirs(uint32_t index, const char *ip, bool ib)
+{
+	struct rdma_peer_rail r = { .index = index, .infiniband = ib };
+
+	ck_assert(netaddr_parse(ip, &r.addr) == 0);
+	return r;
+}
+
+/* Rails pair by subnet and link layer, each at most once. */
+START_TEST(pair_by_subnet)
+{
+	const struct rdma_rail_addr m[] = {
+		mine("10.0.1.1/24", false), mine("10.0.2.1/24", false),
+		mine("10.0.3.1/24", false), mine("192.168.9.1/24", true),
+	};
+	const struct rdma_peer_rail t[] = {
+		theirs(7, "10.0.2.9/24", false),   /* rail 1's subnet */
+		theirs(8, "10.0.1.9/24", false),   /* rail 0's subnet */
+		theirs(9, "10.0.1.10/24", false),  /* rail 0's again: unused */
+		theirs(4, "10.0.3.9/24", true),    /* IB on a RoCE subnet */
+		theirs(5, "192.168.9.2/24", true),
+	};
+	int local[RDMA_PAIR_MAX], peer[RDMA_PAIR_MAX];
+	size_t n = rdma_pair_rails(m, 4, t, 5, local, peer, RDMA_PAIR_MAX);
+
+	ck_assert_uint_eq(n, 3);
+	ck_assert_int_eq(local[0], 0);
+	ck_assert_int_eq(peer[0], 1);
+	ck_assert_int_eq(local[1], 1);
+	ck_assert_int_eq(peer[1], 0);
+	ck_assert_int_eq(local[2], 3);
+	ck_assert_int_eq(peer[2], 4);
+
+	/* At most max pairs; none without a common subnet. */
+	ck_assert_uint_eq(rdma_pair_rails(m, 4, t, 5, local, peer, 1), 1);
+	const struct rdma_peer_rail far[] = { theirs(0, "10.9.9.9/24", false) };
+	ck_assert_uint_eq(rdma_pair_rails(m, 4, far, 1, local, peer, 4), 0);
+	ck_assert_uint_eq(rdma_pair_rails(m, 4, t, 0, local, peer, 4), 0);
+}
+END_TEST
+
 Suite *rdma_dev_suite(void)
 {
 	Suite *s = suite_create("rdma_dev");
@@ -228,6 +279,7 @@ Suite *rdma_dev_suite(void)
 	tcase_add_test(tc, ipoib_hwaddr);
 	tcase_add_test(tc, mtu_bytes);
 	tcase_add_test(tc, discover_here);
+	tcase_add_test(tc, pair_by_subnet);
 	suite_add_tcase(s, tc);
 	return s;
 }

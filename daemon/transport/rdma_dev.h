@@ -11,7 +11,9 @@
  * Every device is opened once at start, before READY, and kept with one
  * protection domain, one completion channel and one completion queue for
  * the data path.  A device that fails is logged and left out; no device
- * at all means TCP only, which is not an error.  Main thread only.
+ * at all means TCP only, which is not an error.  Opened and closed on the
+ * main thread before and after the progress thread runs; read-only in
+ * between, so both threads may read it.
  */
 #ifndef XFERD_RDMA_DEV_H
 #define XFERD_RDMA_DEV_H
@@ -66,6 +68,37 @@ int rdma_dev_count(void);
 int rdma_dev_rail_count(void);
 /* Rail i, its port state and MTU queried now.  0, or -ENOENT. */
 int rdma_dev_rail(int i, struct rdma_rail_info *out);
+
+/* --- for the data path (transport/rdma.c, rdma_mr.c) --- */
+
+struct ibv_context;
+struct ibv_pd;
+struct ibv_cq;
+struct ibv_comp_channel;
+
+/* Device dev's verbs objects, valid until rdma_dev_close_all().  The
+ * CQ takes the completions of every QP of the device. */
+struct rdma_dev_verbs {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_comp_channel *channel;
+	int cq_depth;
+};
+int rdma_dev_verbs(int dev, struct rdma_dev_verbs *out);
+
+/* How a QP on rail i is addressed, as found at start. */
+struct rdma_rail_addr {
+	int dev;                  /* device number (rdma_dev_verbs) */
+	uint8_t port;
+	int gid_index;
+	uint8_t gid[16];
+	uint16_t lid;
+	int mtu;                  /* enum ibv_mtu */
+	bool infiniband;
+	struct netaddr addr;
+};
+int rdma_dev_rail_addr(int i, struct rdma_rail_addr *out);
 
 /* --- pure helpers (unit-tested) --- */
 

@@ -559,3 +559,37 @@ int rdma_dev_rail(int i, struct rdma_rail_info *out)
 	snprintf(out->netdev, sizeof(out->netdev), "%s", r->netdev);
 	return 0;
 }
+
+int rdma_dev_verbs(int dev, struct rdma_dev_verbs *out)
+{
+	if (dev < 0 || dev >= ndevs)
+		return -ENOENT;
+	*out = (struct rdma_dev_verbs){
+		.ctx = devs[dev].ctx,
+		.pd = devs[dev].pd,
+		.cq = devs[dev].cq,
+		.channel = devs[dev].channel,
+		.cq_depth = devs[dev].cq_depth,
+	};
+	return 0;
+}
+
+int rdma_dev_rail_addr(int i, struct rdma_rail_addr *out)
+{
+	const struct rail *r;
+
+	if (i < 0 || i >= nrails)
+		return -ENOENT;
+	r = &rails[i];
+	*out = (struct rdma_rail_addr){
+		.dev = r->dev,
+		.port = (uint8_t)r->port,
+		.gid_index = r->gid_index,
+		.lid = r->lid,
+		.mtu = (int)r->mtu,
+		.infiniband = r->infiniband,
+		.addr = r->addr,
+	};
+	memcpy(out->gid, r->gid, sizeof(out->gid));
+	return 0;
+}

@@ -1,5 +1,5 @@
 /*
- * link.c - the data path between xferds, in the progress thread.
+ * tcp.c - the TCP data path between xferds, in the progress thread.
  *
  * This file is long (about 1450 lines) because both ends of every frame
  * type live here: what this xferd sends for its clients' descriptors and
@@ -27,11 +27,13 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "link.h"
 #include "log.h"
-#include "thread_stats.h"
 #include "peer.pb-c.h"
+#include "rdma_dev.h"
+#include "rdma_mr.h"
 #include "region.h"
+#include "tcp.h"
+#include "thread_stats.h"
 #include "wire.h"
 #include "xfer_ring.h"
 #include "xop.h"
@@ -843,6 +845,8 @@ static void on_check(struct link *l, const Xfer__Peer__CheckToken *c)
 {
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__CheckReply rep = XFER__PEER__CHECK_REPLY__INIT;
+	Xfer__Peer__RdmaMemory mem = XFER__PEER__RDMA_MEMORY__INIT;
+	uint32_t rkeys[RDMA_DEV_MAX];
 	struct token tok;
 	struct region *r;
 	uint64_t off;
@@ -853,8 +857,22 @@ static void on_check(struct link *l, const Xfer__Peer__CheckToken *c)
 		/* Always the full key check: this is what it is for. */
 		rep.error = regtab_resolve_token(l->ls->regs, &tok, 0, 0, true,
 						 &r, &off);
-		if (!rep.error)
-			region_put(r);
+	}
+	if (!rep.error) {
+		/* The region's NIC registration, for one-sided access. */
+		int n = rdma_dev_count();
+		bool any = false;
+		for (int d = 0; d < n && d < RDMA_DEV_MAX; d++) {
+			rkeys[d] = 0;
+			any |= rdma_mr_keys(r, d, NULL, &rkeys[d]);
+		}
+		if (any) {
+			mem.addr = (uint64_t)(uintptr_t)r->map;
+			mem.rkeys = rkeys;
+			mem.n_rkeys = (size_t)n;
+			rep.rdma = &mem;
+		}
+		region_put(r);
 	}
 	m.body_case = XFER__PEER__PEER_MSG__BODY_CHECK_REPLY;
 	m.check_reply = &rep;
@@ -939,6 +957,10 @@ static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
 	case XFER__PEER__PEER_MSG__BODY_LOOKUP_REPLY:
 	case XFER__PEER__PEER_MSG__BODY_CHECK_REPLY:
 		l->ls->hooks.ctl_frame(l->ls->hooks.arg, l->peer->id, hdr, hlen);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_QP_CONNECT:
+	case XFER__PEER__PEER_MSG__BODY_QP_ACCEPT:
+		l->ls->hooks.rdma_frame(l->ls->hooks.arg, l->peer->id, m);
 		break;
 	case XFER__PEER__PEER_MSG__BODY_ERROR:
 		log_warnx("peer says: %s (%d)",
@@ -1465,3 +1487,35 @@ void linkset_destroy(struct linkset *ls)
 	event_free(ls->ev_reap);
 	free(ls);
 }
+
+/* --- as a transport (transport.h): the path of last resort --- */
+
+static bool tcp_accepts(void *impl, const struct xop *op)
+{
+	(void)impl, (void)op;
+	return true;
+}
+
+static void tcp_submit(void *impl, struct xop *op)
+{
+	op->path = XFER_PATH_TCP;
+	linkset_submit(impl, op);
+}
+
+static void tcp_cancel_client(void *impl, const struct prog_client *pc)
+{
+	linkset_cancel_client(impl, pc);
+}
+
+static bool tcp_expire(void *impl, uint64_t now_ns)
+{
+	return linkset_expire(impl, now_ns);
+}
+
+const struct transport_ops tcp_transport_ops = {
+	.name = "tcp",
+	.accepts = tcp_accepts,
+	.submit = tcp_submit,
+	.cancel_client = tcp_cancel_client,
+	.expire = tcp_expire,
+};

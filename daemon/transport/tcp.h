@@ -1,5 +1,5 @@
 /*
- * link.h - the data path between xferds, in the progress thread.
+ * tcp.h - the TCP data path between xferds, in the progress thread.
  *
  * A link is one TCP connection to another xferd, set up by the main
  * thread (peer.c) and handed over here once the handshake is done.  On it
@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "token_codec.h"
+#include "transport.h"
 
 #define PEER_MAX_HEADER  (64u << 10)
 #define PEER_MAX_PAYLOAD (4u << 20)
@@ -33,6 +34,7 @@ struct regtab;
 struct region;
 struct xop;
 struct linkset;
+struct Xfer__Peer__PeerMsg;
 
 /* Counters of one peer, owned by the main thread's peer record and
  * written here (single writer). */
@@ -60,6 +62,9 @@ struct linkset_hooks {
 	 * CheckReply, Pong of an xferctl ping): the packed PeerMsg. */
 	void (*ctl_frame)(void *arg, const uint8_t id[LINK_ID_LEN],
 			  const uint8_t *msg, size_t len);
+	/* A QpConnect or QpAccept for the RDMA transport (rdma.h). */
+	void (*rdma_frame)(void *arg, const uint8_t id[LINK_ID_LEN],
+			   const struct Xfer__Peer__PeerMsg *m);
 	void *arg;
 };
 
@@ -104,6 +109,9 @@ bool linkset_expire(struct linkset *ls, uint64_t now_ns);
 bool linkset_active(const struct linkset *ls);
 /* Events handled since the last call (progress made by the network). */
 uint64_t linkset_take_events(struct linkset *ls);
+
+/* linkset as a transport (transport.h); impl is the linkset. */
+extern const struct transport_ops tcp_transport_ops;
 
 /* Pack one frame header (PeerMsg) + payload length prefix; used by
  * peer.c for the handshake too.  Returns bytes written to out (which

@@ -1,0 +1,1191 @@
+/*
+ * rdma.c - one-sided RDMA WRITE and READ between xferds on RC queue
+ * pairs (rdma.h says what and why; this file is how).
+ *
+ * Bookkeeping of a queue pair this side posts on: a ring of the work
+ * requests out, oldest first, each with the operation it belongs to (or
+ * NULL once that operation was cancelled), its bytes, and a reference to
+ * the local region, so that memory the NIC may still touch is never
+ * unmapped under it.  The wr_id of a work request names its queue pair's
+ * slot in the table below, the slot's generation and the ring position:
+ * a completion of a queue pair that was destroyed meanwhile is
+ * recognised and ignored.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <event2/event.h>
+#include <infiniband/verbs.h>
+
+#include "log.h"
+#include "peer.pb-c.h"
+#include "rdma.h"
+#include "rdma_dev.h"
+#include "rdma_mr.h"
+#include "region.h"
+#include "wire.h"
+#include "xfer_ring.h"
+#include "xop.h"
+
+#define QP_SLOTS       1024    /* queue pairs at once, both directions */
+#define POLL_BATCH     32
+#define QP_TIMEOUT     16      /* 4.096 us * 2^16: 268 ms per retry */
+#define QP_RETRIES     7
+#define RD_ATOMIC_MAX  16      /* READs in flight per queue pair */
+#define INLINE_WANTED  64      /* bytes asked for; the device may give less */
+
+enum qp_state { QP_CONNECTING, QP_READY };
+
+struct posted {
+	struct xop *op;           /* NULL: cancelled, only the bytes remain */
+	struct region *hold;      /* a reference to the local region */
+	uint64_t deadline_ns;
+	uint32_t bytes;
+	bool read;
+};
+
+struct rpeer;
+
+struct rqp {
+	struct rpeer *peer;
+	int pair;                 /* index into peer->pair; -1: passive */
+	int rail, dev;            /* ours */
+	uint32_t peer_rail, slot;
+	bool initiator;
+	uint64_t epoch;
+	struct ibv_qp *qp;
+	uint32_t psn, remote_qpn;
+	uint32_t max_inline;
+	uint16_t index, gen;      /* in qp_table: the wr_id */
+	/* initiator: work requests out are ring[tail..head), the last
+	 * nstaged of them not posted yet (wr[0..nstaged)) */
+	uint32_t head, tail, nstaged, since_signal;
+	struct posted ring[RDMA_QP_DEPTH];
+	struct ibv_send_wr wr[RDMA_QP_DEPTH];
+	struct ibv_sge sge[RDMA_QP_DEPTH];
+	struct rqp *next_dirty;
+	bool dirty;
+	struct rqp *next_passive;
+	/* read by xferctl */
+	_Atomic int state;
+	_Atomic uint64_t bytes, wrs;
+	_Atomic uint32_t outstanding;
+	char peer_name[64];
+};
+
+struct rail_pair {
+	int rail;                 /* ours */
+	struct rdma_rail_addr mine;
+	struct rdma_peer_rail theirs;
+	bool failed;              /* the peer refused, or we could not */
+};
+
+struct rpeer {
+	uint8_t id[LINK_ID_LEN];
+	uint64_t gen;
+	char name[64];
+	struct rdma_peer_rail rails[RDMA_PEER_RAILS];
+	size_t nrails;
+	struct rail_pair pair[RDMA_PAIR_MAX];
+	size_t npairs;
+	struct rqp *out[RDMA_PAIR_MAX][RDMA_QPS_MAX];
+	struct rqp *passive;
+	unsigned rr;              /* next queue pair to try */
+	struct rpeer *next;
+};
+
+struct rdev {
+	struct rdma_dev_verbs v;
+	struct event *ev;         /* its completion channel */
+	uint32_t outstanding;     /* work requests out (the CQ holds them) */
+	uint8_t rd_atomic;
+};
+
+struct rdma {
+	struct event_base *base;
+	struct linkset *links;
+	struct linkset_hooks hooks;
+	struct rdma_cfg cfg;
+	struct rdev dev[RDMA_DEV_MAX];
+	int ndevs;
+	struct rpeer *peers;
+	struct xop_list waiting;  /* not all posted yet, in order */
+	struct rqp *dirty;        /* with staged work requests */
+	uint64_t epoch;
+	uint64_t outstanding;     /* work requests out, all devices */
+	/* A queue pair was taken down: its completions may still sit in a
+	 * CQ, taking room there until polled away. */
+	bool drain;
+};
+
+/* --- state xferctl reads: the queue pair table and rail counters --- */
+
+static pthread_mutex_t qp_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct rqp *qp_table[QP_SLOTS];
+static uint16_t qp_gen[QP_SLOTS];
+
+static struct {
+	_Atomic uint32_t qps;
+	_Atomic uint64_t bytes_tx, bytes_rx, wrs, errors;
+} rail_stats[RDMA_RAIL_MAX];
+
+static void stat_add64(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+static int qp_slot_take(struct rqp *q)
+{
+	pthread_mutex_lock(&qp_lock);
+	for (int i = 0; i < QP_SLOTS; i++) {
+		if (qp_table[i])
+			continue;
+		qp_table[i] = q;
+		q->index = (uint16_t)i;
+		q->gen = ++qp_gen[i];
+		pthread_mutex_unlock(&qp_lock);
+		atomic_fetch_add_explicit(&rail_stats[q->rail].qps, 1,
+					  memory_order_relaxed);
+		return 0;
+	}
+	pthread_mutex_unlock(&qp_lock);
+	return -ENOSPC;
+}
+
+static void qp_slot_free(struct rqp *q)
+{
+	pthread_mutex_lock(&qp_lock);
+	qp_table[q->index] = NULL;
+	pthread_mutex_unlock(&qp_lock);
+	atomic_fetch_sub_explicit(&rail_stats[q->rail].qps, 1,
+				  memory_order_relaxed);
+}
+
+void rdma_rail_stats(int rail, struct rdma_rail_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (rail < 0 || rail >= RDMA_RAIL_MAX)
+		return;
+	out->qps = atomic_load(&rail_stats[rail].qps);
+	out->bytes_tx = atomic_load(&rail_stats[rail].bytes_tx);
+	out->bytes_rx = atomic_load(&rail_stats[rail].bytes_rx);
+	out->wrs = atomic_load(&rail_stats[rail].wrs);
+	out->errors = atomic_load(&rail_stats[rail].errors);
+}
+
+size_t rdma_qp_list(int rail, struct rdma_qp_info *out, size_t max)
+{
+	size_t n = 0;
+
+	pthread_mutex_lock(&qp_lock);
+	for (int i = 0; i < QP_SLOTS && n < max; i++) {
+		const struct rqp *q = qp_table[i];
+		if (!q || (rail >= 0 && q->rail != rail))
+			continue;
+		out[n] = (struct rdma_qp_info){
+			.rail = q->rail,
+			.peer_rail = q->peer_rail,
+			.slot = q->slot,
+			.initiator = q->initiator,
+			.qpn = q->qp ? q->qp->qp_num : 0,
+			.remote_qpn = q->remote_qpn,
+			.state = atomic_load(&q->state) == QP_READY
+					 ? "RTS" : "CONNECTING",
+			.bytes = atomic_load(&q->bytes),
+			.wrs = atomic_load(&q->wrs),
+			.outstanding = atomic_load(&q->outstanding),
+		};
+		snprintf(out[n].peer, sizeof(out[n].peer), "%s", q->peer_name);
+		n++;
+	}
+	pthread_mutex_unlock(&qp_lock);
+	return n;
+}
+
+/* --- rail pairs --- */
+
+size_t rdma_pair_rails(const struct rdma_rail_addr *mine, size_t nmine,
+		       const struct rdma_peer_rail *theirs, size_t ntheirs,
+		       int *local, int *peer, size_t max)
+{
+	bool taken[RDMA_PEER_RAILS] = { false };
+	size_t n = 0;
+
+	for (size_t i = 0; i < nmine && n < max; i++) {
+		for (size_t j = 0; j < ntheirs && j < RDMA_PEER_RAILS; j++) {
+			if (taken[j] ||
+			    mine[i].infiniband != theirs[j].infiniband ||
+			    !netaddr_same_subnet(&mine[i].addr, &theirs[j].addr))
+				continue;
+			taken[j] = true;
+			local[n] = (int)i;
+			peer[n] = (int)j;
+			n++;
+			break;
+		}
+	}
+	return n;
+}
+
+/* --- peers --- */
+
+static struct rpeer *find_peer(struct rdma *t, const uint8_t *id)
+{
+	for (struct rpeer *p = t->peers; p; p = p->next)
+		if (memcmp(p->id, id, LINK_ID_LEN) == 0)
+			return p;
+	return NULL;
+}
+
+static struct rpeer *peer_of(struct rdma *t, const struct xop *op)
+{
+	return find_peer(t, op->remote->remote->instance_id);
+}
+
+/* --- ending operations --- */
+
+static void op_end(struct rdma *t, struct xop *op, int64_t result)
+{
+	t->hooks.op_done(t->hooks.arg, op, result);
+}
+
+static void dequeue(struct rdma *t, struct xop *op)
+{
+	if (op->queued) {
+		TAILQ_REMOVE(&t->waiting, op, q);
+		op->queued = false;
+	}
+}
+
+/* An operation ends once none of its work requests is out and either
+ * all of it was posted or it failed. */
+static void op_settle(struct rdma *t, struct xop *op)
+{
+	if (op->error)
+		dequeue(t, op);
+	if (op->wrs || (!op->error && op->posted < op->len))
+		return;
+	op_end(t, op, op->error ? op->error : (int64_t)op->len);
+}
+
+static void op_fail(struct rdma *t, struct xop *op, int err)
+{
+	if (!op->error)
+		op->error = err;
+	op_settle(t, op);
+}
+
+/* --- queue pairs --- */
+
+static const char *peer_label(const struct rqp *q)
+{
+	return q->peer_name[0] ? q->peer_name : "peer";
+}
+
+/* The work requests in [tail, upto] are done (err 0) or failed. */
+static void retire(struct rdma *t, struct rqp *q, uint32_t upto, int err)
+{
+	while ((int32_t)(upto - q->tail) >= 0 && q->tail != q->head) {
+		struct posted *e = &q->ring[q->tail % RDMA_QP_DEPTH];
+		struct xop *op = e->op;
+
+		q->tail++;
+		t->dev[q->dev].outstanding--;
+		t->outstanding--;
+		atomic_fetch_sub_explicit(&q->outstanding, 1,
+					  memory_order_relaxed);
+		if (!err) {
+			stat_add64(&q->bytes, e->bytes);
+			stat_add64(e->read ? &rail_stats[q->rail].bytes_rx
+					   : &rail_stats[q->rail].bytes_tx,
+				   e->bytes);
+		}
+		region_put(e->hold);
+		e->hold = NULL;
+		e->op = NULL;
+		if (!op)
+			continue;
+		op->wrs--;
+		if (err && !op->error)
+			op->error = err;
+		op_settle(t, op);
+	}
+}
+
+static void qp_free(struct rdma *t, struct rqp *q)
+{
+	int rc;
+
+	(void)t;
+	qp_slot_free(q);
+	if (q->qp && (rc = ibv_destroy_qp(q->qp)))
+		log_warnx("RDMA: ibv_destroy_qp: %s", strerror(rc));
+	free(q);
+}
+
+/* Take q down: what it has out fails with err, and it is forgotten (the
+ * next operation toward its peer opens a new one). */
+static void qp_fail(struct rdma *t, struct rqp *q, int err)
+{
+	struct rpeer *p = q->peer;
+
+	if (q->dirty) {
+		/* Staged work requests were never posted: drop them too. */
+		for (struct rqp **pp = &t->dirty; *pp; pp = &(*pp)->next_dirty)
+			if (*pp == q) {
+				*pp = q->next_dirty;
+				break;
+			}
+		q->dirty = false;
+	}
+	q->nstaged = 0;
+	if (q->pair >= 0)
+		p->out[q->pair][q->slot] = NULL;
+	/* Out of the table before the operations end: nothing new is
+	 * posted on it meanwhile. */
+	retire(t, q, q->head - 1, err);
+	qp_free(t, q);
+	t->drain = true;
+}
+
+static int qp_create(struct rdma *t, struct rpeer *p, int rail,
+		     struct rqp **out)
+{
+	struct rdma_rail_addr ra;
+	struct rqp *q;
+	int err;
+
+	if ((err = rdma_dev_rail_addr(rail, &ra)))
+		return err;
+	if (!(q = calloc(1, sizeof(*q))))
+		return -ENOMEM;
+	q->peer = p;
+	q->pair = -1;
+	q->rail = rail;
+	q->dev = ra.dev;
+	snprintf(q->peer_name, sizeof(q->peer_name), "%s", p->name);
+	struct ibv_qp_init_attr ia = {
+		.send_cq = t->dev[ra.dev].v.cq,
+		.recv_cq = t->dev[ra.dev].v.cq,
+		.cap = {
+			.max_send_wr = RDMA_QP_DEPTH,
+			.max_recv_wr = 1,
+			.max_send_sge = 1,
+			.max_recv_sge = 1,
+			.max_inline_data = INLINE_WANTED,
+		},
+		.qp_type = IBV_QPT_RC,
+	};
+	q->qp = ibv_create_qp(t->dev[ra.dev].v.pd, &ia);
+	if (!q->qp) {
+		/* Some devices have no inline data at all. */
+		ia.cap.max_inline_data = 0;
+		q->qp = ibv_create_qp(t->dev[ra.dev].v.pd, &ia);
+	}
+	if (!q->qp) {
+		err = -errno;
+		log_warn("RDMA: ibv_create_qp on rail %d", rail);
+		free(q);
+		return err ? err : -ENOMEM;
+	}
+	q->max_inline = ia.cap.max_inline_data;
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = ra.port,
+		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE |
+				   IBV_ACCESS_REMOTE_WRITE |
+				   IBV_ACCESS_REMOTE_READ,
+	};
+	if ((err = ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				 IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))) {
+		log_warnx("RDMA: QP to INIT: %s", strerror(err));
+		ibv_destroy_qp(q->qp);
+		free(q);
+		return -err;
+	}
+	uint32_t psn;
+	if (getrandom(&psn, sizeof(psn), 0) != sizeof(psn))
+		psn = (uint32_t)(uintptr_t)q;
+	q->psn = psn & 0xffffff;
+	if ((err = qp_slot_take(q))) {
+		ibv_destroy_qp(q->qp);
+		free(q);
+		return err;
+	}
+	*out = q;
+	return 0;
+}
+
+/* The other end's attributes: INIT -> RTR -> RTS. */
+static int qp_connect(struct rdma *t, struct rqp *q, uint32_t qpn,
+		      uint32_t psn, const uint8_t gid[16], uint16_t lid,
+		      int mtu)
+{
+	struct rdma_rail_addr ra;
+	int err;
+
+	if ((err = rdma_dev_rail_addr(q->rail, &ra)))
+		return err;
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_RTR,
+		.path_mtu = (enum ibv_mtu)(mtu < ra.mtu ? mtu : ra.mtu),
+		.dest_qp_num = qpn,
+		.rq_psn = psn,
+		.max_dest_rd_atomic = t->dev[q->dev].rd_atomic,
+		.min_rnr_timer = 12,
+		.ah_attr = {
+			/* RoCE is routed (UDP/IP): always a GRH; IB within
+			 * its subnet is addressed by LID. */
+			.is_global = ra.infiniband ? 0 : 1,
+			.dlid = lid,
+			.port_num = ra.port,
+			.grh = {
+				.sgid_index = (uint8_t)ra.gid_index,
+				.hop_limit = 64,
+			},
+		},
+	};
+	memcpy(a.ah_attr.grh.dgid.raw, gid, 16);
+	if ((err = ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_AV |
+				 IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+				 IBV_QP_MIN_RNR_TIMER))) {
+		log_warnx("RDMA: QP %u to RTR: %s", q->qp->qp_num,
+			  strerror(err));
+		return -err;
+	}
+	a = (struct ibv_qp_attr){
+		.qp_state = IBV_QPS_RTS,
+		.timeout = QP_TIMEOUT,
+		.retry_cnt = QP_RETRIES,
+		.rnr_retry = 7,
+		.sq_psn = q->psn,
+		.max_rd_atomic = t->dev[q->dev].rd_atomic,
+	};
+	if ((err = ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
+				 IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+				 IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))) {
+		log_warnx("RDMA: QP %u to RTS: %s", q->qp->qp_num,
+			  strerror(err));
+		return -err;
+	}
+	q->remote_qpn = qpn;
+	atomic_store(&q->state, QP_READY);
+	return 0;
+}
+
+static void send_msg(struct rdma *t, const uint8_t *id,
+		     Xfer__Peer__PeerMsg *m)
+{
+	uint8_t buf[512];
+
+	m->proto_version = XFER_PROTO_VERSION;
+	size_t len = xfer__peer__peer_msg__get_packed_size(m);
+
+	if (len > sizeof(buf))
+		return;
+	xfer__peer__peer_msg__pack(m, buf);
+	linkset_send_ctl(t->links, id, buf, len);
+}
+
+/* Open queue pair `slot` of rail pair i toward p: QpConnect, and the
+ * rest when QpAccept comes. */
+static int open_out(struct rdma *t, struct rpeer *p, int i, uint32_t slot)
+{
+	struct rail_pair *rp = &p->pair[i];
+	struct rqp *q;
+	int err = qp_create(t, p, rp->rail, &q);
+
+	if (err)
+		return err;
+	q->pair = i;
+	q->initiator = true;
+	q->peer_rail = rp->theirs.index;
+	q->slot = slot;
+	q->epoch = ++t->epoch;
+	atomic_store(&q->state, QP_CONNECTING);
+	p->out[i][slot] = q;
+
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__QpConnect c = XFER__PEER__QP_CONNECT__INIT;
+	c.rail = (uint32_t)rp->rail;
+	c.peer_rail = rp->theirs.index;
+	c.slot = slot;
+	c.epoch = q->epoch;
+	c.qpn = q->qp->qp_num;
+	c.psn = q->psn;
+	c.gid.data = rp->mine.gid;
+	c.gid.len = 16;
+	c.lid = rp->mine.lid;
+	c.mtu = (uint32_t)rp->mine.mtu;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_QP_CONNECT;
+	m.qp_connect = &c;
+	send_msg(t, p->id, &m);
+	return 0;
+}
+
+/* Every queue pair p should have is open or on its way.  False if no
+ * rail pair can carry anything. */
+static bool ensure_qps(struct rdma *t, struct rpeer *p)
+{
+	bool any = false;
+
+	for (size_t i = 0; i < p->npairs; i++) {
+		struct rail_pair *rp = &p->pair[i];
+		if (rp->failed)
+			continue;
+		for (uint32_t s = 0; s < t->cfg.qps; s++) {
+			if (p->out[i][s])
+				continue;
+			int err = open_out(t, p, (int)i, s);
+			if (err) {
+				log_warnx("RDMA: rail %d to %s: cannot open "
+					  "a queue pair: %s; TCP instead",
+					  rp->rail, p->name, strerror(-err));
+				rp->failed = true;
+				break;
+			}
+		}
+		any |= !rp->failed;
+	}
+	return any;
+}
+
+/* --- posting --- */
+
+static bool pair_usable(const struct rail_pair *rp, const struct xop *op,
+			uint32_t *lkey, uint32_t *rkey)
+{
+	const struct region_rdma *rr = op->remote->rdma;
+
+	if (rp->failed || rp->theirs.device >= rr->nkeys ||
+	    !rr->rkey[rp->theirs.device])
+		return false;
+	*rkey = rr->rkey[rp->theirs.device];
+	return rdma_mr_keys(op->local, rp->mine.dev, lkey, NULL);
+}
+
+/* The next ready queue pair toward p with room, round-robin. */
+static struct rqp *next_qp(struct rdma *t, struct rpeer *p)
+{
+	unsigned n = (unsigned)p->npairs * t->cfg.qps;
+
+	for (unsigned k = 0; k < n; k++) {
+		unsigned i = p->rr++ % n;
+		struct rqp *q = p->out[i / t->cfg.qps][i % t->cfg.qps];
+		if (!q || atomic_load_explicit(&q->state, memory_order_relaxed)
+				  != QP_READY)
+			continue;
+		if (q->head - q->tail >= RDMA_QP_DEPTH ||
+		    t->dev[q->dev].outstanding >=
+			    (uint32_t)t->dev[q->dev].v.cq_depth)
+			continue;
+		return q;
+	}
+	return NULL;
+}
+
+static void stage(struct rdma *t, struct rqp *q, struct xop *op,
+		  uint32_t lkey, uint32_t rkey, uint32_t len)
+{
+	bool read = op->opcode == XFER_OP_READ;
+	uint32_t pos = q->head++;
+	struct posted *e = &q->ring[pos % RDMA_QP_DEPTH];
+	struct ibv_sge *sge = &q->sge[q->nstaged];
+	struct ibv_send_wr *wr = &q->wr[q->nstaged];
+	const struct token *tok = op->remote->remote;
+
+	region_get(op->local);
+	*e = (struct posted){
+		.op = op,
+		.hold = op->local,
+		.deadline_ns = op->deadline_ns,
+		.bytes = len,
+		.read = read,
+	};
+	*sge = (struct ibv_sge){
+		.addr = (uint64_t)(uintptr_t)op->local->map + op->local_off +
+			op->posted,
+		.length = len,
+		.lkey = lkey,
+	};
+	*wr = (struct ibv_send_wr){
+		.wr_id = (uint64_t)q->index << 48 | (uint64_t)q->gen << 32 | pos,
+		.sg_list = sge,
+		.num_sge = 1,
+		.opcode = read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
+		.wr.rdma = {
+			.remote_addr = op->remote->rdma->addr + tok->offset +
+				       op->remote_off + op->posted,
+			.rkey = rkey,
+		},
+	};
+	if (!read && len <= q->max_inline)
+		wr->send_flags |= IBV_SEND_INLINE;
+	if (++q->since_signal >= RDMA_SIGNAL_EVERY) {
+		wr->send_flags |= IBV_SEND_SIGNALED;
+		q->since_signal = 0;
+	}
+	q->nstaged++;
+	op->posted += len;
+	op->wrs++;
+	t->dev[q->dev].outstanding++;
+	t->outstanding++;
+	atomic_fetch_add_explicit(&q->outstanding, 1, memory_order_relaxed);
+	if (!q->dirty) {
+		q->dirty = true;
+		q->next_dirty = t->dirty;
+		t->dirty = q;
+	}
+}
+
+/* Post what each queue pair has staged, as one chain; its last work
+ * request asks for a completion, so every one is accounted for. */
+static void flush(struct rdma *t)
+{
+	while (t->dirty) {
+		struct rqp *q = t->dirty;
+		struct ibv_send_wr *bad = NULL;
+		uint32_t n = q->nstaged;
+
+		t->dirty = q->next_dirty;
+		q->dirty = false;
+		q->nstaged = 0;
+		if (n == 0)
+			continue;
+		for (uint32_t i = 0; i + 1 < n; i++)
+			q->wr[i].next = &q->wr[i + 1];
+		q->wr[n - 1].next = NULL;
+		if (!(q->wr[n - 1].send_flags & IBV_SEND_SIGNALED)) {
+			q->wr[n - 1].send_flags |= IBV_SEND_SIGNALED;
+			q->since_signal = 0;
+		}
+		int rc = ibv_post_send(q->qp, q->wr, &bad);
+		stat_add64(&q->wrs, n);
+		stat_add64(&rail_stats[q->rail].wrs, n);
+		if (rc) {
+			log_warnx("RDMA: ibv_post_send on QP %u to %s: %s",
+				  q->qp->qp_num, peer_label(q), strerror(rc));
+			stat_add64(&rail_stats[q->rail].errors, 1);
+			qp_fail(t, q, -EIO);
+		}
+	}
+}
+
+/* Cut waiting operations into work requests while queue pairs have
+ * room; post them. */
+static void pump(struct rdma *t)
+{
+	struct xop *op, *next;
+
+	for (op = TAILQ_FIRST(&t->waiting); op; op = next) {
+		next = TAILQ_NEXT(op, q);
+		struct rpeer *p = peer_of(t, op);
+		if (!p || !ensure_qps(t, p)) {
+			op_fail(t, op, p ? -EIO : -ECONNRESET);
+			continue;
+		}
+		while (op->posted < op->len) {
+			struct rqp *q = next_qp(t, p);
+			uint32_t lkey, rkey;
+			if (!q)
+				break;
+			if (!pair_usable(&p->pair[q->pair], op, &lkey, &rkey)) {
+				/* accepts() saw keys for every pair */
+				op_fail(t, op, -EIO);
+				break;
+			}
+			uint64_t left = op->len - op->posted;
+			uint64_t len = left < t->cfg.stripe ? left : t->cfg.stripe;
+			stage(t, q, op, lkey, rkey, (uint32_t)len);
+		}
+		if (op->posted == op->len)
+			dequeue(t, op);
+	}
+	flush(t);
+}
+
+/* --- completions --- */
+
+static void on_wc(struct rdma *t, const struct ibv_wc *wc)
+{
+	unsigned slot = (unsigned)(wc->wr_id >> 48);
+	uint16_t gen = (uint16_t)(wc->wr_id >> 32);
+	struct rqp *q = slot < QP_SLOTS ? qp_table[slot] : NULL;
+
+	/* The table changes on this thread only: no lock to read it. */
+	if (!q || q->gen != gen)
+		return;  /* of a queue pair taken down meanwhile */
+	if (wc->status != IBV_WC_SUCCESS) {
+		log_warnx("RDMA: %s on QP %u to %s (rail %d): %s "
+			  "(vendor error 0x%x); queue pair closed",
+			  wc->opcode == IBV_WC_RDMA_READ ? "READ" : "WRITE",
+			  q->qp->qp_num, peer_label(q), q->rail,
+			  ibv_wc_status_str(wc->status), wc->vendor_err);
+		stat_add64(&rail_stats[q->rail].errors, 1);
+		qp_fail(t, q, -EIO);
+		return;
+	}
+	retire(t, q, (uint32_t)wc->wr_id, 0);
+}
+
+bool rdma_poll(struct rdma *t)
+{
+	struct ibv_wc wc[POLL_BATCH];
+	bool progress = false;
+
+	if (!t || (t->outstanding == 0 && !t->drain))
+		return false;
+	bool drained = t->outstanding == 0;
+	for (int d = 0; d < t->ndevs; d++) {
+		int n = ibv_poll_cq(t->dev[d].v.cq, POLL_BATCH, wc);
+		if (n < 0) {
+			log_warnx("RDMA: ibv_poll_cq failed");
+			continue;
+		}
+		for (int i = 0; i < n; i++)
+			on_wc(t, &wc[i]);
+		progress |= n > 0;
+		drained &= n == 0;
+	}
+	if (drained)
+		t->drain = false;
+	if (progress && !TAILQ_EMPTY(&t->waiting))
+		pump(t);
+	return progress;
+}
+
+bool rdma_busy(const struct rdma *t)
+{
+	return t && t->outstanding > 0;
+}
+
+bool rdma_arm(struct rdma *t)
+{
+	if (!t || t->outstanding == 0)
+		return true;
+	for (int d = 0; d < t->ndevs; d++)
+		if (t->dev[d].outstanding &&
+		    ibv_req_notify_cq(t->dev[d].v.cq, 0))
+			log_warnx("RDMA: ibv_req_notify_cq failed");
+	/* Completions that came before the request raise no event. */
+	return !rdma_poll(t);
+}
+
+static void on_channel(evutil_socket_t fd, short what, void *arg)
+{
+	struct rdev *d = arg;
+	struct ibv_cq *cq;
+	void *ctx;
+	(void)fd, (void)what;
+
+	while (ibv_get_cq_event(d->v.channel, &cq, &ctx) == 0)
+		ibv_ack_cq_events(cq, 1);
+	/* The thread's loop polls the CQ next. */
+}
+
+/* --- the transport's operations --- */
+
+static bool rdma_accepts(void *impl, const struct xop *op)
+{
+	struct rdma *t = impl;
+	uint32_t lkey, rkey;
+
+	if ((op->opcode != XFER_OP_WRITE && op->opcode != XFER_OP_READ) ||
+	    op->len == 0 || !op->local || op->local->kind != REGION_MEMFD ||
+	    !op->local->nic_mr || !op->remote->rdma)
+		return false;
+	struct rpeer *p = peer_of(t, op);
+	if (!p || p->npairs == 0)
+		return false;
+	for (size_t i = 0; i < p->npairs; i++)
+		if (!pair_usable(&p->pair[i], op, &lkey, &rkey))
+			return false;
+	return true;
+}
+
+static void rdma_submit(void *impl, struct xop *op)
+{
+	struct rdma *t = impl;
+
+	op->path = XFER_PATH_RDMA;
+	op->posted = 0;
+	op->wrs = 0;
+	op->error = 0;
+	op->cancelled = false;
+	op->queued = true;
+	TAILQ_INSERT_TAIL(&t->waiting, op, q);
+	pump(t);
+}
+
+/* Collect op (once) for ending with an error after the walk. */
+static void collect(struct rdma *t, struct xop_list *l, struct xop *op)
+{
+	if (op->cancelled)
+		return;
+	op->cancelled = true;
+	dequeue(t, op);
+	TAILQ_INSERT_TAIL(l, op, q);
+}
+
+static void rdma_cancel_client(void *impl, const struct prog_client *pc)
+{
+	struct rdma *t = impl;
+	struct xop_list l = TAILQ_HEAD_INITIALIZER(l);
+	struct xop *op, *next;
+
+	/* Work requests out stay out (the NIC may still be at them, and
+	 * their entries keep the local region): they just no longer
+	 * belong to an operation. */
+	for (struct rpeer *p = t->peers; p; p = p->next)
+		for (size_t i = 0; i < p->npairs; i++)
+			for (uint32_t s = 0; s < RDMA_QPS_MAX; s++) {
+				struct rqp *q = p->out[i][s];
+				for (uint32_t k = q ? q->tail : 0;
+				     q && k != q->head; k++) {
+					struct posted *e =
+						&q->ring[k % RDMA_QP_DEPTH];
+					if (!e->op || e->op->pc != pc)
+						continue;
+					e->op->wrs--;
+					collect(t, &l, e->op);
+					e->op = NULL;
+				}
+			}
+	for (op = TAILQ_FIRST(&t->waiting); op; op = next) {
+		next = TAILQ_NEXT(op, q);
+		if (op->pc == pc)
+			collect(t, &l, op);
+	}
+	while ((op = TAILQ_FIRST(&l))) {
+		TAILQ_REMOVE(&l, op, q);
+		op_end(t, op, -ECANCELED);
+	}
+}
+
+static bool rdma_expire(void *impl, uint64_t now)
+{
+	struct rdma *t = impl;
+	struct xop *op, *next;
+	bool any = false;
+
+	/* A queue pair whose oldest work request outlived its deadline has
+	 * stopped: its peer does not answer (RC would have retried). */
+	for (struct rpeer *p = t->peers; p; p = p->next)
+		for (size_t i = 0; i < p->npairs; i++)
+			for (uint32_t s = 0; s < RDMA_QPS_MAX; s++) {
+				struct rqp *q = p->out[i][s];
+				if (!q || q->tail == q->head ||
+				    q->ring[q->tail % RDMA_QP_DEPTH].deadline_ns
+					    > now)
+					continue;
+				log_warnx("RDMA: QP %u to %s: no completion "
+					  "by the deadline; queue pair closed",
+					  q->qp->qp_num, peer_label(q));
+				stat_add64(&rail_stats[q->rail].errors, 1);
+				qp_fail(t, q, -ETIMEDOUT);
+				any = true;
+			}
+	for (op = TAILQ_FIRST(&t->waiting); op; op = next) {
+		next = TAILQ_NEXT(op, q);
+		if (op->deadline_ns <= now) {
+			op_fail(t, op, -ETIMEDOUT);
+			any = true;
+		}
+	}
+	return any;
+}
+
+const struct transport_ops rdma_transport_ops = {
+	.name = "rdma",
+	.accepts = rdma_accepts,
+	.submit = rdma_submit,
+	.cancel_client = rdma_cancel_client,
+	.expire = rdma_expire,
+};
+
+/* --- peers coming and going --- */
+
+static void peer_teardown(struct rdma *t, struct rpeer *p, int err)
+{
+	struct xop *op, *next;
+
+	for (size_t i = 0; i < RDMA_PAIR_MAX; i++)
+		for (uint32_t s = 0; s < RDMA_QPS_MAX; s++)
+			if (p->out[i][s])
+				qp_fail(t, p->out[i][s], err);
+	while (p->passive) {
+		struct rqp *q = p->passive;
+		p->passive = q->next_passive;
+		qp_free(t, q);
+	}
+	for (op = TAILQ_FIRST(&t->waiting); op; op = next) {
+		next = TAILQ_NEXT(op, q);
+		if (peer_of(t, op) == p)
+			op_fail(t, op, err);
+	}
+}
+
+static void peer_remove(struct rdma *t, struct rpeer *p, int err)
+{
+	/* Still listed during the teardown: it finds p's operations. */
+	peer_teardown(t, p, err);
+	for (struct rpeer **pp = &t->peers; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	free(p);
+}
+
+void rdma_peer_up(struct rdma *t, const uint8_t id[LINK_ID_LEN], uint64_t gen,
+		  const char *name, const struct rdma_peer_rail *rails,
+		  size_t nrails)
+{
+	struct rdma_rail_addr mine[RDMA_RAIL_MAX];
+	int nmine = rdma_dev_rail_count(), local[RDMA_PAIR_MAX],
+	    peer[RDMA_PAIR_MAX];
+	struct rpeer *p;
+
+	if (!t)
+		return;
+	if ((p = find_peer(t, id)))
+		peer_remove(t, p, -ECONNRESET);  /* an earlier link's */
+	if (!(p = calloc(1, sizeof(*p)))) {
+		log_warnx("RDMA: out of memory: %s over TCP only", name);
+		return;
+	}
+	memcpy(p->id, id, LINK_ID_LEN);
+	p->gen = gen;
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->nrails = nrails < RDMA_PEER_RAILS ? nrails : RDMA_PEER_RAILS;
+	memcpy(p->rails, rails, p->nrails * sizeof(*rails));
+	for (int i = 0; i < nmine; i++)
+		rdma_dev_rail_addr(i, &mine[i]);
+	size_t n = rdma_pair_rails(mine, (size_t)nmine, p->rails, p->nrails,
+				   local, peer, RDMA_PAIR_MAX);
+	for (size_t i = 0; i < n; i++) {
+		p->pair[i] = (struct rail_pair){
+			.rail = local[i],
+			.mine = mine[local[i]],
+			.theirs = p->rails[peer[i]],
+		};
+		char a[64], b[64];
+		netaddr_format(&mine[local[i]].addr, true, a, sizeof(a));
+		netaddr_format(&p->rails[peer[i]].addr, true, b, sizeof(b));
+		log_info("RDMA: %s reached over rail %d (%s) to its rail %u "
+			 "(%s)", p->name, local[i], a, p->rails[peer[i]].index,
+			 b);
+	}
+	p->npairs = n;
+	if (n == 0 && nmine > 0)
+		log_info("RDMA: no common rail with %s (%zu advertised): TCP",
+			 p->name, p->nrails);
+	p->next = t->peers;
+	t->peers = p;
+}
+
+void rdma_peer_down(struct rdma *t, const uint8_t id[LINK_ID_LEN],
+		    uint64_t gen, int err)
+{
+	struct rpeer *p = t ? find_peer(t, id) : NULL;
+
+	if (p && p->gen == gen)
+		peer_remove(t, p, err);
+}
+
+/* --- queue pair handshake frames --- */
+
+static bool attrs_valid(const ProtobufCBinaryData *gid, uint32_t mtu,
+			uint32_t lid, uint32_t qpn, uint32_t psn)
+{
+	return gid->len == 16 && mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 &&
+	       lid <= 0xffff && qpn <= 0xffffff && psn <= 0xffffff;
+}
+
+static void on_connect(struct rdma *t, struct rpeer *p,
+		       const Xfer__Peer__QpConnect *c)
+{
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__QpAccept a = XFER__PEER__QP_ACCEPT__INIT;
+	struct rdma_rail_addr ra;
+	struct rqp *q = NULL;
+	int err = 0;
+
+	a.rail = c->rail;
+	a.peer_rail = c->peer_rail;
+	a.slot = c->slot;
+	a.epoch = c->epoch;
+	if (!attrs_valid(&c->gid, c->mtu, c->lid, c->qpn, c->psn) ||
+	    c->slot >= RDMA_QPS_MAX ||
+	    rdma_dev_rail_addr((int)c->peer_rail, &ra))
+		err = -EINVAL;
+	/* A new attempt for a slot replaces the old one (whose sender's
+	 * end is gone). */
+	for (struct rqp **pp = &p->passive; !err && *pp;
+	     pp = &(*pp)->next_passive) {
+		struct rqp *o = *pp;
+		if (o->peer_rail == c->rail && o->rail == (int)c->peer_rail &&
+		    o->slot == c->slot) {
+			*pp = o->next_passive;
+			qp_free(t, o);
+			break;
+		}
+	}
+	if (!err && !(err = qp_create(t, p, (int)c->peer_rail, &q))) {
+		q->peer_rail = c->rail;
+		q->slot = c->slot;
+		q->epoch = c->epoch;
+		err = qp_connect(t, q, c->qpn, c->psn, c->gid.data,
+				 (uint16_t)c->lid, (int)c->mtu);
+		if (err) {
+			qp_free(t, q);
+		} else {
+			q->next_passive = p->passive;
+			p->passive = q;
+			a.qpn = q->qp->qp_num;
+			a.psn = q->psn;
+			a.gid.data = ra.gid;
+			a.gid.len = 16;
+			a.lid = ra.lid;
+			a.mtu = (uint32_t)ra.mtu;
+		}
+	}
+	if (err)
+		log_warnx("RDMA: queue pair from %s (its rail %u to our %u): "
+			  "%s", p->name, c->rail, c->peer_rail, strerror(-err));
+	a.error = err;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_QP_ACCEPT;
+	m.qp_accept = &a;
+	send_msg(t, p->id, &m);
+}
+
+static void on_accept(struct rdma *t, struct rpeer *p,
+		      const Xfer__Peer__QpAccept *a)
+{
+	struct rqp *q = NULL;
+	size_t i;
+
+	for (i = 0; i < p->npairs && a->slot < RDMA_QPS_MAX; i++)
+		if (p->pair[i].rail == (int)a->rail &&
+		    p->pair[i].theirs.index == a->peer_rail) {
+			q = p->out[i][a->slot];
+			break;
+		}
+	if (!q || q->epoch != a->epoch ||
+	    atomic_load(&q->state) != QP_CONNECTING)
+		return;  /* an answer to an attempt given up */
+	int err = a->error;
+	if (!err && !attrs_valid(&a->gid, a->mtu, a->lid, a->qpn, a->psn))
+		err = -EPROTO;
+	if (!err)
+		err = qp_connect(t, q, a->qpn, a->psn, a->gid.data,
+				 (uint16_t)a->lid, (int)a->mtu);
+	if (err) {
+		log_warnx("RDMA: %s refused a queue pair on rail %d: %s; "
+			  "TCP instead", p->name, q->rail,
+			  strerror(err < 0 ? -err : err));
+		p->pair[i].failed = true;
+		qp_fail(t, q, -EIO);
+	}
+	pump(t);
+}
+
+void rdma_on_frame(struct rdma *t, const uint8_t id[LINK_ID_LEN],
+		   const Xfer__Peer__PeerMsg *m)
+{
+	struct rpeer *p = t ? find_peer(t, id) : NULL;
+
+	if (!p)
+		return;
+	if (m->body_case == XFER__PEER__PEER_MSG__BODY_QP_CONNECT)
+		on_connect(t, p, m->qp_connect);
+	else if (m->body_case == XFER__PEER__PEER_MSG__BODY_QP_ACCEPT)
+		on_accept(t, p, m->qp_accept);
+}
+
+/* --- life cycle --- */
+
+struct rdma *rdma_create(struct event_base *base, struct linkset *links,
+			 const struct rdma_cfg *cfg,
+			 const struct linkset_hooks *hooks)
+{
+	int ndevs = rdma_dev_count();
+	struct rdma *t;
+
+	if (ndevs == 0 || rdma_dev_rail_count() == 0)
+		return NULL;
+	if (!(t = calloc(1, sizeof(*t))))
+		return NULL;
+	t->base = base;
+	t->links = links;
+	t->hooks = *hooks;
+	TAILQ_INIT(&t->waiting);
+	rdma_set_cfg(t, cfg);
+	for (int d = 0; d < ndevs && d < RDMA_DEV_MAX; d++) {
+		struct rdev *rd = &t->dev[d];
+		struct ibv_device_attr da;
+
+		if (rdma_dev_verbs(d, &rd->v))
+			continue;
+		rd->rd_atomic = 1;
+		if (ibv_query_device(rd->v.ctx, &da) == 0) {
+			int n = da.max_qp_rd_atom < da.max_qp_init_rd_atom
+					? da.max_qp_rd_atom
+					: da.max_qp_init_rd_atom;
+			rd->rd_atomic = (uint8_t)(n > RD_ATOMIC_MAX
+							  ? RD_ATOMIC_MAX
+							  : n > 0 ? n : 1);
+		}
+		int fl = fcntl(rd->v.channel->fd, F_GETFL);
+		if (fl < 0 || fcntl(rd->v.channel->fd, F_SETFL,
+				    fl | O_NONBLOCK) < 0)
+			log_warn("RDMA: completion channel");
+		rd->ev = event_new(base, rd->v.channel->fd, EV_READ | EV_PERSIST,
+				   on_channel, rd);
+		if (!rd->ev || event_add(rd->ev, NULL))
+			log_warnx("RDMA: cannot watch a completion channel");
+		t->ndevs = d + 1;
+	}
+	return t;
+}
+
+void rdma_set_cfg(struct rdma *t, const struct rdma_cfg *cfg)
+{
+	if (!t)
+		return;
+	t->cfg = *cfg;
+	if (t->cfg.qps < 1)
+		t->cfg.qps = 1;
+	if (t->cfg.qps > RDMA_QPS_MAX)
+		t->cfg.qps = RDMA_QPS_MAX;
+	if (t->cfg.stripe < 4096)
+		t->cfg.stripe = 4096;
+	if (t->cfg.stripe > (1u << 30))
+		t->cfg.stripe = 1u << 30;
+}
+
+void rdma_destroy(struct rdma *t)
+{
+	if (!t)
+		return;
+	while (t->peers)
+		peer_remove(t, t->peers, -ECONNRESET);
+	for (int d = 0; d < t->ndevs; d++) {
+		if (!t->dev[d].ev)
+			continue;
+		event_free(t->dev[d].ev);
+		/* Events taken but not acknowledged block ibv_destroy_cq. */
+		struct ibv_cq *cq;
+		void *ctx;
+		while (ibv_get_cq_event(t->dev[d].v.channel, &cq, &ctx) == 0)
+			ibv_ack_cq_events(cq, 1);
+	}
+	free(t);
+}

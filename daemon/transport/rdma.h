@@ -1,0 +1,133 @@
+/*
+ * rdma.h - the RDMA data path between xferds, in the progress thread.
+ *
+ * For each peer whose rails share a subnet with ours (a rail pair), this
+ * side opens rdma_qps RC queue pairs per pair the first time it moves
+ * data there; their attributes travel over the TCP link (QpConnect,
+ * QpAccept in proto/peer.proto), never waiting for an answer.  Only the
+ * side that opened a queue pair posts on it, so two xferds that both
+ * start transfers never race for the same QP.
+ *
+ * A WRITE or READ between a memfd region here (registered, rdma_mr.h)
+ * and a region the owner said is registered (its CheckReply) goes as
+ * one-sided RDMA WRITE or READ, cut into rdma_stripe pieces spread
+ * round-robin over every queue pair of every rail pair.  Work requests
+ * are chained into one post per queue pair and pass; one in
+ * RDMA_SIGNAL_EVERY, and the last of each post, asks for a completion
+ * (RC completes in order, so it accounts for those before it); writes
+ * up to the QP's inline size go inline.  A queue pair holds at most
+ * RDMA_QP_DEPTH work requests: operations wait in order for room.
+ *
+ * Every completion's status is checked; a failed one (logged with
+ * ibv_wc_status_str) fails the operations on that queue pair with -EIO,
+ * and the queue pair is destroyed, to be opened again on next use.  An
+ * operation still unfinished at its deadline fails with -ETIMEDOUT and
+ * takes its queue pair down with it (its peer no longer answers).  A
+ * link that goes down takes the peer's queue pairs with it.
+ */
+#ifndef XFERD_RDMA_H
+#define XFERD_RDMA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "netaddr.h"
+#include "tcp.h"
+#include "transport.h"
+
+#define RDMA_QP_DEPTH      256   /* work requests a queue pair holds */
+#define RDMA_SIGNAL_EVERY  16    /* a completion every so many */
+#define RDMA_PAIR_MAX      4     /* rail pairs used per peer */
+#define RDMA_QPS_MAX       8     /* queue pairs per rail pair */
+#define RDMA_PEER_RAILS    16    /* rails a peer may advertise */
+
+struct event_base;
+struct rdma;
+struct xop;
+
+/* One rail of a peer, as its handshake advertised it. */
+struct rdma_peer_rail {
+	uint32_t index;           /* the peer's rail number */
+	uint32_t device;          /* the peer's device number (rkeys) */
+	uint8_t gid[16];
+	uint16_t lid;
+	int mtu;                  /* enum ibv_mtu */
+	bool infiniband;
+	struct netaddr addr;
+};
+
+struct rdma_cfg {
+	uint32_t qps;             /* per rail pair, 1..RDMA_QPS_MAX */
+	uint64_t stripe;          /* bytes per work request, at most */
+};
+
+/*
+ * The transport over this node's rails (rdma_dev.h), or NULL when there
+ * are none.  Operations end through hooks->op_done; frames go out on
+ * links (linkset_send_ctl).
+ */
+struct rdma *rdma_create(struct event_base *base, struct linkset *links,
+			 const struct rdma_cfg *cfg,
+			 const struct linkset_hooks *hooks);
+/* Ends what is left (-ECONNRESET), destroys every queue pair. */
+void rdma_destroy(struct rdma *t);
+void rdma_set_cfg(struct rdma *t, const struct rdma_cfg *cfg);
+
+/* A link to peer id (generation gen) is up: its rails. */
+void rdma_peer_up(struct rdma *t, const uint8_t id[LINK_ID_LEN], uint64_t gen,
+		  const char *name, const struct rdma_peer_rail *rails,
+		  size_t nrails);
+/* The link of generation gen to id went down (err). */
+void rdma_peer_down(struct rdma *t, const uint8_t id[LINK_ID_LEN],
+		    uint64_t gen, int err);
+/* A QpConnect or QpAccept from peer id (a packed PeerMsg unpacked). */
+struct Xfer__Peer__PeerMsg;
+void rdma_on_frame(struct rdma *t, const uint8_t id[LINK_ID_LEN],
+		   const struct Xfer__Peer__PeerMsg *m);
+
+/* Reap completions; true if any operation made progress. */
+bool rdma_poll(struct rdma *t);
+/* Work requests out (the thread keeps an eye on the CQs). */
+bool rdma_busy(const struct rdma *t);
+/*
+ * Before the thread sleeps: ask for a completion event on every CQ.
+ * False if completions came meanwhile (they were reaped: do not sleep).
+ */
+bool rdma_arm(struct rdma *t);
+
+extern const struct transport_ops rdma_transport_ops;
+
+/* --- for xferctl (main thread; counters are atomics) --- */
+
+struct rdma_rail_stats {
+	uint32_t qps;
+	uint64_t bytes_tx, bytes_rx, wrs, errors;
+};
+void rdma_rail_stats(int rail, struct rdma_rail_stats *out);
+
+struct rdma_qp_info {
+	int rail;
+	char peer[64];
+	uint32_t peer_rail, slot;
+	bool initiator;
+	uint32_t qpn, remote_qpn;
+	const char *state;
+	uint64_t bytes, wrs;
+	uint32_t outstanding;
+};
+/* Up to max queue pairs of rail (all rails: -1); returns the count. */
+size_t rdma_qp_list(int rail, struct rdma_qp_info *out, size_t max);
+
+/* --- pure helpers (unit-tested) --- */
+
+/* The rail pairs to use toward a peer: each local rail and each peer
+ * rail at most once, a local and a peer rail paired when their link
+ * layers match and their addresses share a subnet.  Returns the count
+ * (at most max) with local[i] / peer[i] the indexes of pair i. */
+struct rdma_rail_addr;
+size_t rdma_pair_rails(const struct rdma_rail_addr *mine, size_t nmine,
+		       const struct rdma_peer_rail *theirs, size_t ntheirs,
+		       int *local, int *peer, size_t max);
+
+#endif /* XFERD_RDMA_H */

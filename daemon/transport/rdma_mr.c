@@ -1,0 +1,97 @@
+/*
+ * rdma_mr.c - registering memfd regions with the RDMA devices.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <infiniband/verbs.h>
+
+#include "log.h"
+#include "rcache.h"
+#include "rdma_dev.h"
+#include "rdma_mr.h"
+#include "region.h"
+
+struct nic_mr {
+	struct rcache_entry e;    /* first: the cache's view */
+	int ndevs;
+	struct ibv_mr *mr[RDMA_DEV_MAX];
+};
+
+static void nic_mr_release(struct rcache_entry *e)
+{
+	struct nic_mr *m = (struct nic_mr *)e;
+
+	for (int i = 0; i < m->ndevs; i++) {
+		int rc;
+		if (m->mr[i] && (rc = ibv_dereg_mr(m->mr[i])))
+			log_warnx("ibv_dereg_mr: %s", strerror(rc));
+	}
+	free(m);
+}
+
+int rdma_mr_register(struct rcache *rc, struct region *r)
+{
+	const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			   IBV_ACCESS_REMOTE_READ;
+	int ndevs = rdma_dev_count();
+	struct stat st;
+
+	if (ndevs == 0 || r->kind != REGION_MEMFD)
+		return 0;
+	if (fstat(r->fd, &st))
+		return -errno;
+	/* The mapping's address tells regions of the same memfd apart; the
+	 * inode a memfd reused at the same address after an unmap. */
+	struct rcache_key key = {
+		.client = r->owner,
+		.kind = RCACHE_NIC_MR,
+		.base = (uint64_t)(uintptr_t)r->map,
+		.id = (uint64_t)st.st_ino,
+	};
+	struct rcache_entry *e = rcache_get(rc, &key);
+	if (e)
+		goto done;
+
+	struct nic_mr *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->e.key = key;
+	m->e.release = nic_mr_release;
+	m->ndevs = ndevs;
+	for (int i = 0; i < ndevs; i++) {
+		struct rdma_dev_verbs v;
+		if (rdma_dev_verbs(i, &v))
+			continue;
+		m->mr[i] = ibv_reg_mr(v.pd, r->map, r->length, access);
+		if (!m->mr[i]) {
+			int err = -errno;
+			log_warn("ibv_reg_mr of %llu bytes (memlock limit?)",
+				 (unsigned long long)r->length);
+			nic_mr_release(&m->e);
+			return err ? err : -ENOMEM;
+		}
+	}
+	e = rcache_insert(rc, &m->e);
+	if (e != &m->e)
+		nic_mr_release(&m->e);
+done:
+	r->rcache = rc;
+	r->nic_mr = e;
+	return 0;
+}
+
+bool rdma_mr_keys(const struct region *r, int dev, uint32_t *lkey,
+		  uint32_t *rkey)
+{
+	const struct nic_mr *m = (const struct nic_mr *)r->nic_mr;
+
+	if (!m || dev < 0 || dev >= m->ndevs || !m->mr[dev])
+		return false;
+	if (lkey)
+		*lkey = m->mr[dev]->lkey;
+	if (rkey)
+		*rkey = m->mr[dev]->rkey;
+	return true;
+}
