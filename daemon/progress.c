@@ -660,7 +660,11 @@ void progress_destroy(struct progress *p)
 	}
 	/* The thread is gone: its state is ours now.  Operations still out
 	 * end here (-ECONNRESET) so their regions are released. */
+	/* RDMA first: the links it sends on outlive it, and the links'
+	 * last reports (link down) must find it gone, not freed. */
+	p->ntransports = 0;
 	rdma_destroy(p->rdma);
+	p->rdma = NULL;
 	linkset_destroy(p->links);
 	/* GPU copies in flight finish before their memory goes. */
 	gpu_copies_destroy(p->gpu);

@@ -984,9 +984,9 @@ void rdma_peer_up(struct rdma *t, const uint8_t id[LINK_ID_LEN], uint64_t gen,
 			 b);
 	}
 	p->npairs = n;
-	if (n == 0 && nmine > 0)
-		log_info("RDMA: no common rail with %s (%zu advertised): TCP",
-			 p->name, p->nrails);
+	if (n == 0)
+		log_info("RDMA: no common rail with %s (it advertised %zu): "
+			 "TCP", p->name, p->nrails);
 	p->next = t->peers;
 	t->peers = p;
 }
@@ -1153,6 +1153,10 @@ struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 			log_warnx("RDMA: cannot watch a completion channel");
 		t->ndevs = d + 1;
 	}
+	log_info("RDMA data path: %d device%s, %u queue pair%s per rail pair, "
+		 "stripe %llu bytes", t->ndevs, t->ndevs == 1 ? "" : "s",
+		 t->cfg.qps, t->cfg.qps == 1 ? "" : "s",
+		 (unsigned long long)t->cfg.stripe);
 	return t;
 }
 
