@@ -297,6 +297,7 @@ bench:
 	$(Q)$(MAKE) --no-print-directory EXTRA_DEPS="$(DEPS_BENCH)" all
 	$(Q)tools/bench.sh $(BUILD)
 	$(Q)tools/bench-tcp.sh $(BUILD)
+	$(Q)tools/bench-rdma.sh $(BUILD)
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=1 check

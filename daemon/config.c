@@ -203,6 +203,19 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 		else
 			return fail(err, errlen, "rdma: '%s' is not on or off",
 				    value);
+	} else if (strcmp(key, "rdma_devices") == 0) {
+		size_t n = strlen(value);
+		bool ok = n < sizeof(c.rdma_devices) && value[0] != ',' &&
+			  (n == 0 || value[n - 1] != ',') && !strstr(value, ",,");
+		for (const char *p = value; ok && *p; p++)
+			ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+			     (*p >= '0' && *p <= '9') || *p == '_' || *p == '-' ||
+			     *p == '.' || *p == ',';
+		if (!ok)
+			return fail(err, errlen,
+				    "rdma_devices: '%s' is not a comma-separated "
+				    "list of device names", value);
+		snprintf(c.rdma_devices, sizeof(c.rdma_devices), "%s", value);
 	} else if (strcmp(key, "rdma_qps") == 0) {
 		rc = parse_u32(key, value, 1, 8, &c.rdma_qps, err, errlen);
 	} else if (strcmp(key, "rdma_stripe") == 0) {

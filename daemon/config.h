@@ -43,6 +43,8 @@ struct xferd_config {
 	uint32_t op_timeout_ms;    /* default deadline of a remote descriptor */
 	uint32_t tcp_chunk;        /* bytes per data frame on a link */
 	bool rdma;                 /* use the RDMA NICs (else TCP only) */
+	/* "mlx5_0,mlx5_1": only these devices ("" = all) */
+	char rdma_devices[CONFIG_HOST_MAX];
 	uint32_t rdma_qps;         /* RC queue pairs per peer and rail pair */
 	uint32_t rdma_stripe;      /* bytes per RDMA work request, at most */
 };

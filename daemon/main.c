@@ -242,12 +242,15 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 		struct xferd_config *cur = &rt->d.cfg;
 		if (strcmp(cfg.socket_path, cur->socket_path) ||
 		    cfg.progress_cpu != cur->progress_cpu ||
-		    cfg.rdma != cur->rdma)
-			log_warnx("reload: socket, progress_cpu and rdma change "
-				  "only on restart");
+		    cfg.rdma != cur->rdma ||
+		    strcmp(cfg.rdma_devices, cur->rdma_devices))
+			log_warnx("reload: socket, progress_cpu, rdma and "
+				  "rdma_devices change only on restart");
 		memcpy(cfg.socket_path, cur->socket_path, sizeof(cfg.socket_path));
 		cfg.progress_cpu = cur->progress_cpu;
 		cfg.rdma = cur->rdma;
+		memcpy(cfg.rdma_devices, cur->rdma_devices,
+		       sizeof(cfg.rdma_devices));
 		*cur = cfg;
 		log_set_level(cfg.log_level);
 		progress_set_spin(rt->d.progress, cfg.spin_us);
@@ -329,7 +332,7 @@ int main(int argc, char **argv)
 	/* The NICs too, so that the log says which rails there are before
 	 * READY; none means TCP only and a bad one is left out. */
 	if (d->cfg.rdma)
-		rdma_dev_open_all();
+		rdma_dev_open_all(d->cfg.rdma_devices);
 	else
 		log_info("rdma = off: TCP only");
 	d->rcache = rcache_create();

@@ -678,6 +678,20 @@ static void flush(struct rdma *t)
 	}
 }
 
+/* Some queue pair toward p is still on its way: posting now would put
+ * a first large transfer on the one that happened to be ready first. */
+static bool connecting(const struct rdma *t, const struct rpeer *p)
+{
+	for (size_t i = 0; i < p->npairs; i++)
+		for (uint32_t s = 0; s < t->cfg.qps; s++)
+			if (p->out[i][s] &&
+			    atomic_load_explicit(&p->out[i][s]->state,
+						 memory_order_relaxed) ==
+				    QP_CONNECTING)
+				return true;
+	return false;
+}
+
 /* Cut waiting operations into work requests while queue pairs have
  * room; post them. */
 static void pump(struct rdma *t)
@@ -691,6 +705,8 @@ static void pump(struct rdma *t)
 			op_fail(t, op, p ? -EIO : -ECONNRESET);
 			continue;
 		}
+		if (connecting(t, p))
+			continue;
 		while (op->posted < op->len) {
 			struct rqp *q = next_qp(t, p);
 			uint32_t lkey, rkey;
@@ -723,9 +739,12 @@ static void on_wc(struct rdma *t, const struct ibv_wc *wc)
 	if (!q || q->gen != gen)
 		return;  /* of a queue pair taken down meanwhile */
 	if (wc->status != IBV_WC_SUCCESS) {
+		/* wc->opcode is undefined in a failed completion. */
+		const struct posted *e =
+			&q->ring[(uint32_t)wc->wr_id % RDMA_QP_DEPTH];
 		log_warnx("RDMA: %s on QP %u to %s (rail %d): %s "
 			  "(vendor error 0x%x); queue pair closed",
-			  wc->opcode == IBV_WC_RDMA_READ ? "READ" : "WRITE",
+			  e->read ? "READ" : "WRITE",
 			  q->qp->qp_num, peer_label(q), q->rail,
 			  ibv_wc_status_str(wc->status), wc->vendor_err);
 		stat_add64(&rail_stats[q->rail].errors, 1);

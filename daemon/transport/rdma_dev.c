@@ -450,7 +450,25 @@ close_device:
 	memset(dev, 0, sizeof(*dev));
 }
 
-int rdma_dev_open_all(void)
+/* Is name in the comma-separated list only ("" or NULL: every device)? */
+static bool wanted(const char *only, const char *name)
+{
+	size_t n = strlen(name);
+
+	if (!only || !*only)
+		return true;
+	for (const char *p = only; *p;) {
+		size_t len = strcspn(p, ",");
+		if (len == n && strncmp(p, name, n) == 0)
+			return true;
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return false;
+}
+
+int rdma_dev_open_all(const char *only)
 {
 	static struct netaddr local[LOCAL_ADDR_MAX];
 	struct ibv_device **list;
@@ -478,6 +496,11 @@ int rdma_dev_open_all(void)
 				  "left out", RDMA_DEV_MAX,
 				  ibv_get_device_name(list[i]));
 			break;
+		}
+		if (!wanted(only, ibv_get_device_name(list[i]))) {
+			log_info("RDMA device %s: not in rdma_devices",
+				 ibv_get_device_name(list[i]));
+			continue;
 		}
 		dev_open(list[i], local, (size_t)nlocal);
 	}

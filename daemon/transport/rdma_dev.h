@@ -55,11 +55,12 @@ struct rdma_rail_info {
 };
 
 /*
- * Open every RDMA device and find its rails; logs one line per rail, and
- * why for each device or port left out.  Returns the number of rails
- * (0: TCP only); never fails.  Blocks briefly (verbs and netlink calls).
+ * Open every RDMA device (only those named in the comma-separated list
+ * `only`, unless it is NULL or "") and find its rails; logs one line per
+ * rail, and why for each device or port left out.  Returns the number of
+ * rails (0: TCP only); never fails.  Blocks briefly (verbs and netlink).
  */
-int rdma_dev_open_all(void);
+int rdma_dev_open_all(const char *only);
 /* Close what rdma_dev_open_all opened; safe to call when it found none. */
 void rdma_dev_close_all(void);
 /* Devices kept open (those with at least one rail). */

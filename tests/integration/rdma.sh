@@ -7,6 +7,8 @@
 # boots it once per rxe setup that GUEST_TESTS uses, runs that setup's
 # tests there (this script again: rdma.sh --guest SETUP) and prints the
 # timings.  Exit 0 pass, 1 fail, 77 only when qemu cannot run here at all.
+# `rdma.sh --bench` runs tools/bench-rdma.sh on $XFER_BUILD instead (the
+# RDMA benchmark in the same kind of guest; not part of make check).
 #
 # Bounds: the stage ends within PER_TEST_TIMEOUT (run-tests.sh's limit
 # for it, 300 s) less a margin, whatever hangs; each guest gets what is
@@ -40,8 +42,16 @@ GUEST_TESTS=(
 	pair verbs_smoke_pair '"$XFER_TEST_TOOLS/verbs_smoke" && crossed_veth'
 	single xferd_rails 'bash "$XFER_ROOT/tests/rdma/guest_rails.sh"'
 	pair xferd_rails_pair 'bash "$XFER_ROOT/tests/rdma/guest_rails.sh"'
-	# --- xferd's RDMA tests go here, e.g.
-	# single xferd_rdma_two_nodes 'bash tests/rdma/two_nodes.sh'
+	# xferd's RDMA data path between two xferds (tests/rdma/guest_xfer.sh
+	# says what each part checks).  Under TCG on 2 host CPUs: data 20-40 s,
+	# stripe, errors, fallback 7-14 s each, peer_death 9 s.
+	single xferd_rdma_data 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" data'
+	single xferd_rdma_stripe 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" stripe'
+	single xferd_rdma_errors 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" errors'
+	single xferd_rdma_peer_death 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" peer_death'
+	single xferd_rdma_fallback 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" fallback'
+	pair xferd_rdma_data_pair 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" data'
+	pair xferd_rdma_stripe_pair 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" stripe'
 )
 
 now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
@@ -142,6 +152,10 @@ host_main() {
 
 if [ "${1:-}" = --guest ]; then
 	guest_main "$2"
+elif [ "${1:-}" = --bench ]; then
+	# Not a test: xferd beside perftest in the same guest, into
+	# BENCHMARKS.md (tools/bench-rdma.sh says how).
+	exec "$ROOT/tools/bench-rdma.sh" "$XFER_BUILD"
 else
 	host_main
 fi

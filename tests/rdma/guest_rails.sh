@@ -84,7 +84,7 @@ for i in "${!rows[@]}"; do
 	rows[i]=${rows[i]##+( )}
 	rows[i]=${rows[i]//  *( )/$'\t'}
 done
-[ "${rows[0]}" = $'DEVICE\tPORT\tSTATE\tLINK\tMTU\tGID\tADDRESS\tNETDEV' ] ||
+[ "${rows[0]}" = $'DEVICE\tPORT\tSTATE\tLINK\tMTU\tGID\tADDRESS\tNETDEV\tQPS\tTX\tRX\tERRORS' ] ||
 	fail "rails: table header"
 [ ${#rows[@]} = $((${#want[@]} + 1)) ] ||
 	fail "rails: want header + ${#want[@]} rows"
@@ -107,7 +107,8 @@ for w in "${want[@]}"; do
 	for r in "${rows[@]:1}"; do
 		[ "${r%%$'\t'*}" = "$dev" ] && row=$r
 	done
-	printf -v want_row '%s\t1\tACTIVE\tEthernet\t%s\t[%s] ::ffff:%s\t%s/24\t%s' \
+	# No peer yet: no queue pairs, nothing moved.
+	printf -v want_row '%s\t1\tACTIVE\tEthernet\t%s\t[%s] ::ffff:%s\t%s/24\t%s\t0\t0 B\t0 B\t0' \
 		"$dev" "$mtu" "$gidx" "$ip" "$ip" "$netdev"
 	[ "$row" = "$want_row" ] || fail "rails: $dev row '$row'"
 

@@ -493,6 +493,12 @@ START_TEST(key_rdma)
 	ck_assert(c.rdma);
 	bad_line("rdma = yes", "on or off");
 
+	c = good_line("rdma_devices = mlx5_0,mlx5_1");
+	ck_assert_str_eq(c.rdma_devices, "mlx5_0,mlx5_1");
+	bad_line("rdma_devices = mlx5_0,,mlx5_1", "comma-separated");
+	bad_line("rdma_devices = mlx5_0;rm", "comma-separated");
+	bad_line("rdma_devices = rxe0,", "comma-separated");
+
 	c = good_line("rdma_qps = 8");
 	ck_assert_uint_eq(c.rdma_qps, 8);
 	bad_line("rdma_qps = 0", "rdma_qps");

@@ -193,7 +193,7 @@ END_TEST
 START_TEST(discover_here)
 {
 	struct rdma_rail_info ri;
-	int n = rdma_dev_open_all();
+	int n = rdma_dev_open_all(NULL);
 
 	ck_assert_int_ge(n, 0);
 	ck_assert_int_eq(rdma_dev_rail_count(), n);

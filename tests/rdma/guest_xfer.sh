@@ -1,0 +1,412 @@
+#!/bin/bash
+# guest_xfer.sh PART... - the RDMA data path between two xferds, in the
+# Soft-RoCE guest (tests/integration/rdma.sh runs it there, one PART per
+# test; tests/rdma/guest_lib.sh says where the two nodes a and b live in
+# the single and the pair setup).  Every byte is checked by xnode, every
+# memory is memfd (xfer_alloc_host: the RDMA path needs it at the
+# initiator), every completion must say path "rdma" unless said otherwise.
+#
+#   data        a -> b writes, then reads back, of 1 B, 4 KiB, 1 MiB+7 and
+#               64 MiB at odd offsets, each with a notification that b's
+#               client checks the bytes against when it arrives; 1000
+#               descriptors as one linked batch (one completion, one
+#               notification) and as 1000 independent ones; a standalone
+#               notification; b -> a as well.  xferctl status counts the
+#               rdma path; in the pair setup the bytes crossed the veth.
+#   stripe      fresh xferds with rdma_qps=2; once a small write has
+#               opened a's queue pairs toward b (2 in RTS), one 64 MiB
+#               write: a's `xferctl --json rails` shows a rail with
+#               qps >= 2, and at least 2 of the queue pairs toward b each
+#               carried part of that write, all of it together.
+#   errors      stale rkey: b's client frees its region (it exits) while
+#               a streams writes into it; the writes fail with EIO or
+#               ESTALE, in time; a write with the old token fails too;
+#               the next write to a fresh region succeeds on rdma (the
+#               QP is re-created) and is verified.  Out of bounds: writes
+#               and reads past a token's range fail with ERANGE at a and
+#               change no byte of b's region; both xferds stay up, and a
+#               write inside the range still goes on rdma.
+#   peer_death  b's xferd is killed (SIGKILL) in the middle of a stream of
+#               writes from a: every write completes (ECONNRESET,
+#               ETIMEDOUT or EIO; ECONNREFUSED for one submitted after
+#               the kill) within its 3 s deadline plus grace, a
+#               answers xferctl status and marks b down, b's client
+#               learns that its xferd went away; b restarts (a new
+#               instance) and a's next write reaches it on rdma again.
+#   fallback    b runs with rdma=off (it lists and advertises no rails):
+#               transfers both ways complete on path tcp, a's status
+#               counts no rdma op and a never reached b over a rail.
+#
+# Every part ends with both xferds stopping cleanly (SIGTERM, exit 0).
+# Exit 0 pass, 1 fail, 77 skip.
+set -u
+# shellcheck source-path=SCRIPTDIR source=guest_lib.sh
+. "$(dirname "$0")/guest_lib.sh"
+
+[ $# -ge 1 ] || { echo "usage: guest_xfer.sh data|stripe|errors|peer_death|fallback..." >&2; exit 2; }
+
+# rails_json NODE: a's view of the rails, as JSON, shown compactly.
+rails_json() {
+	local out
+	out=$(xferctl_on "$1" --json rails) || fail "xferctl --json rails on $1: exit $?"
+	printf '%s\n' "$out"
+}
+
+# status_path_ops NODE PATH: ops that node NODE counts on PATH (0: none).
+status_path_ops() {
+	local out
+	out=$(xferctl_on "$1" --json status) || fail "xferctl status on $1"
+	jq -r --arg p "$2" '[.paths[] | select(.path == $p) | .ops] | add // 0' <<<"$out"
+}
+
+# qps_ready NODE PEER N: NODE has N or more queue pairs of its own toward
+# PEER in RTS.
+qps_ready() {
+	local out
+	out=$(xferctl_on "$1" --json rails) || return 1
+	jq -e --arg p "$2" --argjson n "$3" '[.rails[] | (.qp // [])[] |
+		select(.peer == $p and (.initiator // true) and .state == "RTS")] |
+		length >= $n' <<<"$out" >/dev/null
+}
+
+# qp_bytes NODE PEER: {"DEVICE/QPN": bytes} of NODE's queue pairs toward
+# PEER, as JSON.
+qp_bytes() {
+	local out
+	out=$(xferctl_on "$1" --json rails) || fail "xferctl --json rails on $1"
+	jq -c --arg p "$2" '[.rails[] | .device as $d | (.qp // [])[] |
+		select(.peer == $p and (.initiator // true)) |
+		{key: "\($d)/\(.qpn)", value: .bytes}] | from_entries' <<<"$out"
+}
+
+# no_link_up NODE PEER: NODE's xferctl shows no link to PEER that is up.
+no_link_up() {
+	local out
+	out=$(xferctl_on "$1" --json peers) || return 1
+	jq -e --arg p "$2" '[.peers[] | select(.node_name == $p and .state == "up")] |
+		length == 0' <<<"$out" >/dev/null
+}
+
+# --- data ------------------------------------------------------------------
+
+part_data() {
+	local REGION=$((80 * MiB)) VEC_N=1000 VEC_LEN=$((1000 * 4096))
+	local VEC_LINKED_OFF=$((68 * MiB)) VEC_INDEP_OFF=$((72 * MiB))
+	# size@offset: nothing lines up with a page; the ranges do not overlap.
+	local CASES=("1@3" "4096@4097" "$((MiB + 7))@12345"
+		"$((64 * MiB))@$((2 * MiB + 1))")
+	local exp=() i size off v seed rx0 rx1 big=$((64 * MiB)) ops
+
+	start_xferd b
+	start_xferd a
+	# notification v = 100 + i, seed = 1000 + i
+	for i in "${!CASES[@]}"; do
+		exp+=(--expect-notify "$((100 + i)):$((1000 + i)):${CASES[i]#*@}:${CASES[i]%@*}")
+	done
+	exp+=(--expect-notify "110:1010:$VEC_LINKED_OFF:$VEC_LEN" --expect-notify 111)
+	step "target: memfd region of $REGION bytes on b; sources memfd on a"
+	serve_start b t --name t --size $REGION --kind memfd "${exp[@]}"
+
+	for i in "${!CASES[@]}"; do
+		size=${CASES[i]%@*} off=${CASES[i]#*@}
+		v=$((100 + i)) seed=$((1000 + i))
+		step "$size bytes at offset $off: a -> b (notified), then read back"
+		rx0=$(rx_packets b)
+		xnode_ok a write --lookup "$(addr b)/t" --size "$size" --offset "$off" \
+			--seed $seed --kind memfd --notify $v --expect-path rdma
+		rx1=$(rx_packets b)
+		expect_notified t $v
+		# The 64 MiB went as RoCE packets of 4 KiB at most (1 KiB with
+		# the veth's MTU of 1500) to b's side, and come back to a's.
+		if [ "$size" = $big ]; then
+			note "$(rx_where b) received $((rx1 - rx0)) packets during the write"
+			[ $((rx1 - rx0)) -ge $((big / 4096)) ] ||
+				fail "$(rx_where b) received only $((rx1 - rx0)) packets for" \
+					"$big bytes; a's rails toward b:" \
+					"$(xferd_log a | grep -o 'RDMA: b reached over.*' | tr '\n' ';')"
+			rx0=$(rx_packets a)
+		fi
+		xnode_ok a read --lookup "$(addr b)/t" --size "$size" --offset "$off" \
+			--seed $seed --kind memfd --expect-path rdma
+		if [ "$size" = $big ]; then
+			rx1=$(rx_packets a)
+			note "$(rx_where a) received $((rx1 - rx0)) packets during the read"
+			[ $((rx1 - rx0)) -ge $((big / 4096)) ] ||
+				fail "$(rx_where a) received only $((rx1 - rx0)) packets for $big bytes"
+		fi
+	done
+
+	step "$VEC_N linked descriptors (one batch, one notification)"
+	xnode_ok a write --lookup "$(addr b)/t" --size $VEC_LEN --offset $VEC_LINKED_OFF \
+		--vector $VEC_N --linked --seed 1010 --kind memfd --notify 110 \
+		--expect-path rdma
+	grep -q '^wrote 1 op(s), ' "$LAST_OUT" || fail "the linked batch did not complete as one op"
+	expect_notified t 110
+	xnode_ok a read --lookup "$(addr b)/t" --size $VEC_LEN --offset $VEC_LINKED_OFF \
+		--vector $VEC_N --linked --seed 1010 --kind memfd --expect-path rdma
+
+	step "$VEC_N independent descriptors"
+	xnode_ok a write --lookup "$(addr b)/t" --size $VEC_LEN --offset $VEC_INDEP_OFF \
+		--vector $VEC_N --seed 1013 --kind memfd --expect-path rdma
+	grep -q "^wrote $VEC_N op(s), " "$LAST_OUT" || fail "not $VEC_N completions"
+	xnode_ok a read --lookup "$(addr b)/t" --size $VEC_LEN --offset $VEC_INDEP_OFF \
+		--vector $VEC_N --seed 1013 --kind memfd --expect-path rdma
+	grep -q "^read and verified $VEC_N op(s), " "$LAST_OUT" || fail "not $VEC_N completions"
+
+	step "a standalone notification"
+	xnode_ok a notify --lookup "$(addr b)/t" --notify 111
+	expect_notified t 111
+	serve_stop t
+
+	step "the other direction: b -> a, 1 MiB+7 at offset 5 (notified), read back"
+	serve_start a t-a --name t-a --size $((2 * MiB)) --kind memfd \
+		--expect-notify "200:2000:5:$((MiB + 7))"
+	xnode_ok b write --lookup "$(addr a)/t-a" --size $((MiB + 7)) --offset 5 \
+		--seed 2000 --kind memfd --notify 200 --expect-path rdma
+	expect_notified t-a 200
+	xnode_ok b read --lookup "$(addr a)/t-a" --size $((MiB + 7)) --offset 5 \
+		--seed 2000 --kind memfd --expect-path rdma
+	serve_stop t-a
+
+	step "xferctl: the rdma path is counted"
+	ops=$(status_path_ops a rdma)
+	[ "$ops" -gt 0 ] || fail "a's status counts no rdma ops: $(xferctl_on a --json status)"
+	note "a counts $ops rdma op(s), b $(status_path_ops b rdma)"
+	note "a's rails: $(rails_json a)"
+	stop_xferd a
+	stop_xferd b
+}
+
+# --- stripe ----------------------------------------------------------------
+
+part_stripe() {
+	local size=$((64 * MiB)) out before after
+	start_xferd b rdma_qps=2
+	start_xferd a rdma_qps=2
+	serve_start b t --name t --size $((size + MiB)) --kind memfd \
+		--expect-notify "1:77:4099:$size"
+
+	# Queue pairs open on first use, without waiting for the peer; an
+	# operation goes on those ready by then.  So: open them first.
+	step "rdma_qps=2: a 4 KiB write opens a's queue pairs toward b"
+	xnode_ok a write --lookup "$(addr b)/t" --size 4096 --seed 76 --kind memfd \
+		--expect-path rdma
+	wait_for 20 qps_ready a b 2 ||
+		fail "a has not 2 queue pairs toward b in RTS: $(rails_json a)"
+	before=$(qp_bytes a b)
+	note "a's queue pairs toward b, bytes so far: $before"
+
+	step "one 64 MiB write a -> b, spread over the queue pairs"
+	xnode_ok a write --lookup "$(addr b)/t" --size $size --offset 4099 \
+		--seed 77 --kind memfd --notify 1 --expect-path rdma
+	expect_notified t 1
+	out=$(rails_json a)
+	after=$(qp_bytes a b)
+	note "a's rails: $out"
+	note "a's queue pairs toward b, bytes now: $after"
+	# A rail with 2+ live queue pairs; 2+ queue pairs toward b carried
+	# part of this one write, and together all of it (lookups and imports
+	# go over TCP: nothing else moved meanwhile).
+	jq -e '[.rails[] | select((.qps // 0) >= 2)] | length >= 1' <<<"$out" >/dev/null ||
+		fail "no rail of a has 2 or more queue pairs"
+	jq -e -n --argjson b "$before" --argjson a "$after" --argjson size $size '
+		[$a | to_entries[] | .value - ($b[.key] // 0)] as $d |
+		([$d[] | select(. > 0)] | length) >= 2 and ($d | add) >= $size' >/dev/null ||
+		fail "the 64 MiB write did not go over 2 or more queue pairs toward b"
+
+	step "read back, every byte checked"
+	xnode_ok a read --lookup "$(addr b)/t" --size $size --offset 4099 \
+		--seed 77 --kind memfd --expect-path rdma
+	serve_stop t
+	stop_xferd a
+	stop_xferd b
+}
+
+# --- errors ----------------------------------------------------------------
+
+part_errors() {
+	local rc
+	start_xferd b
+	start_xferd a
+
+	step "stale rkey: b's client frees its region while a streams writes into it"
+	serve_start b s1 --name s1 --token-file "$TMP/s1.tok" --size $((8 * MiB)) --kind memfd
+	xnode_ok a write --token-file "$TMP/s1.tok" --size $MiB --seed 1 --kind memfd \
+		--expect-path rdma
+	bg_start st1 "$XNODE" stream --socket "${XD_SOCK[a]}" --token-file "$TMP/s1.tok" \
+		--size $MiB --offset 4096 --seed 2 --kind memfd --depth 2 --timeout-ms 5000 \
+		--grace-ms 10000 --until-error --max-ms 60000 --expect-error EIO,ESTALE
+	bg_wait_line st1 '^streaming: first write ok' 60
+	bg_has st1 '^streaming: first write ok, path rdma$' ||
+		fail "the stream's first write did not go on rdma: $(grep '^streaming' "${BG_OUT[st1]}")"
+	serve_stop s1
+	note "b's client exited: its region is freed"
+	bg_wait st1 60
+	rc=$?
+	sed 's/^/    | /' "${BG_OUT[st1]}" | tail -n 12
+	[ $rc -ne 124 ] || fail "the stream still runs 60 s after the region was freed"
+	[ $rc -eq 0 ] || fail "the writes into the freed region did not all fail with EIO/ESTALE in time (exit $rc)"
+	xferd_log a | grep -E 'RDMA: (WRITE|READ) on QP' | sed 's/^/   a: /' | head -n 3
+
+	step "stale rkey: a write with the old token fails"
+	XNODE_SECS=40 xnode_ok a write --token-file "$TMP/s1.tok" --size 4096 --seed 3 \
+		--kind memfd --timeout-ms 5000 --expect-error EIO,ESTALE
+	xferd_running a || fail "a's xferd died"
+	xferd_running b || fail "b's xferd died"
+
+	step "a fresh region: the next write goes on rdma again (QP re-created)"
+	serve_start b s2 --name s2 --size $((8 * MiB)) --kind memfd \
+		--expect-notify "5:55:8193:$((2 * MiB + 3))"
+	xnode_ok a write --lookup "$(addr b)/s2" --size $((2 * MiB + 3)) --offset 8193 \
+		--seed 55 --kind memfd --notify 5 --expect-path rdma
+	expect_notified s2 5
+	xnode_ok a read --lookup "$(addr b)/s2" --size $((2 * MiB + 3)) --offset 8193 \
+		--seed 55 --kind memfd --expect-path rdma
+	serve_stop s2
+
+	step "out of bounds: a token for [1 MiB, +2 MiB) of a 4 MiB region (seed 9)"
+	serve_start b r1 --name r1 --size $((4 * MiB)) --kind memfd --seed 9 \
+		--export-range "$MiB:$((2 * MiB))" --verify-unchanged
+	# offset:size pairs, relative to the token: across its end, at its end,
+	# larger than it, and far beyond (the offset alone past the region).
+	local oob
+	for oob in "$((2 * MiB - 100)):4096" "$((2 * MiB)):1" "0:$((2 * MiB + 1))" \
+		"$((3 * MiB)):4096"; do
+		xnode_ok a write --lookup "$(addr b)/r1" --offset "${oob%:*}" --size "${oob#*:}" \
+			--seed 10 --kind memfd --expect-error ERANGE
+		xnode_ok a read --lookup "$(addr b)/r1" --offset "${oob%:*}" --size "${oob#*:}" \
+			--seed 10 --kind memfd --expect-error ERANGE
+	done
+	xferd_running a || fail "a's xferd died"
+	xferd_running b || fail "b's xferd died"
+	xferctl_on a status >/dev/null || fail "a does not answer xferctl status"
+	xferctl_on b status >/dev/null || fail "b does not answer xferctl status"
+	note "both xferds answer"
+	serve_stop r1
+	note "b's region is unchanged"
+	step "inside a token's range, its last 4 KiB: rdma, notified, verified"
+	# A token for [0, 2 MiB) of 4 MiB: xnode's byte rule goes by region
+	# offset, so the range starts at 0 here.
+	serve_start b r2 --name r2 --size $((4 * MiB)) --kind memfd \
+		--export-range "0:$((2 * MiB))" \
+		--expect-notify "6:66:$((2 * MiB - 4096)):4096"
+	xnode_ok a write --lookup "$(addr b)/r2" --offset $((2 * MiB - 4096)) --size 4096 \
+		--seed 66 --kind memfd --notify 6 --expect-path rdma
+	expect_notified r2 6
+	xnode_ok a read --lookup "$(addr b)/r2" --offset $((2 * MiB - 4096)) --size 4096 \
+		--seed 66 --kind memfd --expect-path rdma
+	serve_stop r2
+	stop_xferd a
+	stop_xferd b
+}
+
+# --- peer_death --------------------------------------------------------------
+
+part_peer_death() {
+	local TIMING=(keepalive_ms=200 peer_timeout_ms=2000 connect_timeout_ms=2000)
+	local rc old new
+	start_xferd b "${TIMING[@]}"
+	start_xferd a "${TIMING[@]}"
+	serve_start b t --name t --token-file "$TMP/t-old.tok" --size $((32 * MiB)) --kind memfd
+
+	step "sanity: a -> b on rdma"
+	xnode_ok a write --lookup "$(addr b)/t" --size $MiB --seed 1 --kind memfd \
+		--timeout-ms 5000 --expect-path rdma
+
+	step "b's xferd is killed (SIGKILL) in the middle of a stream of writes"
+	bg_start s-kill "$XNODE" stream --socket "${XD_SOCK[a]}" --lookup "$(addr b)/t" \
+		--size $((4 * MiB)) --seed 7 --kind memfd --depth 4 --timeout-ms 3000 \
+		--grace-ms 10000 --until-error --max-ms 60000 \
+		--expect-error ECONNRESET,ETIMEDOUT,ECONNREFUSED,EIO
+	bg_wait_line s-kill '^streaming: first write ok' 60
+	bg_has s-kill '^streaming: first write ok, path rdma$' ||
+		fail "the stream's first write did not go on rdma: $(grep '^streaming' "${BG_OUT[s-kill]}")"
+	note "writes are flowing; now: kill -9 b's xferd"
+	kill_xferd b
+	bg_wait s-kill 90
+	rc=$?
+	sed 's/^/    | /' "${BG_OUT[s-kill]}" | tail -n 12
+	[ $rc -ne 124 ] || fail "the stream still runs 90 s after b's xferd was killed"
+	[ $rc -eq 0 ] || fail "the writes did not all end in time with ECONNRESET/ETIMEDOUT/EIO (exit $rc)"
+
+	step "a survived: it answers and marks b down"
+	xferd_running a || fail "a's xferd died"
+	xferctl_on a status >/dev/null || fail "a does not answer xferctl status"
+	wait_for 20 no_link_up a b || fail "a still shows its link to b up"
+	note "a answers xferctl status and shows b down"
+	bg_wait t 30
+	rc=$?
+	[ $rc -ne 124 ] || fail "b's client still waits 30 s after its xferd died"
+	bg_has t '^FAIL: xferd went away' ||
+		fail "b's client did not learn that its xferd went away"
+	note "b's client noticed its xferd died and exited"
+
+	step "b restarts (a new instance): a's next write reaches it on rdma"
+	start_xferd b "${TIMING[@]}"
+	serve_start b t2 --name t --size $((32 * MiB)) --kind memfd \
+		--expect-notify "5:55:4097:$((3 * MiB))"
+	old=$(grep -o 'instance=[0-9a-f]*' "${BG_OUT[t]}" | head -n 1)
+	new=$(grep -o 'instance=[0-9a-f]*' "${BG_OUT[t2]}" | head -n 1)
+	if [ -z "$old" ] || [ "$old" = "$new" ]; then
+		fail "the restarted xferd has the same instance ($old, $new)"
+	fi
+	xnode_ok a write --lookup "$(addr b)/t" --size $((3 * MiB)) --offset 4097 --seed 55 \
+		--kind memfd --notify 5 --timeout-ms 10000 --expect-path rdma
+	expect_notified t2 5
+	xnode_ok a read --lookup "$(addr b)/t" --size $((3 * MiB)) --offset 4097 --seed 55 \
+		--kind memfd --timeout-ms 10000 --expect-path rdma
+	step "a token of the dead instance fails, in time"
+	XNODE_SECS=40 xnode_ok a write --token-file "$TMP/t-old.tok" --size $MiB \
+		--seed 66 --kind memfd --timeout-ms 3000 --expect-error any
+	serve_stop t2
+	stop_xferd a
+	stop_xferd b
+}
+
+# --- fallback ----------------------------------------------------------------
+
+part_fallback() {
+	local out
+	start_xferd b rdma=off
+	start_xferd a
+	out=$(rails_json b)
+	note "b's rails (rdma=off): $out"
+	jq -e '.rails | length == 0' <<<"$out" >/dev/null || fail "b lists rails with rdma=off"
+
+	serve_start b t --name t --size $((8 * MiB)) --kind memfd \
+		--expect-notify "1:11:3:$((MiB + 7))" --expect-notify "2:12:$((2 * MiB + 5)):4096"
+	serve_start a t-a --name t-a --size $((4 * MiB)) --kind memfd \
+		--expect-notify "3:13:7:$((MiB + 7))"
+	step "a (rdma on) -> b (rdma=off): tcp"
+	xnode_ok a write --lookup "$(addr b)/t" --size $((MiB + 7)) --offset 3 --seed 11 \
+		--kind memfd --notify 1 --expect-path tcp
+	expect_notified t 1
+	xnode_ok a read --lookup "$(addr b)/t" --size $((MiB + 7)) --offset 3 --seed 11 \
+		--kind memfd --expect-path tcp
+	xnode_ok a write --lookup "$(addr b)/t" --size 4096 --offset $((2 * MiB + 5)) \
+		--seed 12 --kind memfd --notify 2 --expect-path tcp
+	expect_notified t 2
+	step "b (rdma=off) -> a (rdma on): tcp"
+	xnode_ok b write --lookup "$(addr a)/t-a" --size $((MiB + 7)) --offset 7 --seed 13 \
+		--kind memfd --notify 3 --expect-path tcp
+	expect_notified t-a 3
+	xnode_ok b read --lookup "$(addr a)/t-a" --size $((MiB + 7)) --offset 7 --seed 13 \
+		--kind memfd --expect-path tcp
+	serve_stop t
+	serve_stop t-a
+	[ "$(status_path_ops a rdma)" = 0 ] || fail "a counts rdma ops toward an rdma=off peer"
+	[ "$(status_path_ops a tcp)" -gt 0 ] || fail "a counts no tcp ops"
+	note "a counts $(status_path_ops a tcp) tcp op(s) and no rdma op"
+	! xferd_log_has a 'RDMA: b reached over' ||
+		fail "a reached b over a rail: $(xferd_log a | grep 'RDMA: b reached over')"
+	stop_xferd a
+	stop_xferd b
+}
+
+for part; do
+	case $part in
+	data | stripe | errors | peer_death | fallback) "part_$part" ;;
+	*) fail "unknown part '$part'" ;;
+	esac
+done
+echo "pass: $* ($G_SETUP setup, $(_g_elapsed))"
