@@ -11,7 +11,7 @@
 # RDMA benchmark in the same kind of guest; not part of make check).
 #
 # Bounds: the stage ends within PER_TEST_TIMEOUT (run-tests.sh's limit
-# for it, 300 s) less a margin, whatever hangs; each guest gets what is
+# for it, RDMA_STAGE_TIMEOUT: 720 s) less a margin, whatever hangs; each guest gets what is
 # left of that, RXE_VM_TIMEOUT (600 s) at most; each test in a guest
 # RDMA_TEST_TIMEOUT (240 s).  A guest boots in 6-10 s under TCG.  Nothing
 # outlives the stage: a guest that is stopped takes every process in it
