@@ -223,7 +223,19 @@ static void notify_after_rdma(struct progress *p, const struct xop *done)
 	};
 	done->batch->pending++;
 	progress_op_started(p);
-	linkset_submit(p->links, op);
+	/* Not from inside the transport that is ending `done`: a link
+	 * failing now would tear down what it is iterating over. */
+	TAILQ_INSERT_TAIL(&p->deferred, op, q);
+}
+
+void exec_run_deferred(struct progress *p)
+{
+	struct xop *op;
+
+	while ((op = TAILQ_FIRST(&p->deferred))) {
+		TAILQ_REMOVE(&p->deferred, op, q);
+		linkset_submit(p->links, op);
+	}
 }
 
 void exec_op_done(void *arg, struct xop *op, int64_t result)
@@ -576,6 +588,9 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 
 void exec_cancel_client(struct progress *p, struct prog_client *pc)
 {
+	/* Its notifications waiting to go out go to the link, which ends
+	 * them with the rest. */
+	exec_run_deferred(p);
 	for (int i = 0; i < p->ntransports; i++)
 		p->transports[i].ops->cancel_client(p->transports[i].impl, pc);
 	/* A batch left open (its last SQE never came) ends with nothing

@@ -303,10 +303,13 @@ static bool apply_cmds(struct progress *p)
 			keep_going = false;
 			break;
 		case CMD_LINK_ATTACH:
-			linkset_attach(p->links, c->fd, c->id, c->gen, c->stats,
-				       c->data, c->len);
+			/* RDMA first: the link dispatches what it already
+			 * holds (a QpConnect) as it is attached, and reports
+			 * its failure (link down) to RDMA too. */
 			rdma_peer_up(p->rdma, c->id, c->gen, c->name, c->rails,
 				     c->nrails);
+			linkset_attach(p->links, c->fd, c->id, c->gen, c->stats,
+				       c->data, c->len);
 			break;
 		case CMD_LINK_CLOSE:
 			linkset_close(p->links, c->id, c->err, c->why);
@@ -544,6 +547,10 @@ static void *progress_main(void *arg)
 		bool busy = false;
 		for (size_t i = 0; i < p->nclients; i++)
 			busy |= drain(p, p->clients[i]);
+		if (!TAILQ_EMPTY(&p->deferred)) {
+			exec_run_deferred(p);
+			busy = true;
+		}
 		busy |= poll_net(p, busy);
 		busy |= rdma_poll(p->rdma);
 		busy |= poll_gpu(p);
@@ -576,6 +583,7 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 	p->cpu = cpu;
 	atomic_init(&p->spin_us, spin_us);
 	p->cmds_tail = &p->cmds;
+	TAILQ_INIT(&p->deferred);
 	pthread_mutex_init(&p->lock, NULL);
 	p->doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (p->doorbell < 0)
@@ -663,6 +671,7 @@ void progress_destroy(struct progress *p)
 	/* RDMA first: the links it sends on outlive it, and the links'
 	 * last reports (link down) must find it gone, not freed. */
 	p->ntransports = 0;
+	exec_run_deferred(p);
 	rdma_destroy(p->rdma);
 	p->rdma = NULL;
 	linkset_destroy(p->links);

@@ -19,6 +19,7 @@
 #include "progress.h"
 #include "region.h"
 #include "thread_stats.h"
+#include "xop.h"
 
 struct cmd;
 struct notice;
@@ -55,6 +56,7 @@ struct progress {
 	struct transport transports[2];
 	int ntransports;
 	struct gpu_copies *gpu;    /* NULL: no GPUs */
+	struct xop_list deferred;  /* to submit after this pass (exec.c) */
 	struct xop *xop_cache;     /* ended operations, for reuse */
 	unsigned nxop_cache;
 	uint32_t op_timeout_ms;
@@ -104,6 +106,8 @@ void exec_publish(struct prog_client *pc);
 uint32_t exec_cq_room(const struct prog_client *pc);
 void exec_notify_owner(struct progress *p, const struct region *r,
 		       uint64_t value, int64_t bytes);
+/* Submit what completions queued while a transport was busy. */
+void exec_run_deferred(struct progress *p);
 /* linkset hook: an operation on a link ended. */
 void exec_op_done(void *arg, struct xop *op, int64_t result);
 /* The client goes: end everything it has out, free its open batch. */

@@ -68,10 +68,8 @@ XFERD_CPU_B=${XFERD_CPU_B:-0}
 SETUP=${RDMA_BENCH_SETUP:-single}
 export PASSES SIZES TIME_MS REPS PT_BYTES PT_QPS LAT_ITERS RUN_TIMEOUT CPU_A CPU_B \
 	XFERD_CPU_A XFERD_CPU_B
-
-log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-# A warning also goes into the report.
-warn() { log "WARNING: $*"; echo "$*" >>"$OUT/raw/warnings.txt"; }
+# shellcheck source-path=SCRIPTDIR source=bench-lib.sh
+. "$ROOT/tools/bench-lib.sh"
 
 # bytes SIZE: "64K" -> 65536.
 bytes() {
@@ -98,7 +96,6 @@ label() {
 # --- in the guest ------------------------------------------------------------
 
 G_PIDS=()
-FG_PID=
 
 guest_cleanup() {
 	local p
@@ -113,26 +110,12 @@ guest_cleanup() {
 	rm -rf "${GTMP:-/nonexistent}"
 }
 
-# waitrun OUT CMD...: CMD with its output to OUT, in the background while
-# this shell waits (a trapped signal interrupts `wait` at once).
-waitrun() {
-	local out=$1 rc
-	shift
-	"$@" >"$out" 2>&1 &
-	FG_PID=$!
-	wait "$FG_PID"
-	rc=$?
-	FG_PID=
-	return $rc
-}
-
 # cmdline CMD...: note the command once in raw/commands.txt, with the
 # private paths replaced by names.
 cmdline() {
 	local line="$*"
 	line=${line//$GTMP\//}
-	grep -qxF -- "$line" "$OUT/raw/commands.txt" 2>/dev/null ||
-		echo "$line" >>"$OUT/raw/commands.txt"
+	note_command "$line"
 }
 
 # PIN_A, PIN_B: a taskset prefix for a's and b's side, or nothing.
@@ -170,31 +153,43 @@ start_xferd() {
 	exit 1
 }
 
+# pt_run PASS TOOL TITLE SLOG CLOG: one perftest run on PT_PORT: the
+# server PT_SRV (b's side) in the background, its output appended to SLOG
+# under "=== pass PASS TITLE", then the client PT_CLI (a's side) with its
+# output in CLOG; the client's status.
+PT_SRV=() PT_CLI=()
+pt_run() {
+	local pass=$1 tool=$2 title=$3 slog=$4 clog=$5 rc spid
+	echo "=== pass $pass $title" >>"$slog"
+	timeout -k 5 "$RUN_TIMEOUT" "${PT_SRV[@]}" >>"$slog" 2>&1 &
+	spid=$!
+	G_PIDS+=("$spid")
+	wait_listen "$PT_PORT" || warn "pass $pass: $tool server not listening"
+	cmdline "${PT_SRV[@]/#$PT_PORT/PORT}" "&"
+	cmdline "${PT_CLI[@]/#$PT_PORT/PORT}"
+	waitrun "$clog" timeout -k 5 "$RUN_TIMEOUT" "${PT_CLI[@]}"
+	rc=$?
+	wait "$spid" 2>/dev/null
+	return $rc
+}
+
 # pt_bw PASS TOOL SIZE: one perftest bandwidth run, b's device serving,
 # a's device the client; RES lines to raw/passN.res.
 PT_PORT=18600
 pt_bw() {
-	local pass=$1 tool=$2 size=$3 n rc spid lbl
+	local pass=$1 tool=$2 size=$3 n rc lbl
 	local slog="$OUT/raw/${tool}_server.log" clog
 	lbl=$(label "$size")
 	clog="$OUT/raw/$tool.$lbl.pass$pass.log"
 	n=$(($(bytes "$PT_BYTES") / $(bytes "$size") / PT_QPS))
 	[ $n -ge 5 ] || n=5
 	PT_PORT=$((PT_PORT + 1))
-	local srv=("${PIN_B[@]}" "$tool" -d "$B_DEV" -x "$B_GID" -i 1 -p "$PT_PORT"
+	PT_SRV=("${PIN_B[@]}" "$tool" -d "$B_DEV" -x "$B_GID" -i 1 -p "$PT_PORT"
 		-s "$(bytes "$size")" -n "$n" -q "$PT_QPS" -F --report_gbits)
-	local cli=("${PIN_A[@]}" "$tool" -d "$A_DEV" -x "$A_GID" -i 1 -p "$PT_PORT"
+	PT_CLI=("${PIN_A[@]}" "$tool" -d "$A_DEV" -x "$A_GID" -i 1 -p "$PT_PORT"
 		-s "$(bytes "$size")" -n "$n" -q "$PT_QPS" -F --report_gbits "$B_IP")
-	echo "=== pass $pass $tool $lbl" >>"$slog"
-	timeout -k 5 "$RUN_TIMEOUT" "${srv[@]}" >>"$slog" 2>&1 &
-	spid=$!
-	G_PIDS+=("$spid")
-	wait_listen "$PT_PORT" || warn "pass $pass: $tool server not listening"
-	cmdline "${srv[@]/#$PT_PORT/PORT}" "&"
-	cmdline "${cli[@]/#$PT_PORT/PORT}"
-	waitrun "$clog" timeout -k 5 "$RUN_TIMEOUT" "${cli[@]}"
+	pt_run "$pass" "$tool" "$tool $lbl" "$slog" "$clog"
 	rc=$?
-	wait "$spid" 2>/dev/null
 	# " #bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]"
 	# then one line of numbers.
 	if [ $rc -ne 0 ] || ! awk -v t="$tool" -v l="$lbl" '
@@ -211,22 +206,14 @@ pt_bw() {
 
 # pt_lat PASS: ib_write_lat, 8 B.
 pt_lat() {
-	local pass=$1 rc spid clog="$OUT/raw/ib_write_lat.pass$1.log"
+	local pass=$1 rc clog="$OUT/raw/ib_write_lat.pass$1.log"
 	PT_PORT=$((PT_PORT + 1))
-	local srv=("${PIN_B[@]}" ib_write_lat -d "$B_DEV" -x "$B_GID" -i 1 -p "$PT_PORT"
+	PT_SRV=("${PIN_B[@]}" ib_write_lat -d "$B_DEV" -x "$B_GID" -i 1 -p "$PT_PORT"
 		-s 8 -n "$LAT_ITERS" -F)
-	local cli=("${PIN_A[@]}" ib_write_lat -d "$A_DEV" -x "$A_GID" -i 1 -p "$PT_PORT"
+	PT_CLI=("${PIN_A[@]}" ib_write_lat -d "$A_DEV" -x "$A_GID" -i 1 -p "$PT_PORT"
 		-s 8 -n "$LAT_ITERS" -F "$B_IP")
-	echo "=== pass $pass ib_write_lat" >>"$OUT/raw/ib_write_lat_server.log"
-	timeout -k 5 "$RUN_TIMEOUT" "${srv[@]}" >>"$OUT/raw/ib_write_lat_server.log" 2>&1 &
-	spid=$!
-	G_PIDS+=("$spid")
-	wait_listen "$PT_PORT" || warn "pass $pass: ib_write_lat server not listening"
-	cmdline "${srv[@]/#$PT_PORT/PORT}" "&"
-	cmdline "${cli[@]/#$PT_PORT/PORT}"
-	waitrun "$clog" timeout -k 5 "$RUN_TIMEOUT" "${cli[@]}"
+	pt_run "$pass" ib_write_lat ib_write_lat "$OUT/raw/ib_write_lat_server.log" "$clog"
 	rc=$?
-	wait "$spid" 2>/dev/null
 	# "#bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%"
 	if [ $rc -ne 0 ] || ! awk '
 		/t_typical/ { hdr = 1; next }
@@ -378,15 +365,14 @@ report() {
 	local secs
 	secs=$(cat "$OUT/raw/seconds" 2>/dev/null || echo "?")
 	for ((pass = 1; pass <= PASSES; pass++)); do
-		awk -v p="$pass" '$1 == "RES" { print p, $2, $3, $4, $5, $6, $7 }' \
-			"$OUT/raw/pass$pass.res" 2>/dev/null
+		res_rows "$pass" "$OUT/raw/pass$pass.res"
 	done >"$OUT/all.tsv"
 	# xferd's own view per pass and node: "pass node paths ops_failed rails".
 	for ((pass = 1; pass <= PASSES; pass++)); do
 		for n in a b; do
 			st="$OUT/raw/xferctl_status_$n.pass$pass.json" ra="$OUT/raw/xferctl_rails_$n.pass$pass.json"
-			paths=$(jq -r '[.paths[]? | "\(.path):\(.ops)"] | join(",") | if . == "" then "none" else . end' "$st" 2>/dev/null || echo "?")
-			failed=$(jq -r '.ops_failed // "?"' "$st" 2>/dev/null || echo "?")
+			paths=$(xferctl_paths "$st")
+			failed=$(xferctl_failed "$st")
 			rails=$(jq -r '[.rails[]? | "\(.device): \(.qps // "?") QPs, tx \(.bytes_tx // "?") B, rx \(.bytes_rx // "?") B, \(.errors // "?") errors" +
 				(if (.qp // []) | length > 0 then " (" + ([.qp[] | "\(.peer) \(.qpn) \(.state) \(.bytes) B"] | join(", ")) + ")" else "" end)] |
 				join("; ")' "$ra" 2>/dev/null || echo "?")
@@ -424,58 +410,8 @@ before the median. GB/s = 10^9 B/s. An xferd bandwidth figure is the median of $
 $TIME_MS ms within the pass; perftest's is its \`BW average\`.
 
 EOF
-	if [ -s "$OUT/raw/warnings.txt" ]; then
-		echo "**Problems in this run** (numbers may be missing):"
-		echo
-		sed 's/^/* /' "$OUT/raw/warnings.txt"
-		echo
-	fi
-	awk -v P="$PASSES" -v sizes="$SIZES" '
-function fmt(x,   a) {
-	a = x < 0 ? -x : x
-	if (x == int(x)) return sprintf("%d", x)
-	if (a >= 100) return sprintf("%.0f", x)
-	if (a >= 10) return sprintf("%.1f", x)
-	if (a >= 1) return sprintf("%.2f", x)
-	if (a >= 0.01) return sprintf("%.3f", x)
-	return sprintf("%.2g", x)
-}
-function lbl(s) {
-	if (s ~ /K$/) { sub(/K$/, "KiB", s); return s }
-	if (s ~ /M$/) { sub(/M$/, "MiB", s); return s }
-	if (s ~ /G$/) { sub(/G$/, "GiB", s); return s }
-	return s "B"
-}
-# Sorts a[1..n]; sets lo, hi; returns the median.
-function med(a, n,   i, j, v) {
-	for (i = 2; i <= n; i++) {
-		v = a[i]; j = i - 1
-		while (j >= 1 && a[j] > v) { a[j + 1] = a[j]; j-- }
-		a[j + 1] = v
-	}
-	lo = a[1]; hi = a[n]
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
-# "median (min–max)" of key k across passes; sets gmed ("" if none).
-function cell(k, scale,   a, n, m, p) {
-	gmed = ""; n = 0
-	for (p = 1; p <= P; p++)
-		if ((p SUBSEP k) in V) a[++n] = V[p, k] * scale
-	if (!n) return "–"
-	m = med(a, n); gmed = m
-	return n == 1 ? fmt(m) : fmt(m) " (" fmt(lo) "–" fmt(hi) ")"
-}
-# Per-pass ratio (ka * sa) / (kb * sb), then median (min–max).
-function ratio(ka, sa, kb, sb,   a, p, n, m) {
-	n = 0
-	for (p = 1; p <= P; p++)
-		if ((p SUBSEP ka) in V && (p SUBSEP kb) in V && V[p, kb] > 0)
-			a[++n] = V[p, ka] * sa / (V[p, kb] * sb)
-	if (!n) return "–"
-	m = med(a, n)
-	return sprintf("%.2f×", m) (n == 1 ? "" : sprintf(" (%.2f–%.2f)", lo, hi))
-}
-{ V[$1, $2 "|" $3 "|" $4 "|" $5] = $6 }
+	warnings_md
+	awk -v P="$PASSES" -v sizes="$SIZES" -v fmt_int=1 -v fmt_tiny=1 -v lbl_bytes=1 "$BENCH_AWK"'
 END {
 	print "### Bandwidth (GB/s)"
 	print ""
@@ -524,7 +460,7 @@ state, bytes).
 
 | pass | node | paths (ops) | ops failed | rails |
 |---|---|---|---|---|
-$(awk -F'\t' '{ gsub(/\|/, "\\|", $5); printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }' "$OUT/xferctl.tsv")
+$(xferctl_table "$OUT/xferctl.tsv")
 
 ### Machine
 
@@ -569,10 +505,10 @@ host_main() {
 	"$VM" build || { log "could not build the guest (tests/rdma/vm.sh build)"; exit 1; }
 	{
 		echo "date: $(date -Is)"
-		echo "host cpu: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) CPUs online$(lscpu | sed -n 's/^Hypervisor vendor: */, /p') guest)"
-		echo "host kernel: $(uname -r), $(. /etc/os-release && echo "$PRETTY_NAME")"
+		echo "host cpu: $(cpu_model) ($(nproc) CPUs online$(lscpu | sed -n 's/^Hypervisor vendor: */, /p') guest)"
+		echo "host kernel: $(uname -r), $(os_name)"
 		echo "qemu: $(qemu-system-x86_64 --version | head -n 1), guest $(cat "$RXE_VM_DIR/kernel-package" 2>/dev/null)"
-		echo "tree: $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+		echo "tree: $(tree_version)"
 	} >"$OUT/machine.txt"
 	log "guest ($SETUP setup): $PASSES passes of sizes $SIZES"
 	t0=$(date +%s)
@@ -589,22 +525,7 @@ host_main() {
 	[ $rc -eq 0 ] || { log "the guest run failed: no report"; exit 1; }
 	report
 	[ -n "${NO_REPORT:-}" ] && exit 0
-	# Replace this script's section of the report (from its heading to the
-	# next "## " heading), or append it; the rest stays as it is.
-	local tmp
-	tmp=$(mktemp)
-	if [ -f "$REPORT" ] && grep -qxF "$HEADING" "$REPORT"; then
-		awk -v h="$HEADING" -v f="$OUT/section.md" '
-			$0 == h { while ((getline l < f) > 0) print l; skip = 1; next }
-			skip && /^## / { skip = 0; print "" }
-			!skip' "$REPORT" >"$tmp"
-	elif [ -f "$REPORT" ]; then
-		{ cat "$REPORT"; echo; cat "$OUT/section.md"; } >"$tmp"
-	else
-		{ echo "# xferd benchmarks"; echo; cat "$OUT/section.md"; } >"$tmp"
-	fi
-	cp "$tmp" "$REPORT"
-	rm -f "$tmp"
+	put_section "$HEADING" "$OUT/section.md" "$REPORT"
 	log "wrote its section of $REPORT"
 }
 

@@ -41,6 +41,8 @@ CPU_B=${CPU_B:-0}
 MTU=${VETH_MTU:-1500}
 REPORT=${BENCH_REPORT:-$ROOT/BENCHMARKS.md}
 HEADING="## Between two nodes (TCP over veth)"
+# shellcheck source-path=SCRIPTDIR source=bench-lib.sh
+. "$ROOT/tools/bench-lib.sh"
 
 TS=$(date +%Y%m%d-%H%M%S)
 OUT="$BUILD/bench/tcp-$TS"
@@ -55,11 +57,7 @@ IF_A="xbtcpa$$" IF_B="xbtcpb$$"
 IP_A=10.79.0.1 IP_B=10.79.0.2
 PORT=7474
 SOCK_A="$TMP/a.sock" SOCK_B="$TMP/b.sock"
-PID_A='' PID_B='' SRV_PID='' FG_PID=''
-
-log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-# A warning also goes into the report.
-warn() { log "WARNING: $*"; echo "$*" >> "$OUT/raw/warnings.txt"; }
+PID_A='' PID_B='' SRV_PID=''
 
 # stop_pid PID: SIGTERM, up to 5 s, then SIGKILL.  PID is one of our
 # `timeout` wrappers: it passes SIGTERM on to its command, and it leads a
@@ -71,20 +69,6 @@ stop_pid() {
 	for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 	kill -0 "$pid" 2>/dev/null && { kill -9 -- "-$pid" 2>/dev/null || kill -9 "$pid" 2>/dev/null; }
 	wait "$pid" 2>/dev/null
-}
-
-# waitrun OUT CMD...: CMD with its output to OUT, in the background
-# while this shell waits: a trapped signal interrupts `wait` at once
-# (not so a foreground command), and cleanup then stops CMD too.
-waitrun() {
-	local out=$1 rc
-	shift
-	"$@" > "$out" 2>&1 &
-	FG_PID=$!
-	wait "$FG_PID"
-	rc=$?
-	FG_PID=''
-	return $rc
 }
 
 cleanup() {
@@ -147,7 +131,7 @@ cmdline() {
 	line=${line//$NS_B/NS_B}
 	line=${line//$IF_A/VETH_A}
 	line=${line//$IF_B/VETH_B}
-	grep -qxF -- "$line" "$OUT/raw/commands.txt" 2>/dev/null || echo "$line" >> "$OUT/raw/commands.txt"
+	note_command "$line"
 }
 
 # run NAME PASS CMD...: under timeout; RES lines to raw/passN.res, the
@@ -163,24 +147,6 @@ run() {
 		warn "pass $pass: $name exited $rc (124: timeout): $(grep -v '^RES' "$OUT/raw/$name.pass$pass.log" | tail -1)"
 	fi
 	return $rc
-}
-
-# Other tenants' load: share of the CPUs busy or stolen during 1 s while
-# this script is idle, the load average and the top consumers.
-probe() {
-	local tag=$1 a b
-	a=$(awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6, $9}' /proc/stat)
-	sleep 1
-	b=$(awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6, $9}' /proc/stat)
-	awk -v a="$a" -v b="$b" -v t="$tag" -v l="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {
-		split(a, x, " "); split(b, y, " ");
-		busy = y[1] - x[1]; idle = y[2] - x[2]; st = y[3] - x[3];
-		tot = busy + idle + st; if (tot <= 0) tot = 1;
-		printf "RES probe %s noise busy_pct %.0f %%\n", t, 100 * busy / tot;
-		printf "RES probe %s noise steal_pct %.0f %%\n", t, 100 * st / tot;
-		printf "RES probe %s noise loadavg1 %s load\n", t, l }' >> "$OUT/raw/probe.res"
-	{ echo "=== $tag $(date -Is) loadavg: $(cat /proc/loadavg)"
-	  ps -eo pid,pcpu,etime,comm --sort=-pcpu | head -6; } >> "$OUT/raw/load.txt"
 }
 
 # wait_listen NS PORT: until something listens on the TCP port in NS.
@@ -247,15 +213,15 @@ XPID_A=$(pgrep -P "$PID_A" | head -1) XPID_B=$(pgrep -P "$PID_B" | head -1)
 
 {
 	echo "date: $(date -Is)"
-	echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) CPUs online, $(lscpu | sed -n 's/^Hypervisor vendor: *//p') guest)"
+	echo "cpu: $(machine_cpu)"
 	echo "kernel: $(uname -r)"
-	echo "os: $(. /etc/os-release && echo "$PRETTY_NAME")"
+	echo "os: $(os_name)"
 	echo "memory: $(free -g | awk '/Mem:/{print $2 " GiB"}')"
 	echo "link: veth pair between two network namespaces, MTU $MTU$(ip netns exec "$NS_A" ethtool -k "$IF_A" 2>/dev/null | awk -F': ' '/^tcp-segmentation-offload/{print ", TSO " $2}')"
 	echo "tcp: congestion control $(cat /proc/sys/net/ipv4/tcp_congestion_control), rmem $(tr '\t' ' ' < /proc/sys/net/ipv4/tcp_rmem), wmem $(tr '\t' ' ' < /proc/sys/net/ipv4/tcp_wmem)"
 	echo "iperf3: $( [ $HAVE_IPERF = 1 ] && iperf3 --version | head -1 || echo "not available")"
-	echo "ucx: $( [ $HAVE_UCX = 1 ] && ucx_info -v | head -1 | sed 's/^# *//' || echo "not available")"
-	echo "xferd: $("$XFERD" -V 2>&1 | head -1), tree $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+	echo "ucx: $(ucx_version)"
+	echo "xferd: $(xferd_version "$XFERD")"
 } > "$OUT/machine.txt"
 log "xferd a (pid $XPID_A, $IP_A, progress CPU $CPU_A), b (pid $XPID_B, $IP_B, progress CPU $CPU_B); $PASSES passes; logs in $OUT"
 
@@ -312,16 +278,7 @@ ucx_once() {
 	for _ in $(seq 100); do kill -0 "$SRV_PID" 2>/dev/null || break; sleep 0.05; done
 	stop_pid "$SRV_PID"
 	SRV_PID=
-	if [ $crc -ne 0 ] || ! grep -q '^Final:' "$clog"; then
-		warn "pass $pass: ucx_perftest $test $size failed (rc $crc): $(grep -m1 ERROR "$clog")"
-		return 1
-	fi
-	# Final: iters lat_p50 lat_avg lat_overall bw_avg bw_overall rate_avg rate_overall
-	awk -v t="$test" -v s="$size" '/^Final:/ {
-		lbl = s >= 1048576 ? s / 1048576 "MiB" : s >= 1024 ? s / 1024 "KiB" : s "B"
-		printf "RES ucx tcp/%s %s lat_p50 %s us\n", t, lbl, $3
-		printf "RES ucx tcp/%s %s lat_overall %s us\n", t, lbl, $5
-		printf "RES ucx tcp/%s %s bw_overall %s MiB/s\n", t, lbl, $7 }' "$clog" >> "$OUT/raw/pass$pass.res"
+	ucx_results "$pass" tcp "$test" "$size" "$clog" "$crc" lat_p50 lat_overall bw_overall
 }
 
 # xferctl_view PASS: what both daemons say after the pass.
@@ -400,21 +357,21 @@ done
 # Every RES line tagged with its pass: "pass bench variant param metric
 # value unit".  The two lat runs print the same variant: tell them apart.
 for (( pass = 1; pass <= PASSES; pass++ )); do
-	awk -v p="$pass" '$1 == "RES" { print p, $2, $3, $4, $5, $6, $7 }' "$OUT/raw/pass$pass.res"
+	res_rows "$pass" "$OUT/raw/pass$pass.res"
 	for m in poll sleep; do
 		awk -v p="$pass" -v m="$m" '$1 == "RES" { print p, $2, $3 "_" m, $4, $5, $6, $7 }' \
 			"$OUT/raw/lat_$m.pass$pass.log" 2>/dev/null
 	done
 done | awk '$2 != "xferbench_lat" || $3 ~ /_(poll|sleep)$/' > "$OUT/all.tsv"
-awk '$1 == "RES" { print 0, $2, $3, $4, $5, $6, $7 }' "$OUT/raw/probe.res" >> "$OUT/all.tsv"
+res_rows 0 "$OUT/raw/probe.res" >> "$OUT/all.tsv"
 
 # xferd's own view, one line per pass and node: "pass node paths
 # ops_failed peer_state peer_errors rtt_us address why".
 for (( pass = 1; pass <= PASSES; pass++ )); do
 	for n in a b; do
 		st="$OUT/raw/xferctl_status_$n.pass$pass.json" pe="$OUT/raw/xferctl_peers_$n.pass$pass.json"
-		paths=$(jq -r '[.paths[]? | "\(.path):\(.ops)"] | join(",") | if . == "" then "none" else . end' "$st" 2>/dev/null || echo "?")
-		failed=$(jq -r '.ops_failed // "?"' "$st" 2>/dev/null || echo "?")
+		paths=$(xferctl_paths "$st")
+		failed=$(xferctl_failed "$st")
 		peer=$(jq -r '[.peers[]? | "\(.node_name) \(.state), \(.errors) errors, rtt \(if (.rtt_ns // 0) > 0 then "\(.rtt_ns / 1000) µs" else "not measured" end), \(.address) (\(.why))" + (if (.last_error // "") != "" then ", last error: \(.last_error)" else "" end)] | join(";")' "$pe" 2>/dev/null || echo "?")
 		printf '%s\t%s\t%s\t%s\t%s\n' "$pass" "$n" "$paths" "$failed" "${peer:-none}"
 	done
@@ -443,59 +400,10 @@ pass before the median. GB/s = 10^9 B/s; iperf3's Gbit/s ÷ 8 = GB/s; UCX prints
 $TIME_MS ms within the pass. This is a benchmark, not a test: the machine is a shared VM,
 and the noise probe below says how busy it was.
 
-$( [ -s "$OUT/raw/warnings.txt" ] && { echo "**Problems in this run** (numbers may be missing):"; echo; sed 's/^/* /' "$OUT/raw/warnings.txt"; echo; } )
+$(warnings_md)
 EOF
 awk -v P="$PASSES" -v sizes="$SIZES" -v ucx_sizes="$UCX_SIZES" -v have_ucx="$HAVE_UCX" \
-    -v have_iperf="$HAVE_IPERF" -v iperf_t="$IPERF_T" '
-function fmt(x,   a) {
-	a = x < 0 ? -x : x
-	if (x == int(x)) return sprintf("%d", x)
-	if (a >= 100) return sprintf("%.0f", x)
-	if (a >= 10) return sprintf("%.1f", x)
-	if (a >= 1) return sprintf("%.2f", x)
-	return sprintf("%.3f", x)
-}
-function lbl(s) {
-	sub(/K$/, "KiB", s); sub(/M$/, "MiB", s); sub(/G$/, "GiB", s)
-	return s
-}
-# Sorts a[1..n]; sets lo, hi; returns the median.
-function med(a, n,   i, j, v) {
-	for (i = 2; i <= n; i++) {
-		v = a[i]; j = i - 1
-		while (j >= 1 && a[j] > v) { a[j + 1] = a[j]; j-- }
-		a[j + 1] = v
-	}
-	lo = a[1]; hi = a[n]
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
-function vals(k, scale, a,   p, n) {
-	n = 0
-	for (p = 0; p <= P; p++)
-		if ((p SUBSEP k) in V) a[++n] = V[p, k] * scale
-	return n
-}
-# "median (min–max)" of key k across passes; sets gmed ("" if none).
-function cell(k, scale,   a, n, m) {
-	gmed = ""
-	n = vals(k, scale, a)
-	if (!n) return "–"
-	m = med(a, n); gmed = m
-	return n == 1 ? fmt(m) : fmt(m) " (" fmt(lo) "–" fmt(hi) ")"
-}
-# Per-pass ratio (ka * sa) / (kb * sb), then median (min–max); sets gmed.
-function ratio(ka, sa, kb, sb,   a, p, n, m) {
-	n = 0
-	for (p = 1; p <= P; p++)
-		if ((p SUBSEP ka) in V && (p SUBSEP kb) in V && V[p, kb] > 0)
-			a[++n] = V[p, ka] * sa / (V[p, kb] * sb)
-	gmed = ""
-	if (!n) return "–"
-	m = med(a, n); gmed = m
-	return sprintf("%.2f×", m) (n == 1 ? "" : sprintf(" (%.2f–%.2f)", lo, hi))
-}
-function goal(ok) { return ok ? "**met**" : "**not met**" }
-{ V[$1, $2 "|" $3 "|" $4 "|" $5] = $6 }
+    -v have_iperf="$HAVE_IPERF" -v iperf_t="$IPERF_T" -v fmt_int=1 "$BENCH_AWK"'
 END {
 	MIB = 0.001048576
 	IP = "iperf3|veth_a-b|P1|recv_gbps"
@@ -584,7 +492,7 @@ operation. Peer: name, state, errors, round trip, the address in use and why.
 
 | pass | node | paths (ops) | ops failed | peer |
 |---|---|---|---|---|
-$(awk -F'\t' '{ gsub(/\|/, "\\|", $5); printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }' "$OUT/xferctl.tsv")
+$(xferctl_table "$OUT/xferctl.tsv")
 
 Top CPU consumers at each probe (%CPU over each process's lifetime):
 
@@ -612,17 +520,5 @@ EOF
 log "wrote $OUT/section.md"
 
 [ -n "${NO_REPORT:-}" ] && exit 0
-# Replace this script's section of BENCHMARKS.md (from its heading to the
-# next "## " heading), or append it; the rest of the file stays as it is.
-if [ -f "$REPORT" ] && grep -qxF "$HEADING" "$REPORT"; then
-	awk -v h="$HEADING" -v f="$OUT/section.md" '
-		$0 == h { while ((getline l < f) > 0) print l; skip = 1; next }
-		skip && /^## / { skip = 0; print "" }
-		!skip' "$REPORT" > "$TMP/report.md"
-elif [ -f "$REPORT" ]; then
-	{ cat "$REPORT"; echo; cat "$OUT/section.md"; } > "$TMP/report.md"
-else
-	{ echo "# xferd benchmarks"; echo; cat "$OUT/section.md"; } > "$TMP/report.md"
-fi
-cp "$TMP/report.md" "$REPORT"
+put_section "$HEADING" "$OUT/section.md" "$REPORT"
 log "wrote its section of $REPORT"

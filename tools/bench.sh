@@ -28,17 +28,15 @@ REPS=${REPS:-7}
 SIZES=${SIZES:-"4K 64K 1M 16M 256M"}
 CMA_SIZES="1M 16M 256M"
 REPORT="$ROOT/BENCHMARKS.md"
+# shellcheck source-path=SCRIPTDIR source=bench-lib.sh
+. "$ROOT/tools/bench-lib.sh"
 
 TS=$(date +%Y%m%d-%H%M%S)
 OUT="$BUILD/bench/$TS"
 mkdir -p "$OUT/raw"
 TMP=$(mktemp -d /tmp/xferbench.XXXXXX)
 SOCK="$TMP/xferd.sock"
-DPID= UCX_SPID=
-
-log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-# A warning also goes into the report.
-warn() { log "WARNING: $*"; echo "$*" >> "$OUT/raw/warnings.txt"; }
+DPID='' UCX_SPID=''
 
 cleanup() {
 	# Only what this script started, by PID.
@@ -65,7 +63,9 @@ elif ! command -v ucx_perftest >/dev/null; then
 	log "ucx_perftest NOT FOUND: the UCX baseline will not run."
 	log "  install Debian's ucx-utils (make bench does: apt-get install ucx-utils)"
 fi
+# shellcheck disable=SC2086 # unquoted: any run of blanks is one separator
 sizes_csv=$(echo $SIZES | tr ' ' ',')
+# shellcheck disable=SC2086
 cma_csv=$(echo $CMA_SIZES | tr ' ' ',')
 
 # run NAME PASS CMD... : under timeout; RES lines to raw/passN.res, the
@@ -73,7 +73,7 @@ cma_csv=$(echo $CMA_SIZES | tr ' ' ',')
 run() {
 	local name=$1 pass=$2 rc
 	shift 2
-	grep -qxF -- "$*" "$OUT/raw/commands.txt" 2>/dev/null || echo "$*" >> "$OUT/raw/commands.txt"
+	note_command "$*"
 	timeout -k 5 "$RUN_TIMEOUT" "$@" > "$OUT/raw/$name.pass$pass.log" 2>&1
 	rc=$?
 	grep '^RES ' "$OUT/raw/$name.pass$pass.log" >> "$OUT/raw/pass$pass.res"
@@ -81,27 +81,6 @@ run() {
 		warn "pass $pass: $name exited $rc (124: timeout): $(grep -v '^RES' "$OUT/raw/$name.pass$pass.log" | tail -1)"
 	fi
 	return $rc
-}
-
-# Other tenants' load: share of the CPUs busy or stolen during 1 s while
-# this script is idle, the load average and the top consumers.
-probe() {
-	local tag=$1 a b
-	a=$(awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6, $9}' /proc/stat)
-	sleep 1
-	b=$(awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6, $9}' /proc/stat)
-	awk -v a="$a" -v b="$b" -v t="$tag" -v l="$(cut -d' ' -f1 /proc/loadavg)" 'BEGIN {
-		split(a, x, " "); split(b, y, " ");
-		busy = y[1] - x[1]; idle = y[2] - x[2]; st = y[3] - x[3];
-		tot = busy + idle + st; if (tot <= 0) tot = 1;
-		printf "RES probe %s noise busy_pct %.0f %%\n", t, 100 * busy / tot;
-		printf "RES probe %s noise steal_pct %.0f %%\n", t, 100 * st / tot;
-		printf "RES probe %s noise loadavg1 %s load\n", t, l }' >> "$OUT/raw/probe.res"
-	# %CPU is over each process's lifetime; this benchmark's xferd is
-	# marked (it only ran while measured, and sleeps during the probe).
-	{ echo "=== $tag $(date -Is) loadavg: $(cat /proc/loadavg)"
-	  ps -eo pid,pcpu,etime,comm --sort=-pcpu | head -6 |
-		awk -v d="$DPID" '$1 == d { $0 = $0 "   (this benchmark'"'"'s xferd)" } 1'; } >> "$OUT/raw/load.txt"
 }
 
 # xferd's resident memory and the CPU it used during 1 s of idling.
@@ -138,39 +117,30 @@ ucx_once() {
 	done
 	local cmd=(ucx_perftest localhost -p "$UCX_PORT" -c 1 -t "$test" -s "$size" -n "$n" -w "$w")
 	local line="env ${env[*]} ucx_perftest -p PORT -c 0 & env ${env[*]} ucx_perftest localhost -p PORT -c 1 -t $test -s $size -n $n -w $w"
-	grep -qxF -- "$line" "$OUT/raw/commands.txt" || echo "$line" >> "$OUT/raw/commands.txt"
+	note_command "$line"
 	env "${env[@]}" timeout "$RUN_TIMEOUT" "${cmd[@]}" > "$clog" 2>&1
 	crc=$?
 	for (( i = 0; i < 100; i++ )); do kill -0 "$UCX_SPID" 2>/dev/null || break; sleep 0.05; done
 	kill "$UCX_SPID" 2>/dev/null
 	wait "$UCX_SPID" 2>/dev/null
 	UCX_SPID=
-	if [ $crc -ne 0 ] || ! grep -q '^Final:' "$clog"; then
-		warn "pass $pass: ucx_perftest $test $size failed (rc $crc): $(grep -m1 ERROR "$clog")"
-		return 1
-	fi
-	# Final: iters lat_p50 lat_avg lat_overall bw_avg bw_overall rate_avg rate_overall
-	awk -v t="$test" -v s="$size" '/^Final:/ {
-		lbl = s >= 1048576 ? s / 1048576 "MiB" : s >= 1024 ? s / 1024 "KiB" : s "B"
-		printf "RES ucx posix/%s %s lat_p50 %s us\n", t, lbl, $3
-		printf "RES ucx posix/%s %s bw_overall %s MiB/s\n", t, lbl, $7
-		printf "RES ucx posix/%s %s rate_overall %s msg/s\n", t, lbl, $9 }' "$clog" >> "$OUT/raw/pass$pass.res"
+	ucx_results "$pass" posix "$test" "$size" "$clog" "$crc" lat_p50 bw_overall rate_overall
 }
 
 # --- machine --------------------------------------------------------------
 
 {
 	echo "date: $(date -Is)"
-	echo "cpu: $(lscpu | sed -n 's/^Model name: *//p') ($(nproc) CPUs online, $(lscpu | sed -n 's/^Hypervisor vendor: *//p') guest)"
+	echo "cpu: $(machine_cpu)"
 	echo "caches: $(lscpu | awk -F: '/^L[123][di ]* cache/{gsub(/^ +/, "", $2); s = s (s ? "; " : "") $1 " " $2} END{print s}')"
 	echo "kernel: $(uname -r)"
-	echo "os: $(. /etc/os-release && echo "$PRETTY_NAME")"
+	echo "os: $(os_name)"
 	echo "memory: $(free -g | awk '/Mem:/{print $2 " GiB"}'), THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
 	echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
 	echo "compiler: $(${CC:-cc} --version 2>/dev/null | head -1), glibc $(ldd --version | head -1 | awk '{print $NF}')"
 	echo "glibc memcpy: $(/lib64/ld-linux-x86-64.so.2 --list-tunables 2>/dev/null | awk '/non_temporal_threshold/{print "non-temporal threshold " $2}')"
-	echo "ucx: $( [ $HAVE_UCX = 1 ] && ucx_info -v | head -1 | sed 's/^# *//' || echo "not available")"
-	echo "xferd: $("$XFERD" -V 2>&1 | head -1), tree $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+	echo "ucx: $(ucx_version)"
+	echo "xferd: $(xferd_version "$XFERD")"
 } > "$OUT/machine.txt"
 
 # --- the private xferd ----------------------------------------------------
@@ -189,7 +159,7 @@ daemon_idle fresh
 XS=(--socket "$SOCK")
 T0=$(date +%s)
 for (( pass = 1; pass <= PASSES; pass++ )); do
-	probe "before_pass$pass"
+	probe "before_pass$pass" "$DPID"
 	log "pass $pass/$PASSES: memcpy baseline"
 	run memcpy "$pass" "$XB" --cpu 0 memcpy --sizes "$sizes_csv" --time-ms "$TIME_MS" --reps "$REPS"
 	run memcpy_memfd "$pass" "$XB" --cpu 0 memcpy --kind memfd --sizes 16M,256M --time-ms "$TIME_MS" --reps "$REPS"
@@ -210,7 +180,7 @@ for (( pass = 1; pass <= PASSES; pass++ )); do
 	fi
 	kill -0 "$DPID" 2>/dev/null || { warn "xferd died; see $OUT/raw/xferd.log"; exit 1; }
 done
-probe end
+probe end "$DPID"
 T1=$(date +%s)
 daemon_idle idle
 log "done in $((T1 - T0)) s; writing $REPORT"
@@ -219,16 +189,16 @@ log "done in $((T1 - T0)) s; writing $REPORT"
 
 # Every RES line tagged with its pass: "pass bench variant param metric value unit".
 for (( pass = 1; pass <= PASSES; pass++ )); do
-	awk -v p="$pass" '$1 == "RES" { print p, $2, $3, $4, $5, $6, $7 }' "$OUT/raw/pass$pass.res" 2>/dev/null
+	res_rows "$pass" "$OUT/raw/pass$pass.res"
 done > "$OUT/all.tsv"
-awk '$1 == "RES" { print 0, $2, $3, $4, $5, $6, $7 }' "$OUT/raw/rss.res" "$OUT/raw/probe.res" >> "$OUT/all.tsv"
+res_rows 0 "$OUT/raw/rss.res" "$OUT/raw/probe.res" >> "$OUT/all.tsv"
 
 {
 cat <<EOF
 # xferd benchmarks
 
 Generated by \`make bench\` (\`tools/bench.sh\`) on $(date -u '+%Y-%m-%d %H:%M UTC'); $PASSES interleaved passes, $((T1 - T0)) s.
-Raw logs: \`${OUT#$ROOT/}/\`.
+Raw logs: \`${OUT#"$ROOT"/}/\`.
 
 Every cell is **median (min–max) across the $PASSES passes**; within a pass, a bandwidth
 figure is itself the median of $REPS samples of $TIME_MS ms, and a ratio is taken within
@@ -236,7 +206,7 @@ each pass (xferd against the baseline run shortly before it in the same pass) be
 median across passes. GB/s = 10^9 B/s. This is a benchmark, not a test: the
 machine is a shared VM and the noise probe below says how busy it was.
 
-$( [ -s "$OUT/raw/warnings.txt" ] && { echo "**Problems in this run** (numbers may be missing):"; echo; sed 's/^/* /' "$OUT/raw/warnings.txt"; echo; } )
+$(warnings_md)
 ## Machine
 
 \`\`\`
@@ -256,58 +226,7 @@ $(cat "$OUT/machine.txt")
   round trip between two processes, so it is set against 2× UCX's figure.
 
 EOF
-awk -v P="$PASSES" -v sizes="$SIZES" -v cma_sizes="$CMA_SIZES" -v have_ucx="$HAVE_UCX" '
-function fmt(x,   a) {
-	a = x < 0 ? -x : x
-	if (a >= 100) return sprintf("%.0f", x)
-	if (a >= 10) return sprintf("%.1f", x)
-	if (a >= 1) return sprintf("%.2f", x)
-	return sprintf("%.3f", x)
-}
-function lbl(s) {
-	sub(/K$/, "KiB", s); sub(/M$/, "MiB", s); sub(/G$/, "GiB", s)
-	return s
-}
-# Sorts n values in a[1..n]; sets gmin, gmax; returns the median.
-function med(a, n,   i, j, v) {
-	for (i = 2; i <= n; i++) {
-		v = a[i]; j = i - 1
-		while (j >= 1 && a[j] > v) { a[j + 1] = a[j]; j-- }
-		a[j + 1] = v
-	}
-	gmin = a[1]; gmax = a[n]
-	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-}
-# The values of key k (scaled) across passes -> "median (min–max)".
-function vals(k, scale, a,   p, n) {
-	n = 0
-	for (p = 0; p <= P; p++)
-		if ((p SUBSEP k) in V) a[++n] = V[p, k] * scale
-	return n
-}
-function cell(k, scale,   a, n, m) {
-	n = vals(k, scale, a)
-	if (!n) return "–"
-	m = med(a, n); gmed = m
-	return n == 1 ? fmt(m) : fmt(m) " (" fmt(gmin) "–" fmt(gmax) ")"
-}
-function medof(k, scale,   a, n) {
-	n = vals(k, scale, a)
-	return n ? med(a, n) : ""
-}
-# Per-pass ratio ka*sa / (kb*sb), then median (min–max); sets gmed.
-function ratio(ka, sa, kb, sb,   a, p, n, m) {
-	n = 0
-	for (p = 1; p <= P; p++)
-		if ((p SUBSEP ka) in V && (p SUBSEP kb) in V && V[p, kb] > 0)
-			a[++n] = V[p, ka] * sa / (V[p, kb] * sb)
-	gmed = ""
-	if (!n) return "–"
-	m = med(a, n); gmed = m
-	return sprintf("%.2f×", m) (n == 1 ? "" : sprintf(" (%.2f–%.2f)", gmin, gmax))
-}
-function goal(ok) { return ok ? "**met**" : "**not met**" }
-{ V[$1, $2 "|" $3 "|" $4 "|" $5] = $6 }
+awk -v P="$PASSES" -v sizes="$SIZES" -v cma_sizes="$CMA_SIZES" -v have_ucx="$HAVE_UCX" "$BENCH_AWK"'
 END {
 	MIB = 0.001048576
 	ns = split(sizes, S, " ")

@@ -28,6 +28,7 @@
 #include "rdma_dev.h"
 #include "rdma_mr.h"
 #include "region.h"
+#include "thread_stats.h"
 #include "wire.h"
 #include "xfer_ring.h"
 #include "xop.h"
@@ -38,6 +39,9 @@
 #define QP_RETRIES     7
 #define RD_ATOMIC_MAX  16      /* READs in flight per queue pair */
 #define INLINE_WANTED  64      /* bytes asked for; the device may give less */
+#define CONNECT_NS     (5000ull * 1000000)  /* for a QpAccept to come */
+/* Passive queue pairs one peer may open here: as many as it could use. */
+#define PASSIVE_MAX    (RDMA_PEER_RAILS * RDMA_QPS_MAX)
 
 enum qp_state { QP_CONNECTING, QP_READY };
 
@@ -58,6 +62,7 @@ struct rqp {
 	uint32_t peer_rail, slot;
 	bool initiator;
 	uint64_t epoch;
+	uint64_t connect_by_ns;   /* initiator: QpAccept due by then */
 	struct ibv_qp *qp;
 	uint32_t psn, remote_qpn;
 	uint32_t max_inline;
@@ -95,6 +100,7 @@ struct rpeer {
 	size_t npairs;
 	struct rqp *out[RDMA_PAIR_MAX][RDMA_QPS_MAX];
 	struct rqp *passive;
+	unsigned npassive;
 	unsigned rr;              /* next queue pair to try */
 	struct rpeer *next;
 };
@@ -266,6 +272,8 @@ static void dequeue(struct rdma *t, struct xop *op)
  * all of it was posted or it failed. */
 static void op_settle(struct rdma *t, struct xop *op)
 {
+	if (op->cancelled)
+		return;  /* collected: whoever collected it ends it */
 	if (op->error)
 		dequeue(t, op);
 	if (op->wrs || (!op->error && op->posted < op->len))
@@ -317,14 +325,23 @@ static void retire(struct rdma *t, struct rqp *q, uint32_t upto, int err)
 	}
 }
 
-static void qp_free(struct rdma *t, struct rqp *q)
+/* The NIC stops working on q's requests; its completions still in a CQ
+ * are recognised as stale (the slot's generation moves on). */
+static void qp_stop(struct rqp *q)
 {
 	int rc;
 
-	(void)t;
 	qp_slot_free(q);
 	if (q->qp && (rc = ibv_destroy_qp(q->qp)))
 		log_warnx("RDMA: ibv_destroy_qp: %s", strerror(rc));
+	q->qp = NULL;
+}
+
+static void qp_free(struct rdma *t, struct rqp *q)
+{
+	(void)t;
+	if (q->qp)
+		qp_stop(q);
 	free(q);
 }
 
@@ -346,15 +363,24 @@ static void qp_fail(struct rdma *t, struct rqp *q, int err)
 	q->nstaged = 0;
 	if (q->pair >= 0)
 		p->out[q->pair][q->slot] = NULL;
-	/* Out of the table before the operations end: nothing new is
-	 * posted on it meanwhile. */
+	/* The NIC first: a READ must not land in memory whose operation
+	 * already failed back to its client.  Nothing new is posted on q
+	 * once it is out of p->out. */
+	qp_stop(q);
 	retire(t, q, q->head - 1, err);
-	qp_free(t, q);
+	free(q);
 	t->drain = true;
 }
 
+/* What a new queue pair is, set before xferctl can see it. */
+struct qp_role {
+	int pair;                 /* -1: passive */
+	uint32_t peer_rail, slot;
+	uint64_t epoch;
+};
+
 static int qp_create(struct rdma *t, struct rpeer *p, int rail,
-		     struct rqp **out)
+		     const struct qp_role *role, struct rqp **out)
 {
 	struct rdma_rail_addr ra;
 	struct rqp *q;
@@ -365,9 +391,14 @@ static int qp_create(struct rdma *t, struct rpeer *p, int rail,
 	if (!(q = calloc(1, sizeof(*q))))
 		return -ENOMEM;
 	q->peer = p;
-	q->pair = -1;
+	q->pair = role->pair;
+	q->initiator = role->pair >= 0;
+	q->peer_rail = role->peer_rail;
+	q->slot = role->slot;
+	q->epoch = role->epoch;
 	q->rail = rail;
 	q->dev = ra.dev;
+	atomic_init(&q->state, QP_CONNECTING);
 	snprintf(q->peer_name, sizeof(q->peer_name), "%s", p->name);
 	struct ibv_qp_init_attr ia = {
 		.send_cq = t->dev[ra.dev].v.cq,
@@ -423,10 +454,13 @@ static int qp_create(struct rdma *t, struct rpeer *p, int rail,
 }
 
 /* The other end's attributes: INIT -> RTR -> RTS. */
+/* rd_atomic: READs the other end accepts in flight (its responder). */
 static int qp_connect(struct rdma *t, struct rqp *q, uint32_t qpn,
 		      uint32_t psn, const uint8_t gid[16], uint16_t lid,
-		      int mtu)
+		      int mtu, uint32_t rd_atomic)
 {
+	uint8_t ours = t->dev[q->dev].rd_atomic;
+	uint8_t out = rd_atomic && rd_atomic < ours ? (uint8_t)rd_atomic : ours;
 	struct rdma_rail_addr ra;
 	int err;
 
@@ -466,7 +500,7 @@ static int qp_connect(struct rdma *t, struct rqp *q, uint32_t qpn,
 		.retry_cnt = QP_RETRIES,
 		.rnr_retry = 7,
 		.sq_psn = q->psn,
-		.max_rd_atomic = t->dev[q->dev].rd_atomic,
+		.max_rd_atomic = out,
 	};
 	if ((err = ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT |
 				 IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
@@ -475,7 +509,9 @@ static int qp_connect(struct rdma *t, struct rqp *q, uint32_t qpn,
 			  strerror(err));
 		return -err;
 	}
+	pthread_mutex_lock(&qp_lock);
 	q->remote_qpn = qpn;
+	pthread_mutex_unlock(&qp_lock);
 	atomic_store(&q->state, QP_READY);
 	return 0;
 }
@@ -499,17 +535,14 @@ static void send_msg(struct rdma *t, const uint8_t *id,
 static int open_out(struct rdma *t, struct rpeer *p, int i, uint32_t slot)
 {
 	struct rail_pair *rp = &p->pair[i];
+	const struct qp_role role = { .pair = i, .peer_rail = rp->theirs.index,
+				      .slot = slot, .epoch = ++t->epoch };
 	struct rqp *q;
-	int err = qp_create(t, p, rp->rail, &q);
+	int err = qp_create(t, p, rp->rail, &role, &q);
 
 	if (err)
 		return err;
-	q->pair = i;
-	q->initiator = true;
-	q->peer_rail = rp->theirs.index;
-	q->slot = slot;
-	q->epoch = ++t->epoch;
-	atomic_store(&q->state, QP_CONNECTING);
+	q->connect_by_ns = now_ns() + CONNECT_NS;
 	p->out[i][slot] = q;
 
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
@@ -524,6 +557,7 @@ static int open_out(struct rdma *t, struct rpeer *p, int i, uint32_t slot)
 	c.gid.len = 16;
 	c.lid = rp->mine.lid;
 	c.mtu = (uint32_t)rp->mine.mtu;
+	c.rd_atomic = t->dev[q->dev].rd_atomic;
 	m.body_case = XFER__PEER__PEER_MSG__BODY_QP_CONNECT;
 	m.qp_connect = &c;
 	send_msg(t, p->id, &m);
@@ -579,8 +613,9 @@ static struct rqp *next_qp(struct rdma *t, struct rpeer *p)
 	for (unsigned k = 0; k < n; k++) {
 		unsigned i = p->rr++ % n;
 		struct rqp *q = p->out[i / t->cfg.qps][i % t->cfg.qps];
-		if (!q || atomic_load_explicit(&q->state, memory_order_relaxed)
-				  != QP_READY)
+		if (!q || p->pair[i / t->cfg.qps].failed ||
+		    atomic_load_explicit(&q->state, memory_order_relaxed) !=
+			    QP_READY)
 			continue;
 		if (q->head - q->tail >= RDMA_QP_DEPTH ||
 		    t->dev[q->dev].outstanding >=
@@ -678,6 +713,30 @@ static void flush(struct rdma *t)
 	}
 }
 
+/* Rail pair i toward p cannot carry anything: its queue pairs close
+ * and it is not used again while the link lasts. */
+static void fail_pair(struct rdma *t, struct rpeer *p, size_t i, int err)
+{
+	p->pair[i].failed = true;
+	for (uint32_t s = 0; s < RDMA_QPS_MAX; s++)
+		if (p->out[i][s])
+			qp_fail(t, p->out[i][s], err);
+}
+
+/* op cannot go by RDMA after all: TCP moves it if nothing of it went
+ * out yet, else it fails.  Either way it is no longer this
+ * transport's to touch. */
+static void to_tcp_or_fail(struct rdma *t, struct xop *op)
+{
+	if (op->posted || op->wrs || op->error) {
+		op_fail(t, op, -EIO);
+		return;
+	}
+	dequeue(t, op);
+	op->path = XFER_PATH_TCP;
+	linkset_submit(t->links, op);
+}
+
 /* Some queue pair toward p is still on its way: posting now would put
  * a first large transfer on the one that happened to be ready first. */
 static bool connecting(const struct rdma *t, const struct rpeer *p)
@@ -701,27 +760,34 @@ static void pump(struct rdma *t)
 	for (op = TAILQ_FIRST(&t->waiting); op; op = next) {
 		next = TAILQ_NEXT(op, q);
 		struct rpeer *p = peer_of(t, op);
-		if (!p || !ensure_qps(t, p)) {
-			op_fail(t, op, p ? -EIO : -ECONNRESET);
+		if (!p) {
+			op_fail(t, op, -ECONNRESET);
+			continue;
+		}
+		if (!ensure_qps(t, p)) {
+			to_tcp_or_fail(t, op);
 			continue;
 		}
 		if (connecting(t, p))
 			continue;
+		bool gone = false;
 		while (op->posted < op->len) {
 			struct rqp *q = next_qp(t, p);
 			uint32_t lkey, rkey;
 			if (!q)
 				break;
 			if (!pair_usable(&p->pair[q->pair], op, &lkey, &rkey)) {
-				/* accepts() saw keys for every pair */
-				op_fail(t, op, -EIO);
+				/* Its import lost its keys (a remote access
+				 * error): the owner must be asked over TCP. */
+				to_tcp_or_fail(t, op);
+				gone = true;
 				break;
 			}
 			uint64_t left = op->len - op->posted;
 			uint64_t len = left < t->cfg.stripe ? left : t->cfg.stripe;
 			stage(t, q, op, lkey, rkey, (uint32_t)len);
 		}
-		if (op->posted == op->len)
+		if (!gone && op->posted == op->len)
 			dequeue(t, op);
 	}
 	flush(t);
@@ -748,6 +814,12 @@ static void on_wc(struct rdma *t, const struct ibv_wc *wc)
 			  q->qp->qp_num, peer_label(q), q->rail,
 			  ibv_wc_status_str(wc->status), wc->vendor_err);
 		stat_add64(&rail_stats[q->rail].errors, 1);
+		/* The owner no longer grants that memory (deregistered):
+		 * later uses of the import go by TCP, which says why. */
+		if ((wc->status == IBV_WC_REM_ACCESS_ERR ||
+		     wc->status == IBV_WC_REM_INV_REQ_ERR) && e->op &&
+		    e->op->remote->rdma)
+			e->op->remote->rdma->nkeys = 0;
 		qp_fail(t, q, -EIO);
 		return;
 	}
@@ -888,36 +960,70 @@ static void rdma_cancel_client(void *impl, const struct prog_client *pc)
 	}
 }
 
+/*
+ * Deadlines.  A WRITE past its deadline is let go of: its work requests
+ * stay out (their entries keep the local region) and it fails now.  A
+ * READ past its deadline closes its queue pair, so that no data lands
+ * after its client was told it failed.  A queue pair whose QpAccept did
+ * not come in time gives its rail pair up.  (A peer that stops
+ * answering fails the queue pair by itself: RC retries run out.)
+ */
 static bool rdma_expire(void *impl, uint64_t now)
 {
 	struct rdma *t = impl;
+	struct xop_list late = TAILQ_HEAD_INITIALIZER(late);
 	struct xop *op, *next;
 	bool any = false;
 
-	/* A queue pair whose oldest work request outlived its deadline has
-	 * stopped: its peer does not answer (RC would have retried). */
 	for (struct rpeer *p = t->peers; p; p = p->next)
 		for (size_t i = 0; i < p->npairs; i++)
 			for (uint32_t s = 0; s < RDMA_QPS_MAX; s++) {
 				struct rqp *q = p->out[i][s];
-				if (!q || q->tail == q->head ||
-				    q->ring[q->tail % RDMA_QP_DEPTH].deadline_ns
-					    > now)
-					continue;
-				log_warnx("RDMA: QP %u to %s: no completion "
-					  "by the deadline; queue pair closed",
-					  q->qp->qp_num, peer_label(q));
-				stat_add64(&rail_stats[q->rail].errors, 1);
-				qp_fail(t, q, -ETIMEDOUT);
-				any = true;
+				if (q && atomic_load(&q->state) == QP_CONNECTING &&
+				    q->connect_by_ns <= now) {
+					log_warnx("RDMA: %s did not accept a queue "
+						  "pair on rail %d in time; TCP "
+						  "instead", p->name, q->rail);
+					fail_pair(t, p, i, -ETIMEDOUT);
+					any = true;
+					break;
+				}
+				for (uint32_t k = q ? q->tail : 0;
+				     q && k != q->head; k++) {
+					struct posted *e =
+						&q->ring[k % RDMA_QP_DEPTH];
+					if (!e->op || e->deadline_ns > now)
+						continue;
+					if (e->read) {
+						log_warnx("RDMA: READ on QP %u to "
+							  "%s past its deadline; "
+							  "queue pair closed",
+							  q->qp->qp_num,
+							  peer_label(q));
+						qp_fail(t, q, -ETIMEDOUT);
+						any = true;
+						break;
+					}
+					e->op->wrs--;
+					collect(t, &late, e->op);
+					e->op = NULL;
+				}
 			}
 	for (op = TAILQ_FIRST(&t->waiting); op; op = next) {
 		next = TAILQ_NEXT(op, q);
-		if (op->deadline_ns <= now) {
-			op_fail(t, op, -ETIMEDOUT);
-			any = true;
-		}
+		if (op->deadline_ns <= now)
+			collect(t, &late, op);
 	}
+	while ((op = TAILQ_FIRST(&late))) {
+		TAILQ_REMOVE(&late, op, q);
+		op->cancelled = false;
+		if (!op->error)
+			op->error = -ETIMEDOUT;
+		op_settle(t, op);
+		any = true;
+	}
+	if (!TAILQ_EMPTY(&t->waiting))
+		pump(t);
 	return any;
 }
 
@@ -944,6 +1050,7 @@ static void peer_teardown(struct rdma *t, struct rpeer *p, int err)
 		p->passive = q->next_passive;
 		qp_free(t, q);
 	}
+	p->npassive = 0;
 	for (op = TAILQ_FIRST(&t->waiting); op; op = next) {
 		next = TAILQ_NEXT(op, q);
 		if (peer_of(t, op) == p)
@@ -984,7 +1091,8 @@ void rdma_peer_up(struct rdma *t, const uint8_t id[LINK_ID_LEN], uint64_t gen,
 	p->gen = gen;
 	snprintf(p->name, sizeof(p->name), "%s", name);
 	p->nrails = nrails < RDMA_PEER_RAILS ? nrails : RDMA_PEER_RAILS;
-	memcpy(p->rails, rails, p->nrails * sizeof(*rails));
+	if (p->nrails)  /* rails is NULL for a peer without any */
+		memcpy(p->rails, rails, p->nrails * sizeof(*rails));
 	for (int i = 0; i < nmine; i++)
 		rdma_dev_rail_addr(i, &mine[i]);
 	size_t n = rdma_pair_rails(mine, (size_t)nmine, p->rails, p->nrails,
@@ -1041,8 +1149,11 @@ static void on_connect(struct rdma *t, struct rpeer *p,
 	a.peer_rail = c->peer_rail;
 	a.slot = c->slot;
 	a.epoch = c->epoch;
+	bool known = false;
+	for (size_t i = 0; i < p->nrails; i++)
+		known |= p->rails[i].index == c->rail;
 	if (!attrs_valid(&c->gid, c->mtu, c->lid, c->qpn, c->psn) ||
-	    c->slot >= RDMA_QPS_MAX ||
+	    c->slot >= RDMA_QPS_MAX || !known ||
 	    rdma_dev_rail_addr((int)c->peer_rail, &ra))
 		err = -EINVAL;
 	/* A new attempt for a slot replaces the old one (whose sender's
@@ -1053,21 +1164,25 @@ static void on_connect(struct rdma *t, struct rpeer *p,
 		if (o->peer_rail == c->rail && o->rail == (int)c->peer_rail &&
 		    o->slot == c->slot) {
 			*pp = o->next_passive;
+			p->npassive--;
 			qp_free(t, o);
 			break;
 		}
 	}
-	if (!err && !(err = qp_create(t, p, (int)c->peer_rail, &q))) {
-		q->peer_rail = c->rail;
-		q->slot = c->slot;
-		q->epoch = c->epoch;
+	if (!err && p->npassive >= PASSIVE_MAX)
+		err = -ENOSPC;
+	const struct qp_role role = { .pair = -1, .peer_rail = c->rail,
+				      .slot = c->slot, .epoch = c->epoch };
+	if (!err && !(err = qp_create(t, p, (int)c->peer_rail, &role, &q))) {
 		err = qp_connect(t, q, c->qpn, c->psn, c->gid.data,
-				 (uint16_t)c->lid, (int)c->mtu);
+				 (uint16_t)c->lid, (int)c->mtu, c->rd_atomic);
 		if (err) {
 			qp_free(t, q);
 		} else {
 			q->next_passive = p->passive;
 			p->passive = q;
+			p->npassive++;
+			a.rd_atomic = t->dev[q->dev].rd_atomic;
 			a.qpn = q->qp->qp_num;
 			a.psn = q->psn;
 			a.gid.data = ra.gid;
@@ -1105,13 +1220,12 @@ static void on_accept(struct rdma *t, struct rpeer *p,
 		err = -EPROTO;
 	if (!err)
 		err = qp_connect(t, q, a->qpn, a->psn, a->gid.data,
-				 (uint16_t)a->lid, (int)a->mtu);
+				 (uint16_t)a->lid, (int)a->mtu, a->rd_atomic);
 	if (err) {
 		log_warnx("RDMA: %s refused a queue pair on rail %d: %s; "
 			  "TCP instead", p->name, q->rail,
 			  strerror(err < 0 ? -err : err));
-		p->pair[i].failed = true;
-		qp_fail(t, q, -EIO);
+		fail_pair(t, p, i, -EIO);
 	}
 	pump(t);
 }
@@ -1121,8 +1235,10 @@ void rdma_on_frame(struct rdma *t, const uint8_t id[LINK_ID_LEN],
 {
 	struct rpeer *p = t ? find_peer(t, id) : NULL;
 
-	if (!p)
+	if (!p) {
+		log_debug("RDMA: queue pair frame from a peer without rails here");
 		return;
+	}
 	if (m->body_case == XFER__PEER__PEER_MSG__BODY_QP_CONNECT)
 		on_connect(t, p, m->qp_connect);
 	else if (m->body_case == XFER__PEER__PEER_MSG__BODY_QP_ACCEPT)

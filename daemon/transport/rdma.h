@@ -20,10 +20,13 @@
  *
  * Every completion's status is checked; a failed one (logged with
  * ibv_wc_status_str) fails the operations on that queue pair with -EIO,
- * and the queue pair is destroyed, to be opened again on next use.  An
- * operation still unfinished at its deadline fails with -ETIMEDOUT and
- * takes its queue pair down with it (its peer no longer answers).  A
- * link that goes down takes the peer's queue pairs with it.
+ * and the queue pair is destroyed, to be opened again on next use; a
+ * remote access error also sends later uses of that import to TCP.  A
+ * WRITE still unfinished at its deadline fails with -ETIMEDOUT and its
+ * work requests are left to finish alone; a READ takes its queue pair
+ * down first, so that no data lands after its failure.  A rail pair
+ * whose queue pair is refused, or not accepted in time, is left for TCP.
+ * A link that goes down takes the peer's queue pairs with it.
  */
 #ifndef XFERD_RDMA_H
 #define XFERD_RDMA_H

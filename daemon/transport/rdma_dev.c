@@ -208,7 +208,8 @@ static int find_roce(struct rail *r, const struct ibv_gid_entry *table,
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < ntable; i++) {
-		if (table[i].port_num != r->port)
+		/* A QP's source GID index is 8 bits (ibv_global_route). */
+		if (table[i].port_num != r->port || table[i].gid_index > 255)
 			continue;
 		memcpy(gids[n].raw, table[i].gid.raw, 16);
 		gids[n].index = (int)table[i].gid_index;

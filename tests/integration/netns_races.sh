@@ -104,13 +104,8 @@ launch_xferd() {
 	for kv in "$@"; do
 		args+=(-o "$kv")
 	done
-	XD_NS[$name]=$ns XD_SOCK[$name]=$TMP/$name.sock
-	rm -f "${XD_SOCK[$name]}"
-	echo "=== $(date +%T.%N) start: xferd ${args[*]}" >>"$TMP/$name.log"
-	ip netns exec "$(ns_name "$ns")" "$XFERD" "${args[@]}" \
-		>>"$TMP/$name.log" 2>&1 </dev/null &
-	XD_PID[$name]=$!
-	XT_PIDS+=("$!")
+	XD_NS[$name]=$ns
+	xferd_spawn "$name" "${args[@]}"
 }
 
 _answers() {

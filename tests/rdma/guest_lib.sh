@@ -12,9 +12,10 @@
 #                 only, so the packets cross the veth)
 # Every xferd has its socket at $TMP/<name>.sock, its log at
 # $TMP/<name>.log and node_name <name>.  The helpers are those of
-# tests/netns/lib.sh without the namespaces: start_xferd, stop_xferd,
-# kill_xferd, xferctl_on, xnode, xnode_ok, serve_start, serve_stop,
-# expect_notified, bg_*, wait_for.
+# tests/netns/lib.sh without the namespaces, from tests/lib/nodes.sh:
+# stop_xferd, kill_xferd, xferctl_on, xnode, xnode_ok, serve_start,
+# serve_stop, expect_notified, bg_*, wait_for, run_cmd; start_xferd is
+# this file's.
 #
 # Sourcing it checks what is needed (exit 77 with the reason), creates
 # $TMP and arms the cleanup: every process started here is killed on any
@@ -25,40 +26,21 @@
 G_NAME=$(basename "$0" .sh)
 # shellcheck disable=SC2034 # for the scripts that source this
 MiB=1048576
+XNODE_SECS=${XNODE_SECS:-120}
+ND_EXIT_POLL=0.05 ND_WAIT_POLL=0.1 ND_STOP_SECS=30 ND_READY_SECS=90
+ND_STAMP=_g_elapsed
 
-declare -a G_PIDS=()            # every process started in the background
-declare -A XD_PID=() XD_SOCK=() XD_IP=() XD_PORT=() XD_DEV=() XD_NETDEV=()
-declare -A BG_PID=() BG_OUT=()
-G_RUNS=0                        # xnode runs so far (names their outputs)
-LAST_OUT=                       # output of the last xnode run
+# shellcheck source-path=SCRIPTDIR source=../lib/nodes.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/nodes.sh"
 
-skip() { echo "skip: $*"; exit 77; }
-step() { echo "== $(_g_elapsed) $*"; }
-note() { echo "   $*"; }
+declare -A XD_IP=() XD_PORT=() XD_DEV=() XD_NETDEV=()
+# The names this file had before tests/lib/nodes.sh.
+# shellcheck disable=SC2034 # namerefs, for the scripts that source this
+declare -n G_PIDS=ND_PIDS G_RUNS=ND_RUNS
 
-# fail MSG: the reason, then what the daemons and clients said.
-fail() {
-	echo "FAIL: $*"
-	_g_dump
-	exit 1
-}
+# _nd_enter NODE: every node runs right here, in the one namespace.
+_nd_enter() { ND_ENTER=(); }
 
-_g_dump() {
-	local f
-	[ -n "${TMP:-}" ] && [ -d "$TMP" ] || return 0
-	for f in "$TMP"/*.log; do
-		[ -e "$f" ] || continue
-		echo "--- $(basename "$f") (last 40 lines)"
-		tail -n 40 "$f"
-	done
-	for f in "$TMP"/bg-*.out; do
-		[ -e "$f" ] || continue
-		echo "--- $(basename "$f" .out) (last 15 lines)"
-		tail -n 15 "$f"
-	done
-}
-
-now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
 G_T0=$(now_ms)
 # [12.3s] since the script started: the steps' own timings, under TCG.
 _g_elapsed() {
@@ -66,112 +48,8 @@ _g_elapsed() {
 	printf '[%d.%ds]' $((ms / 1000)) $((ms % 1000 / 100))
 }
 
-# --- processes ---------------------------------------------------------
-
-# True while PID, a child of this shell, runs (not a zombie, not reaped
-# and reused by someone else).
-_g_running() {
-	local st rest
-	{ read -r st </proc/"$1"/stat; } 2>/dev/null || return 1
-	rest=${st##*) }
-	# shellcheck disable=SC2086 # split the fields on purpose
-	set -- $rest
-	[ "$1" != Z ] && [ "$2" = "$$" ]
-}
-
-# wait_exit PID SECS: its exit status; after SECS it is killed (SIGKILL)
-# and the status is 124.
-wait_exit() {
-	local pid=$1 deadline=$(($(now_ms) + $2 * 1000))
-	while _g_running "$pid"; do
-		if [ "$(now_ms)" -ge "$deadline" ]; then
-			kill -KILL "$pid" 2>/dev/null
-			wait "$pid" 2>/dev/null
-			return 124
-		fi
-		sleep 0.05
-	done
-	wait "$pid" 2>/dev/null
-}
-
-# wait_for SECS CMD...: run CMD every 100 ms until it succeeds; 1 if it
-# never did within SECS.
-wait_for() {
-	local deadline=$(($(now_ms) + $1 * 1000))
-	shift
-	until "$@"; do
-		[ "$(now_ms)" -lt "$deadline" ] || return 1
-		sleep 0.1
-	done
-}
-
-# run_cmd SECS CMD...: CMD, at most SECS (then it is killed and counts as
-# a hang: status 124).  Its output goes to $LAST_OUT and is shown
-# indented.
-run_cmd() {
-	local secs=$1 pid rc
-	shift
-	G_RUNS=$((G_RUNS + 1))
-	LAST_OUT=$TMP/run-$G_RUNS.out
-	"$@" >"$LAST_OUT" 2>&1 </dev/null &
-	pid=$!
-	G_PIDS+=("$pid")
-	wait_exit "$pid" "$secs"
-	rc=$?
-	sed 's/^/    | /' "$LAST_OUT"
-	[ $rc -eq 124 ] && echo "    | (killed: still running after ${secs}s)"
-	return $rc
-}
-
 # bg_start TAG CMD...: CMD in the background, output in $TMP/bg-TAG.out.
-bg_start() {
-	local tag=$1
-	shift
-	BG_OUT[$tag]=$TMP/bg-$tag.out
-	: >"${BG_OUT[$tag]}"
-	"$@" >"${BG_OUT[$tag]}" 2>&1 </dev/null &
-	BG_PID[$tag]=$!
-	G_PIDS+=("$!")
-}
-
-# bg_stop TAG [SIGNAL]: signal it (TERM), wait (30 s), return its status.
-bg_stop() {
-	local tag=$1 sig=${2:-TERM} rc
-	[ -n "${BG_PID[$tag]:-}" ] || return 0
-	kill -"$sig" "${BG_PID[$tag]}" 2>/dev/null
-	wait_exit "${BG_PID[$tag]}" 30
-	rc=$?
-	unset "BG_PID[$tag]"
-	return $rc
-}
-
-# bg_wait TAG SECS: wait for it to end by itself; its status.
-bg_wait() {
-	local tag=$1 rc
-	wait_exit "${BG_PID[$tag]}" "$2"
-	rc=$?
-	unset "BG_PID[$tag]"
-	return $rc
-}
-
-bg_running() { [ -n "${BG_PID[$1]:-}" ] && _g_running "${BG_PID[$1]}"; }
-
-# bg_has TAG ERE: a line of its output matches.
-bg_has() { grep -Eq -- "$2" "${BG_OUT[$1]}"; }
-
-_g_line_or_gone() { # TAG ERE
-	bg_has "$1" "$2" && return 0
-	bg_running "$1" || bg_has "$1" "$2" || fail \
-		"$1 ended without a line /$2/: $(tail -n 5 "${BG_OUT[$1]}")"
-	return 1
-}
-
-# bg_wait_line TAG ERE SECS: until a line matches; fails the test if the
-# process ends first or the line never comes.
-bg_wait_line() {
-	wait_for "$3" _g_line_or_gone "$1" "$2" ||
-		fail "$1: no line /$2/ within ${3}s"
-}
+bg_start() { _nd_bg_start "$@"; }
 
 # --- the two nodes -----------------------------------------------------
 
@@ -192,13 +70,6 @@ fi
 # addr NODE: "IP:PORT" of its TCP listener (a lookup prefix: "$(addr b)/t").
 addr() { echo "${XD_IP[$1]}:${XD_PORT[$1]}"; }
 
-_g_xferd_answers() {
-	local name=$1
-	_g_running "${XD_PID[$name]}" ||
-		fail "xferd $name exited during start-up: $(tail -n 5 "$TMP/$name.log")"
-	"$XFERCTL" -s "${XD_SOCK[$name]}" status >/dev/null 2>&1
-}
-
 _g_tcp_listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q "${XD_IP[$2]}:$1"; }
 
 # start_xferd NAME [KEY=VALUE...]: node NAME's xferd (a or b), listening at
@@ -215,62 +86,11 @@ start_xferd() {
 	for kv in "$@"; do
 		args+=(-o "$kv")
 	done
-	XD_SOCK[$name]=$TMP/$name.sock
-	rm -f "${XD_SOCK[$name]}"
-	echo "=== $(date +%T.%N) start: xferd ${args[*]}" >>"$TMP/$name.log"
-	"$XFERD" "${args[@]}" >>"$TMP/$name.log" 2>&1 </dev/null &
-	XD_PID[$name]=$!
-	G_PIDS+=("$!")
-	wait_for 30 _g_xferd_answers "$name" ||
-		fail "xferd $name: its socket does not answer"
+	_nd_spawn_xferd "$name" 30 "${args[@]}"
 	wait_for 30 _g_tcp_listening "${XD_PORT[$name]}" "$name" ||
 		fail "xferd $name does not listen on TCP $(addr "$name")"
 	note "xferd $name (pid ${XD_PID[$name]}) at $(addr "$name")${*:+, $*}"
 }
-
-xferd_running() { [ -n "${XD_PID[$1]:-}" ] && _g_running "${XD_PID[$1]}"; }
-
-_g_log_clean() {
-	! grep -Eq 'AddressSanitizer|LeakSanitizer|runtime error:' "$TMP/$1.log" ||
-		fail "sanitizer report in xferd $1's log"
-}
-
-# stop_xferd NAME: SIGTERM; it must exit 0 within 30 s.
-stop_xferd() {
-	local name=$1 rc
-	[ -n "${XD_PID[$name]:-}" ] || fail "stop_xferd: no xferd $name"
-	xferd_running "$name" || fail "xferd $name died before it was stopped"
-	kill -TERM "${XD_PID[$name]}"
-	wait_exit "${XD_PID[$name]}" 30
-	rc=$?
-	unset "XD_PID[$name]"
-	[ $rc -eq 124 ] && fail "xferd $name still running 30 s after SIGTERM"
-	[ $rc -eq 0 ] || fail "xferd $name exited with $rc after SIGTERM"
-	_g_log_clean "$name"
-	note "xferd $name stopped cleanly"
-}
-
-# kill_xferd NAME: SIGKILL, no questions.
-kill_xferd() {
-	local name=$1
-	[ -n "${XD_PID[$name]:-}" ] || fail "kill_xferd: no xferd $name"
-	kill -KILL "${XD_PID[$name]}" 2>/dev/null
-	wait_exit "${XD_PID[$name]}" 10
-	unset "XD_PID[$name]"
-	note "xferd $name killed (SIGKILL)"
-}
-
-# xferctl_on NAME ARGS...: xferctl against node NAME's xferd.
-xferctl_on() { "$XFERCTL" -s "${XD_SOCK[$1]}" "${@:2}"; }
-
-# xferd_log NAME: the log of its current (or last) run only.
-xferd_log() {
-	awk '/^=== .* start: /{n = 0} {l[n++] = $0} END{for (i = 0; i < n; i++) print l[i]}' \
-		"$TMP/$1.log"
-}
-
-# xferd_log_has NAME ERE: a line of its current run matches (any case).
-xferd_log_has() { xferd_log "$1" | grep -Eiq -- "$2"; }
 
 # rx_packets NODE: packets that reached NODE's side so far.  In the
 # single setup that is what rxe0 received (it loops everything back
@@ -298,73 +118,13 @@ rx_where() {
 	fi
 }
 
-# --- clients -------------------------------------------------------------
-
-XNODE_SECS=${XNODE_SECS:-120}
-
-# xnode NODE COMMAND ARGS...: xnode against NODE's xferd; at most
-# $XNODE_SECS.  Its status; its output in $LAST_OUT.
-xnode() {
-	local node=$1 cmd=$2
-	shift 2
-	echo "-- $(_g_elapsed) [$node] xnode $cmd $*"
-	run_cmd "$XNODE_SECS" "$XNODE" "$cmd" --socket "${XD_SOCK[$node]}" "$@"
-}
-
-# xnode_ok NODE COMMAND ARGS...: as xnode; it must exit 0.
-xnode_ok() { xnode "$@" || fail "xnode $2 on $1 failed (exit $?)"; }
-
-# serve_start NODE TAG ARGS...: "xnode serve" on NODE in the background
-# (output $TMP/bg-TAG.out); returns once it printed "ready".
-serve_start() {
-	local node=$1 tag=$2
-	shift 2
-	echo "-- $(_g_elapsed) [$node] xnode serve $* (as $tag)"
-	bg_start "$tag" "$XNODE" serve --socket "${XD_SOCK[$node]}" "$@"
-	bg_wait_line "$tag" '^ready ' 90
-	sed -n 's/^/    | /; /^    | ready /p' "${BG_OUT[$tag]}"
-}
-
-# serve_stop TAG: SIGTERM; its output; it must exit 0 (every expected
-# notification came and was verified).
-serve_stop() {
-	local tag=$1 rc
-	bg_stop "$tag"
-	rc=$?
-	sed 's/^/    | /' "${BG_OUT[$tag]}" | tail -n 20
-	[ $rc -eq 0 ] || fail "serve $tag exited with $rc"
-}
-
-# expect_notified TAG VALUE: the serve process TAG verified notification
-# VALUE (decimal) - the bytes were in place when it arrived.
-expect_notified() {
-	bg_wait_line "$1" "^(FAIL )?notify value=$2[ :]" 60
-	if bg_has "$1" "^FAIL notify value=$2[ :]"; then
-		fail "$1: $(grep -E "^FAIL notify value=$2[ :]" "${BG_OUT[$1]}")"
-	fi
-	bg_has "$1" "^notify value=$2 bytes=-?[0-9]+ (verified|ok)( |$)" ||
-		fail "$1: $(grep -E "^notify value=$2 " "${BG_OUT[$1]}")"
-	note "$1 saw notification $2 with the data in place"
-}
-
 # --- set-up and cleanup --------------------------------------------------
 
 _g_cleanup() {
-	local rc=$? pid
+	local rc=$?
 	trap - EXIT INT TERM
-	for pid in "${G_PIDS[@]}"; do
-		_g_running "$pid" && kill -KILL "$pid" 2>/dev/null
-	done
-	for pid in "${G_PIDS[@]}"; do
-		wait_exit "$pid" 5 >/dev/null 2>&1
-	done
-	if [ -n "${TMP:-}" ] && [ -d "$TMP" ]; then
-		if [ $rc -ne 0 ] && [ $rc -ne 77 ] && [ "${RDMA_TEST_KEEP:-0}" = 1 ]; then
-			echo "kept $TMP"
-		else
-			rm -rf "$TMP"
-		fi
-	fi
+	_nd_kill_all
+	_nd_remove_tmp $rc "${RDMA_TEST_KEEP:-0}"
 	exit $rc
 }
 
@@ -378,19 +138,8 @@ _g_init() {
 	for t in ss jq; do
 		command -v "$t" >/dev/null || skip "$t is not installed (make deps)"
 	done
-	XFERD=${XFERD_BIN:-}
-	XFERCTL=${XFERCTL_BIN:-}
-	XNODE=${XFER_TEST_TOOLS:-}/xnode
-	if [ -z "$XFERD" ] || [ ! -x "$XFERD" ]; then
-		skip "XFERD_BIN not set (run through make check)"
-	fi
-	if [ -z "$XFERCTL" ] || [ ! -x "$XFERCTL" ]; then
-		skip "XFERCTL_BIN not set (run through make check)"
-	fi
-	[ -x "$XNODE" ] || skip "$XNODE not built"
-	trap _g_cleanup EXIT
-	trap 'echo "interrupted"; exit 130' INT
-	trap 'echo "terminated"; exit 143' TERM
+	_nd_need_binaries
+	_nd_traps _g_cleanup
 	TMP=$(mktemp -d "/tmp/$G_NAME.XXXXXX") || fail "mktemp"
 	step "$G_NAME ($G_SETUP setup): a at $(addr a) on ${XD_DEV[a]}," \
 		"b at $(addr b) on ${XD_DEV[b]}; files in $TMP"
