@@ -41,6 +41,8 @@ struct xop {
 	int error;                /* first failure of one of them */
 	bool queued;              /* waiting for queue pair room */
 	bool cancelled;
+	bool redo;                /* flushed by another's error: again */
+	bool retried;             /* was redone once already */
 
 	/* the TCP link layer's */
 	uint64_t id;              /* on its link */

@@ -66,6 +66,7 @@ struct rqp {
 	struct ibv_qp *qp;
 	uint32_t psn, remote_qpn;
 	uint32_t max_inline;
+	uint32_t qp_num_was;      /* for the log, once destroyed */
 	uint16_t index, gen;      /* in qp_table: the wr_id */
 	/* initiator: work requests out are ring[tail..head), the last
 	 * nstaged of them not posted yet (wr[0..nstaged)) */
@@ -124,6 +125,7 @@ struct rdma {
 	struct rqp *dirty;        /* with staged work requests */
 	uint64_t epoch;
 	uint64_t outstanding;     /* work requests out, all devices */
+	unsigned redone;          /* operations retire() marked for redo */
 	/* A queue pair was taken down: its completions may still sit in a
 	 * CQ, taking room there until polled away. */
 	bool drain;
@@ -274,9 +276,20 @@ static void op_settle(struct rdma *t, struct xop *op)
 {
 	if (op->cancelled)
 		return;  /* collected: whoever collected it ends it */
+	if (op->redo && !op->error && op->wrs == 0) {
+		/* Nothing of it is out any more: from the start, once. */
+		op->redo = false;
+		op->retried = true;
+		op->posted = 0;
+		if (!op->queued) {
+			op->queued = true;
+			TAILQ_INSERT_HEAD(&t->waiting, op, q);
+		}
+		return;
+	}
 	if (op->error)
 		dequeue(t, op);
-	if (op->wrs || (!op->error && op->posted < op->len))
+	if (op->wrs || (!op->error && (op->redo || op->posted < op->len)))
 		return;
 	op_end(t, op, op->error ? op->error : (int64_t)op->len);
 }
@@ -295,8 +308,15 @@ static const char *peer_label(const struct rqp *q)
 	return q->peer_name[0] ? q->peer_name : "peer";
 }
 
-/* The work requests in [tail, upto] are done (err 0) or failed. */
-static void retire(struct rdma *t, struct rqp *q, uint32_t upto, int err)
+/*
+ * The work requests in [tail, upto] are done (err 0) or failed.  When
+ * one operation's request broke the queue pair (culprit), the others'
+ * requests on it were only flushed: those operations are redone whole
+ * (WRITE and READ may be repeated), once, rather than failing because
+ * of another client's descriptor.
+ */
+static void retire(struct rdma *t, struct rqp *q, uint32_t upto, int err,
+		   const struct xop *culprit)
 {
 	while ((int32_t)(upto - q->tail) >= 0 && q->tail != q->head) {
 		struct posted *e = &q->ring[q->tail % RDMA_QP_DEPTH];
@@ -319,7 +339,12 @@ static void retire(struct rdma *t, struct rqp *q, uint32_t upto, int err)
 		if (!op)
 			continue;
 		op->wrs--;
-		if (err && !op->error)
+		if (err && culprit && op != culprit && !op->retried) {
+			if (!op->redo)
+				t->redone++;
+			op->redo = true;
+		}
+		else if (err && !op->error)
 			op->error = err;
 		op_settle(t, op);
 	}
@@ -332,6 +357,8 @@ static void qp_stop(struct rqp *q)
 	int rc;
 
 	qp_slot_free(q);
+	if (q->qp)
+		q->qp_num_was = q->qp->qp_num;
 	if (q->qp && (rc = ibv_destroy_qp(q->qp)))
 		log_warnx("RDMA: ibv_destroy_qp: %s", strerror(rc));
 	q->qp = NULL;
@@ -347,7 +374,8 @@ static void qp_free(struct rdma *t, struct rqp *q)
 
 /* Take q down: what it has out fails with err, and it is forgotten (the
  * next operation toward its peer opens a new one). */
-static void qp_fail(struct rdma *t, struct rqp *q, int err)
+static void qp_fail_by(struct rdma *t, struct rqp *q, int err,
+		       const struct xop *culprit)
 {
 	struct rpeer *p = q->peer;
 
@@ -367,9 +395,19 @@ static void qp_fail(struct rdma *t, struct rqp *q, int err)
 	 * already failed back to its client.  Nothing new is posted on q
 	 * once it is out of p->out. */
 	qp_stop(q);
-	retire(t, q, q->head - 1, err);
+	t->redone = 0;
+	retire(t, q, q->head - 1, err, culprit);
+	if (t->redone)
+		log_info("RDMA: %u operation%s of other descriptors on QP %u "
+			 "to %s redone", t->redone, t->redone == 1 ? "" : "s",
+			 q->qp_num_was, peer_label(q));
 	free(q);
 	t->drain = true;
+}
+
+static void qp_fail(struct rdma *t, struct rqp *q, int err)
+{
+	qp_fail_by(t, q, err, NULL);
 }
 
 /* What a new queue pair is, set before xferctl can see it. */
@@ -820,10 +858,13 @@ static void on_wc(struct rdma *t, const struct ibv_wc *wc)
 		     wc->status == IBV_WC_REM_INV_REQ_ERR) && e->op &&
 		    e->op->remote->rdma)
 			e->op->remote->rdma->nkeys = 0;
-		qp_fail(t, q, -EIO);
+		/* A flushed request broke nothing: it only says the QP is
+		 * in error already.  Another's request did the harm. */
+		qp_fail_by(t, q, -EIO,
+			   wc->status == IBV_WC_WR_FLUSH_ERR ? NULL : e->op);
 		return;
 	}
-	retire(t, q, (uint32_t)wc->wr_id, 0);
+	retire(t, q, (uint32_t)wc->wr_id, 0, NULL);
 }
 
 bool rdma_poll(struct rdma *t)
@@ -910,6 +951,8 @@ static void rdma_submit(void *impl, struct xop *op)
 	op->wrs = 0;
 	op->error = 0;
 	op->cancelled = false;
+	op->redo = false;
+	op->retried = false;
 	op->queued = true;
 	TAILQ_INSERT_TAIL(&t->waiting, op, q);
 	pump(t);

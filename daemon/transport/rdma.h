@@ -19,9 +19,11 @@
  * RDMA_QP_DEPTH work requests: operations wait in order for room.
  *
  * Every completion's status is checked; a failed one (logged with
- * ibv_wc_status_str) fails the operations on that queue pair with -EIO,
- * and the queue pair is destroyed, to be opened again on next use; a
- * remote access error also sends later uses of that import to TCP.  A
+ * ibv_wc_status_str) fails its operation with -EIO and the queue pair
+ * is destroyed, to be opened again on next use; the other operations
+ * that had requests on it are redone once from the start (another
+ * client's bad descriptor must not fail them).  A remote access error
+ * also sends later uses of that import to TCP.  A
  * WRITE still unfinished at its deadline fails with -ETIMEDOUT and its
  * work requests are left to finish alone; a READ takes its queue pair
  * down first, so that no data lands after its failure.  A rail pair
