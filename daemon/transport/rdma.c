@@ -103,6 +103,7 @@ struct rpeer {
 	struct rqp *passive;
 	unsigned npassive;
 	unsigned rr;              /* next queue pair to try */
+	uint64_t full_in_pass;    /* its queue pairs had no room in that pump */
 	struct rpeer *next;
 };
 
@@ -126,6 +127,8 @@ struct rdma {
 	uint64_t epoch;
 	uint64_t outstanding;     /* work requests out, all devices */
 	unsigned redone;          /* operations retire() marked for redo */
+	uint64_t pass;            /* pumps so far */
+	bool submitted;           /* operations came since the last pump */
 	/* A queue pair was taken down: its completions may still sit in a
 	 * CQ, taking room there until polled away. */
 	bool drain;
@@ -795,6 +798,8 @@ static void pump(struct rdma *t)
 {
 	struct xop *op, *next;
 
+	t->pass++;
+	t->submitted = false;
 	for (op = TAILQ_FIRST(&t->waiting); op; op = next) {
 		next = TAILQ_NEXT(op, q);
 		struct rpeer *p = peer_of(t, op);
@@ -802,6 +807,8 @@ static void pump(struct rdma *t)
 			op_fail(t, op, -ECONNRESET);
 			continue;
 		}
+		if (p->full_in_pass == t->pass)
+			continue;  /* no room toward p: its later ops wait too */
 		if (!ensure_qps(t, p)) {
 			to_tcp_or_fail(t, op);
 			continue;
@@ -812,8 +819,10 @@ static void pump(struct rdma *t)
 		while (op->posted < op->len) {
 			struct rqp *q = next_qp(t, p);
 			uint32_t lkey, rkey;
-			if (!q)
+			if (!q) {
+				p->full_in_pass = t->pass;
 				break;
+			}
 			if (!pair_usable(&p->pair[q->pair], op, &lkey, &rkey)) {
 				/* Its import lost its keys (a remote access
 				 * error): the owner must be asked over TCP. */
@@ -872,8 +881,16 @@ bool rdma_poll(struct rdma *t)
 	struct ibv_wc wc[POLL_BATCH];
 	bool progress = false;
 
-	if (!t || (t->outstanding == 0 && !t->drain))
+	if (!t)
 		return false;
+	/* What this pass's drain submitted goes out now, chained: one post
+	 * per queue pair for a whole vector, not one per descriptor. */
+	if (t->submitted) {
+		pump(t);
+		progress = true;
+	}
+	if (t->outstanding == 0 && !t->drain)
+		return progress;
 	bool drained = t->outstanding == 0;
 	for (int d = 0; d < t->ndevs; d++) {
 		int n = ibv_poll_cq(t->dev[d].v.cq, POLL_BATCH, wc);
@@ -955,7 +972,7 @@ static void rdma_submit(void *impl, struct xop *op)
 	op->retried = false;
 	op->queued = true;
 	TAILQ_INSERT_TAIL(&t->waiting, op, q);
-	pump(t);
+	t->submitted = true;  /* posted by rdma_poll, after the drain */
 }
 
 /* Collect op (once) for ending with an error after the walk. */

@@ -12,7 +12,8 @@
  * and a region the owner said is registered (its CheckReply) goes as
  * one-sided RDMA WRITE or READ, cut into rdma_stripe pieces spread
  * round-robin over every queue pair of every rail pair.  Work requests
- * are chained into one post per queue pair and pass; one in
+ * are chained into one post per queue pair and pass of the progress
+ * thread (rdma_poll); one in
  * RDMA_SIGNAL_EVERY, and the last of each post, asks for a completion
  * (RC completes in order, so it accounts for those before it); writes
  * up to the QP's inline size go inline.  A queue pair holds at most
@@ -91,7 +92,9 @@ struct Xfer__Peer__PeerMsg;
 void rdma_on_frame(struct rdma *t, const uint8_t id[LINK_ID_LEN],
 		   const struct Xfer__Peer__PeerMsg *m);
 
-/* Reap completions; true if any operation made progress. */
+/* Post what was submitted since the last call (all of a drain's
+ * descriptors in one chain per queue pair) and reap completions; true if
+ * any operation made progress.  Called once per pass of the thread. */
 bool rdma_poll(struct rdma *t);
 /* Work requests out (the thread keeps an eye on the CQs). */
 bool rdma_busy(const struct rdma *t);
