@@ -494,14 +494,36 @@ static int qp_create(struct rdma *t, struct rpeer *p, int rail,
 	return 0;
 }
 
-/* The other end's attributes: INIT -> RTR -> RTS. */
-/* rd_atomic: READs the other end accepts in flight (its responder). */
-static int qp_connect(struct rdma *t, struct rqp *q, uint32_t qpn,
-		      uint32_t psn, const uint8_t gid[16], uint16_t lid,
-		      int mtu, uint32_t rd_atomic)
+/* Our end of q as the peer needs it (e points into ra). */
+static void end_of(const struct rdma *t, const struct rqp *q,
+		   const struct rdma_rail_addr *ra, Xfer__Peer__QpEnd *e)
+{
+	xfer__peer__qp_end__init(e);
+	e->qpn = q->qp->qp_num;
+	e->psn = q->psn;
+	e->gid.data = (uint8_t *)ra->gid;
+	e->gid.len = 16;
+	e->lid = ra->lid;
+	e->mtu = (uint32_t)ra->mtu;
+	e->rd_atomic = t->dev[q->dev].rd_atomic;
+}
+
+static bool end_valid(const Xfer__Peer__QpEnd *e)
+{
+	return e && e->gid.len == 16 && e->mtu >= IBV_MTU_256 &&
+	       e->mtu <= IBV_MTU_4096 && e->lid <= 0xffff &&
+	       e->qpn <= 0xffffff && e->psn <= 0xffffff;
+}
+
+/* The other end's attributes (end_valid): INIT -> RTR -> RTS.  Its
+ * rd_atomic caps the READs our end keeps in flight. */
+static int qp_connect(struct rdma *t, struct rqp *q,
+		      const Xfer__Peer__QpEnd *e)
 {
 	uint8_t ours = t->dev[q->dev].rd_atomic;
-	uint8_t out = rd_atomic && rd_atomic < ours ? (uint8_t)rd_atomic : ours;
+	uint8_t out = e->rd_atomic && e->rd_atomic < ours ? (uint8_t)e->rd_atomic
+							   : ours;
+	int mtu = (int)e->mtu;
 	struct rdma_rail_addr ra;
 	int err;
 
@@ -510,15 +532,15 @@ static int qp_connect(struct rdma *t, struct rqp *q, uint32_t qpn,
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_RTR,
 		.path_mtu = (enum ibv_mtu)(mtu < ra.mtu ? mtu : ra.mtu),
-		.dest_qp_num = qpn,
-		.rq_psn = psn,
+		.dest_qp_num = e->qpn,
+		.rq_psn = e->psn,
 		.max_dest_rd_atomic = t->dev[q->dev].rd_atomic,
 		.min_rnr_timer = 12,
 		.ah_attr = {
 			/* RoCE is routed (UDP/IP): always a GRH; IB within
 			 * its subnet is addressed by LID. */
 			.is_global = ra.infiniband ? 0 : 1,
-			.dlid = lid,
+			.dlid = (uint16_t)e->lid,
 			.port_num = ra.port,
 			.grh = {
 				.sgid_index = (uint8_t)ra.gid_index,
@@ -526,7 +548,7 @@ static int qp_connect(struct rdma *t, struct rqp *q, uint32_t qpn,
 			},
 		},
 	};
-	memcpy(a.ah_attr.grh.dgid.raw, gid, 16);
+	memcpy(a.ah_attr.grh.dgid.raw, e->gid.data, 16);
 	if ((err = ibv_modify_qp(q->qp, &a, IBV_QP_STATE | IBV_QP_AV |
 				 IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
 				 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
@@ -551,7 +573,7 @@ static int qp_connect(struct rdma *t, struct rqp *q, uint32_t qpn,
 		return -err;
 	}
 	pthread_mutex_lock(&qp_lock);
-	q->remote_qpn = qpn;
+	q->remote_qpn = e->qpn;
 	pthread_mutex_unlock(&qp_lock);
 	atomic_store(&q->state, QP_READY);
 	return 0;
@@ -592,13 +614,9 @@ static int open_out(struct rdma *t, struct rpeer *p, int i, uint32_t slot)
 	c.peer_rail = rp->theirs.index;
 	c.slot = slot;
 	c.epoch = q->epoch;
-	c.qpn = q->qp->qp_num;
-	c.psn = q->psn;
-	c.gid.data = rp->mine.gid;
-	c.gid.len = 16;
-	c.lid = rp->mine.lid;
-	c.mtu = (uint32_t)rp->mine.mtu;
-	c.rd_atomic = t->dev[q->dev].rd_atomic;
+	Xfer__Peer__QpEnd end;
+	end_of(t, q, &rp->mine, &end);
+	c.end = &end;
 	m.body_case = XFER__PEER__PEER_MSG__BODY_QP_CONNECT;
 	m.qp_connect = &c;
 	send_msg(t, p->id, &m);
@@ -1189,18 +1207,12 @@ void rdma_peer_down(struct rdma *t, const uint8_t id[LINK_ID_LEN],
 
 /* --- queue pair handshake frames --- */
 
-static bool attrs_valid(const ProtobufCBinaryData *gid, uint32_t mtu,
-			uint32_t lid, uint32_t qpn, uint32_t psn)
-{
-	return gid->len == 16 && mtu >= IBV_MTU_256 && mtu <= IBV_MTU_4096 &&
-	       lid <= 0xffff && qpn <= 0xffffff && psn <= 0xffffff;
-}
-
 static void on_connect(struct rdma *t, struct rpeer *p,
 		       const Xfer__Peer__QpConnect *c)
 {
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__QpAccept a = XFER__PEER__QP_ACCEPT__INIT;
+	Xfer__Peer__QpEnd end;
 	struct rdma_rail_addr ra;
 	struct rqp *q = NULL;
 	int err = 0;
@@ -1212,7 +1224,7 @@ static void on_connect(struct rdma *t, struct rpeer *p,
 	bool known = false;
 	for (size_t i = 0; i < p->nrails; i++)
 		known |= p->rails[i].index == c->rail;
-	if (!attrs_valid(&c->gid, c->mtu, c->lid, c->qpn, c->psn) ||
+	if (!end_valid(c->end) ||
 	    c->slot >= RDMA_QPS_MAX || !known ||
 	    rdma_dev_rail_addr((int)c->peer_rail, &ra))
 		err = -EINVAL;
@@ -1234,21 +1246,15 @@ static void on_connect(struct rdma *t, struct rpeer *p,
 	const struct qp_role role = { .pair = -1, .peer_rail = c->rail,
 				      .slot = c->slot, .epoch = c->epoch };
 	if (!err && !(err = qp_create(t, p, (int)c->peer_rail, &role, &q))) {
-		err = qp_connect(t, q, c->qpn, c->psn, c->gid.data,
-				 (uint16_t)c->lid, (int)c->mtu, c->rd_atomic);
+		err = qp_connect(t, q, c->end);
 		if (err) {
 			qp_free(t, q);
 		} else {
 			q->next_passive = p->passive;
 			p->passive = q;
 			p->npassive++;
-			a.rd_atomic = t->dev[q->dev].rd_atomic;
-			a.qpn = q->qp->qp_num;
-			a.psn = q->psn;
-			a.gid.data = ra.gid;
-			a.gid.len = 16;
-			a.lid = ra.lid;
-			a.mtu = (uint32_t)ra.mtu;
+			end_of(t, q, &ra, &end);
+			a.end = &end;
 		}
 	}
 	if (err)
@@ -1276,11 +1282,10 @@ static void on_accept(struct rdma *t, struct rpeer *p,
 	    atomic_load(&q->state) != QP_CONNECTING)
 		return;  /* an answer to an attempt given up */
 	int err = a->error;
-	if (!err && !attrs_valid(&a->gid, a->mtu, a->lid, a->qpn, a->psn))
+	if (!err && !end_valid(a->end))
 		err = -EPROTO;
 	if (!err)
-		err = qp_connect(t, q, a->qpn, a->psn, a->gid.data,
-				 (uint16_t)a->lid, (int)a->mtu, a->rd_atomic);
+		err = qp_connect(t, q, a->end);
 	if (err) {
 		log_warnx("RDMA: %s refused a queue pair on rail %d: %s; "
 			  "TCP instead", p->name, q->rail,
