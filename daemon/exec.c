@@ -149,25 +149,31 @@ static void submit_op(struct progress *p, struct xop *op)
 	exec_op_done(p, op, -EHOSTUNREACH);
 }
 
-/* A notification nobody waits for: the batch that asked for it has
- * already completed. */
-static void notify_remote_later(struct progress *p, struct region *target,
-				uint64_t value, uint64_t bytes)
+/*
+ * A NOTIFY to the owner of another xferd's region, sent after this pass
+ * (exec_run_deferred): completions make them from inside a transport,
+ * where a link failing at once would tear down what it is walking.
+ */
+static struct xop *notify_later(struct progress *p, struct region *target,
+				uint64_t value, uint64_t bytes,
+				uint64_t deadline_ns, uint16_t path)
 {
 	struct xop *op = exec_xop_get(p);
 
 	if (!op)
-		return;
+		return NULL;
 	region_get(target);
 	*op = (struct xop){
 		.opcode = XFER_OP_NOTIFY,
 		.remote = target,
 		.notify_value = value,
 		.notify_bytes = bytes,
-		.deadline_ns = now_ns() + 1000000ull * p->op_timeout_ms,
-		.path = XFER_PATH_TCP,
+		.deadline_ns = deadline_ns,
+		.path = path,
 	};
-	submit_op(p, op);
+	progress_op_started(p);
+	TAILQ_INSERT_TAIL(&p->deferred, op, q);
+	return op;
 }
 
 static void batch_complete(struct progress *p, struct abatch *ab)
@@ -184,8 +190,11 @@ static void batch_complete(struct progress *p, struct abatch *ab)
 	exec_publish(pc);
 	if (!ab->error && ab->notify_target) {
 		if (ab->notify_target->kind == REGION_REMOTE)
-			notify_remote_later(p, ab->notify_target,
-					    ab->notify_value, (uint64_t)result);
+			/* Nobody waits for it: the batch has completed. */
+			notify_later(p, ab->notify_target, ab->notify_value,
+				     (uint64_t)result,
+				     now_ns() + 1000000ull * p->op_timeout_ms,
+				     XFER_PATH_TCP);
 		else
 			exec_notify_owner(p, ab->notify_target,
 					  ab->notify_value, result);
@@ -202,30 +211,18 @@ static void batch_complete(struct progress *p, struct abatch *ab)
  */
 static void notify_after_rdma(struct progress *p, const struct xop *done)
 {
-	struct xop *op = exec_xop_get(p);
+	/* The batch's path stays the one that moved its data. */
+	struct xop *op = notify_later(p, done->remote, done->notify_value,
+				      done->len, done->deadline_ns, done->path);
 
 	if (!op) {
 		if (!done->batch->error)
 			done->batch->error = -ENOMEM;
 		return;
 	}
-	region_get(done->remote);
-	*op = (struct xop){
-		.pc = done->pc,
-		.batch = done->batch,
-		.opcode = XFER_OP_NOTIFY,
-		.remote = done->remote,
-		.notify_value = done->notify_value,
-		.notify_bytes = done->len,
-		.deadline_ns = done->deadline_ns,
-		/* The batch's path stays the one that moved its data. */
-		.path = done->path,
-	};
+	op->pc = done->pc;
+	op->batch = done->batch;
 	done->batch->pending++;
-	progress_op_started(p);
-	/* Not from inside the transport that is ending `done`: a link
-	 * failing now would tear down what it is iterating over. */
-	TAILQ_INSERT_TAIL(&p->deferred, op, q);
 }
 
 void exec_run_deferred(struct progress *p)
