@@ -276,6 +276,10 @@ static int64_t go_remote(struct progress *p, struct prog_client *pc,
 {
 	if (!p->links)
 		return -EHOSTUNREACH;
+	/* The links move bytes of host memory only: GPU memory toward
+	 * another node needs a path through staging (not yet there). */
+	if (local && local->kind == REGION_CUDA)
+		return -ENOTSUP;
 	struct abatch *ab = batch_async(pc);
 	if (!ab)
 		return -ENOMEM;

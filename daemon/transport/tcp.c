@@ -225,6 +225,13 @@ static int token_from(const struct linkset *ls, const Xfer__Peer__Target *t,
 	return 0;
 }
 
+/* Can the link read or write r's bytes itself (xferd's mapping of a
+ * memfd, or CMA)?  GPU memory needs a copy through staging first. */
+static bool bytes_reachable(const struct region *r)
+{
+	return r->kind == REGION_MEMFD || r->kind == REGION_CMA;
+}
+
 /* Resolve a peer's token: the key is checked once per distinct token. */
 static int resolve(struct link *l, const struct token *tok, uint64_t at,
 		   uint64_t len, struct region **r, uint64_t *off)
@@ -236,6 +243,21 @@ static int resolve(struct link *l, const struct token *tok, uint64_t at,
 	if (!err && !known) {
 		l->verified = *tok;
 		l->have_verified = true;
+	}
+	return err;
+}
+
+/* resolve() for a frame that moves bytes: -ENOTSUP (that operation
+ * fails, not the link) when the link cannot reach the region's memory. */
+static int resolve_data(struct link *l, const struct token *tok, uint64_t at,
+			uint64_t len, struct region **r, uint64_t *off)
+{
+	int err = resolve(l, tok, at, len, r, off);
+
+	if (!err && !bytes_reachable(*r)) {
+		region_put(*r);
+		*r = NULL;
+		return -ENOTSUP;
 	}
 	return err;
 }
@@ -377,12 +399,15 @@ static void unref_region(const void *data, size_t len, void *arg)
 /*
  * A payload from memory of another process (CMA) is read before its
  * frame's header is queued: if that memory went away, only its own
- * operation fails, not the link.  Memfd payloads cannot fail.
+ * operation fails, not the link.  Memfd payloads cannot fail; memory
+ * the link cannot reach (GPU) fails its operation with -ENOTSUP.
  */
 static int stage_payload(const struct region *r, uint64_t off, uint64_t len,
 			 struct evbuffer **staged)
 {
 	*staged = NULL;
+	if (!bytes_reachable(r))
+		return -ENOTSUP;
 	if (r->kind != REGION_CMA || len == 0)
 		return 0;
 	struct evbuffer *b = evbuffer_new();
@@ -661,6 +686,8 @@ static void sink_put(struct rx_sink *k, const uint8_t *p, size_t n)
 	if (k->r && !k->err) {
 		if (k->r->kind == REGION_MEMFD) {
 			memcpy((char *)k->r->map + k->off, p, n);
+		} else if (!bytes_reachable(k->r)) {
+			k->err = -ENOTSUP;
 		} else if (!region_cma_alive(k->r)) {
 			k->err = -ESRCH;
 		} else {
@@ -731,7 +758,7 @@ static int on_write(struct link *l, const Xfer__Peer__WriteChunk *w,
 	if (!is_failed(l, w->op)) {
 		if (token_from(l->ls, w->target, &tok))
 			return -EPROTO;
-		err = resolve(l, &tok, w->at, plen, &r, &off);
+		err = resolve_data(l, &tok, w->at, plen, &r, &off);
 		if (err == -EACCES || err == -ERANGE)
 			return -EPROTO;
 	}
@@ -748,7 +775,7 @@ static int on_read_request(struct link *l, const Xfer__Peer__ReadRequest *rq)
 
 	if (token_from(l->ls, rq->source, &tok))
 		return -EPROTO;
-	int err = resolve(l, &tok, rq->at, rq->length, &r, &off);
+	int err = resolve_data(l, &tok, rq->at, rq->length, &r, &off);
 	if (err == -EACCES || err == -ERANGE)
 		return -EPROTO;
 	if (err) {
