@@ -54,7 +54,9 @@ endif
 
 GEN     := $(BUILD)/gen
 OBJ     := $(BUILD)/obj
-CPPFLAGS += -D_GNU_SOURCE -Iinclude -Iproto -I$(GEN) -Idaemon -Idaemon/transport -Iclient
+# Includes by path: "common/ring.h" from the root, "mem/region.h" inside
+# daemon/.
+CPPFLAGS += -D_GNU_SOURCE -Iinclude -I. -I$(GEN) -Idaemon -Iclient
 
 # libsystemd is optional: sd_notify and socket activation when present.
 # Recursive (=) on purpose: evaluated when a recipe runs, after `deps`
@@ -77,7 +79,6 @@ HAVE_CUDA := 1
 endif
 endif
 ifeq ($(HAVE_CUDA),1)
-# Before the project's -I: daemon/cuda.h must not hide <cuda.h>.
 CUDA_CFLAGS := -DHAVE_CUDA -I$(CUDA_HOME)/include
 NVCC        := $(wildcard $(CUDA_HOME)/bin/nvcc)
 HAVE_NVCC   := $(if $(NVCC),1,)
@@ -93,8 +94,8 @@ PROTO_C    := $(PROTOS:%=$(GEN)/%.pb-c.c)
 PROTO_H    := $(PROTOS:%=$(GEN)/%.pb-c.h)
 
 # Code both sides speak: framing, ring protocol, tokens.
-COMMON_SRC := proto/wire.c proto/ring.c proto/token_codec.c proto/rendezvous.c
-DAEMON_SRC := $(wildcard daemon/*.c daemon/transport/*.c)
+COMMON_SRC := $(wildcard common/*.c)
+DAEMON_SRC := $(wildcard daemon/*.c daemon/*/*.c)
 LIB_SRC    := $(wildcard client/*.c)
 
 obj = $(patsubst %.c,$(OBJ)/%.o,$(1))
@@ -197,7 +198,7 @@ NVCC_ARCHS := -gencode arch=compute_80,code=sm_80 \
 CUDA_KERNEL_OBJ := $(OBJ)/gen/cuda_copy_fatbin.o
 $(DAEMON_OBJ): OBJ_CUDA_CFLAGS += -DHAVE_NVCC
 
-$(GEN)/cuda_copy.fatbin: daemon/cuda_copy.cu daemon/cuda_copy.h | deps
+$(GEN)/cuda_copy.fatbin: daemon/gpu/kernel.cu daemon/gpu/kernel.h | deps
 	@mkdir -p $(GEN)
 	@echo "  NVCC    $<"
 	$(Q)$(NVCC) -fatbin $(NVCC_ARCHS) -Idaemon -o $@ $<
@@ -238,8 +239,8 @@ $(LIBPC): client/libxfer.pc.in Makefile
 		-e 's|@INCLUDEDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' \
 		$< > $@
 
-$(XFERCTL): $(OBJ)/tools/xferctl.o $(OBJ)/proto/rendezvous.o $(OBJ)/tools/xferctl_out.o \
-		$(OBJ)/proto/wire.o $(CTL_PB_OBJ)
+$(XFERCTL): $(OBJ)/tools/xferctl.o $(OBJ)/common/rendezvous.o $(OBJ)/tools/xferctl_out.o \
+		$(OBJ)/common/wire.o $(CTL_PB_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
 

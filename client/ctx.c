@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "internal.h"
-#include "rendezvous.h"
-#include "wire.h"
+#include "common/rendezvous.h"
+#include "common/wire.h"
 
 static int connect_to(const char *path)
 {

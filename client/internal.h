@@ -9,8 +9,8 @@
 #include <sys/types.h>
 
 #include "client.pb-c.h"
-#include "ring.h"
-#include "token_codec.h"
+#include "common/ring.h"
+#include "common/token_codec.h"
 #include "xfer.h"
 
 #define XFER_EXPORT __attribute__((visibility("default")))

@@ -1,7 +1,7 @@
 /*
  * queue.c - the client's half of the ring: submit and complete.
  *
- * The ordering protocol lives in proto/ring.h; this file only keeps the
+ * The ordering protocol lives in common/ring.h; this file only keeps the
  * private indices and decides when to ring or sleep on a doorbell.
  */
 #include <errno.h>
@@ -157,7 +157,7 @@ XFER_EXPORT int xfer_wait_cqe(struct xfer_ctx *ctx, struct xfer_cqe **cqe,
 			return -ETIME;
 		if (now < spin_end)
 			continue;
-		/* (E) in proto/ring.h: flag, then one more look. */
+		/* (E) in common/ring.h: flag, then one more look. */
 		ring_flag_set(ctx->ring.cq_flags, XFER_CQ_NEED_WAKEUP);
 		rc = xfer_peek_cqe(ctx, cqe);
 		if (rc == -EAGAIN) {

@@ -19,13 +19,13 @@
 
 #include "client.h"
 #include "client.pb-c.h"
-#include "cuda.h"
+#include "gpu/gpu.h"
 #include "log.h"
-#include "names.h"
-#include "peer.h"
-#include "rdma_mr.h"
-#include "region.h"
-#include "wire.h"
+#include "meta/names.h"
+#include "peer/peer.h"
+#include "transport/rdma_mr.h"
+#include "mem/region.h"
+#include "common/wire.h"
 #include "xferd.h"
 
 enum client_state {

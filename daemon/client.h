@@ -15,7 +15,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-#include "progress.h"
+#include "engine/progress.h"
 
 struct xferd;
 struct client;

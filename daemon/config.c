@@ -12,7 +12,7 @@
 
 #include "config.h"
 #include "log.h"
-#include "ring.h"
+#include "common/ring.h"
 
 void config_defaults(struct xferd_config *cfg)
 {

@@ -12,11 +12,11 @@
 #include <unistd.h>
 
 #include "client.h"
-#include "ctl.h"
+#include "ops/ctl.h"
 #include "listener.h"
 #include "log.h"
 #include "sdnotify.h"
-#include "wire.h"
+#include "common/wire.h"
 #include "xferd.h"
 
 /* A connection has this long to say who it is. */

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "config.h"
-#include "token_codec.h"
+#include "common/token_codec.h"
 
 struct event_base;
 struct regtab;

@@ -33,8 +33,8 @@
 #include <unistd.h>
 
 #include "ctl.pb-c.h"
-#include "rendezvous.h"
-#include "wire.h"
+#include "common/rendezvous.h"
+#include "common/wire.h"
 #include "xferctl_out.h"
 #include "xferd.h" /* XFERD_VERSION: xferctl ships with the daemon it asks */
 
@@ -44,7 +44,7 @@
 /* A ping may first have to connect (xferd's connect_timeout, 3 s by
  * default) and then wait for the answer (peer_timeout, 5 s). */
 #define PING_TIMEOUT_S 15
-/* What xferd accepts as a ping target (daemon/ctl.c). */
+/* What xferd accepts as a ping target (daemon/ops/ctl.c). */
 #define PING_TARGET_MAX 80
 
 struct options {
@@ -582,7 +582,7 @@ static void print_rails_json(const Xfer__Ctl__CtlMsg *r)
 
 /* --- ping --- */
 
-/* The rule xferd applies (daemon/ctl.c): what a node name, a hex id
+/* The rule xferd applies (daemon/ops/ctl.c): what a node name, a hex id
  * prefix or "host:port" can be made of. */
 static bool valid_ping_target(const char *s)
 {

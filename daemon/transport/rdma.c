@@ -24,14 +24,14 @@
 
 #include "log.h"
 #include "peer.pb-c.h"
-#include "rdma.h"
-#include "rdma_dev.h"
-#include "rdma_mr.h"
-#include "region.h"
-#include "thread_stats.h"
-#include "wire.h"
+#include "transport/rdma.h"
+#include "transport/rdma_dev.h"
+#include "transport/rdma_mr.h"
+#include "mem/region.h"
+#include "engine/thread_stats.h"
+#include "common/wire.h"
 #include "xfer_ring.h"
-#include "xop.h"
+#include "engine/xop.h"
 
 #define QP_SLOTS       1024    /* queue pairs at once, both directions */
 #define POLL_BATCH     32

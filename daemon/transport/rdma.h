@@ -38,9 +38,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "netaddr.h"
-#include "tcp.h"
-#include "transport.h"
+#include "peer/netaddr.h"
+#include "transport/tcp.h"
+#include "transport/transport.h"
 
 #define RDMA_QP_DEPTH      256   /* work requests a queue pair holds */
 #define RDMA_SIGNAL_EVERY  16    /* a completion every so many */

@@ -21,7 +21,7 @@
 #include <infiniband/verbs.h>
 
 #include "log.h"
-#include "rdma_dev.h"
+#include "transport/rdma_dev.h"
 
 /* Completions of every QP on a device land in its one CQ; the data path
  * sizes its queues to fit in this. */

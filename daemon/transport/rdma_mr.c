@@ -8,10 +8,10 @@
 #include <infiniband/verbs.h>
 
 #include "log.h"
-#include "rcache.h"
-#include "rdma_dev.h"
-#include "rdma_mr.h"
-#include "region.h"
+#include "mem/rcache.h"
+#include "transport/rdma_dev.h"
+#include "transport/rdma_mr.h"
+#include "mem/region.h"
 
 struct nic_mr {
 	struct rcache_entry e;    /* first: the cache's view */

@@ -29,14 +29,14 @@
 
 #include "log.h"
 #include "peer.pb-c.h"
-#include "rdma_dev.h"
-#include "rdma_mr.h"
-#include "region.h"
-#include "tcp.h"
-#include "thread_stats.h"
-#include "wire.h"
+#include "transport/rdma_dev.h"
+#include "transport/rdma_mr.h"
+#include "mem/region.h"
+#include "transport/tcp.h"
+#include "engine/thread_stats.h"
+#include "common/wire.h"
 #include "xfer_ring.h"
-#include "xop.h"
+#include "engine/xop.h"
 
 #define FRAME_PREFIX 8u                /* u32 header len, u32 payload len */
 #define OUT_HIGH     (4u << 20)        /* stop queueing frames above this */

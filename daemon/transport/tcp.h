@@ -21,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "token_codec.h"
-#include "transport.h"
+#include "common/token_codec.h"
+#include "transport/transport.h"
 
 #define PEER_MAX_HEADER  (64u << 10)
 #define PEER_MAX_PAYLOAD (4u << 20)

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "gpulib.h"
-#include "token_codec.h"
+#include "common/token_codec.h"
 
 /* Host copies of device memory go in pieces of this size. */
 #define STAGE_MAX (64u << 20)

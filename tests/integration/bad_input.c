@@ -37,7 +37,7 @@
 #include "client.pb-c.h"
 #include "testlib.h"
 #include "token.pb-c.h"
-#include "wire.h"
+#include "common/wire.h"
 
 #define REG_LEN (64u * 1024u)
 #define OP_LEN  256u

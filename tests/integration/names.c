@@ -22,7 +22,7 @@
  *    runs with the default node name) and its addresses, and every
  *    token libxfer exports (memfd and malloc'd regions, sub-ranges)
  *    carries exactly those addresses and that node name (decoded with
- *    proto/token_codec.h), also after the trip through publish/lookup;
+ *    common/token_codec.h), also after the trip through publish/lookup;
  *  - private xferds that listen on TCP, with node_name set (one too long
  *    for a token) and a peer that cannot be reached: tokens carry their
  *    HelloReply's addresses (with the listening port) and node name (or
@@ -43,8 +43,8 @@
 
 #include "client.pb-c.h"
 #include "testlib.h"
-#include "token_codec.h"
-#include "wire.h"
+#include "common/token_codec.h"
+#include "common/wire.h"
 
 #define REG_LEN  (256u * 1024u)
 #define WOFF     1000u          /* the other process writes here */

@@ -47,7 +47,7 @@
 #include <unistd.h>
 
 #include "peer.pb-c.h"
-#include "token_codec.h"
+#include "common/token_codec.h"
 
 #define PROTO_VERSION   1u          /* PeerMsg.proto_version */
 #define FRAME_PREFIX    8u

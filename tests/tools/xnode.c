@@ -49,7 +49,7 @@
 #include <unistd.h>
 
 #include "../integration/testlib.h"
-#include "token_codec.h"
+#include "common/token_codec.h"
 #include "xfer.h"
 
 #define MAX_EXPECT      256

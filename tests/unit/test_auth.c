@@ -1,5 +1,5 @@
 /*
- * test_auth.c - cluster authentication (daemon/auth.c): loading the key
+ * test_auth.c - cluster authentication (daemon/peer/auth.c): loading the key
  * file (missing, too open, too short or long, a trailing newline, a
  * symlink, not a file), proofs that verify and every change that must
  * make them fail (key, role, ids, challenge, any byte or the length of
@@ -17,7 +17,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "auth.h"
+#include "peer/auth.h"
 #include "suites.h"
 
 static char tmp_dir[64];

@@ -12,7 +12,7 @@
 
 #include "config.h"
 #include "log.h"
-#include "ring.h"
+#include "common/ring.h"
 #include "suites.h"
 
 static bool config_equal(const struct xferd_config *a,

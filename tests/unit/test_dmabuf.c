@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <stdint.h>
 
-#include "dmabuf.h"
+#include "gpu/dmabuf.h"
 #include "suites.h"
 
 START_TEST(span_aligned)

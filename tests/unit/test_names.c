@@ -1,5 +1,5 @@
 /*
- * test_names.c - the publish/lookup table (daemon/names.c): which names
+ * test_names.c - the publish/lookup table (daemon/meta/names.c): which names
  * are valid, publish and lookup return the stored bytes, replacing by
  * the owner and refusing everyone else, unpublish, the per-client limit,
  * removing a client's names, and a table grown to many thousand names.
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "names.h"
+#include "meta/names.h"
 #include "suites.h"
 
 /* Token bytes that depend on seed, so that a mix-up shows. */

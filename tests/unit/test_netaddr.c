@@ -1,5 +1,5 @@
 /*
- * test_netaddr.c - addresses and rail choice (daemon/netaddr.c): subnet
+ * test_netaddr.c - addresses and rail choice (daemon/peer/netaddr.c): subnet
  * comparison at every kind of prefix, choosing a peer address in a
  * triangle mesh where each pair of nodes shares its own subnet, the
  * routed fallback, the loopback rules, parsing and formatting, socket
@@ -14,7 +14,7 @@
 #include <sys/ioctl.h>
 #include <sys/un.h>
 
-#include "netaddr.h"
+#include "peer/netaddr.h"
 #include "suites.h"
 
 /* A parsed address that must be valid, on interface `ifname` ("" for

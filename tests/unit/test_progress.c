@@ -1,5 +1,5 @@
 /*
- * test_progress.c - the descriptor engine (daemon/progress.c with
+ * test_progress.c - the descriptor engine (daemon/engine/progress.c with
  * region.c and path_local.c) in-process, without sockets: a real
  * progress thread, two fake clients with memfd regions and rings in heap
  * memory, and the test playing both clients through the ring protocol.
@@ -28,11 +28,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "progress.h"
-#include "region.h"
-#include "ring.h"
+#include "engine/progress.h"
+#include "mem/region.h"
+#include "common/ring.h"
 #include "suites.h"
-#include "token_codec.h"
+#include "common/token_codec.h"
 
 #define WAIT_MS     5000
 #define SQ_ENTRIES  8u           /* CQ: 16 */

@@ -6,7 +6,7 @@
 #include <check.h>
 #include <stdlib.h>
 
-#include "rcache.h"
+#include "mem/rcache.h"
 #include "suites.h"
 
 struct counted {

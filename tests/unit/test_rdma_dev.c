@@ -12,8 +12,8 @@
 #include <string.h>
 #include <arpa/inet.h>
 
-#include "rdma.h"
-#include "rdma_dev.h"
+#include "transport/rdma.h"
+#include "transport/rdma_dev.h"
 #include "suites.h"
 
 static struct rdma_gid gid(int index, enum rdma_gid_type type,

@@ -1,5 +1,5 @@
 /*
- * test_ring.c - the ring protocol of proto/ring.h and proto/ring.c:
+ * test_ring.c - the ring protocol of common/ring.h and common/ring.c:
  * ring_layout (sizes, alignment, no shared cache lines between the two
  * writers), ring_view_init rejecting bad setup replies, and both halves
  * of the SQ and CQ protocol driven by hand on an aligned heap buffer,
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ring.h"
+#include "common/ring.h"
 #include "suites.h"
 
 /* A ring laid out by ring_layout in a zeroed, page-aligned buffer. */

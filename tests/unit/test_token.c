@@ -1,5 +1,5 @@
 /*
- * test_token.c - region tokens (proto/token_codec.c): encode/decode
+ * test_token.c - region tokens (common/token_codec.c): encode/decode
  * round trips, signing and key checks, tampering with every bit and byte
  * of an encoded token, widening or moving a granted range, and the
  * encoder's and decoder's refusals.  Also the owner's addresses and node
@@ -16,7 +16,7 @@
 
 #include "suites.h"
 #include "token.pb-c.h"
-#include "token_codec.h"
+#include "common/token_codec.h"
 #include "xfer.h"
 
 static const uint8_t region_key[TOKEN_KEY_LEN] = {

@@ -1,5 +1,5 @@
 /*
- * test_wire.c - packet framing of proto/wire.c over a real
+ * test_wire.c - packet framing of common/wire.c over a real
  * socketpair(AF_UNIX, SOCK_SEQPACKET): ClientMsg round trips with and
  * without descriptors, tags, the size and descriptor limits (nothing
  * leaks when a packet is refused), end of stream, and what the protobuf
@@ -18,7 +18,7 @@
 
 #include "client.pb-c.h"
 #include "suites.h"
-#include "wire.h"
+#include "common/wire.h"
 
 static int sv[2];
 static uint8_t *rbuf;

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "path_local.h"
+#include "engine/path_local.h"
 #include "xfer_ring.h"
 
 int local_staging_init(struct local_staging *st, size_t len)

@@ -1,6 +1,6 @@
 /*
  * cuda_drv.h - the CUDA driver entry points xferd uses and its GPUs;
- * shared by cuda.c (devices, imports) and path_cuda.c (copies) only.
+ * shared by gpu/gpu.c (devices, imports) and gpu/copy.c (copies) only.
  */
 #ifndef XFERD_CUDA_DRV_H
 #define XFERD_CUDA_DRV_H
@@ -8,7 +8,7 @@
 #ifdef HAVE_CUDA
 #include <cuda.h>
 
-#include "cuda.h"
+#include "gpu/gpu.h"
 
 #define GPU_STREAMS 4
 

@@ -13,10 +13,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "cuda.h"
+#include "gpu/gpu.h"
 #include "log.h"
-#include "rcache.h"
-#include "region.h"
+#include "mem/rcache.h"
+#include "mem/region.h"
 
 /* Is [off, off + len) inside [0, limit)?  Written so that no sum can
  * overflow. */

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rcache.h"
+#include "mem/rcache.h"
 
 #define BUCKETS 256u
 

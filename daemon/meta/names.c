@@ -15,7 +15,7 @@
 #include <sys/queue.h>
 #include <sys/random.h>
 
-#include "names.h"
+#include "meta/names.h"
 
 #define NAMES_BUCKETS_MIN 64   /* power of two */
 #define OWNER_BUCKETS     64   /* power of two; client ids are sequential */

@@ -1,6 +1,6 @@
 /*
- * cuda_copy.h - the batch-copy kernel's descriptor, shared by the kernel
- * (cuda_copy.cu) and the host code that fills it (path_cuda.c).
+ * kernel.h - the batch-copy kernel's descriptor, shared by the kernel
+ * (gpu/kernel.cu) and the host code that fills it (gpu/copy.c).
  */
 #ifndef XFERD_CUDA_COPY_H
 #define XFERD_CUDA_COPY_H

@@ -15,7 +15,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "auth.h"
+#include "peer/auth.h"
 #include "log.h"
 
 /* Binds a proof to this protocol and its version: a MAC made with the

@@ -19,10 +19,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "rdma.h"
-#include "ring.h"
-#include "tcp.h"
-#include "token_codec.h"
+#include "transport/rdma.h"
+#include "common/ring.h"
+#include "transport/tcp.h"
+#include "common/token_codec.h"
 #include "xfer_ring.h"
 
 struct regtab;

@@ -13,9 +13,9 @@
 
 #include <event2/event.h>
 
-#include "cuda.h"
-#include "progress_int.h"
-#include "xop.h"
+#include "gpu/gpu.h"
+#include "engine/progress_int.h"
+#include "engine/xop.h"
 
 /* SQEs taken from one client before looking at the next (fairness);
  * as large as a typical KV-cache vector, so that one pass sees all of it

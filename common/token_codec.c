@@ -9,7 +9,7 @@
 #include <openssl/hmac.h>
 
 #include "token.pb-c.h"
-#include "token_codec.h"
+#include "common/token_codec.h"
 
 static void put_le64(uint8_t *p, uint64_t v)
 {

@@ -16,9 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda.h"
-#include "progress_int.h"
-#include "xop.h"
+#include "gpu/gpu.h"
+#include "engine/progress_int.h"
+#include "engine/xop.h"
 
 /* --- completions --- */
 
@@ -367,7 +367,7 @@ static int gpu_end(struct region *r, uint64_t off, int dev, uint64_t *addr,
 
 /*
  * A copy with GPU memory at one end or both, on this node: queued on
- * the GPU copy engine (path_cuda.c), it ends when its event fires.  The
+ * the GPU copy engine (gpu/copy.c), it ends when its event fires.  The
  * GPU that runs it is the destination's (reading from a peer over
  * NVLink), or the source's when the destination is host memory.
  */

@@ -12,14 +12,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rdma.h"
-#include "tcp.h"
+#include "transport/rdma.h"
+#include "transport/tcp.h"
 #include "log.h"
-#include "path_local.h"
-#include "progress.h"
-#include "region.h"
-#include "thread_stats.h"
-#include "xop.h"
+#include "engine/path_local.h"
+#include "engine/progress.h"
+#include "mem/region.h"
+#include "engine/thread_stats.h"
+#include "engine/xop.h"
 
 struct cmd;
 struct notice;

@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "token_codec.h"
+#include "common/token_codec.h"
 
 enum region_kind {
 	REGION_MEMFD = 1, /* matches xfer.client.MemKind */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "rendezvous.h"
+#include "common/rendezvous.h"
 
 void rendezvous_default_socket(char *out, size_t len, bool honor_env)
 {

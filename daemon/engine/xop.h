@@ -30,7 +30,7 @@ struct xop {
 	uint64_t notify_bytes;    /* NOTIFY: what the notified batch moved */
 	uint16_t path;            /* XFER_PATH_* that moved the data */
 
-	/* the GPU copy engine's (path_cuda.c) */
+	/* the GPU copy engine's (gpu/copy.c) */
 	unsigned gpu_parts;       /* copies of it still in flight */
 	int gpu_error;            /* first failure among them */
 	uint64_t deadline_ns;     /* CLOCK_MONOTONIC */

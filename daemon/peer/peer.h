@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "netaddr.h"
+#include "peer/netaddr.h"
 
 struct xferd;
 struct peers;

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "region.h"
+#include "mem/region.h"
 
 /* Bounce buffer for CMA -> CMA copies, one per progress thread. */
 struct local_staging {

@@ -6,7 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "wire.h"
+#include "common/wire.h"
 
 int wire_send(int sock, uint32_t tag, const ProtobufCMessage *msg,
 	      const int *fds, unsigned nfds)

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <stdalign.h>
 
-#include "ring.h"
+#include "common/ring.h"
 
 /* Fixed header: one 128-byte block per writer so that no index shares a
  * cache line (or an adjacent-line prefetch pair) with the other side's. */

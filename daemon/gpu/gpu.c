@@ -1,9 +1,9 @@
 /*
- * cuda.c - the CUDA driver, xferd's GPUs, imports of clients' GPU memory.
+ * gpu.c - the CUDA driver, xferd's GPUs, imports of clients' GPU memory.
  *
  * Only the driver API is used, resolved at run time through
  * cuGetProcAddress, so xferd has no link-time CUDA dependency.  The copy
- * engine built on it is in path_cuda.c.
+ * engine built on it is in gpu/copy.c.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -12,10 +12,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cuda.h"
-#include "cuda_drv.h"
+#include "gpu/gpu.h"
+#include "gpu/cuda_drv.h"
 #include "log.h"
-#include "rcache.h"
+#include "mem/rcache.h"
 
 #ifdef HAVE_CUDA
 

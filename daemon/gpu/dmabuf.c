@@ -6,8 +6,8 @@
 
 #include <infiniband/verbs.h>
 
-#include "cuda_drv.h"
-#include "dmabuf.h"
+#include "gpu/cuda_drv.h"
+#include "gpu/dmabuf.h"
 #include "log.h"
 
 int dmabuf_span(uint64_t ptr, uint64_t len, uint64_t page,

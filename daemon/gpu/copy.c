@@ -1,5 +1,5 @@
 /*
- * path_cuda.c - same-node copies that involve GPU memory.
+ * copy.c - same-node copies that involve GPU memory.
  *
  * Copies are queued during a pass over the rings and launched together
  * (gpu_copies_flush): many small device-to-device copies of one GPU go as
@@ -15,16 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda.h"
-#include "cuda_drv.h"
+#include "gpu/gpu.h"
+#include "gpu/cuda_drv.h"
 #include "log.h"
-#include "xop.h"
+#include "engine/xop.h"
 
 #ifdef HAVE_CUDA
-#include "cuda_copy.h"
+#include "gpu/kernel.h"
 
 #ifdef HAVE_NVCC
-/* The fatbin of cuda_copy.cu, embedded at build time. */
+/* The fatbin of gpu/kernel.cu, embedded at build time. */
 extern const unsigned char xferd_copy_fatbin[];
 #endif
 

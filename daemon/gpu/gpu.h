@@ -1,5 +1,5 @@
 /*
- * cuda.h - xferd's GPUs.
+ * gpu.h - xferd's GPUs.
  *
  * The CUDA driver is loaded at run time (dlopen of libcuda.so.1), so
  * xferd builds and runs without it; then every GPU request gets -ENOTSUP.
@@ -72,7 +72,7 @@ struct gpu_info {
 };
 int gpu_info(int i, struct gpu_info *out);
 
-/* --- the copy engine, used by the progress thread (path_cuda.c) --- */
+/* --- the copy engine, used by the progress thread (gpu/copy.c) --- */
 
 struct xop;
 struct gpu_copies;

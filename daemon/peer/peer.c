@@ -36,17 +36,17 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
-#include "auth.h"
+#include "peer/auth.h"
 #include "log.h"
-#include "names.h"
-#include "peer.h"
+#include "meta/names.h"
+#include "peer/peer.h"
 #include "peer.pb-c.h"
-#include "progress.h"
-#include "rdma.h"
-#include "rdma_dev.h"
-#include "region.h"
-#include "tcp.h"
-#include "wire.h"
+#include "engine/progress.h"
+#include "transport/rdma.h"
+#include "transport/rdma_dev.h"
+#include "mem/region.h"
+#include "transport/tcp.h"
+#include "common/wire.h"
 #include "xferd.h"
 
 #define NAME_MAX_LEN CONFIG_HOST_MAX

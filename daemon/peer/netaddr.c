@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "netaddr.h"
+#include "peer/netaddr.h"
 
 static unsigned full_len(int family);
 static size_t ip_bytes(int family);

@@ -1,11 +1,11 @@
 /*
- * cuda_copy.cu - one kernel that does many copies: a vector of small
+ * kernel.cu - one kernel that does many copies: a vector of small
  * blocks (KV-cache pages) costs one launch instead of one cuMemcpyAsync
- * each.  Built into a fatbin by nvcc and loaded by path_cuda.c.
+ * each.  Built into a fatbin by nvcc and loaded by gpu/copy.c.
  */
 #include <stdint.h>
 
-#include "cuda_copy.h"
+#include "gpu/kernel.h"
 
 /*
  * One thread block per descriptor.  16-byte loads and stores when both
