@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "gpu/gpu.h"
+#include "engine/path.h"
 #include "engine/progress_int.h"
 #include "engine/xop.h"
 
@@ -135,18 +136,27 @@ static struct abatch *batch_async(struct prog_client *pc)
 	return ab;
 }
 
-/* The first transport that can move op does (RDMA before TCP). */
-static void submit_op(struct progress *p, struct xop *op)
+/* The transport a route runs on (NULL: this xferd has none such). */
+static const struct transport *transport_for(struct progress *p,
+					     enum path_route route)
 {
-	progress_op_started(p);
-	for (int i = 0; i < p->ntransports; i++) {
-		const struct transport *t = &p->transports[i];
-		if (t->ops->accepts(t->impl, op)) {
-			t->ops->submit(t->impl, op);
-			return;
-		}
-	}
-	exec_op_done(p, op, -EHOSTUNREACH);
+	for (int i = 0; i < p->ntransports; i++)
+		if (p->transports[i].route == route)
+			return &p->transports[i];
+	return NULL;
+}
+
+/* Could RDMA move this descriptor zero-copy now (both ends registered,
+ * a rail pair to the owner)?  Asked before anything of it is set up. */
+static bool rdma_can_move(struct progress *p, const struct xfer_sqe *sqe,
+			  struct region *local, struct region *remote)
+{
+	const struct transport *t = transport_for(p, ROUTE_RDMA);
+	if (!t || !local)
+		return false;
+	const struct xop probe = { .opcode = sqe->opcode, .local = local,
+				   .remote = remote, .len = sqe->len };
+	return t->ops->accepts(t->impl, &probe);
 }
 
 /*
@@ -229,9 +239,11 @@ void exec_run_deferred(struct progress *p)
 {
 	struct xop *op;
 
+	const struct transport *link = transport_for(p, ROUTE_LINK);
+
 	while ((op = TAILQ_FIRST(&p->deferred))) {
 		TAILQ_REMOVE(&p->deferred, op, q);
-		linkset_submit(p->links, op);
+		link->ops->submit(link->impl, op);
 	}
 }
 
@@ -270,37 +282,31 @@ void exec_op_done(void *arg, struct xop *op, int64_t result)
  * waits for the whole batch (batch_complete).
  */
 static int64_t go_remote(struct progress *p, struct prog_client *pc,
-			 const struct xfer_sqe *sqe, struct region *local,
-			 uint64_t loff, struct region *remote, uint64_t roff,
-			 bool *async)
+			 const struct xfer_sqe *sqe, const struct transport *via,
+			 struct region *local, uint64_t loff,
+			 struct region *remote, uint64_t roff, bool *async)
 {
-	if (!p->links)
-		return -EHOSTUNREACH;
-	/* The links move bytes of host memory only: GPU memory toward
-	 * another node needs a path through staging (not yet there). */
-	if (local && local->kind == REGION_CUDA)
-		return -ENOTSUP;
 	struct abatch *ab = batch_async(pc);
 	if (!ab)
 		return -ENOMEM;
-	/* As on this node, only the last entry of a batch notifies. */
-	bool last = !(sqe->flags & XFER_SQE_F_LINK);
-	bool wants_notify = last && (sqe->opcode == XFER_OP_NOTIFY ||
-				     (sqe->flags & XFER_SQE_F_NOTIFY));
-	bool alone = ab->pending == 0 && !pc->batch.error;
 	uint32_t timeout = sqe->timeout_ms ? sqe->timeout_ms : p->op_timeout_ms;
+	bool pending = ab->pending != 0 || pc->batch.error;
+	bool wants_notify = false;
 
-	if (wants_notify && (!alone || sqe->opcode == XFER_OP_READ)) {
-		/* Frames of earlier entries may still be queued behind this
-		 * one, and a read's bytes are still on the wire when the
-		 * owner's side has sent them: notify once the whole batch
-		 * is known to have completed. */
+	switch (notify_choose(sqe, true, pending)) {
+	case NOTIFY_NONE:
+	case NOTIFY_NOW:
+		break;
+	case NOTIFY_WITH_DATA:
+		wants_notify = true;  /* the owner notifies after the data */
+		break;
+	case NOTIFY_AFTER_BATCH:
 		region_get(remote);
 		ab->notify_target = remote;
 		ab->notify_value = sqe->notify_value;
 		if (sqe->opcode == XFER_OP_NOTIFY)
 			return 0;
-		wants_notify = false;
+		break;
 	}
 	struct xop *op = exec_xop_get(p);
 	if (!op)
@@ -321,11 +327,11 @@ static int64_t go_remote(struct progress *p, struct prog_client *pc,
 		.notify = wants_notify,
 		.notify_value = sqe->notify_value,
 		.deadline_ns = now_ns() + 1000000ull * timeout,
-		.path = XFER_PATH_TCP,
 	};
 	ab->pending++;
 	*async = true;
-	submit_op(p, op);
+	progress_op_started(p);
+	via->ops->submit(via->impl, op);
 	return 0;
 }
 
@@ -441,6 +447,26 @@ static int64_t go_gpu(struct progress *p, struct prog_client *pc,
 
 /* --- executing one descriptor --- */
 
+/* The facts path_choose() decides on, for a descriptor between local
+ * (NULL for NOTIFY) and target. */
+static struct path_facts facts_of(struct progress *p,
+				  const struct xfer_sqe *sqe,
+				  struct region *local, struct region *target)
+{
+	struct path_facts f = {
+		.opcode = sqe->opcode,
+		.local = local ? local->kind : 0,
+		.target = target->kind,
+		.gpus = p->gpu != NULL,
+		.links = p->ntransports > 0,
+	};
+	if (target->kind == REGION_REMOTE) {
+		f.owner_mem = (enum region_kind)target->remote->mem_kind;
+		f.rdma = rdma_can_move(p, sqe, local, target);
+	}
+	return f;
+}
+
 static int64_t exec_copy(struct progress *p, struct prog_client *pc,
 			 const struct xfer_sqe *sqe, uint16_t *path,
 			 struct region **target, bool *async)
@@ -459,25 +485,37 @@ static int64_t exec_copy(struct progress *p, struct prog_client *pc,
 				 &roff);
 	if (rc)
 		return rc;
-	if (remote->kind == REGION_REMOTE)
-		return go_remote(p, pc, sqe, local, loff, remote, roff, async);
-	if (remote->kind == REGION_CUDA || local->kind == REGION_CUDA) {
+	struct path_facts f = facts_of(p, sqe, local, remote);
+	enum path_route route = path_choose(&f);
+	bool write = sqe->opcode == XFER_OP_WRITE;
+
+	switch (route) {
+	case ROUTE_RDMA:
+	case ROUTE_LINK:
+		return go_remote(p, pc, sqe, transport_for(p, route), local,
+				 loff, remote, roff, async);
+	case ROUTE_GPU:
 		*target = remote;  /* notified once the copy is done */
 		return go_gpu(p, pc, sqe, local, loff, remote, roff, async);
+	case ROUTE_MEMCPY:
+	case ROUTE_CMA:
+		break;
+	case ROUTE_NOTSUP:
+		return -ENOTSUP;
+	case ROUTE_UNREACHABLE:
+		return -EHOSTUNREACH;
 	}
+	*target = remote;  /* the caller notifies its owner */
 	if (sqe->len == 0)
-		rc = 0;
-	else if (sqe->opcode == XFER_OP_WRITE)
-		rc = local_copy(&p->staging, local, loff, remote, roff,
-				sqe->len, path);
-	else
-		rc = local_copy(&p->staging, remote, roff, local, loff,
+		return 0;
+	rc = write ? local_copy(&p->staging, local, loff, remote, roff,
+				sqe->len, path)
+		   : local_copy(&p->staging, remote, roff, local, loff,
 				sqe->len, path);
 	if (rc > 0) {
 		stat_add(&p->paths.bytes[*path], (uint64_t)rc);
 		stat_add(&p->paths.ops[*path], 1);
 	}
-	*target = remote;  /* the caller notifies its owner */
 	return rc;
 }
 
@@ -489,11 +527,16 @@ static int64_t exec_notify_only(struct progress *p, struct prog_client *pc,
 	int64_t rc = regtab_resolve_memo(p->regs, &p->memo, pc->id,
 					 sqe->remote, 0, 0, true, target, &off);
 
-	if (!rc && (*target)->kind == REGION_REMOTE) {
-		rc = go_remote(p, pc, sqe, NULL, 0, *target, 0, async);
-		*target = NULL;
-	}
-	return rc;
+	if (rc || (*target)->kind != REGION_REMOTE)
+		return rc;
+	struct path_facts f = facts_of(p, sqe, NULL, *target);
+	enum path_route route = path_choose(&f);
+	struct region *remote = *target;
+	*target = NULL;
+	if (route == ROUTE_UNREACHABLE)
+		return -EHOSTUNREACH;
+	return go_remote(p, pc, sqe, transport_for(p, route), NULL, 0, remote,
+			 0, async);
 }
 
 static int64_t sqe_check(const struct xfer_sqe *sqe)
@@ -523,7 +566,7 @@ static void close_async(struct progress *p, struct prog_client *pc,
 	ab->user_data = sqe->user_data;
 	/* A local notification target of the last entry: after the rest. */
 	if (target && !ab->notify_target &&
-	    (sqe->opcode == XFER_OP_NOTIFY || (sqe->flags & XFER_SQE_F_NOTIFY))) {
+	    notify_choose(sqe, false, true) == NOTIFY_AFTER_BATCH) {
 		region_get(target);
 		ab->notify_target = target;
 		ab->notify_value = sqe->notify_value;
@@ -582,7 +625,7 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 		.path = pc->batch.path,
 	});
 	if (!pc->batch.error && target &&
-	    (sqe->opcode == XFER_OP_NOTIFY || (sqe->flags & XFER_SQE_F_NOTIFY)))
+	    notify_choose(sqe, false, false) == NOTIFY_NOW)
 		exec_notify_owner(p, target, sqe->notify_value, result);
 	count_completion(p, pc, result);
 }

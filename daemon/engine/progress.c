@@ -641,9 +641,9 @@ int progress_enable_net(struct progress *p, const struct linkset_cfg *cfg,
 	p->rdma = rdma_create(p->base, p->links, rcfg, &hooks);
 	if (p->rdma)
 		p->transports[p->ntransports++] = (struct transport){
-			&rdma_transport_ops, p->rdma };
+			&rdma_transport_ops, p->rdma, ROUTE_RDMA };
 	p->transports[p->ntransports++] = (struct transport){
-		&tcp_transport_ops, p->links };
+		&tcp_transport_ops, p->links, ROUTE_LINK };
 	p->op_timeout_ms = op_timeout_ms;
 	return 0;
 }

@@ -1525,7 +1525,9 @@ static bool tcp_accepts(void *impl, const struct xop *op)
 
 static void tcp_submit(void *impl, struct xop *op)
 {
-	op->path = XFER_PATH_TCP;
+	/* A notification after RDMA data keeps the path that moved it. */
+	if (op->path == XFER_PATH_NONE)
+		op->path = XFER_PATH_TCP;
 	linkset_submit(impl, op);
 }
 

@@ -14,6 +14,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "engine/path.h"
+
 struct xop;
 struct prog_client;
 
@@ -32,6 +34,7 @@ struct transport_ops {
 struct transport {
 	const struct transport_ops *ops;
 	void *impl;
+	enum path_route route;  /* the route (engine/path.h) it runs */
 };
 
 #endif /* XFERD_TRANSPORT_H */

@@ -1,0 +1,79 @@
+/*
+ * path.h - which way a descriptor's bytes move, decided in one place.
+ *
+ * The executor (exec.c) gathers the facts of one descriptor - the kinds
+ * of memory at both ends, whether the target is on another node and
+ * what kind of memory its owner said it is, which engines this xferd
+ * has, whether the RDMA transport can move it zero-copy right now - and
+ * asks path_choose() for a route.  It then runs that route and nothing
+ * else: no engine second-guesses the choice (a transport that loses the
+ * ability to move an operation it took hands it back, and the executor
+ * asks again with that fact changed).
+ *
+ * Whether and when a descriptor's notification goes out is the other
+ * decision made here (notify_choose()), for the same reason.
+ *
+ * Pure functions of their arguments: tests/unit/test_path.c walks every
+ * combination.
+ */
+#ifndef XFERD_PATH_H
+#define XFERD_PATH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mem/region.h"
+
+struct xfer_sqe;
+
+/* What is known of one descriptor when its route is chosen. */
+struct path_facts {
+	uint8_t opcode;           /* XFER_OP_WRITE, _READ or _NOTIFY */
+	enum region_kind local;   /* the SQE's own region; 0 for NOTIFY */
+	enum region_kind target;  /* the other end: a local kind or REMOTE */
+	/* REMOTE: the owner's memory, as its token says (MEMFD, CMA, CUDA). */
+	enum region_kind owner_mem;
+	bool gpus;                /* this xferd drives GPUs */
+	bool links;               /* this xferd may reach other nodes */
+	bool rdma;                /* RDMA can move it zero-copy now */
+};
+
+enum path_route {
+	ROUTE_MEMCPY = 1,   /* same node: memcpy between xferd's mappings */
+	ROUTE_CMA,          /* same node: process_vm_readv/writev */
+	ROUTE_GPU,          /* same node: a copy on xferd's CUDA streams */
+	ROUTE_RDMA,         /* other node: one-sided RDMA */
+	ROUTE_LINK,         /* other node: streamed on the TCP link */
+	ROUTE_NOTSUP,       /* no engine moves these kinds: -ENOTSUP */
+	ROUTE_UNREACHABLE,  /* another node, and no links: -EHOSTUNREACH */
+};
+
+enum path_route path_choose(const struct path_facts *f);
+const char *path_route_name(enum path_route route);
+
+/*
+ * Does the SQE ask for a notification of its target's owner?  Only the
+ * last entry of a batch notifies (the whole batch's bytes then landed).
+ */
+bool notify_wanted(const struct xfer_sqe *sqe);
+
+enum notify_when {
+	NOTIFY_NONE,        /* nobody is notified */
+	NOTIFY_NOW,         /* the batch ran here: right after its CQE */
+	NOTIFY_WITH_DATA,   /* on the op's own frame: the owner notifies after
+			     * the data landed */
+	NOTIFY_AFTER_BATCH, /* once the whole batch completed */
+};
+
+/*
+ * When the notification of a batch's last SQE goes out.  remote: its
+ * target is on another node; batch_pending: earlier entries of the
+ * batch are still moving (or failed).  A read's notification always
+ * waits for the batch: its bytes are still on the wire when the owner's
+ * side has sent them; so does one behind other entries, whose frames may
+ * still be queued behind this one.
+ */
+enum notify_when notify_choose(const struct xfer_sqe *sqe, bool remote,
+			       bool batch_pending);
+
+#endif /* XFERD_PATH_H */

@@ -1,0 +1,180 @@
+/*
+ * test_path.c - the one route decision (daemon/engine/path.c) over every
+ * combination of memory kinds, node, opcode and engines, and the one
+ * notification decision over every kind of SQE.
+ */
+#include <check.h>
+
+#include "engine/path.h"
+#include "suites.h"
+#include "xfer_ring.h"
+
+static const enum region_kind host_gpu[] = { REGION_MEMFD, REGION_CMA,
+					     REGION_CUDA };
+#define NKINDS 3
+
+/* Same node: [local][target], with GPUs; rows and columns MEMFD, CMA,
+ * CUDA.  xfer_reg'd host memory (CMA) lives in another process: no copy
+ * engine reaches it. */
+static const enum path_route same_node_gpus[NKINDS][NKINDS] = {
+	{ ROUTE_MEMCPY, ROUTE_CMA, ROUTE_GPU },
+	{ ROUTE_CMA, ROUTE_CMA, ROUTE_NOTSUP },
+	{ ROUTE_GPU, ROUTE_NOTSUP, ROUTE_GPU },
+};
+/* Without GPUs, GPU memory goes nowhere. */
+static const enum path_route same_node_no_gpus[NKINDS][NKINDS] = {
+	{ ROUTE_MEMCPY, ROUTE_CMA, ROUTE_NOTSUP },
+	{ ROUTE_CMA, ROUTE_CMA, ROUTE_NOTSUP },
+	{ ROUTE_NOTSUP, ROUTE_NOTSUP, ROUTE_NOTSUP },
+};
+/* Another node with links: [local][owner's memory], RDMA not ready;
+ * the links carry host memory only. */
+static const enum path_route other_node[NKINDS][NKINDS] = {
+	{ ROUTE_LINK, ROUTE_LINK, ROUTE_NOTSUP },
+	{ ROUTE_LINK, ROUTE_LINK, ROUTE_NOTSUP },
+	{ ROUTE_NOTSUP, ROUTE_NOTSUP, ROUTE_NOTSUP },
+};
+
+static const char *kind(enum region_kind k)
+{
+	return region_kind_name(k);
+}
+
+START_TEST(same_node_every_combination)
+{
+	const uint8_t ops[] = { XFER_OP_WRITE, XFER_OP_READ };
+
+	for (unsigned o = 0; o < 2; o++)
+	for (unsigned l = 0; l < NKINDS; l++)
+	for (unsigned t = 0; t < NKINDS; t++)
+	for (int gpus = 0; gpus < 2; gpus++)
+	for (int links = 0; links < 2; links++)
+	for (int rdma = 0; rdma < 2; rdma++) {
+		struct path_facts f = {
+			.opcode = ops[o], .local = host_gpu[l],
+			.target = host_gpu[t], .gpus = gpus, .links = links,
+			.rdma = rdma,
+		};
+		enum path_route want = gpus ? same_node_gpus[l][t]
+					    : same_node_no_gpus[l][t];
+		enum path_route got = path_choose(&f);
+		/* Links and RDMA have no say on one node. */
+		ck_assert_msg(got == want,
+			      "%s %s -> %s, gpus %d links %d rdma %d: %s, "
+			      "expected %s", o ? "read" : "write",
+			      kind(host_gpu[l]), kind(host_gpu[t]), gpus,
+			      links, rdma, path_route_name(got),
+			      path_route_name(want));
+	}
+}
+END_TEST
+
+START_TEST(other_node_every_combination)
+{
+	const uint8_t ops[] = { XFER_OP_WRITE, XFER_OP_READ };
+
+	for (unsigned o = 0; o < 2; o++)
+	for (unsigned l = 0; l < NKINDS; l++)
+	for (unsigned m = 0; m < NKINDS; m++)
+	for (int gpus = 0; gpus < 2; gpus++)
+	for (int links = 0; links < 2; links++)
+	for (int rdma = 0; rdma < 2; rdma++) {
+		struct path_facts f = {
+			.opcode = ops[o], .local = host_gpu[l],
+			.target = REGION_REMOTE, .owner_mem = host_gpu[m],
+			.gpus = gpus, .links = links, .rdma = rdma,
+		};
+		enum path_route want = other_node[l][m];
+		if (!links)
+			want = ROUTE_UNREACHABLE;
+		else if (want == ROUTE_LINK && rdma)
+			want = ROUTE_RDMA;
+		enum path_route got = path_choose(&f);
+		ck_assert_msg(got == want,
+			      "%s %s -> remote %s, gpus %d links %d rdma %d: "
+			      "%s, expected %s", o ? "read" : "write",
+			      kind(host_gpu[l]), kind(host_gpu[m]), gpus,
+			      links, rdma, path_route_name(got),
+			      path_route_name(want));
+	}
+}
+END_TEST
+
+/* A NOTIFY moves no bytes: the link carries it whatever the memory. */
+START_TEST(notify_goes_on_the_link)
+{
+	for (unsigned m = 0; m < NKINDS; m++)
+	for (int links = 0; links < 2; links++)
+	for (int rdma = 0; rdma < 2; rdma++) {
+		struct path_facts f = {
+			.opcode = XFER_OP_NOTIFY, .target = REGION_REMOTE,
+			.owner_mem = host_gpu[m], .gpus = true,
+			.links = links, .rdma = rdma,
+		};
+		ck_assert_int_eq(path_choose(&f),
+				 links ? ROUTE_LINK : ROUTE_UNREACHABLE);
+	}
+}
+END_TEST
+
+START_TEST(route_names)
+{
+	for (int r = ROUTE_MEMCPY; r <= ROUTE_UNREACHABLE; r++)
+		ck_assert_str_ne(path_route_name((enum path_route)r), "?");
+}
+END_TEST
+
+static struct xfer_sqe sqe_of(uint8_t opcode, uint16_t flags)
+{
+	return (struct xfer_sqe){ .opcode = opcode, .flags = flags };
+}
+
+START_TEST(notify_every_sqe)
+{
+	const uint8_t ops[] = { XFER_OP_NOP, XFER_OP_WRITE, XFER_OP_READ,
+				XFER_OP_NOTIFY };
+	const uint16_t flags[] = { 0, XFER_SQE_F_NOTIFY, XFER_SQE_F_LINK,
+				   XFER_SQE_F_LINK | XFER_SQE_F_NOTIFY };
+
+	for (unsigned o = 0; o < 4; o++)
+	for (unsigned fl = 0; fl < 4; fl++)
+	for (int remote = 0; remote < 2; remote++)
+	for (int pending = 0; pending < 2; pending++) {
+		struct xfer_sqe s = sqe_of(ops[o], flags[fl]);
+		bool last = !(flags[fl] & XFER_SQE_F_LINK);
+		bool asks = ops[o] == XFER_OP_NOTIFY ||
+			    (flags[fl] & XFER_SQE_F_NOTIFY);
+		enum notify_when want;
+		if (!last || !asks)
+			want = NOTIFY_NONE;  /* only a batch's end notifies */
+		else if (!remote)
+			want = pending ? NOTIFY_AFTER_BATCH : NOTIFY_NOW;
+		else if (pending || ops[o] == XFER_OP_READ)
+			want = NOTIFY_AFTER_BATCH;
+		else
+			want = NOTIFY_WITH_DATA;
+		ck_assert_msg(notify_choose(&s, remote, pending) == want,
+			      "opcode %u flags %#x remote %d pending %d: %d, "
+			      "expected %d", ops[o], flags[fl], remote,
+			      pending, notify_choose(&s, remote, pending),
+			      want);
+		ck_assert_int_eq(notify_wanted(&s), last && asks);
+	}
+}
+END_TEST
+
+Suite *path_suite(void)
+{
+	Suite *s = suite_create("path");
+	TCase *tc = tcase_create("route");
+
+	tcase_add_test(tc, same_node_every_combination);
+	tcase_add_test(tc, other_node_every_combination);
+	tcase_add_test(tc, notify_goes_on_the_link);
+	tcase_add_test(tc, route_names);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("notify");
+	tcase_add_test(tc, notify_every_sqe);
+	suite_add_tcase(s, tc);
+	return s;
+}
