@@ -210,25 +210,19 @@ static void on_terminate(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(rt->d.base);
 }
 
-/* What the progress thread needs to run links. */
-static struct linkset_cfg net_cfg(const struct xferd *d)
+/* What the progress thread needs to run links and transports. */
+static struct transport_cfg net_cfg(const struct xferd *d)
 {
-	struct linkset_cfg net = {
+	struct transport_cfg net = {
 		.keepalive_ms = d->cfg.keepalive_ms,
 		.peer_timeout_ms = d->cfg.peer_timeout_ms,
 		.tcp_chunk = d->cfg.tcp_chunk,
+		.rdma_qps = d->cfg.rdma_qps,
+		.rdma_stripe = d->cfg.rdma_stripe,
 	};
 
 	memcpy(net.self_id, d->instance_id, sizeof(net.self_id));
 	return net;
-}
-
-static struct rdma_cfg rdma_cfg(const struct xferd *d)
-{
-	return (struct rdma_cfg){
-		.qps = d->cfg.rdma_qps,
-		.stripe = d->cfg.rdma_stripe,
-	};
 }
 
 static void on_reload(evutil_socket_t sig, short what, void *arg)
@@ -254,9 +248,8 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 		*cur = cfg;
 		log_set_level(cfg.log_level);
 		progress_set_spin(rt->d.progress, cfg.spin_us);
-		struct linkset_cfg net = net_cfg(&rt->d);
-		struct rdma_cfg rcfg = rdma_cfg(&rt->d);
-		progress_net_cfg(rt->d.progress, &net, &rcfg, cfg.op_timeout_ms);
+		struct transport_cfg net = net_cfg(&rt->d);
+		progress_net_cfg(rt->d.progress, &net, cfg.op_timeout_ms);
 		peers_reload(rt->d.peers);
 		log_info("configuration reloaded");
 	} else {
@@ -346,9 +339,8 @@ int main(int argc, char **argv)
 				 EV_READ | EV_PERSIST, on_notice, &rt);
 	if (!rt.ev_notice || event_add(rt.ev_notice, NULL))
 		fatalx("cannot watch progress notices");
-	struct linkset_cfg net = net_cfg(d);
-	struct rdma_cfg rcfg = rdma_cfg(d);
-	if (progress_enable_net(d->progress, &net, &rcfg, d->cfg.op_timeout_ms))
+	struct transport_cfg net = net_cfg(d);
+	if (progress_enable_net(d->progress, &net, d->cfg.op_timeout_ms))
 		fatalx("cannot set up links");
 	if (progress_start(d->progress))
 		fatalx("cannot start the progress thread");

@@ -75,12 +75,12 @@ static void count_completion(struct progress *p, struct prog_client *pc,
 {
 	if (result < 0) {
 		stat_add(&pc->stats.ops_failed, 1);
-		stat_add(&p->paths.failed, 1);
+		stat_add(&p->exec.paths.failed, 1);
 	} else {
 		stat_add(&pc->stats.bytes_moved, (uint64_t)result);
 	}
 	stat_add(&pc->stats.ops_completed, 1);
-	stat_add(&p->paths.completed, 1);
+	stat_add(&p->exec.paths.completed, 1);
 }
 
 /* --- operations out of this thread (links, GPU copies) --- */
@@ -89,35 +89,35 @@ static void count_completion(struct progress *p, struct prog_client *pc,
 
 struct xop *exec_xop_get(struct progress *p)
 {
-	struct xop *op = p->xop_cache;
+	struct xop *op = p->exec.xop_cache;
 
 	if (!op)
 		return calloc(1, sizeof(*op));
-	p->xop_cache = op->hnext;
-	p->nxop_cache--;
+	p->exec.xop_cache = op->next_free;
+	p->exec.nxop_cache--;
 	memset(op, 0, sizeof(*op));
 	return op;
 }
 
 void exec_xop_put(struct progress *p, struct xop *op)
 {
-	if (p->nxop_cache >= XOP_CACHE_MAX) {
+	if (p->exec.nxop_cache >= XOP_CACHE_MAX) {
 		free(op);
 		return;
 	}
-	op->hnext = p->xop_cache;
-	p->xop_cache = op;
-	p->nxop_cache++;
+	op->next_free = p->exec.xop_cache;
+	p->exec.xop_cache = op;
+	p->exec.nxop_cache++;
 }
 
 void exec_xop_cache_free(struct progress *p)
 {
-	while (p->xop_cache) {
-		struct xop *op = p->xop_cache;
-		p->xop_cache = op->hnext;
+	while (p->exec.xop_cache) {
+		struct xop *op = p->exec.xop_cache;
+		p->exec.xop_cache = op->next_free;
 		free(op);
 	}
-	p->nxop_cache = 0;
+	p->exec.nxop_cache = 0;
 }
 
 static struct abatch *batch_async(struct prog_client *pc)
@@ -182,7 +182,7 @@ static struct xop *notify_later(struct progress *p, struct region *target,
 		.path = path,
 	};
 	progress_op_started(p);
-	TAILQ_INSERT_TAIL(&p->deferred, op, q);
+	TAILQ_INSERT_TAIL(&p->exec.deferred, op, q);
 	return op;
 }
 
@@ -203,7 +203,7 @@ static void batch_complete(struct progress *p, struct abatch *ab)
 			/* Nobody waits for it: the batch has completed. */
 			notify_later(p, ab->notify_target, ab->notify_value,
 				     (uint64_t)result,
-				     now_ns() + 1000000ull * p->op_timeout_ms,
+				     now_ns() + 1000000ull * p->exec.op_timeout_ms,
 				     XFER_PATH_TCP);
 		else
 			exec_notify_owner(p, ab->notify_target,
@@ -241,10 +241,32 @@ void exec_run_deferred(struct progress *p)
 
 	const struct transport *link = transport_for(p, ROUTE_LINK);
 
-	while ((op = TAILQ_FIRST(&p->deferred))) {
-		TAILQ_REMOVE(&p->deferred, op, q);
+	while ((op = TAILQ_FIRST(&p->exec.deferred))) {
+		TAILQ_REMOVE(&p->exec.deferred, op, q);
 		link->ops->submit(link->impl, op);
 	}
+}
+
+void exec_op_reroute(void *arg, struct xop *op)
+{
+	struct progress *p = arg;
+	struct path_facts f = {
+		.opcode = op->opcode,
+		.local = op->local ? op->local->kind : 0,
+		.target = REGION_REMOTE,
+		.owner_mem = (enum region_kind)op->remote->remote->mem_kind,
+		.gpus = p->gpu != NULL,
+		.links = p->ntransports > 0,
+		.rdma = false,  /* what just gave it back */
+	};
+	const struct transport *t = transport_for(p, path_choose(&f));
+
+	if (!t) {
+		exec_op_done(p, op, -EHOSTUNREACH);
+		return;
+	}
+	op->path = XFER_PATH_NONE;
+	t->ops->submit(t->impl, op);
 }
 
 void exec_op_done(void *arg, struct xop *op, int64_t result)
@@ -256,8 +278,8 @@ void exec_op_done(void *arg, struct xop *op, int64_t result)
 		notify_after_rdma(p, op);
 
 	if (result > 0) {
-		stat_add(&p->paths.bytes[op->path], (uint64_t)result);
-		stat_add(&p->paths.ops[op->path], 1);
+		stat_add(&p->exec.paths.bytes[op->path], (uint64_t)result);
+		stat_add(&p->exec.paths.ops[op->path], 1);
 	}
 	uint16_t path = op->path;
 	region_put(op->local);
@@ -289,7 +311,7 @@ static int64_t go_remote(struct progress *p, struct prog_client *pc,
 	struct abatch *ab = batch_async(pc);
 	if (!ab)
 		return -ENOMEM;
-	uint32_t timeout = sqe->timeout_ms ? sqe->timeout_ms : p->op_timeout_ms;
+	uint32_t timeout = sqe->timeout_ms ? sqe->timeout_ms : p->exec.op_timeout_ms;
 	bool pending = ab->pending != 0 || pc->batch.error;
 	bool wants_notify = false;
 
@@ -426,7 +448,7 @@ static int64_t go_gpu(struct progress *p, struct prog_client *pc,
 		pc->batch.gpu_op = op;
 	}
 	err = gpu_copy(p->gpu, op, da, dgpu, sa, sgpu, sqe->len);
-	if (err && op->gpu_parts == 0) {
+	if (err && op->gpu.parts == 0) {
 		/* Nothing of it is out: it ends here, not through poll. */
 		pc->batch.gpu_op = NULL;
 		ab->pending--;
@@ -437,7 +459,7 @@ static int64_t go_gpu(struct progress *p, struct prog_client *pc,
 		return err;
 	}
 	if (err) {
-		op->gpu_error = err;  /* the batch fails with it */
+		op->gpu.error = err;  /* the batch fails with it */
 		return err;
 	}
 	op->len += sqe->len;
@@ -475,12 +497,12 @@ static int64_t exec_copy(struct progress *p, struct prog_client *pc,
 	uint64_t loff, roff;
 	int64_t rc;
 
-	rc = regtab_resolve_memo(p->regs, &p->memo, pc->id, sqe->local,
+	rc = regtab_resolve_memo(p->regs, &p->exec.memo, pc->id, sqe->local,
 				 sqe->local_off, sqe->len, false, &local,
 				 &loff);
 	if (rc)
 		return rc;
-	rc = regtab_resolve_memo(p->regs, &p->memo, pc->id, sqe->remote,
+	rc = regtab_resolve_memo(p->regs, &p->exec.memo, pc->id, sqe->remote,
 				 sqe->remote_off, sqe->len, true, &remote,
 				 &roff);
 	if (rc)
@@ -508,13 +530,13 @@ static int64_t exec_copy(struct progress *p, struct prog_client *pc,
 	*target = remote;  /* the caller notifies its owner */
 	if (sqe->len == 0)
 		return 0;
-	rc = write ? local_copy(&p->staging, local, loff, remote, roff,
+	rc = write ? local_copy(&p->exec.staging, local, loff, remote, roff,
 				sqe->len, path)
-		   : local_copy(&p->staging, remote, roff, local, loff,
+		   : local_copy(&p->exec.staging, remote, roff, local, loff,
 				sqe->len, path);
 	if (rc > 0) {
-		stat_add(&p->paths.bytes[*path], (uint64_t)rc);
-		stat_add(&p->paths.ops[*path], 1);
+		stat_add(&p->exec.paths.bytes[*path], (uint64_t)rc);
+		stat_add(&p->exec.paths.ops[*path], 1);
 	}
 	return rc;
 }
@@ -524,7 +546,7 @@ static int64_t exec_notify_only(struct progress *p, struct prog_client *pc,
 				struct region **target, bool *async)
 {
 	uint64_t off;
-	int64_t rc = regtab_resolve_memo(p->regs, &p->memo, pc->id,
+	int64_t rc = regtab_resolve_memo(p->regs, &p->exec.memo, pc->id,
 					 sqe->remote, 0, 0, true, target, &off);
 
 	if (rc || (*target)->kind != REGION_REMOTE)
@@ -578,12 +600,12 @@ static void close_async(struct progress *p, struct prog_client *pc,
 void exec_sqe(struct progress *p, struct prog_client *pc,
 	      const struct xfer_sqe *sqe)
 {
-	struct region *target = NULL;  /* lent by p->memo */
+	struct region *target = NULL;  /* lent by p->exec.memo */
 	uint16_t path = XFER_PATH_NONE;
 	bool async = false;
 	int64_t rc = sqe_check(sqe);
 
-	regtab_memo_sync(p->regs, &p->memo);
+	regtab_memo_sync(p->regs, &p->exec.memo);
 	if (!pc->batch.open)
 		pc->batch.error = 0, pc->batch.bytes = 0,
 		pc->batch.path = XFER_PATH_NONE;

@@ -4,9 +4,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 
 #include "engine/path_local.h"
+#include "mem/cma.h"
 #include "xfer_ring.h"
 
 int local_staging_init(struct local_staging *st, size_t len)
@@ -28,43 +28,6 @@ static void *map_at(const struct region *r, uint64_t off)
 	return (char *)r->map + off;
 }
 
-static void *addr_at(const struct region *r, uint64_t off)
-{
-	return (void *)(uintptr_t)(r->addr + off);
-}
-
-/*
- * One CMA call, repeated on short transfers.  The kernel copies page by
- * page and stops early only at an unmapped page, which then fails the
- * next call with -EFAULT, so the loop ends.
- */
-static int64_t cma_move(bool write, const struct region *r, void *local,
-			void *remote, uint64_t len)
-{
-	uint64_t done = 0;
-
-	/* The pid of a process that exited may belong to another one now. */
-	if (!region_cma_alive(r))
-		return -ESRCH;
-
-	while (done < len) {
-		struct iovec l = { .iov_base = (char *)local + done,
-				   .iov_len = len - done };
-		struct iovec rv = { .iov_base = (char *)remote + done,
-				   .iov_len = len - done };
-		ssize_t n = write ? process_vm_writev(r->pid, &l, 1, &rv, 1, 0)
-				  : process_vm_readv(r->pid, &l, 1, &rv, 1, 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EFAULT;
-		done += (uint64_t)n;
-	}
-	return (int64_t)len;
-}
-
 /* CMA -> CMA through the staging buffer.  When both ranges are in one
  * process and overlap with the target above the source, copy the chunks
  * from the end so no chunk reads bytes an earlier chunk overwrote. */
@@ -78,12 +41,10 @@ static int64_t cma_to_cma(struct local_staging *st, const struct region *src,
 	for (uint64_t done = 0; done < len;) {
 		uint64_t n = len - done < st->len ? len - done : st->len;
 		uint64_t at = backwards ? len - done - n : done;
-		int64_t rc = cma_move(false, src, st->buf,
-				      addr_at(src, soff + at), n);
+		int64_t rc = cma_copy(src, false, st->buf, soff + at, n);
 		if (rc < 0)
 			return rc;
-		rc = cma_move(true, dst, st->buf, addr_at(dst, doff + at),
-			      n);
+		rc = cma_copy(dst, true, st->buf, doff + at, n);
 		if (rc < 0)
 			return rc;
 		done += n;
@@ -106,10 +67,8 @@ int64_t local_copy(struct local_staging *st, const struct region *src,
 	}
 	*path = XFER_PATH_CMA;
 	if (src->kind == REGION_MEMFD)
-		return cma_move(true, dst, map_at(src, soff),
-				addr_at(dst, doff), len);
+		return cma_copy(dst, true, map_at(src, soff), doff, len);
 	if (dst->kind == REGION_MEMFD)
-		return cma_move(false, src, map_at(dst, doff),
-				addr_at(src, soff), len);
+		return cma_copy(src, false, map_at(dst, doff), soff, len);
 	return cma_to_cma(st, src, soff, dst, doff, len);
 }

@@ -1,7 +1,8 @@
 /*
  * progress.c - the progress thread: its loop, its queues to and from the
  * main thread, sleeping and waking.  What it does with each descriptor
- * is in exec.c; what it does on links, in transport/tcp.c and transport/rdma.c.
+ * is in exec.c; the transports it drives through their ops table
+ * (transport/transport.h), the links to other xferds in transport/link.c.
  *
  * Lock order: p->lock (command and notice queues) is never held while
  * the region table's lock is taken, nor the other way round.
@@ -51,8 +52,7 @@ struct cmd {
 	struct link_stats *stats;
 	uint8_t *data;
 	size_t len;
-	struct linkset_cfg net;
-	struct rdma_cfg rdma;
+	struct transport_cfg net;
 	uint32_t op_timeout_ms;
 	char name[64];                     /* the peer's node name */
 	struct rdma_peer_rail *rails;      /* its RDMA rails */
@@ -196,7 +196,9 @@ static void hook_link_down(void *arg, const uint8_t id[LINK_ID_LEN],
 	struct net_notice *n = calloc(1, sizeof(*n));
 
 	/* Its queue pairs go with it (the peer's side tears down too). */
-	rdma_peer_down(p->rdma, id, gen, err);
+	for (int i = 0; i < p->ntransports; i++)
+		p->transports[i].ops->peer_down(p->transports[i].impl, id, gen,
+						err);
 	if (!n)
 		return;
 	n->kind = NET_LINK_DOWN;
@@ -223,12 +225,28 @@ static void hook_ctl_frame(void *arg, const uint8_t id[LINK_ID_LEN],
 	post_net_notice(arg, n);
 }
 
-static void hook_rdma_frame(void *arg, const uint8_t id[LINK_ID_LEN],
-			    const struct Xfer__Peer__PeerMsg *m)
+static bool hook_frame(void *arg, const uint8_t id[LINK_ID_LEN],
+		       const struct Xfer__Peer__PeerMsg *m)
 {
 	struct progress *p = arg;
 
-	rdma_on_frame(p->rdma, id, m);
+	for (int i = 0; i < p->ntransports; i++)
+		if (p->transports[i].ops->frame(p->transports[i].impl, id, m))
+			return true;
+	return false;
+}
+
+static bool hook_describe(void *arg, const struct region *r,
+			  struct Xfer__Peer__RdmaMemory *out, uint32_t *keys,
+			  size_t max_keys)
+{
+	struct progress *p = arg;
+
+	for (int i = 0; i < p->ntransports; i++)
+		if (p->transports[i].ops->describe(p->transports[i].impl, r,
+						   out, keys, max_keys))
+			return true;
+	return false;
 }
 
 static void hook_notify_local(void *arg, struct region *r, uint64_t value,
@@ -302,15 +320,22 @@ static bool apply_cmds(struct progress *p)
 		case CMD_STOP:
 			keep_going = false;
 			break;
-		case CMD_LINK_ATTACH:
+		case CMD_LINK_ATTACH: {
+			struct peer_info peer = { .gen = c->gen,
+						  .name = c->name,
+						  .rails = c->rails,
+						  .nrails = c->nrails };
+			memcpy(peer.id, c->id, LINK_ID_LEN);
 			/* RDMA first: the link dispatches what it already
 			 * holds (a QpConnect) as it is attached, and reports
 			 * its failure (link down) to RDMA too. */
-			rdma_peer_up(p->rdma, c->id, c->gen, c->name, c->rails,
-				     c->nrails);
+			for (int i = 0; i < p->ntransports; i++)
+				p->transports[i].ops->peer_up(
+					p->transports[i].impl, &peer);
 			linkset_attach(p->links, c->fd, c->id, c->gen, c->stats,
 				       c->data, c->len);
 			break;
+		}
 		case CMD_LINK_CLOSE:
 			linkset_close(p->links, c->id, c->err, c->why);
 			break;
@@ -318,9 +343,10 @@ static bool apply_cmds(struct progress *p)
 			linkset_send_ctl(p->links, c->id, c->data, c->len);
 			break;
 		case CMD_NET_CFG:
-			linkset_set_cfg(p->links, &c->net);
-			rdma_set_cfg(p->rdma, &c->rdma);
-			p->op_timeout_ms = c->op_timeout_ms;
+			for (int i = 0; i < p->ntransports; i++)
+				p->transports[i].ops->set_cfg(
+					p->transports[i].impl, &c->net);
+			p->exec.op_timeout_ms = c->op_timeout_ms;
 			break;
 		}
 		free_cmd(c);
@@ -423,13 +449,12 @@ void progress_link_send(struct progress *p, const uint8_t id[LINK_ID_LEN],
 	push(p, c);
 }
 
-void progress_net_cfg(struct progress *p, const struct linkset_cfg *cfg,
-		      const struct rdma_cfg *rcfg, uint32_t op_timeout_ms)
+void progress_net_cfg(struct progress *p, const struct transport_cfg *cfg,
+		      uint32_t op_timeout_ms)
 {
 	struct cmd *c = new_cmd(CMD_NET_CFG);
 
 	c->net = *cfg;
-	c->rdma = *rcfg;
 	c->op_timeout_ms = op_timeout_ms;
 	push(p, c);
 }
@@ -486,15 +511,25 @@ static void on_doorbell(evutil_socket_t fd, short what, void *arg)
 		log_warn("doorbell read");
 }
 
+/* Every transport armed its completion events, and none saw work come
+ * in meanwhile. */
+static bool arm_transports(struct progress *p)
+{
+	for (int i = 0; i < p->ntransports; i++)
+		if (!p->transports[i].ops->arm(p->transports[i].impl))
+			return false;
+	return true;
+}
+
 /* Sleep until a doorbell, a link or a timer has something. */
 static void sleep_until_rung(struct progress *p)
 {
 	/* An idle xferd keeps no region alive, mapped or not. */
-	regtab_memo_release(&p->memo);
+	regtab_memo_release(&p->exec.memo);
 	/* (E) in ring.h: flags first, then one more look at every tail. */
 	set_wakeup(p, true);
 	/* Work requests out: their completions ring the CQ's channel. */
-	if (!any_work(p) && rdma_arm(p->rdma))
+	if (!any_work(p) && arm_transports(p))
 		event_base_loop(p->base, EVLOOP_ONCE);
 	set_wakeup(p, false);
 }
@@ -513,19 +548,30 @@ static bool poll_gpu(struct progress *p)
 	return gpu_copies_busy(p->gpu);
 }
 
-/* Let the links run; true if they did anything. */
+static bool transports_need_loop(const struct progress *p)
+{
+	for (int i = 0; i < p->ntransports; i++)
+		if (p->transports[i].ops->needs_loop(p->transports[i].impl))
+			return true;
+	return false;
+}
+
+/* Let the transports run; true if they did anything. */
 static bool poll_net(struct progress *p, bool busy)
 {
 	uint64_t now = now_ns();
+	bool any = false;
 
 	/* Links, and operations waiting for one (their deadlines, the
 	 * reaping of failed links) need the event loop to run. */
-	if (!p->links || (!linkset_active(p->links) && p->async_ops == 0) ||
-	    (busy && now - p->last_net_poll_ns < NET_POLL_NS))
-		return false;
-	p->last_net_poll_ns = now;
-	event_base_loop(p->base, EVLOOP_NONBLOCK);
-	return linkset_take_events(p->links) > 0;
+	if ((transports_need_loop(p) || p->async_ops) &&
+	    (!busy || now - p->last_net_poll_ns >= NET_POLL_NS)) {
+		p->last_net_poll_ns = now;
+		event_base_loop(p->base, EVLOOP_NONBLOCK);
+	}
+	for (int i = 0; i < p->ntransports; i++)
+		any |= p->transports[i].ops->poll(p->transports[i].impl);
+	return any;
 }
 
 static void *progress_main(void *arg)
@@ -547,12 +593,11 @@ static void *progress_main(void *arg)
 		bool busy = false;
 		for (size_t i = 0; i < p->nclients; i++)
 			busy |= drain(p, p->clients[i]);
-		if (!TAILQ_EMPTY(&p->deferred)) {
+		if (!TAILQ_EMPTY(&p->exec.deferred)) {
 			exec_run_deferred(p);
 			busy = true;
 		}
 		busy |= poll_net(p, busy);
-		busy |= rdma_poll(p->rdma);
 		busy |= poll_gpu(p);
 		if (busy) {
 			idle_since = now_ns();
@@ -583,7 +628,7 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 	p->cpu = cpu;
 	atomic_init(&p->spin_us, spin_us);
 	p->cmds_tail = &p->cmds;
-	TAILQ_INIT(&p->deferred);
+	TAILQ_INIT(&p->exec.deferred);
 	pthread_mutex_init(&p->lock, NULL);
 	p->doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (p->doorbell < 0)
@@ -591,7 +636,7 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 	p->notice_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (p->notice_efd < 0)
 		goto err_notice;
-	if (local_staging_init(&p->staging, STAGING_BYTES))
+	if (local_staging_init(&p->exec.staging, STAGING_BYTES))
 		goto err_staging;
 	p->base = event_base_new();
 	if (!p->base)
@@ -609,7 +654,7 @@ err_event:
 		event_free(p->ev_doorbell);
 	event_base_free(p->base);
 err_base:
-	local_staging_fini(&p->staging);
+	local_staging_fini(&p->exec.staging);
 err_staging:
 	close(p->notice_efd);
 err_notice:
@@ -620,31 +665,41 @@ err_doorbell:
 	return NULL;
 }
 
-int progress_enable_net(struct progress *p, const struct linkset_cfg *cfg,
-			const struct rdma_cfg *rcfg, uint32_t op_timeout_ms)
+int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
+			uint32_t op_timeout_ms)
 {
+	struct linkset_cfg lcfg = {
+		.keepalive_ms = cfg->keepalive_ms,
+		.peer_timeout_ms = cfg->peer_timeout_ms,
+		.tcp_chunk = cfg->tcp_chunk,
+	};
+	const struct rdma_cfg rcfg = { .qps = cfg->rdma_qps,
+				       .stripe = cfg->rdma_stripe };
 	const struct linkset_hooks hooks = {
 		.op_done = exec_op_done,
 		.notify_local = hook_notify_local,
 		.need_peer = hook_need_peer,
 		.link_down = hook_link_down,
 		.ctl_frame = hook_ctl_frame,
-		.rdma_frame = hook_rdma_frame,
+		.frame = hook_frame,
+		.describe = hook_describe,
+		.reroute = exec_op_reroute,
 		.arg = p,
 	};
 
-	p->links = linkset_create(p->base, p->regs, cfg, &hooks);
+	memcpy(lcfg.self_id, cfg->self_id, LINK_ID_LEN);
+	p->links = linkset_create(p->base, p->regs, &lcfg, &hooks);
 	p->ev_expire = event_new(p->base, -1, EV_PERSIST, on_expire, p);
 	if (!p->links || !p->ev_expire)
 		return -ENOMEM;
 	/* NULL without RDMA rails: then TCP moves everything. */
-	p->rdma = rdma_create(p->base, p->links, rcfg, &hooks);
+	p->rdma = rdma_create(p->base, p->links, &rcfg, &hooks);
 	if (p->rdma)
 		p->transports[p->ntransports++] = (struct transport){
 			&rdma_transport_ops, p->rdma, ROUTE_RDMA };
 	p->transports[p->ntransports++] = (struct transport){
 		&tcp_transport_ops, p->links, ROUTE_LINK };
-	p->op_timeout_ms = op_timeout_ms;
+	p->exec.op_timeout_ms = op_timeout_ms;
 	return 0;
 }
 
@@ -670,15 +725,21 @@ void progress_destroy(struct progress *p)
 	 * end here (-ECONNRESET) so their regions are released. */
 	/* RDMA first: the links it sends on outlive it, and the links'
 	 * last reports (link down) must find it gone, not freed. */
-	p->ntransports = 0;
 	exec_run_deferred(p);
-	rdma_destroy(p->rdma);
+	/* Forgotten before they go: what they report while going (link
+	 * down) must not reach one already freed. */
+	struct transport gone[TRANSPORTS_MAX];
+	int ngone = p->ntransports;
+	memcpy(gone, p->transports, sizeof(gone));
+	p->ntransports = 0;
+	for (int i = 0; i < ngone; i++)
+		gone[i].ops->destroy(gone[i].impl);
 	p->rdma = NULL;
-	linkset_destroy(p->links);
+	p->links = NULL;
 	/* GPU copies in flight finish before their memory goes. */
 	gpu_copies_destroy(p->gpu);
 	exec_xop_cache_free(p);
-	regtab_memo_release(&p->memo);
+	regtab_memo_release(&p->exec.memo);
 	/* Commands queued behind STOP were never applied. */
 	for (struct cmd *c = p->cmds, *next; c; c = next) {
 		next = c->next;
@@ -700,7 +761,7 @@ void progress_destroy(struct progress *p)
 	event_free(p->ev_doorbell);
 	event_base_free(p->base);
 	free(p->clients);
-	local_staging_fini(&p->staging);
+	local_staging_fini(&p->exec.staging);
 	close(p->doorbell);
 	close(p->notice_efd);
 	pthread_mutex_destroy(&p->lock);
@@ -776,5 +837,5 @@ void progress_set_spin(struct progress *p, uint32_t spin_us)
 
 const struct path_stats *progress_path_stats(const struct progress *p)
 {
-	return &p->paths;
+	return &p->exec.paths;
 }

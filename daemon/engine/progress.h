@@ -19,14 +19,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "transport/rdma.h"
 #include "common/ring.h"
-#include "transport/tcp.h"
 #include "common/token_codec.h"
+#include "transport/transport.h"
 #include "xfer_ring.h"
 
 struct regtab;
 struct abatch;
+struct link_stats;       /* transport/tcp.h */
+struct rdma_peer_rail;   /* transport/rdma.h */
 
 /* Daemon-wide totals, per path for data that moved. */
 struct path_stats {
@@ -103,8 +104,8 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 				 int cpu);
 /* Before progress_start: serve links to other xferds too, and RDMA
  * over the rails rdma_dev_open_all() found (if any). */
-int progress_enable_net(struct progress *p, const struct linkset_cfg *cfg,
-			const struct rdma_cfg *rcfg, uint32_t op_timeout_ms);
+int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
+			uint32_t op_timeout_ms);
 /* Stops and joins the thread if running; accepts NULL. */
 void progress_destroy(struct progress *p);
 int progress_start(struct progress *p);
@@ -136,8 +137,8 @@ void progress_link_close(struct progress *p, const uint8_t id[LINK_ID_LEN],
 			 int err, const char *why);
 void progress_link_send(struct progress *p, const uint8_t id[LINK_ID_LEN],
 			const void *msg, size_t len);
-void progress_net_cfg(struct progress *p, const struct linkset_cfg *cfg,
-		      const struct rdma_cfg *rcfg, uint32_t op_timeout_ms);
+void progress_net_cfg(struct progress *p, const struct transport_cfg *cfg,
+		      uint32_t op_timeout_ms);
 
 void progress_set_spin(struct progress *p, uint32_t spin_us);
 const struct path_stats *progress_path_stats(const struct progress *p);

@@ -26,6 +26,18 @@ struct notice;
 struct event_base;
 struct event;
 
+/* The executor's own state (exec.c; progress.c sets it up and tears
+ * it down around the thread's life). */
+struct exec_state {
+	struct regtab_memo memo;   /* handles of the latest descriptors */
+	struct local_staging staging; /* CMA -> CMA bounce buffer */
+	struct path_stats paths;   /* read by ctl from the main thread */
+	struct xop_list deferred;  /* to submit after this pass */
+	struct xop *xop_cache;     /* ended operations, for reuse */
+	unsigned nxop_cache;
+	uint32_t op_timeout_ms;    /* set by commands from main */
+};
+
 struct progress {
 	struct regtab *regs;
 	pthread_t thread;
@@ -44,22 +56,17 @@ struct progress {
 	/* progress thread only (and before start / after join) */
 	struct prog_client **clients;
 	size_t nclients, cap;
-	struct regtab_memo memo;   /* handles of the latest descriptors */
-	struct local_staging staging;
-	struct path_stats paths;
+	struct exec_state exec;    /* exec.c's */
 
 	struct event_base *base;   /* links, their timers, the doorbell */
 	struct event *ev_doorbell, *ev_expire;
 	struct linkset *links;     /* NULL: no other nodes */
 	struct rdma *rdma;         /* NULL: no RDMA rails */
 	/* The ways to other nodes, in order of preference. */
-	struct transport transports[2];
+#define TRANSPORTS_MAX 2
+	struct transport transports[TRANSPORTS_MAX];
 	int ntransports;
 	struct gpu_copies *gpu;    /* NULL: no GPUs */
-	struct xop_list deferred;  /* to submit after this pass (exec.c) */
-	struct xop *xop_cache;     /* ended operations, for reuse */
-	unsigned nxop_cache;
-	uint32_t op_timeout_ms;
 	uint64_t async_ops;        /* operations out on links */
 	uint64_t last_net_poll_ns;
 };
@@ -108,8 +115,9 @@ void exec_notify_owner(struct progress *p, const struct region *r,
 		       uint64_t value, int64_t bytes);
 /* Submit what completions queued while a transport was busy. */
 void exec_run_deferred(struct progress *p);
-/* linkset hook: an operation on a link ended. */
+/* Transport hooks: an operation ended; a transport hands one back. */
 void exec_op_done(void *arg, struct xop *op, int64_t result);
+void exec_op_reroute(void *arg, struct xop *op);
 /* The client goes: end everything it has out, free its open batch. */
 void exec_cancel_client(struct progress *p, struct prog_client *pc);
 

@@ -30,27 +30,36 @@ struct xop {
 	uint64_t notify_bytes;    /* NOTIFY: what the notified batch moved */
 	uint16_t path;            /* XFER_PATH_* that moved the data */
 
-	/* the GPU copy engine's (gpu/copy.c) */
-	unsigned gpu_parts;       /* copies of it still in flight */
-	int gpu_error;            /* first failure among them */
 	uint64_t deadline_ns;     /* CLOCK_MONOTONIC */
+	/* In the list of whoever holds it now: a transport's queues, the
+	 * executor's deferred list. */
+	TAILQ_ENTRY(xop) q;
+	struct xop *next_free;    /* the executor's cache of ended ops */
 
-	/* the RDMA transport's (transport/rdma.c) */
-	uint64_t posted;          /* bytes handed to work requests */
-	uint32_t wrs;             /* its work requests not completed */
-	int error;                /* first failure of one of them */
-	bool queued;              /* waiting for queue pair room */
-	bool cancelled;
-	bool redo;                /* flushed by another's error: again */
-	bool retried;             /* was redone once already */
-
-	/* the TCP link layer's */
-	uint64_t id;              /* on its link */
-	uint64_t done;            /* bytes sent (write) or received (read) */
-	bool sent_all;            /* every frame of it is queued */
-	bool in_hash;
-	TAILQ_ENTRY(xop) q;       /* pending, or send queue */
-	struct xop *hnext;        /* in-flight hash chain */
+	/* Each engine's own state of it; no other engine touches it.  Not
+	 * a union: an operation RDMA hands back goes on to TCP. */
+	struct {
+		struct {              /* the GPU copy engine's (gpu/copy.c) */
+			unsigned parts;   /* copies of it still in flight */
+			int error;        /* first failure among them */
+		} gpu;
+		struct {              /* the RDMA transport's (rdma.c) */
+			uint64_t posted;  /* bytes handed to work requests */
+			uint32_t wrs;     /* its work requests not completed */
+			int error;        /* first failure of one of them */
+			bool queued;      /* waiting for queue pair room */
+			bool cancelled;
+			bool redo;        /* flushed by another's error: again */
+			bool retried;     /* was redone once already */
+		} rdma;
+		struct {              /* the TCP data path's (tcp.c) */
+			uint64_t id;      /* on its link */
+			uint64_t done;    /* bytes sent (write) or received (read) */
+			bool sent_all;    /* every frame of it is queued */
+			bool in_hash;
+			struct xop *hnext; /* in-flight hash chain */
+		} tcp;
+	};
 };
 
 TAILQ_HEAD(xop_list, xop);

@@ -179,7 +179,7 @@ static int add_flight(struct gpu_copies *g, int d, CUstream s, int slot,
  * every other, with an error, on an event recorded right away. */
 static void fail_op_later(struct gpu_copies *g, int d, struct xop *op)
 {
-	op->gpu_error = -EIO;
+	op->gpu.error = -EIO;
 	struct xop **one = malloc(sizeof(*one));
 	if (one) {
 		one[0] = op;
@@ -222,7 +222,7 @@ int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
 			.device_only = dst_dev >= 0 && src_dev == dst_dev,
 			.src_dev = peer_src });
 		if (!err)
-			op->gpu_parts++;
+			op->gpu.parts++;
 		return err;
 	}
 	/* Large: one part per stream, each its own event. */
@@ -237,16 +237,16 @@ int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
 			free(one);
 			if (out == 0)
 				return -EIO;  /* nothing out: fail at once */
-			op->gpu_error = -EIO;
+			op->gpu.error = -EIO;
 			break;            /* the parts out end the op */
 		}
 		one[0] = op;
-		op->gpu_parts++;
+		op->gpu.parts++;
 		out++;
 		if (add_flight(g, d, s, -1, one, 1)) {
 			free(one);
-			op->gpu_parts--;
-			op->gpu_error = -EIO;
+			op->gpu.parts--;
+			op->gpu.error = -EIO;
 			cu.stream_synchronize(s);
 		}
 	}
@@ -386,10 +386,10 @@ unsigned gpu_copies_poll(struct gpu_copies *g,
 		for (unsigned k = 0; k < fin.nops; k++) {
 			struct xop *op = fin.ops[k];
 			if (r != CUDA_SUCCESS)
-				op->gpu_error = -EIO;
-			if (--op->gpu_parts)
+				op->gpu.error = -EIO;
+			if (--op->gpu.parts)
 				continue;  /* other parts still out */
-			done(arg, op, op->gpu_error ? op->gpu_error
+			done(arg, op, op->gpu.error ? op->gpu.error
 						    : (int64_t)op->len);
 			ended++;
 		}

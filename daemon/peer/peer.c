@@ -45,7 +45,7 @@
 #include "transport/rdma.h"
 #include "transport/rdma_dev.h"
 #include "mem/region.h"
-#include "transport/tcp.h"
+#include "transport/link.h"
 #include "common/wire.h"
 #include "xferd.h"
 

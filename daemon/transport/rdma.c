@@ -267,9 +267,9 @@ static void op_end(struct rdma *t, struct xop *op, int64_t result)
 
 static void dequeue(struct rdma *t, struct xop *op)
 {
-	if (op->queued) {
+	if (op->rdma.queued) {
 		TAILQ_REMOVE(&t->waiting, op, q);
-		op->queued = false;
+		op->rdma.queued = false;
 	}
 }
 
@@ -277,30 +277,30 @@ static void dequeue(struct rdma *t, struct xop *op)
  * all of it was posted or it failed. */
 static void op_settle(struct rdma *t, struct xop *op)
 {
-	if (op->cancelled)
+	if (op->rdma.cancelled)
 		return;  /* collected: whoever collected it ends it */
-	if (op->redo && !op->error && op->wrs == 0) {
+	if (op->rdma.redo && !op->rdma.error && op->rdma.wrs == 0) {
 		/* Nothing of it is out any more: from the start, once. */
-		op->redo = false;
-		op->retried = true;
-		op->posted = 0;
-		if (!op->queued) {
-			op->queued = true;
+		op->rdma.redo = false;
+		op->rdma.retried = true;
+		op->rdma.posted = 0;
+		if (!op->rdma.queued) {
+			op->rdma.queued = true;
 			TAILQ_INSERT_HEAD(&t->waiting, op, q);
 		}
 		return;
 	}
-	if (op->error)
+	if (op->rdma.error)
 		dequeue(t, op);
-	if (op->wrs || (!op->error && (op->redo || op->posted < op->len)))
+	if (op->rdma.wrs || (!op->rdma.error && (op->rdma.redo || op->rdma.posted < op->len)))
 		return;
-	op_end(t, op, op->error ? op->error : (int64_t)op->len);
+	op_end(t, op, op->rdma.error ? op->rdma.error : (int64_t)op->len);
 }
 
 static void op_fail(struct rdma *t, struct xop *op, int err)
 {
-	if (!op->error)
-		op->error = err;
+	if (!op->rdma.error)
+		op->rdma.error = err;
 	op_settle(t, op);
 }
 
@@ -341,14 +341,14 @@ static void retire(struct rdma *t, struct rqp *q, uint32_t upto, int err,
 		e->op = NULL;
 		if (!op)
 			continue;
-		op->wrs--;
-		if (err && culprit && op != culprit && !op->retried) {
-			if (!op->redo)
+		op->rdma.wrs--;
+		if (err && culprit && op != culprit && !op->rdma.retried) {
+			if (!op->rdma.redo)
 				t->redone++;
-			op->redo = true;
+			op->rdma.redo = true;
 		}
-		else if (err && !op->error)
-			op->error = err;
+		else if (err && !op->rdma.error)
+			op->rdma.error = err;
 		op_settle(t, op);
 	}
 }
@@ -705,7 +705,7 @@ static void stage(struct rdma *t, struct rqp *q, struct xop *op,
 	};
 	*sge = (struct ibv_sge){
 		.addr = (uint64_t)(uintptr_t)op->local->map + op->local_off +
-			op->posted,
+			op->rdma.posted,
 		.length = len,
 		.lkey = lkey,
 	};
@@ -716,7 +716,7 @@ static void stage(struct rdma *t, struct rqp *q, struct xop *op,
 		.opcode = read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
 		.wr.rdma = {
 			.remote_addr = op->remote->rdma->addr + tok->offset +
-				       op->remote_off + op->posted,
+				       op->remote_off + op->rdma.posted,
 			.rkey = rkey,
 		},
 	};
@@ -727,8 +727,8 @@ static void stage(struct rdma *t, struct rqp *q, struct xop *op,
 		q->since_signal = 0;
 	}
 	q->nstaged++;
-	op->posted += len;
-	op->wrs++;
+	op->rdma.posted += len;
+	op->rdma.wrs++;
 	t->dev[q->dev].outstanding++;
 	t->outstanding++;
 	atomic_fetch_add_explicit(&q->outstanding, 1, memory_order_relaxed);
@@ -782,18 +782,18 @@ static void fail_pair(struct rdma *t, struct rpeer *p, size_t i, int err)
 			qp_fail(t, p->out[i][s], err);
 }
 
-/* op cannot go by RDMA after all: TCP moves it if nothing of it went
- * out yet, else it fails.  Either way it is no longer this
+/* op cannot go by RDMA after all: handed back (TCP moves it) if
+ * nothing of it went out yet, else it fails.  Either way it is no longer this
  * transport's to touch. */
 static void to_tcp_or_fail(struct rdma *t, struct xop *op)
 {
-	if (op->posted || op->wrs || op->error) {
+	if (op->rdma.posted || op->rdma.wrs || op->rdma.error) {
 		op_fail(t, op, -EIO);
 		return;
 	}
 	dequeue(t, op);
-	op->path = XFER_PATH_TCP;
-	linkset_submit(t->links, op);
+	/* The executor offers it to the next route. */
+	t->hooks.reroute(t->hooks.arg, op);
 }
 
 /* Some queue pair toward p is still on its way: posting now would put
@@ -834,7 +834,7 @@ static void pump(struct rdma *t)
 		if (connecting(t, p))
 			continue;
 		bool gone = false;
-		while (op->posted < op->len) {
+		while (op->rdma.posted < op->len) {
 			struct rqp *q = next_qp(t, p);
 			uint32_t lkey, rkey;
 			if (!q) {
@@ -848,11 +848,11 @@ static void pump(struct rdma *t)
 				gone = true;
 				break;
 			}
-			uint64_t left = op->len - op->posted;
+			uint64_t left = op->len - op->rdma.posted;
 			uint64_t len = left < t->cfg.stripe ? left : t->cfg.stripe;
 			stage(t, q, op, lkey, rkey, (uint32_t)len);
 		}
-		if (!gone && op->posted == op->len)
+		if (!gone && op->rdma.posted == op->len)
 			dequeue(t, op);
 	}
 	flush(t);
@@ -982,13 +982,13 @@ static void rdma_submit(void *impl, struct xop *op)
 	struct rdma *t = impl;
 
 	op->path = XFER_PATH_RDMA;
-	op->posted = 0;
-	op->wrs = 0;
-	op->error = 0;
-	op->cancelled = false;
-	op->redo = false;
-	op->retried = false;
-	op->queued = true;
+	op->rdma.posted = 0;
+	op->rdma.wrs = 0;
+	op->rdma.error = 0;
+	op->rdma.cancelled = false;
+	op->rdma.redo = false;
+	op->rdma.retried = false;
+	op->rdma.queued = true;
 	TAILQ_INSERT_TAIL(&t->waiting, op, q);
 	t->submitted = true;  /* posted by rdma_poll, after the drain */
 }
@@ -996,9 +996,9 @@ static void rdma_submit(void *impl, struct xop *op)
 /* Collect op (once) for ending with an error after the walk. */
 static void collect(struct rdma *t, struct xop_list *l, struct xop *op)
 {
-	if (op->cancelled)
+	if (op->rdma.cancelled)
 		return;
-	op->cancelled = true;
+	op->rdma.cancelled = true;
 	dequeue(t, op);
 	TAILQ_INSERT_TAIL(l, op, q);
 }
@@ -1022,7 +1022,7 @@ static void rdma_cancel_client(void *impl, const struct prog_client *pc)
 						&q->ring[k % RDMA_QP_DEPTH];
 					if (!e->op || e->op->pc != pc)
 						continue;
-					e->op->wrs--;
+					e->op->rdma.wrs--;
 					collect(t, &l, e->op);
 					e->op = NULL;
 				}
@@ -1082,7 +1082,7 @@ static bool rdma_expire(void *impl, uint64_t now)
 						any = true;
 						break;
 					}
-					e->op->wrs--;
+					e->op->rdma.wrs--;
 					collect(t, &late, e->op);
 					e->op = NULL;
 				}
@@ -1094,9 +1094,9 @@ static bool rdma_expire(void *impl, uint64_t now)
 	}
 	while ((op = TAILQ_FIRST(&late))) {
 		TAILQ_REMOVE(&late, op, q);
-		op->cancelled = false;
-		if (!op->error)
-			op->error = -ETIMEDOUT;
+		op->rdma.cancelled = false;
+		if (!op->rdma.error)
+			op->rdma.error = -ETIMEDOUT;
 		op_settle(t, op);
 		any = true;
 	}
@@ -1105,13 +1105,6 @@ static bool rdma_expire(void *impl, uint64_t now)
 	return any;
 }
 
-const struct transport_ops rdma_transport_ops = {
-	.name = "rdma",
-	.accepts = rdma_accepts,
-	.submit = rdma_submit,
-	.cancel_client = rdma_cancel_client,
-	.expire = rdma_expire,
-};
 
 /* --- peers coming and going --- */
 
@@ -1393,3 +1386,90 @@ void rdma_destroy(struct rdma *t)
 	}
 	free(t);
 }
+
+/* --- as a transport (transport.h) --- */
+
+static bool tr_poll(void *impl)
+{
+	return rdma_poll(impl);
+}
+
+static bool tr_arm(void *impl)
+{
+	return rdma_arm(impl);
+}
+
+static void tr_peer_up(void *impl, const struct peer_info *peer)
+{
+	rdma_peer_up(impl, peer->id, peer->gen, peer->name, peer->rails,
+		     peer->nrails);
+}
+
+static void tr_peer_down(void *impl, const uint8_t id[LINK_ID_LEN],
+			 uint64_t gen, int err)
+{
+	rdma_peer_down(impl, id, gen, err);
+}
+
+static bool tr_frame(void *impl, const uint8_t id[LINK_ID_LEN],
+		     const Xfer__Peer__PeerMsg *m)
+{
+	if (m->body_case != XFER__PEER__PEER_MSG__BODY_QP_CONNECT &&
+	    m->body_case != XFER__PEER__PEER_MSG__BODY_QP_ACCEPT)
+		return false;
+	rdma_on_frame(impl, id, m);
+	return true;
+}
+
+/* The region's NIC registration, for a peer's one-sided access: its
+ * address in xferd and an rkey per device (0: not registered there). */
+static bool tr_describe(void *impl, const struct region *r,
+			Xfer__Peer__RdmaMemory *out, uint32_t *keys,
+			size_t max_keys)
+{
+	int n = rdma_dev_count();
+	bool any = false;
+	(void)impl;
+
+	if ((size_t)n > max_keys)
+		n = (int)max_keys;
+	for (int d = 0; d < n; d++) {
+		keys[d] = 0;
+		any |= rdma_mr_keys(r, d, NULL, &keys[d]);
+	}
+	if (!any)
+		return false;
+	out->addr = (uint64_t)(uintptr_t)r->map;
+	out->rkeys = keys;
+	out->n_rkeys = (size_t)n;
+	return true;
+}
+
+static void tr_set_cfg(void *impl, const struct transport_cfg *cfg)
+{
+	rdma_set_cfg(impl, &(struct rdma_cfg){ .qps = cfg->rdma_qps,
+					       .stripe = cfg->rdma_stripe });
+}
+
+static void tr_destroy(void *impl)
+{
+	rdma_destroy(impl);
+}
+
+const struct transport_ops rdma_transport_ops = {
+	.version = TRANSPORT_OPS_VERSION,
+	.name = "rdma",
+	.accepts = rdma_accepts,
+	.submit = rdma_submit,
+	.cancel_client = rdma_cancel_client,
+	.expire = rdma_expire,
+	.poll = tr_poll,
+	.arm = tr_arm,
+	.needs_loop = transport_stub_needs_loop,
+	.peer_up = tr_peer_up,
+	.peer_down = tr_peer_down,
+	.frame = tr_frame,
+	.describe = tr_describe,
+	.set_cfg = tr_set_cfg,
+	.destroy = tr_destroy,
+};

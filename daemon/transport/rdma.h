@@ -39,7 +39,7 @@
 #include <stdint.h>
 
 #include "peer/netaddr.h"
-#include "transport/tcp.h"
+#include "transport/link.h"
 #include "transport/transport.h"
 
 #define RDMA_QP_DEPTH      256   /* work requests a queue pair holds */

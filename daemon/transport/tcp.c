@@ -1,10 +1,12 @@
 /*
- * tcp.c - the TCP data path between xferds, in the progress thread.
+ * tcp.c - the TCP data path between xferds, in the progress thread: the
+ * meaning of the data frames on a link (link.c carries them).
  *
- * This file is long (about 1450 lines) because both ends of every frame
- * type live here: what this xferd sends for its clients' descriptors and
- * what it does with the same frames from the peer.  Keeping the two
- * halves of the protocol side by side is what makes it reviewable.
+ * This file is long (about 900 lines) because both ends of every data
+ * frame type live here: what this xferd sends for its clients'
+ * descriptors and what it does with the same frames from the peer.
+ * Keeping the two halves of the protocol side by side is what makes it
+ * reviewable.
  *
  * Per link:
  *   sendq   operations with frames still to queue, served round-robin
@@ -13,8 +15,8 @@
  *   serveq  reads the peer asked of us, served the same way;
  *   hash    operations with frames on the wire, awaiting their end.
  * A frame's payload from a memfd region goes to the socket by reference
- * (no copy in xferd); incoming payloads are copied once, from libevent's
- * buffer into the region.
+ * (no copy in xferd); incoming payloads are copied once, from the
+ * socket or libevent's buffer into the region.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -27,172 +29,13 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "log.h"
-#include "peer.pb-c.h"
-#include "transport/rdma_dev.h"
-#include "transport/rdma_mr.h"
-#include "mem/region.h"
-#include "transport/tcp.h"
 #include "engine/thread_stats.h"
-#include "common/wire.h"
+#include "log.h"
+#include "mem/region.h"
+#include "transport/link_int.h"
 #include "xfer_ring.h"
-#include "engine/xop.h"
-
-#define FRAME_PREFIX 8u                /* u32 header len, u32 payload len */
-#define OUT_HIGH     (4u << 20)        /* stop queueing frames above this */
-#define OUT_LOW      (1u << 20)        /* and start again below this */
-#define OP_HASH      1024u
-#define SINGLE_IO    (1u << 20)        /* bytes per write call */
-#define SMALL_PAYLOAD 4096u            /* copied rather than referenced */
-#define OUT_CAP      (4 * OUT_HIGH)    /* stop reading the peer above this */
-#define READS_PER_CALL 32
-#define RXBUF        (FRAME_PREFIX + PEER_MAX_HEADER + (256u << 10))
-#define MAX_IOV      64
-
-struct rpeer;
-
-/* Where the payload of the frame being received goes, and what to do
- * once it is all there. */
-struct rx_sink {
-	bool active;
-	uint64_t left;               /* payload bytes still to come */
-	uint64_t len;                /* of the whole payload */
-	struct region *r;            /* a reference; NULL: drop the bytes */
-	uint64_t off;                /* of the next byte in r */
-	int err;                     /* first failure to land the bytes */
-	bool is_write;               /* else ReadData of ours */
-	uint64_t op;                 /* the peer's (write) */
-	bool last, notify;
-	uint64_t notify_value, total;
-	struct xop *xop;             /* ReadData: ours; NULL once it ended */
-};
-
-/* A read the peer asked of one of our regions. */
-struct serve {
-	uint64_t op;
-	struct region *r;            /* a reference */
-	uint64_t off;                /* in the region */
-	uint64_t len, done;
-	TAILQ_ENTRY(serve) q;
-};
-TAILQ_HEAD(serve_list, serve);
-
-struct link {
-	struct linkset *ls;
-	struct rpeer *peer;
-	uint64_t gen;                /* the main thread's name for it */
-	bool read_paused;            /* backpressure: the peer reads too slowly */
-	struct bufferevent *bev;
-	struct link_stats *stats;
-	uint64_t next_id;
-	struct xop_list sendq;
-	struct xop *hash[OP_HASH];
-	struct serve_list serveq;
-	bool serve_turn;             /* alternate sendq and serveq */
-	/* Incoming writes that failed: their remaining chunks are dropped
-	 * until their last chunk or an Abort. */
-	uint64_t *failed;
-	size_t nfailed, capfailed;
-	/* The last token whose key checked out (see regtab_resolve_token). */
-	struct token verified;
-	bool have_verified;
-	uint64_t last_rx_ns;
-	struct event *tick;
-
-	/* Receiving is done here, not by the bufferevent: payloads go from
-	 * the socket straight into the region (one copy, by the kernel). */
-	int fd;
-	struct event *ev_read;
-	uint8_t *rxbuf;              /* headers and small payloads */
-	size_t rx_off, rx_len;       /* unparsed bytes: [rx_off, rx_len) */
-	struct rx_sink sink;         /* the payload being received */
-	struct link *next_dead;      /* failed, waiting to be freed */
-};
-
-/* Another xferd as the progress thread knows it. */
-struct rpeer {
-	uint8_t id[LINK_ID_LEN];
-	struct link *link;           /* NULL until attached */
-	struct xop_list pending;     /* waiting for a link */
-	bool asked;                  /* need_peer sent, no answer yet */
-	struct rpeer *next;
-};
-
-struct linkset {
-	struct event_base *base;
-	struct regtab *regs;
-	struct linkset_cfg cfg;
-	struct linkset_hooks hooks;
-	struct rpeer *peers;
-	size_t nlinks;
-	uint64_t events;
-	/* Failed links are freed from the event loop (see fail_link). */
-	struct link *dead;
-	struct event *ev_reap;
-};
-
-static void fail_link(struct link *l, int err, const char *why);
-static void fill(struct link *l);
-
-/* --- frames --- */
-
-/* Frames carry lengths in the host's order: the supported hosts (x86-64,
- * arm64) are little-endian, which is what the protocol specifies. */
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-	       "peer frame lengths are little-endian");
-
-int link_frame_header(const ProtobufCMessage *msg, uint32_t payload_len,
-		      uint8_t *out)
-{
-	size_t hlen = protobuf_c_message_get_packed_size(msg);
-
-	if (hlen > PEER_MAX_HEADER || payload_len > PEER_MAX_PAYLOAD)
-		return -EMSGSIZE;
-	uint32_t h = (uint32_t)hlen, p = payload_len;
-	memcpy(out, &h, 4);      /* little-endian hosts only (x86, arm64) */
-	memcpy(out + 4, &p, 4);
-	protobuf_c_message_pack(msg, out + FRAME_PREFIX);
-	return (int)(FRAME_PREFIX + hlen);
-}
-
-/*
- * Queue bytes for the peer.  With nothing else queued they go to the
- * socket at once: a small frame then leaves now, not on the event loop's
- * next turn (latency); whatever does not fit follows through the
- * bufferevent, behind them, so the order on the wire is kept.
- */
-static int queue_bytes(struct link *l, const uint8_t *p, size_t n)
-{
-	struct evbuffer *out = bufferevent_get_output(l->bev);
-
-	if (evbuffer_get_length(out) == 0) {
-		ssize_t k;
-		do
-			k = send(l->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-		while (k < 0 && errno == EINTR);
-		if (k > 0) {
-			p += k;
-			n -= (size_t)k;
-		}
-		/* Errors surface on the bufferevent's next write. */
-	}
-	return n && evbuffer_add(out, p, n) ? -ENOMEM : 0;
-}
-
-/* Queue a frame without payload (or whose payload the caller adds). */
-static int put_msg(struct link *l, Xfer__Peer__PeerMsg *m, uint32_t payload)
-{
-	uint8_t buf[FRAME_PREFIX + 1024];
-	m->proto_version = XFER_PROTO_VERSION;
-	/* Control headers are small; a 1 KiB stack buffer holds them. */
-	if (protobuf_c_message_get_packed_size(&m->base) > sizeof(buf) - FRAME_PREFIX)
-		return -EMSGSIZE;
-	int n = link_frame_header(&m->base, payload, buf);
-	if (n < 0)
-		return n;
-	stat_add(&l->stats->bytes_tx, (uint64_t)n);
-	return queue_bytes(l, buf, (size_t)n);
-}
+#include "mem/cma.h"
+#include "transport/tcp.h"
 
 static void target_from(const struct token *t, Xfer__Peer__Target *out)
 {
@@ -262,56 +105,37 @@ static int resolve_data(struct link *l, const struct token *tok, uint64_t at,
 	return err;
 }
 
-/* --- operations: bookkeeping --- */
-
-static struct rpeer *find_peer(struct linkset *ls, const uint8_t *id,
-			       bool create)
-{
-	struct rpeer *rp;
-
-	for (rp = ls->peers; rp; rp = rp->next)
-		if (memcmp(rp->id, id, LINK_ID_LEN) == 0)
-			return rp;
-	if (!create || !(rp = calloc(1, sizeof(*rp))))
-		return NULL;
-	memcpy(rp->id, id, LINK_ID_LEN);
-	TAILQ_INIT(&rp->pending);
-	rp->next = ls->peers;
-	ls->peers = rp;
-	return rp;
-}
-
 static void hash_add(struct link *l, struct xop *op)
 {
-	struct xop **b = &l->hash[op->id % OP_HASH];
+	struct xop **b = &l->hash[op->tcp.id % OP_HASH];
 
-	op->hnext = *b;
+	op->tcp.hnext = *b;
 	*b = op;
-	op->in_hash = true;
+	op->tcp.in_hash = true;
 }
 
 static struct xop *hash_find(struct link *l, uint64_t id)
 {
 	struct xop *op = l->hash[id % OP_HASH];
 
-	while (op && op->id != id)
-		op = op->hnext;
+	while (op && op->tcp.id != id)
+		op = op->tcp.hnext;
 	return op;
 }
 
 static void hash_del(struct link *l, struct xop *op)
 {
-	struct xop **pp = &l->hash[op->id % OP_HASH];
+	struct xop **pp = &l->hash[op->tcp.id % OP_HASH];
 
 	while (*pp != op)
-		pp = &(*pp)->hnext;
-	*pp = op->hnext;
-	op->in_hash = false;
+		pp = &(*pp)->tcp.hnext;
+	*pp = op->tcp.hnext;
+	op->tcp.in_hash = false;
 }
 
 static bool in_sendq(const struct xop *op)
 {
-	return !op->sent_all;
+	return !op->tcp.sent_all;
 }
 
 /* End op: out of every list of l, Abort if the peer holds half of it. */
@@ -328,18 +152,18 @@ static void op_end(struct linkset *ls, struct link *l, struct xop *op,
 		}
 		if (in_sendq(op))
 			TAILQ_REMOVE(&l->sendq, op, q);
-		if (op->in_hash) {
+		if (op->tcp.in_hash) {
 			hash_del(l, op);
 			/* The peer saw part of it and will not see the end. */
 			if (result < 0 && l->bev &&
-			    (op->opcode == XFER_OP_READ || op->done < op->len ||
-			     !op->sent_all)) {
+			    (op->opcode == XFER_OP_READ || op->tcp.done < op->len ||
+			     !op->tcp.sent_all)) {
 				Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 				Xfer__Peer__Abort a = XFER__PEER__ABORT__INIT;
-				a.op = op->id;
+				a.op = op->tcp.id;
 				m.body_case = XFER__PEER__PEER_MSG__BODY_ABORT;
 				m.abort = &a;
-				put_msg(l, &m, 0);
+				link_put_msg(l, &m, 0);
 			}
 		}
 		stat_add(result < 0 ? &l->stats->errors : &l->stats->ops, 1);
@@ -348,13 +172,13 @@ static void op_end(struct linkset *ls, struct link *l, struct xop *op,
 }
 
 /* Fail everything of a peer that waits for a link. */
-static void fail_pending(struct linkset *ls, struct rpeer *rp, int err)
+void tcp_fail_pending(struct linkset *ls, struct rpeer *rp, int err)
 {
 	struct xop *op;
 
 	while ((op = TAILQ_FIRST(&rp->pending))) {
 		TAILQ_REMOVE(&rp->pending, op, q);
-		op->sent_all = true;  /* not in any sendq */
+		op->tcp.sent_all = true;  /* not in any sendq */
 		ls->hooks.op_done(ls->hooks.arg, op, err);
 	}
 	rp->asked = false;
@@ -375,15 +199,10 @@ static int add_cma(struct evbuffer *out, const struct region *r,
 	for (int i = 0; i < n && done < len; i++) {
 		size_t take = v[i].iov_len < len - done ? v[i].iov_len
 							 : (size_t)(len - done);
-		struct iovec local = { .iov_base = v[i].iov_base, .iov_len = take };
-		struct iovec remote = {
-			.iov_base = (void *)(uintptr_t)(r->addr + off + done),
-			.iov_len = take };
-		if (!region_cma_alive(r))
-			return -ESRCH;
-		ssize_t got = process_vm_readv(r->pid, &local, 1, &remote, 1, 0);
-		if (got != (ssize_t)take)
-			return got < 0 ? -errno : -EFAULT;
+		int64_t got = cma_copy(r, false, v[i].iov_base, off + done,
+				       take);
+		if (got < 0)
+			return (int)got;
 		v[i].iov_len = take;
 		done += take;
 	}
@@ -438,7 +257,7 @@ static int put_payload(struct link *l, struct region *r, uint64_t off,
 	if (len == 0)
 		return 0;
 	if (len <= SMALL_PAYLOAD)
-		return queue_bytes(l, (const uint8_t *)r->map + off, len);
+		return link_queue_bytes(l, (const uint8_t *)r->map + off, len);
 	region_get(r);
 	if (evbuffer_add_reference(out, (char *)r->map + off, len, unref_region,
 				   r)) {
@@ -458,25 +277,25 @@ static bool send_frame(struct link *l, struct xop *op)
 
 	/* In the hash before any frame: if the link fails while we queue,
 	 * failing the link ends this operation too. */
-	if (!op->in_hash)
+	if (!op->tcp.in_hash)
 		hash_add(l, op);
 	switch (op->opcode) {
 	case XFER_OP_WRITE: {
 		Xfer__Peer__WriteChunk w = XFER__PEER__WRITE_CHUNK__INIT;
-		uint64_t n = op->len - op->done;
+		uint64_t n = op->len - op->tcp.done;
 		if (n > l->ls->cfg.tcp_chunk)
 			n = l->ls->cfg.tcp_chunk;
-		w.op = op->id;
+		w.op = op->tcp.id;
 		w.target = &t;
-		w.at = op->remote_off + op->done;
-		w.last = op->done + n == op->len;
+		w.at = op->remote_off + op->tcp.done;
+		w.last = op->tcp.done + n == op->len;
 		w.notify = op->notify && w.last;
 		w.notify_value = op->notify_value;
 		w.total = op->len;
 		m.body_case = XFER__PEER__PEER_MSG__BODY_WRITE;
 		m.write = &w;
 		struct evbuffer *staged;
-		int err = stage_payload(op->local, op->local_off + op->done, n,
+		int err = stage_payload(op->local, op->local_off + op->tcp.done, n,
 					&staged);
 		if (err) {
 			op_end(l->ls, l, op, err);  /* its client's memory */
@@ -484,45 +303,45 @@ static bool send_frame(struct link *l, struct xop *op)
 		}
 		/* Header, then payload: a failure between them would leave
 		 * the stream out of step, so it ends the link. */
-		if (put_msg(l, &m, (uint32_t)n) ||
-		    put_payload(l, op->local, op->local_off + op->done, n,
+		if (link_put_msg(l, &m, (uint32_t)n) ||
+		    put_payload(l, op->local, op->local_off + op->tcp.done, n,
 				staged)) {
-			fail_link(l, -ENOMEM, "cannot queue a frame");
+			link_fail(l, -ENOMEM, "cannot queue a frame");
 			return false;
 		}
-		op->done += n;
-		op->sent_all = w.last;
+		op->tcp.done += n;
+		op->tcp.sent_all = w.last;
 		stat_add(&l->stats->bytes_tx, n);
 		break;
 	}
 	case XFER_OP_READ: {
 		Xfer__Peer__ReadRequest r = XFER__PEER__READ_REQUEST__INIT;
-		r.op = op->id;
+		r.op = op->tcp.id;
 		r.source = &t;
 		r.at = op->remote_off;
 		r.length = op->len;
 		m.body_case = XFER__PEER__PEER_MSG__BODY_READ;
 		m.read = &r;
-		if (put_msg(l, &m, 0)) {
-			fail_link(l, -ENOMEM, "cannot queue a frame");
+		if (link_put_msg(l, &m, 0)) {
+			link_fail(l, -ENOMEM, "cannot queue a frame");
 			return false;
 		}
-		op->sent_all = true;
+		op->tcp.sent_all = true;
 		break;
 	}
 	case XFER_OP_NOTIFY: {
 		Xfer__Peer__Notify nt = XFER__PEER__NOTIFY__INIT;
-		nt.op = op->id;
+		nt.op = op->tcp.id;
 		nt.target = &t;
 		nt.value = op->notify_value;
 		nt.bytes = op->notify_bytes;
 		m.body_case = XFER__PEER__PEER_MSG__BODY_NOTIFY;
 		m.notify = &nt;
-		if (put_msg(l, &m, 0)) {
-			fail_link(l, -ENOMEM, "cannot queue a frame");
+		if (link_put_msg(l, &m, 0)) {
+			link_fail(l, -ENOMEM, "cannot queue a frame");
 			return false;
 		}
-		op->sent_all = true;
+		op->tcp.sent_all = true;
 		break;
 	}
 	}
@@ -549,7 +368,7 @@ static void read_data(struct link *l, uint64_t op, uint64_t at, bool last,
 	d.result = result;
 	m.body_case = XFER__PEER__PEER_MSG__BODY_READ_DATA;
 	m.read_data = &d;
-	put_msg(l, &m, payload);
+	link_put_msg(l, &m, payload);
 }
 
 /* One ReadData frame of s; true when s is finished (and freed). */
@@ -572,7 +391,7 @@ static bool serve_frame(struct link *l, struct serve *s)
 	read_data(l, s->op, s->done, last, (int64_t)n, (uint32_t)n);
 	if (put_payload(l, s->r, s->off + s->done, n, staged)) {
 		serve_free(s);
-		fail_link(l, -ENOMEM, "cannot queue a frame");
+		link_fail(l, -ENOMEM, "cannot queue a frame");
 		return true;
 	}
 	s->done += n;
@@ -584,7 +403,7 @@ static bool serve_frame(struct link *l, struct serve *s)
 }
 
 /* Queue frames round-robin until the output buffer is full enough. */
-static void fill(struct link *l)
+void tcp_fill(struct link *l)
 {
 	struct evbuffer *out;
 
@@ -602,19 +421,19 @@ static void fill(struct link *l)
 			continue;
 		}
 		TAILQ_REMOVE(&l->sendq, op, q);
-		op->sent_all = true;  /* out of the queue while we look */
+		op->tcp.sent_all = true;  /* out of the queue while we look */
 		if (!send_frame(l, op))
 			continue;  /* op ended (or the link: bev is NULL) */
-		if (!op->sent_all)
+		if (!op->tcp.sent_all)
 			TAILQ_INSERT_TAIL(&l->sendq, op, q);
 	}
 }
 
-static void start_op(struct link *l, struct xop *op)
+static void tcp_start_op(struct link *l, struct xop *op)
 {
-	op->id = ++l->next_id;
-	op->done = 0;
-	op->sent_all = false;
+	op->tcp.id = ++l->next_id;
+	op->tcp.done = 0;
+	op->tcp.sent_all = false;
 	TAILQ_INSERT_TAIL(&l->sendq, op, q);
 }
 
@@ -662,7 +481,7 @@ static void write_ack(struct link *l, uint64_t op, int64_t result)
 	a.result = result;
 	m.body_case = XFER__PEER__PEER_MSG__BODY_WRITE_ACK;
 	m.write_ack = &a;
-	put_msg(l, &m, 0);
+	link_put_msg(l, &m, 0);
 }
 
 /* The payload of the current frame goes to region r at off (r NULL:
@@ -681,24 +500,17 @@ static void sink_start(struct link *l, uint32_t plen, struct region *r,
 }
 
 /* n bytes of payload from p. */
-static void sink_put(struct rx_sink *k, const uint8_t *p, size_t n)
+void tcp_sink_put(struct rx_sink *k, const uint8_t *p, size_t n)
 {
 	if (k->r && !k->err) {
 		if (k->r->kind == REGION_MEMFD) {
 			memcpy((char *)k->r->map + k->off, p, n);
 		} else if (!bytes_reachable(k->r)) {
 			k->err = -ENOTSUP;
-		} else if (!region_cma_alive(k->r)) {
-			k->err = -ESRCH;
 		} else {
-			struct iovec local = { .iov_base = (void *)p, .iov_len = n };
-			struct iovec remote = {
-				.iov_base = (void *)(uintptr_t)(k->r->addr + k->off),
-				.iov_len = n };
-			ssize_t put = process_vm_writev(k->r->pid, &local, 1,
-							&remote, 1, 0);
-			if (put != (ssize_t)n)
-				k->err = put < 0 ? -errno : -EFAULT;
+			int64_t put = cma_copy(k->r, true, (void *)p, k->off, n);
+			if (put < 0)
+				k->err = (int)put;
 		}
 	}
 	k->off += n;
@@ -706,7 +518,7 @@ static void sink_put(struct rx_sink *k, const uint8_t *p, size_t n)
 }
 
 /* The whole payload is in: acknowledge, notify, end our read. */
-static void sink_finish(struct link *l)
+void tcp_sink_finish(struct link *l)
 {
 	struct rx_sink *k = &l->sink;
 
@@ -719,7 +531,7 @@ static void sink_finish(struct link *l)
 		} else if (k->err) {
 			write_ack(l, k->op, k->err);
 			if (!k->last && remember_failed(l, k->op))
-				fail_link(l, -EPROTO, "too many failed writes");
+				link_fail(l, -EPROTO, "too many failed writes");
 		} else if (k->last) {
 			write_ack(l, k->op, (int64_t)k->total);
 			if (k->notify)
@@ -729,7 +541,7 @@ static void sink_finish(struct link *l)
 		}
 	} else if (k->xop) {
 		struct xop *op = k->xop;
-		op->done += k->len;
+		op->tcp.done += k->len;
 		if (k->err)
 			op_end(l->ls, l, op, k->err);  /* our client's memory went */
 		else if (k->last)
@@ -741,7 +553,7 @@ static void sink_finish(struct link *l)
 }
 
 /* A WriteChunk of the peer; its plen payload bytes follow. */
-static int on_write(struct link *l, const Xfer__Peer__WriteChunk *w,
+int tcp_on_write(struct link *l, const Xfer__Peer__WriteChunk *w,
 		    uint32_t plen)
 {
 	struct token tok;
@@ -767,7 +579,7 @@ static int on_write(struct link *l, const Xfer__Peer__WriteChunk *w,
 	return 0;
 }
 
-static int on_read_request(struct link *l, const Xfer__Peer__ReadRequest *rq)
+int tcp_on_read_request(struct link *l, const Xfer__Peer__ReadRequest *rq)
 {
 	struct token tok;
 	struct region *r;
@@ -795,7 +607,7 @@ static int on_read_request(struct link *l, const Xfer__Peer__ReadRequest *rq)
 }
 
 /* Payload of a read of ours follows. */
-static int on_read_data(struct link *l, const Xfer__Peer__ReadData *d,
+int tcp_on_read_data(struct link *l, const Xfer__Peer__ReadData *d,
 			uint32_t plen)
 {
 	struct xop *op = hash_find(l, d->op);
@@ -812,16 +624,16 @@ static int on_read_data(struct link *l, const Xfer__Peer__ReadData *d,
 		op_end(l->ls, l, op, d->result);
 		return 0;
 	}
-	if (d->at != op->done || plen > op->len - op->done ||
-	    (uint64_t)d->result != plen || (d->last && op->done + plen != op->len))
+	if (d->at != op->tcp.done || plen > op->len - op->tcp.done ||
+	    (uint64_t)d->result != plen || (d->last && op->tcp.done + plen != op->len))
 		return -EPROTO;
 	region_get(op->local);
 	l->sink.xop = op;
-	sink_start(l, plen, op->local, op->local_off + op->done, 0);
+	sink_start(l, plen, op->local, op->local_off + op->tcp.done, 0);
 	return 0;
 }
 
-static int on_ack(struct link *l, const Xfer__Peer__WriteAck *a)
+int tcp_on_ack(struct link *l, const Xfer__Peer__WriteAck *a)
 {
 	struct xop *op = hash_find(l, a->op);
 
@@ -829,13 +641,13 @@ static int on_ack(struct link *l, const Xfer__Peer__WriteAck *a)
 		return 0;  /* ended already (deadline) */
 	if (op->opcode == XFER_OP_READ)
 		return -EPROTO;
-	if (a->result >= 0 && !op->sent_all)
+	if (a->result >= 0 && !op->tcp.sent_all)
 		return -EPROTO;  /* success before the last chunk */
 	op_end(l->ls, l, op, a->result >= 0 ? (int64_t)op->len : a->result);
 	return 0;
 }
 
-static int on_notify(struct link *l, const Xfer__Peer__Notify *nt)
+int tcp_on_notify(struct link *l, const Xfer__Peer__Notify *nt)
 {
 	struct token tok;
 	struct region *r;
@@ -855,7 +667,7 @@ static int on_notify(struct link *l, const Xfer__Peer__Notify *nt)
 	return 0;
 }
 
-static void on_abort(struct link *l, uint64_t op)
+void tcp_on_abort(struct link *l, uint64_t op)
 {
 	forget_failed(l, op);
 	struct serve *s;
@@ -868,12 +680,12 @@ static void on_abort(struct link *l, uint64_t op)
 	}
 }
 
-static void on_check(struct link *l, const Xfer__Peer__CheckToken *c)
+void tcp_on_check(struct link *l, const Xfer__Peer__CheckToken *c)
 {
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__CheckReply rep = XFER__PEER__CHECK_REPLY__INIT;
 	Xfer__Peer__RdmaMemory mem = XFER__PEER__RDMA_MEMORY__INIT;
-	uint32_t rkeys[RDMA_DEV_MAX];
+	uint32_t rkeys[REGION_RDMA_KEYS];
 	struct token tok;
 	struct region *r;
 	uint64_t off;
@@ -886,502 +698,32 @@ static void on_check(struct link *l, const Xfer__Peer__CheckToken *c)
 						 &r, &off);
 	}
 	if (!rep.error) {
-		/* The region's NIC registration, for one-sided access. */
-		int n = rdma_dev_count();
-		bool any = false;
-		for (int d = 0; d < n && d < RDMA_DEV_MAX; d++) {
-			rkeys[d] = 0;
-			any |= rdma_mr_keys(r, d, NULL, &rkeys[d]);
-		}
-		if (any) {
-			mem.addr = (uint64_t)(uintptr_t)r->map;
-			mem.rkeys = rkeys;
-			mem.n_rkeys = (size_t)n;
+		/* How the other transports reach it (RDMA's rkeys). */
+		if (l->ls->hooks.describe(l->ls->hooks.arg, r, &mem, rkeys,
+					  REGION_RDMA_KEYS))
 			rep.rdma = &mem;
-		}
 		region_put(r);
 	}
 	m.body_case = XFER__PEER__PEER_MSG__BODY_CHECK_REPLY;
 	m.check_reply = &rep;
-	put_msg(l, &m, 0);
+	link_put_msg(l, &m, 0);
 }
 
-/*
- * One frame: its header, and plen payload bytes that follow (a handler
- * of a frame with payload sets up l->sink for them).
- * Returns 0 or -EPROTO (the peer broke the protocol: drop the link).
- */
-static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
-		    uint32_t plen, const char **why)
-{
-	Xfer__Peer__PeerMsg *m = xfer__peer__peer_msg__unpack(NULL, hlen, hdr);
-	int err = 0;
-
-	*why = "malformed frame";
-	if (!m)
-		return -EPROTO;
-	if (m->proto_version != XFER_PROTO_VERSION) {
-		*why = "protocol version mismatch";
-		err = -EPROTO;
-		goto out;
-	}
-	bool payload_ok = m->body_case == XFER__PEER__PEER_MSG__BODY_WRITE ||
-			  m->body_case == XFER__PEER__PEER_MSG__BODY_READ_DATA;
-	if (plen && !payload_ok) {
-		*why = "payload on a frame that has none";
-		err = -EPROTO;
-		goto out;
-	}
-	switch (m->body_case) {
-	case XFER__PEER__PEER_MSG__BODY_WRITE:
-		*why = "bad write (key, range or size)";
-		err = on_write(l, m->write, plen);
-		break;
-	case XFER__PEER__PEER_MSG__BODY_WRITE_ACK:
-		*why = "bad write acknowledgement";
-		err = on_ack(l, m->write_ack);
-		break;
-	case XFER__PEER__PEER_MSG__BODY_READ:
-		*why = "bad read request (key or range)";
-		err = on_read_request(l, m->read);
-		break;
-	case XFER__PEER__PEER_MSG__BODY_READ_DATA:
-		*why = "bad read data";
-		err = on_read_data(l, m->read_data, plen);
-		break;
-	case XFER__PEER__PEER_MSG__BODY_NOTIFY:
-		*why = "bad notify (key or range)";
-		err = on_notify(l, m->notify);
-		break;
-	case XFER__PEER__PEER_MSG__BODY_ABORT:
-		on_abort(l, m->abort->op);
-		break;
-	case XFER__PEER__PEER_MSG__BODY_CHECK:
-		on_check(l, m->check);
-		break;
-	case XFER__PEER__PEER_MSG__BODY_PING: {
-		Xfer__Peer__PeerMsg r = XFER__PEER__PEER_MSG__INIT;
-		Xfer__Peer__Pong pong = XFER__PEER__PONG__INIT;
-		pong.nonce = m->ping->nonce;
-		pong.sent_ns = m->ping->sent_ns;
-		r.body_case = XFER__PEER__PEER_MSG__BODY_PONG;
-		r.pong = &pong;
-		put_msg(l, &r, 0);
-		break;
-	}
-	case XFER__PEER__PEER_MSG__BODY_PONG:
-		if (m->pong->nonce == 0) {  /* our keepalive */
-			uint64_t now = now_ns();
-			if (m->pong->sent_ns && m->pong->sent_ns <= now)
-				atomic_store_explicit(&l->stats->rtt_ns,
-						      now - m->pong->sent_ns,
-						      memory_order_relaxed);
-			break;
-		}
-		/* an xferctl ping: answered on the main thread */
-		__attribute__((fallthrough));
-	case XFER__PEER__PEER_MSG__BODY_LOOKUP:
-	case XFER__PEER__PEER_MSG__BODY_LOOKUP_REPLY:
-	case XFER__PEER__PEER_MSG__BODY_CHECK_REPLY:
-		l->ls->hooks.ctl_frame(l->ls->hooks.arg, l->peer->id, hdr, hlen);
-		break;
-	case XFER__PEER__PEER_MSG__BODY_QP_CONNECT:
-	case XFER__PEER__PEER_MSG__BODY_QP_ACCEPT:
-		l->ls->hooks.rdma_frame(l->ls->hooks.arg, l->peer->id, m);
-		break;
-	case XFER__PEER__PEER_MSG__BODY_ERROR:
-		log_warnx("peer says: %s (%d)",
-			  m->error->reason ? m->error->reason : "",
-			  m->error->code);
-		*why = "peer closed the link with an error";
-		err = -EPROTO;
-		break;
-	default:
-		*why = "unexpected message on an established link";
-		err = -EPROTO;
-		break;
-	}
-out:
-	xfer__peer__peer_msg__free_unpacked(m, NULL);
-	return err;
-}
-
-/*
- * Parse what is buffered: frames, and payload bytes for the sink.
- * Returns false if the link failed.
- */
-static bool consume(struct link *l)
-{
-	const char *why = NULL;
-
-	for (;;) {
-		size_t have = l->rx_len - l->rx_off;
-		if (l->sink.active) {
-			size_t n = have < l->sink.left ? have : (size_t)l->sink.left;
-			sink_put(&l->sink, l->rxbuf + l->rx_off, n);
-			l->rx_off += n;
-			if (l->sink.left)
-				return true;  /* more payload to come */
-			sink_finish(l);
-			if (!l->bev)
-				return false;
-			continue;
-		}
-		uint32_t hlen, plen;
-		if (have < FRAME_PREFIX)
-			return true;
-		memcpy(&hlen, l->rxbuf + l->rx_off, 4);
-		memcpy(&plen, l->rxbuf + l->rx_off + 4, 4);
-		if (hlen == 0 || hlen > PEER_MAX_HEADER ||
-		    plen > PEER_MAX_PAYLOAD) {
-			fail_link(l, -EPROTO, "frame length out of bounds");
-			return false;
-		}
-		if (have < FRAME_PREFIX + (size_t)hlen)
-			return true;
-		const uint8_t *hdr = l->rxbuf + l->rx_off + FRAME_PREFIX;
-		l->rx_off += FRAME_PREFIX + hlen;
-		stat_add(&l->stats->bytes_rx, FRAME_PREFIX + hlen);
-		int err = dispatch(l, hdr, hlen, plen, &why);
-		if (err) {
-			fail_link(l, err, why);
-			return false;
-		}
-		if (!l->bev)
-			return false;
-		if (plen && !l->sink.active) {
-			fail_link(l, -EPROTO, "payload on a frame that has none");
-			return false;
-		}
-		if (l->sink.active && l->sink.left == 0) {
-			sink_finish(l);
-			if (!l->bev)
-				return false;
-		}
-	}
-}
-
-/* Big payloads into a memfd region skip the buffer: recv() lands them. */
-static bool direct_target(const struct link *l)
-{
-	const struct rx_sink *k = &l->sink;
-
-	return k->active && k->r && !k->err && k->r->kind == REGION_MEMFD &&
-	       l->rx_off == l->rx_len;
-}
-
-/*
- * Backpressure: a peer that sends but does not read (its replies and the
- * reads it asked for pile up here) is not read from until the output
- * buffer has drained.
- */
-static bool output_full(struct link *l)
-{
-	return evbuffer_get_length(bufferevent_get_output(l->bev)) > OUT_CAP;
-}
-
-static void on_fd_read(evutil_socket_t fd, short what, void *arg)
-{
-	struct link *l = arg;
-	(void)what;
-
-	l->ls->events++;
-	l->last_rx_ns = now_ns();
-	/* A bounded number of reads per call: the event is level-triggered
-	 * and fires again, and rings, timers and other links get their turn
-	 * in between. */
-	for (int round = 0; round < READS_PER_CALL; round++) {
-		if (!consume(l))
-			return;
-		if (output_full(l)) {
-			event_del(l->ev_read);
-			l->read_paused = true;
-			break;
-		}
-		uint8_t *dst;
-		size_t room;
-		bool direct = direct_target(l);
-		if (direct) {
-			dst = (uint8_t *)l->sink.r->map + l->sink.off;
-			room = (size_t)l->sink.left;
-		} else {
-			/* Keep the unparsed bytes at the front. */
-			if (l->rx_off) {
-				memmove(l->rxbuf, l->rxbuf + l->rx_off,
-					l->rx_len - l->rx_off);
-				l->rx_len -= l->rx_off;
-				l->rx_off = 0;
-			}
-			dst = l->rxbuf + l->rx_len;
-			room = RXBUF - l->rx_len;
-		}
-		ssize_t n = recv(fd, dst, room, 0);
-		if (n == 0) {
-			fail_link(l, -ECONNRESET, "connection closed by the peer");
-			return;
-		}
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			if (errno != EAGAIN)
-				fail_link(l, -ECONNRESET, "connection error");
-			break;
-		}
-		if (direct) {
-			l->sink.off += (uint64_t)n;
-			l->sink.left -= (uint64_t)n;
-		} else {
-			l->rx_len += (size_t)n;
-		}
-	}
-	fill(l);
-}
-
-static void on_writable(struct bufferevent *bev, void *arg)
-{
-	struct link *l = arg;
-	(void)bev;
-
-	l->ls->events++;
-	if (l->read_paused && !output_full(l)) {
-		l->read_paused = false;
-		if (event_add(l->ev_read, NULL)) {
-			fail_link(l, -ENOMEM, "cannot watch the socket");
-			return;
-		}
-	}
-	fill(l);
-}
-
-static void on_event(struct bufferevent *bev, short what, void *arg)
-{
-	struct link *l = arg;
-	(void)bev;
-
-	l->ls->events++;
-	if (what & BEV_EVENT_EOF)
-		fail_link(l, -ECONNRESET, "connection closed by the peer");
-	else if (what & BEV_EVENT_ERROR)
-		fail_link(l, -ECONNRESET, "connection error");
-}
-
-static void on_tick(evutil_socket_t fd, short what, void *arg)
-{
-	struct link *l = arg;
-	uint64_t now = now_ns();
-	(void)fd, (void)what;
-
-	if (now - l->last_rx_ns > 1000000ull * l->ls->cfg.peer_timeout_ms) {
-		fail_link(l, -ETIMEDOUT, "no traffic from the peer within peer_timeout_ms");
-		return;
-	}
-	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
-	Xfer__Peer__Ping ping = XFER__PEER__PING__INIT;
-	ping.sent_ns = now;
-	m.body_case = XFER__PEER__PEER_MSG__BODY_PING;
-	m.ping = &ping;
-	put_msg(l, &m, 0);
-}
-
-/* --- link life cycle --- */
-
-static void free_link(struct link *l)
-{
-	struct serve *s;
-
-	while ((s = TAILQ_FIRST(&l->serveq))) {
-		TAILQ_REMOVE(&l->serveq, s, q);
-		serve_free(s);
-	}
-	if (l->tick)
-		event_free(l->tick);
-	if (l->ev_read)
-		event_free(l->ev_read);
-	if (l->bev)
-		bufferevent_free(l->bev);
-	region_put(l->sink.r);
-	free(l->rxbuf);
-	free(l->failed);
-	free(l);
-}
-
-static void reap_dead(struct linkset *ls)
-{
-	while (ls->dead) {
-		struct link *l = ls->dead;
-		ls->dead = l->next_dead;
-		free_link(l);
-	}
-}
-
-static void on_reap(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd, (void)what;
-	reap_dead(arg);
-}
-
-/* Setting the link up failed half-way: take it back. */
-static void fail_link_setup(struct link *l)
-{
-	struct linkset *ls = l->ls;
-	struct rpeer *rp = l->peer;
-
-	rp->link = NULL;
-	ls->nlinks--;
-	fail_pending(ls, rp, -ENOMEM);
-	ls->hooks.link_down(ls->hooks.arg, rp->id, l->gen, -ENOMEM,
-			    "cannot set the link up");
-	free_link(l);
-}
-
-/*
- * The link is gone: every operation on it ends with err.  The struct
- * itself is freed from the event loop later, so that callers up the
- * stack may still look at l->bev (NULL now) after calling this.
- */
-static void fail_link(struct link *l, int err, const char *why)
-{
-	struct linkset *ls = l->ls;
-	struct rpeer *rp = l->peer;
-	char id[9];
-
-	if (!l->bev)
-		return;
-	snprintf(id, sizeof(id), "%02x%02x%02x%02x", rp->id[0], rp->id[1],
-		 rp->id[2], rp->id[3]);
-	log_info("link to %s: %s", id, why);
-	/* No more frames: Aborts are pointless now. */
-	event_free(l->ev_read);
-	l->ev_read = NULL;
-	bufferevent_free(l->bev);  /* closes the socket */
-	l->bev = NULL;
-	event_free(l->tick);
-	l->tick = NULL;
-	rp->link = NULL;
-	ls->nlinks--;
-	struct xop *op;
-	while ((op = TAILQ_FIRST(&l->sendq)))
-		op_end(ls, l, op, err);
-	for (unsigned b = 0; b < OP_HASH; b++)
-		while ((op = l->hash[b]))
-			op_end(ls, l, op, err);
-	fail_pending(ls, rp, err);
-	ls->hooks.link_down(ls->hooks.arg, rp->id, l->gen, err, why);
-	l->next_dead = ls->dead;
-	ls->dead = l;
-	event_active(ls->ev_reap, EV_TIMEOUT, 0);
-}
-
-void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
-		    uint64_t gen, struct link_stats *stats, const void *pending,
-		    size_t pending_len)
-{
-	struct rpeer *rp = find_peer(ls, id, true);
-	struct link *l = calloc(1, sizeof(*l));
-
-	if (!rp || !l) {
-		free(l);
-		close(fd);
-		/* The main thread must learn this link never came up. */
-		ls->hooks.link_down(ls->hooks.arg, id, gen, -ENOMEM,
-				    "out of memory");
-		return;
-	}
-	if (rp->link)  /* replaced: the peer evidently lost the old one */
-		fail_link(rp->link, -ECONNRESET, "replaced by a new link");
-	l->ls = ls;
-	l->peer = rp;
-	l->gen = gen;
-	l->stats = stats;
-	TAILQ_INIT(&l->sendq);
-	TAILQ_INIT(&l->serveq);
-	l->last_rx_ns = now_ns();
-	l->fd = fd;
-	l->rxbuf = pending_len <= RXBUF ? malloc(RXBUF) : NULL;
-	l->bev = bufferevent_socket_new(ls->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	l->tick = event_new(ls->base, -1, EV_PERSIST, on_tick, l);
-	l->ev_read = event_new(ls->base, fd, EV_READ | EV_PERSIST, on_fd_read,
-			       l);
-	struct timeval tv = { .tv_sec = ls->cfg.keepalive_ms / 1000,
-			      .tv_usec = (ls->cfg.keepalive_ms % 1000) * 1000 };
-	/* From here the link is the peer's: a failure goes through
-	 * fail_link, which undoes all of this and tells the main thread. */
-	rp->link = l;
-	rp->asked = false;
-	ls->nlinks++;
-	if (!l->bev) {
-		close(fd);
-		l->bev = NULL;
-	}
-	if (!l->bev || !l->tick || !l->ev_read || !l->rxbuf ||
-	    event_add(l->tick, &tv) || event_add(l->ev_read, NULL)) {
-		fail_link_setup(l);
-		return;
-	}
-	/* The bufferevent only writes; on_fd_read receives. */
-	bufferevent_setcb(l->bev, NULL, on_writable, on_event, l);
-	/* libevent writes 16 KiB per system call by default: far too
-	 * little for a link that moves megabyte chunks. */
-	bufferevent_set_max_single_write(l->bev, SINGLE_IO);
-	bufferevent_setwatermark(l->bev, EV_WRITE, OUT_LOW, 0);
-	bufferevent_disable(l->bev, EV_READ);
-	bufferevent_enable(l->bev, EV_WRITE);
-
-	struct xop *op;
-	while ((op = TAILQ_FIRST(&rp->pending))) {
-		TAILQ_REMOVE(&rp->pending, op, q);
-		start_op(l, op);
-	}
-	if (pending_len) {
-		memcpy(l->rxbuf, pending, pending_len);
-		l->rx_len = pending_len;
-	}
-	on_fd_read(fd, EV_READ, l);
-}
-
-void linkset_close(struct linkset *ls, const uint8_t id[LINK_ID_LEN], int err,
-		   const char *why)
-{
-	struct rpeer *rp = find_peer(ls, id, false);
-
-	if (!rp)
-		return;
-	if (rp->link)
-		fail_link(rp->link, err, why);
-	else
-		fail_pending(ls, rp, err);
-}
-
-void linkset_send_ctl(struct linkset *ls, const uint8_t id[LINK_ID_LEN],
-		      const uint8_t *msg, size_t len)
-{
-	struct rpeer *rp = find_peer(ls, id, false);
-	uint8_t prefix[FRAME_PREFIX];
-	uint32_t h = (uint32_t)len, p = 0;
-
-	if (!rp || !rp->link || len == 0 || len > PEER_MAX_HEADER)
-		return;
-	memcpy(prefix, &h, 4);
-	memcpy(prefix + 4, &p, 4);
-	queue_bytes(rp->link, prefix, sizeof(prefix));
-	queue_bytes(rp->link, msg, len);
-}
-
-void linkset_submit(struct linkset *ls, struct xop *op)
+static void linkset_submit(struct linkset *ls, struct xop *op)
 {
 	const struct token *tok = op->remote->remote;
-	struct rpeer *rp = find_peer(ls, tok->instance_id, true);
+	struct rpeer *rp = link_find_peer(ls, tok->instance_id, true);
 
 	if (!rp) {
 		ls->hooks.op_done(ls->hooks.arg, op, -ENOMEM);
 		return;
 	}
 	if (rp->link) {
-		start_op(rp->link, op);
-		fill(rp->link);
+		tcp_start_op(rp->link, op);
+		tcp_fill(rp->link);
 		return;
 	}
-	op->sent_all = true;  /* not in a send queue */
+	op->tcp.sent_all = true;  /* not in a send queue */
 	TAILQ_INSERT_TAIL(&rp->pending, op, q);
 	if (!rp->asked) {
 		rp->asked = true;
@@ -1423,7 +765,7 @@ static unsigned each_op(struct linkset *ls,
 		}
 		for (unsigned b = 0; b < OP_HASH; b++) {
 			for (op = l->hash[b]; op; op = next) {
-				next = op->hnext;
+				next = op->tcp.hnext;
 				if (want(op, arg)) {
 					op_end(ls, l, op, result);
 					n++;
@@ -1439,7 +781,7 @@ static bool of_client(const struct xop *op, const void *arg)
 	return op->pc == arg;
 }
 
-void linkset_cancel_client(struct linkset *ls, const struct prog_client *pc)
+static void linkset_cancel_client(struct linkset *ls, const struct prog_client *pc)
 {
 	each_op(ls, of_client, pc, -ECANCELED);
 }
@@ -1449,7 +791,7 @@ static bool expired(const struct xop *op, const void *arg)
 	return op->deadline_ns <= *(const uint64_t *)arg;
 }
 
-bool linkset_expire(struct linkset *ls, uint64_t now)
+static bool linkset_expire(struct linkset *ls, uint64_t now)
 {
 	bool any = each_op(ls, expired, &now, -ETIMEDOUT) > 0;
 
@@ -1461,58 +803,50 @@ bool linkset_expire(struct linkset *ls, uint64_t now)
 	return any;
 }
 
-bool linkset_active(const struct linkset *ls)
+/* --- the link's life, as it concerns data (link_int.h) --- */
+
+void tcp_peer_init(struct rpeer *rp)
 {
-	return ls->nlinks > 0;
+	TAILQ_INIT(&rp->pending);
 }
 
-uint64_t linkset_take_events(struct linkset *ls)
+void tcp_link_init(struct link *l)
 {
-	uint64_t n = ls->events;
-
-	ls->events = 0;
-	return n;
+	TAILQ_INIT(&l->sendq);
+	TAILQ_INIT(&l->serveq);
 }
 
-struct linkset *linkset_create(struct event_base *base, struct regtab *regs,
-			       const struct linkset_cfg *cfg,
-			       const struct linkset_hooks *hooks)
+void tcp_link_up(struct link *l)
 {
-	struct linkset *ls = calloc(1, sizeof(*ls));
+	struct xop *op;
 
-	if (!ls)
-		return NULL;
-	ls->base = base;
-	ls->regs = regs;
-	ls->cfg = *cfg;
-	ls->hooks = *hooks;
-	ls->ev_reap = event_new(base, -1, 0, on_reap, ls);
-	if (!ls->ev_reap) {
-		free(ls);
-		return NULL;
+	while ((op = TAILQ_FIRST(&l->peer->pending))) {
+		TAILQ_REMOVE(&l->peer->pending, op, q);
+		tcp_start_op(l, op);
 	}
-	return ls;
 }
 
-void linkset_set_cfg(struct linkset *ls, const struct linkset_cfg *cfg)
+void tcp_link_failed(struct link *l, int err)
 {
-	ls->cfg = *cfg;
+	struct xop *op;
+
+	while ((op = TAILQ_FIRST(&l->sendq)))
+		op_end(l->ls, l, op, err);
+	for (unsigned b = 0; b < OP_HASH; b++)
+		while ((op = l->hash[b]))
+			op_end(l->ls, l, op, err);
+	tcp_fail_pending(l->ls, l->peer, err);
 }
 
-void linkset_destroy(struct linkset *ls)
+void tcp_link_free(struct link *l)
 {
-	if (!ls)
-		return;
-	for (struct rpeer *rp = ls->peers, *next; rp; rp = next) {
-		next = rp->next;
-		if (rp->link)
-			fail_link(rp->link, -ECONNRESET, "xferd is stopping");
-		fail_pending(ls, rp, -ECONNRESET);
-		free(rp);
+	struct serve *s;
+
+	while ((s = TAILQ_FIRST(&l->serveq))) {
+		TAILQ_REMOVE(&l->serveq, s, q);
+		serve_free(s);
 	}
-	reap_dead(ls);
-	event_free(ls->ev_reap);
-	free(ls);
+	free(l->failed);
 }
 
 /* --- as a transport (transport.h): the path of last resort --- */
@@ -1525,6 +859,7 @@ static bool tcp_accepts(void *impl, const struct xop *op)
 
 static void tcp_submit(void *impl, struct xop *op)
 {
+	memset(&op->tcp, 0, sizeof(op->tcp));
 	/* A notification after RDMA data keeps the path that moved it. */
 	if (op->path == XFER_PATH_NONE)
 		op->path = XFER_PATH_TCP;
@@ -1541,10 +876,48 @@ static bool tcp_expire(void *impl, uint64_t now_ns)
 	return linkset_expire(impl, now_ns);
 }
 
+/* Its progress happens in the thread's event loop: report it. */
+static bool tcp_poll(void *impl)
+{
+	return linkset_take_events(impl) > 0;
+}
+
+static bool tcp_needs_loop(const void *impl)
+{
+	return linkset_active(impl);
+}
+
+static void tcp_set_cfg(void *impl, const struct transport_cfg *cfg)
+{
+	struct linkset_cfg c = {
+		.keepalive_ms = cfg->keepalive_ms,
+		.peer_timeout_ms = cfg->peer_timeout_ms,
+		.tcp_chunk = cfg->tcp_chunk,
+	};
+	memcpy(c.self_id, cfg->self_id, LINK_ID_LEN);
+	linkset_set_cfg(impl, &c);
+}
+
+static void tcp_destroy(void *impl)
+{
+	linkset_destroy(impl);
+}
+
 const struct transport_ops tcp_transport_ops = {
+	.version = TRANSPORT_OPS_VERSION,
 	.name = "tcp",
 	.accepts = tcp_accepts,
 	.submit = tcp_submit,
 	.cancel_client = tcp_cancel_client,
 	.expire = tcp_expire,
+	.poll = tcp_poll,
+	.arm = transport_stub_arm,
+	.needs_loop = tcp_needs_loop,
+	/* Its links come and go through linkset_attach/_close. */
+	.peer_up = transport_stub_peer_up,
+	.peer_down = transport_stub_peer_down,
+	.frame = transport_stub_frame,
+	.describe = transport_stub_describe,
+	.set_cfg = tcp_set_cfg,
+	.destroy = tcp_destroy,
 };

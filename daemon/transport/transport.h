@@ -1,26 +1,68 @@
 /*
  * transport.h - what the progress thread asks of a way to move data to
- * another xferd.
+ * another xferd: one table of operations per transport.
  *
- * exec.c offers each remote operation (xop.h) to the transports in
- * order of preference, RDMA (transport/rdma.c) before TCP
- * (transport/tcp.c); the first that accepts it moves it, stamps its path
- * (XFER_PATH_*) and ends it exactly once through the op_done hook it was
- * created with.  TCP accepts everything: it is the path of last resort.
+ * The progress thread (engine/) drives transports only through this
+ * table; it never calls a transport's own functions.  The executor
+ * (engine/exec.c) asks path_choose() (engine/path.h) for a route and
+ * submits each remote operation (xop.h) to the transport of that route,
+ * which stamps its path (XFER_PATH_*) and ends it exactly once through
+ * the op_done hook it was created with.  A transport that took an
+ * operation and then finds it cannot move it (an RDMA rail pair that
+ * never connected) hands it back through the reroute hook, and the
+ * executor offers it to the next route; no transport calls another.
+ *
+ * As in UCX's uct and NCCL's net plugins, every entry is set: what a
+ * transport lacks points to a stub (transport_stub_*), never NULL, and
+ * the table carries the version of this header it was written for.
+ *
+ * The link to each peer (transport/link.c, the session: framing,
+ * keepalives, control frames) is not a transport: TCP moves data on it
+ * and RDMA sets up its queue pairs through it.
  */
 #ifndef XFERD_TRANSPORT_H
 #define XFERD_TRANSPORT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "engine/path.h"
 
+#define TRANSPORT_OPS_VERSION 1
+#define LINK_ID_LEN 16            /* an xferd instance id */
+
 struct xop;
 struct prog_client;
+struct region;
+struct rdma_peer_rail;
+struct Xfer__Peer__PeerMsg;
+struct Xfer__Peer__RdmaMemory;
+
+/* Settings of every transport (xferd.conf(5)); each reads its own. */
+struct transport_cfg {
+	uint8_t self_id[LINK_ID_LEN];
+	uint32_t keepalive_ms;
+	uint32_t peer_timeout_ms;
+	uint32_t tcp_chunk;       /* bytes per TCP data frame */
+	uint32_t rdma_qps;        /* queue pairs per rail pair */
+	uint64_t rdma_stripe;     /* bytes per RDMA work request, at most */
+};
+
+/* A peer whose link came up: what the main thread knows of it. */
+struct peer_info {
+	uint8_t id[LINK_ID_LEN];
+	uint64_t gen;             /* names this link in peer_down */
+	const char *name;         /* its node name */
+	const struct rdma_peer_rail *rails;
+	size_t nrails;
+};
 
 struct transport_ops {
+	uint32_t version;         /* TRANSPORT_OPS_VERSION */
 	const char *name;
+
+	/* --- operations --- */
 	/* Can this transport move op now (its memory, the peer's rails)? */
 	bool (*accepts)(void *t, const struct xop *op);
 	/* Start op; it ends through op_done (maybe at once). */
@@ -29,6 +71,30 @@ struct transport_ops {
 	void (*cancel_client)(void *t, const struct prog_client *pc);
 	/* Fail operations past their deadline; true if any ended. */
 	bool (*expire)(void *t, uint64_t now_ns);
+
+	/* --- the progress loop --- */
+	/* Reap completions; true if anything progressed. */
+	bool (*poll)(void *t);
+	/* Before the thread sleeps: arm completion events; false if work
+	 * came in meanwhile (then it must not sleep). */
+	bool (*arm)(void *t);
+	/* Does it need the thread's event loop to run (sockets, timers)? */
+	bool (*needs_loop)(const void *t);
+
+	/* --- peers --- */
+	void (*peer_up)(void *t, const struct peer_info *peer);
+	void (*peer_down)(void *t, const uint8_t id[LINK_ID_LEN], uint64_t gen,
+			  int err);
+	/* A control frame of its own from the peer's link (true: taken). */
+	bool (*frame)(void *t, const uint8_t id[LINK_ID_LEN],
+		      const struct Xfer__Peer__PeerMsg *m);
+	/* What a peer needs to reach local region r without us (RDMA:
+	 * address and rkeys), put in a token check's reply; false: none. */
+	bool (*describe)(void *t, const struct region *r,
+			 struct Xfer__Peer__RdmaMemory *out, uint32_t *keys,
+			 size_t max_keys);
+	void (*set_cfg)(void *t, const struct transport_cfg *cfg);
+	void (*destroy)(void *t);
 };
 
 struct transport {
@@ -36,5 +102,18 @@ struct transport {
 	void *impl;
 	enum path_route route;  /* the route (engine/path.h) it runs */
 };
+
+/* Stubs for what a transport lacks. */
+bool transport_stub_poll(void *t);
+bool transport_stub_arm(void *t);
+bool transport_stub_needs_loop(const void *t);
+void transport_stub_peer_up(void *t, const struct peer_info *peer);
+void transport_stub_peer_down(void *t, const uint8_t id[LINK_ID_LEN],
+			      uint64_t gen, int err);
+bool transport_stub_frame(void *t, const uint8_t id[LINK_ID_LEN],
+			  const struct Xfer__Peer__PeerMsg *m);
+bool transport_stub_describe(void *t, const struct region *r,
+			     struct Xfer__Peer__RdmaMemory *out,
+			     uint32_t *keys, size_t max_keys);
 
 #endif /* XFERD_TRANSPORT_H */

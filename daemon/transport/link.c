@@ -1,0 +1,608 @@
+/*
+ * link.c - the session with another xferd, in the progress thread: one
+ * TCP connection per peer, set up by the main thread (peer/) and handed
+ * over here once its handshake is done.
+ *
+ * It frames (proto/peer.proto: u32 header length, u32 payload length,
+ * a PeerMsg, the payload), receives (payloads of large writes straight
+ * from the socket into the region), dispatches every frame type in one
+ * switch - data frames to the TCP data path (tcp.c), queue pair frames
+ * to the transports, lookups and token checks' replies and xferctl's
+ * pings to the main thread - sends keepalives, and declares the link
+ * dead when the peer stays silent for peer_timeout_ms or breaks the
+ * protocol.  RDMA sets its queue pairs up over it (linkset_send_ctl).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+
+#include "engine/thread_stats.h"
+#include "log.h"
+#include "mem/region.h"
+#include "common/wire.h"
+#include "transport/link_int.h"
+#include "xfer_ring.h"
+
+/* --- frames --- */
+
+/* Frames carry lengths in the host's order: the supported hosts (x86-64,
+ * arm64) are little-endian, which is what the protocol specifies. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+	       "peer frame lengths are little-endian");
+
+int link_frame_header(const ProtobufCMessage *msg, uint32_t payload_len,
+		      uint8_t *out)
+{
+	size_t hlen = protobuf_c_message_get_packed_size(msg);
+
+	if (hlen > PEER_MAX_HEADER || payload_len > PEER_MAX_PAYLOAD)
+		return -EMSGSIZE;
+	uint32_t h = (uint32_t)hlen, p = payload_len;
+	memcpy(out, &h, 4);      /* little-endian hosts only (x86, arm64) */
+	memcpy(out + 4, &p, 4);
+	protobuf_c_message_pack(msg, out + FRAME_PREFIX);
+	return (int)(FRAME_PREFIX + hlen);
+}
+
+/*
+ * Queue bytes for the peer.  With nothing else queued they go to the
+ * socket at once: a small frame then leaves now, not on the event loop's
+ * next turn (latency); whatever does not fit follows through the
+ * bufferevent, behind them, so the order on the wire is kept.
+ */
+int link_queue_bytes(struct link *l, const uint8_t *p, size_t n)
+{
+	struct evbuffer *out = bufferevent_get_output(l->bev);
+
+	if (evbuffer_get_length(out) == 0) {
+		ssize_t k;
+		do
+			k = send(l->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+		while (k < 0 && errno == EINTR);
+		if (k > 0) {
+			p += k;
+			n -= (size_t)k;
+		}
+		/* Errors surface on the bufferevent's next write. */
+	}
+	return n && evbuffer_add(out, p, n) ? -ENOMEM : 0;
+}
+
+/* Queue a frame without payload (or whose payload the caller adds). */
+int link_put_msg(struct link *l, Xfer__Peer__PeerMsg *m, uint32_t payload)
+{
+	uint8_t buf[FRAME_PREFIX + 1024];
+	m->proto_version = XFER_PROTO_VERSION;
+	/* Control headers are small; a 1 KiB stack buffer holds them. */
+	if (protobuf_c_message_get_packed_size(&m->base) > sizeof(buf) - FRAME_PREFIX)
+		return -EMSGSIZE;
+	int n = link_frame_header(&m->base, payload, buf);
+	if (n < 0)
+		return n;
+	stat_add(&l->stats->bytes_tx, (uint64_t)n);
+	return link_queue_bytes(l, buf, (size_t)n);
+}
+
+struct rpeer *link_find_peer(struct linkset *ls, const uint8_t *id,
+			       bool create)
+{
+	struct rpeer *rp;
+
+	for (rp = ls->peers; rp; rp = rp->next)
+		if (memcmp(rp->id, id, LINK_ID_LEN) == 0)
+			return rp;
+	if (!create || !(rp = calloc(1, sizeof(*rp))))
+		return NULL;
+	memcpy(rp->id, id, LINK_ID_LEN);
+	tcp_peer_init(rp);
+	rp->next = ls->peers;
+	ls->peers = rp;
+	return rp;
+}
+
+/*
+ * One frame: its header, and plen payload bytes that follow (a handler
+ * of a frame with payload sets up l->sink for them).
+ * Returns 0 or -EPROTO (the peer broke the protocol: drop the link).
+ */
+static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
+		    uint32_t plen, const char **why)
+{
+	Xfer__Peer__PeerMsg *m = xfer__peer__peer_msg__unpack(NULL, hlen, hdr);
+	int err = 0;
+
+	*why = "malformed frame";
+	if (!m)
+		return -EPROTO;
+	if (m->proto_version != XFER_PROTO_VERSION) {
+		*why = "protocol version mismatch";
+		err = -EPROTO;
+		goto out;
+	}
+	bool payload_ok = m->body_case == XFER__PEER__PEER_MSG__BODY_WRITE ||
+			  m->body_case == XFER__PEER__PEER_MSG__BODY_READ_DATA;
+	if (plen && !payload_ok) {
+		*why = "payload on a frame that has none";
+		err = -EPROTO;
+		goto out;
+	}
+	switch (m->body_case) {
+	case XFER__PEER__PEER_MSG__BODY_WRITE:
+		*why = "bad write (key, range or size)";
+		err = tcp_on_write(l, m->write, plen);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_WRITE_ACK:
+		*why = "bad write acknowledgement";
+		err = tcp_on_ack(l, m->write_ack);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_READ:
+		*why = "bad read request (key or range)";
+		err = tcp_on_read_request(l, m->read);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_READ_DATA:
+		*why = "bad read data";
+		err = tcp_on_read_data(l, m->read_data, plen);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_NOTIFY:
+		*why = "bad notify (key or range)";
+		err = tcp_on_notify(l, m->notify);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_ABORT:
+		tcp_on_abort(l, m->abort->op);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_CHECK:
+		tcp_on_check(l, m->check);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_PING: {
+		Xfer__Peer__PeerMsg r = XFER__PEER__PEER_MSG__INIT;
+		Xfer__Peer__Pong pong = XFER__PEER__PONG__INIT;
+		pong.nonce = m->ping->nonce;
+		pong.sent_ns = m->ping->sent_ns;
+		r.body_case = XFER__PEER__PEER_MSG__BODY_PONG;
+		r.pong = &pong;
+		link_put_msg(l, &r, 0);
+		break;
+	}
+	case XFER__PEER__PEER_MSG__BODY_PONG:
+		if (m->pong->nonce == 0) {  /* our keepalive */
+			uint64_t now = now_ns();
+			if (m->pong->sent_ns && m->pong->sent_ns <= now)
+				atomic_store_explicit(&l->stats->rtt_ns,
+						      now - m->pong->sent_ns,
+						      memory_order_relaxed);
+			break;
+		}
+		/* an xferctl ping: answered on the main thread */
+		__attribute__((fallthrough));
+	case XFER__PEER__PEER_MSG__BODY_LOOKUP:
+	case XFER__PEER__PEER_MSG__BODY_LOOKUP_REPLY:
+	case XFER__PEER__PEER_MSG__BODY_CHECK_REPLY:
+		l->ls->hooks.ctl_frame(l->ls->hooks.arg, l->peer->id, hdr, hlen);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_QP_CONNECT:
+	case XFER__PEER__PEER_MSG__BODY_QP_ACCEPT:
+		/* Queue pair set-up: the transports' own frames. */
+		if (!l->ls->hooks.frame(l->ls->hooks.arg, l->peer->id, m))
+			log_debug("queue pair frame with no transport for it");
+		break;
+	case XFER__PEER__PEER_MSG__BODY_ERROR:
+		log_warnx("peer says: %s (%d)",
+			  m->error->reason ? m->error->reason : "",
+			  m->error->code);
+		*why = "peer closed the link with an error";
+		err = -EPROTO;
+		break;
+	default:
+		*why = "unexpected message on an established link";
+		err = -EPROTO;
+		break;
+	}
+out:
+	xfer__peer__peer_msg__free_unpacked(m, NULL);
+	return err;
+}
+
+/*
+ * Parse what is buffered: frames, and payload bytes for the sink.
+ * Returns false if the link failed.
+ */
+static bool consume(struct link *l)
+{
+	const char *why = NULL;
+
+	for (;;) {
+		size_t have = l->rx_len - l->rx_off;
+		if (l->sink.active) {
+			size_t n = have < l->sink.left ? have : (size_t)l->sink.left;
+			tcp_sink_put(&l->sink, l->rxbuf + l->rx_off, n);
+			l->rx_off += n;
+			if (l->sink.left)
+				return true;  /* more payload to come */
+			tcp_sink_finish(l);
+			if (!l->bev)
+				return false;
+			continue;
+		}
+		uint32_t hlen, plen;
+		if (have < FRAME_PREFIX)
+			return true;
+		memcpy(&hlen, l->rxbuf + l->rx_off, 4);
+		memcpy(&plen, l->rxbuf + l->rx_off + 4, 4);
+		if (hlen == 0 || hlen > PEER_MAX_HEADER ||
+		    plen > PEER_MAX_PAYLOAD) {
+			link_fail(l, -EPROTO, "frame length out of bounds");
+			return false;
+		}
+		if (have < FRAME_PREFIX + (size_t)hlen)
+			return true;
+		const uint8_t *hdr = l->rxbuf + l->rx_off + FRAME_PREFIX;
+		l->rx_off += FRAME_PREFIX + hlen;
+		stat_add(&l->stats->bytes_rx, FRAME_PREFIX + hlen);
+		int err = dispatch(l, hdr, hlen, plen, &why);
+		if (err) {
+			link_fail(l, err, why);
+			return false;
+		}
+		if (!l->bev)
+			return false;
+		if (plen && !l->sink.active) {
+			link_fail(l, -EPROTO, "payload on a frame that has none");
+			return false;
+		}
+		if (l->sink.active && l->sink.left == 0) {
+			tcp_sink_finish(l);
+			if (!l->bev)
+				return false;
+		}
+	}
+}
+
+/* Big payloads into a memfd region skip the buffer: recv() lands them. */
+static bool direct_target(const struct link *l)
+{
+	const struct rx_sink *k = &l->sink;
+
+	return k->active && k->r && !k->err && k->r->kind == REGION_MEMFD &&
+	       l->rx_off == l->rx_len;
+}
+
+/*
+ * Backpressure: a peer that sends but does not read (its replies and the
+ * reads it asked for pile up here) is not read from until the output
+ * buffer has drained.
+ */
+static bool output_full(struct link *l)
+{
+	return evbuffer_get_length(bufferevent_get_output(l->bev)) > OUT_CAP;
+}
+
+static void on_fd_read(evutil_socket_t fd, short what, void *arg)
+{
+	struct link *l = arg;
+	(void)what;
+
+	l->ls->events++;
+	l->last_rx_ns = now_ns();
+	/* A bounded number of reads per call: the event is level-triggered
+	 * and fires again, and rings, timers and other links get their turn
+	 * in between. */
+	for (int round = 0; round < READS_PER_CALL; round++) {
+		if (!consume(l))
+			return;
+		if (output_full(l)) {
+			event_del(l->ev_read);
+			l->read_paused = true;
+			break;
+		}
+		uint8_t *dst;
+		size_t room;
+		bool direct = direct_target(l);
+		if (direct) {
+			dst = (uint8_t *)l->sink.r->map + l->sink.off;
+			room = (size_t)l->sink.left;
+		} else {
+			/* Keep the unparsed bytes at the front. */
+			if (l->rx_off) {
+				memmove(l->rxbuf, l->rxbuf + l->rx_off,
+					l->rx_len - l->rx_off);
+				l->rx_len -= l->rx_off;
+				l->rx_off = 0;
+			}
+			dst = l->rxbuf + l->rx_len;
+			room = RXBUF - l->rx_len;
+		}
+		ssize_t n = recv(fd, dst, room, 0);
+		if (n == 0) {
+			link_fail(l, -ECONNRESET, "connection closed by the peer");
+			return;
+		}
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN)
+				link_fail(l, -ECONNRESET, "connection error");
+			break;
+		}
+		if (direct) {
+			l->sink.off += (uint64_t)n;
+			l->sink.left -= (uint64_t)n;
+		} else {
+			l->rx_len += (size_t)n;
+		}
+	}
+	tcp_fill(l);
+}
+
+static void on_writable(struct bufferevent *bev, void *arg)
+{
+	struct link *l = arg;
+	(void)bev;
+
+	l->ls->events++;
+	if (l->read_paused && !output_full(l)) {
+		l->read_paused = false;
+		if (event_add(l->ev_read, NULL)) {
+			link_fail(l, -ENOMEM, "cannot watch the socket");
+			return;
+		}
+	}
+	tcp_fill(l);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct link *l = arg;
+	(void)bev;
+
+	l->ls->events++;
+	if (what & BEV_EVENT_EOF)
+		link_fail(l, -ECONNRESET, "connection closed by the peer");
+	else if (what & BEV_EVENT_ERROR)
+		link_fail(l, -ECONNRESET, "connection error");
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct link *l = arg;
+	uint64_t now = now_ns();
+	(void)fd, (void)what;
+
+	if (now - l->last_rx_ns > 1000000ull * l->ls->cfg.peer_timeout_ms) {
+		link_fail(l, -ETIMEDOUT, "no traffic from the peer within peer_timeout_ms");
+		return;
+	}
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__Ping ping = XFER__PEER__PING__INIT;
+	ping.sent_ns = now;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_PING;
+	m.ping = &ping;
+	link_put_msg(l, &m, 0);
+}
+
+/* --- link life cycle --- */
+
+static void free_link(struct link *l)
+{
+	tcp_link_free(l);
+	if (l->tick)
+		event_free(l->tick);
+	if (l->ev_read)
+		event_free(l->ev_read);
+	if (l->bev)
+		bufferevent_free(l->bev);
+	region_put(l->sink.r);
+	free(l->rxbuf);
+	free(l);
+}
+
+static void reap_dead(struct linkset *ls)
+{
+	while (ls->dead) {
+		struct link *l = ls->dead;
+		ls->dead = l->next_dead;
+		free_link(l);
+	}
+}
+
+static void on_reap(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what;
+	reap_dead(arg);
+}
+
+/* Setting the link up failed half-way: take it back. */
+static void fail_link_setup(struct link *l)
+{
+	struct linkset *ls = l->ls;
+	struct rpeer *rp = l->peer;
+
+	rp->link = NULL;
+	ls->nlinks--;
+	tcp_fail_pending(ls, rp, -ENOMEM);
+	ls->hooks.link_down(ls->hooks.arg, rp->id, l->gen, -ENOMEM,
+			    "cannot set the link up");
+	free_link(l);
+}
+
+/*
+ * The link is gone: every operation on it ends with err.  The struct
+ * itself is freed from the event loop later, so that callers up the
+ * stack may still look at l->bev (NULL now) after calling this.
+ */
+void link_fail(struct link *l, int err, const char *why)
+{
+	struct linkset *ls = l->ls;
+	struct rpeer *rp = l->peer;
+	char id[9];
+
+	if (!l->bev)
+		return;
+	snprintf(id, sizeof(id), "%02x%02x%02x%02x", rp->id[0], rp->id[1],
+		 rp->id[2], rp->id[3]);
+	log_info("link to %s: %s", id, why);
+	/* No more frames: Aborts are pointless now. */
+	event_free(l->ev_read);
+	l->ev_read = NULL;
+	bufferevent_free(l->bev);  /* closes the socket */
+	l->bev = NULL;
+	event_free(l->tick);
+	l->tick = NULL;
+	rp->link = NULL;
+	ls->nlinks--;
+	tcp_link_failed(l, err);
+	ls->hooks.link_down(ls->hooks.arg, rp->id, l->gen, err, why);
+	l->next_dead = ls->dead;
+	ls->dead = l;
+	event_active(ls->ev_reap, EV_TIMEOUT, 0);
+}
+
+void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
+		    uint64_t gen, struct link_stats *stats, const void *pending,
+		    size_t pending_len)
+{
+	struct rpeer *rp = link_find_peer(ls, id, true);
+	struct link *l = calloc(1, sizeof(*l));
+
+	if (!rp || !l) {
+		free(l);
+		close(fd);
+		/* The main thread must learn this link never came up. */
+		ls->hooks.link_down(ls->hooks.arg, id, gen, -ENOMEM,
+				    "out of memory");
+		return;
+	}
+	if (rp->link)  /* replaced: the peer evidently lost the old one */
+		link_fail(rp->link, -ECONNRESET, "replaced by a new link");
+	l->ls = ls;
+	l->peer = rp;
+	l->gen = gen;
+	l->stats = stats;
+	tcp_link_init(l);
+	l->last_rx_ns = now_ns();
+	l->fd = fd;
+	l->rxbuf = pending_len <= RXBUF ? malloc(RXBUF) : NULL;
+	l->bev = bufferevent_socket_new(ls->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	l->tick = event_new(ls->base, -1, EV_PERSIST, on_tick, l);
+	l->ev_read = event_new(ls->base, fd, EV_READ | EV_PERSIST, on_fd_read,
+			       l);
+	struct timeval tv = { .tv_sec = ls->cfg.keepalive_ms / 1000,
+			      .tv_usec = (ls->cfg.keepalive_ms % 1000) * 1000 };
+	/* From here the link is the peer's: a failure goes through
+	 * fail_link, which undoes all of this and tells the main thread. */
+	rp->link = l;
+	rp->asked = false;
+	ls->nlinks++;
+	if (!l->bev) {
+		close(fd);
+		l->bev = NULL;
+	}
+	if (!l->bev || !l->tick || !l->ev_read || !l->rxbuf ||
+	    event_add(l->tick, &tv) || event_add(l->ev_read, NULL)) {
+		fail_link_setup(l);
+		return;
+	}
+	/* The bufferevent only writes; on_fd_read receives. */
+	bufferevent_setcb(l->bev, NULL, on_writable, on_event, l);
+	/* libevent writes 16 KiB per system call by default: far too
+	 * little for a link that moves megabyte chunks. */
+	bufferevent_set_max_single_write(l->bev, SINGLE_IO);
+	bufferevent_setwatermark(l->bev, EV_WRITE, OUT_LOW, 0);
+	bufferevent_disable(l->bev, EV_READ);
+	bufferevent_enable(l->bev, EV_WRITE);
+
+	tcp_link_up(l);
+	if (pending_len) {
+		memcpy(l->rxbuf, pending, pending_len);
+		l->rx_len = pending_len;
+	}
+	on_fd_read(fd, EV_READ, l);
+}
+
+void linkset_close(struct linkset *ls, const uint8_t id[LINK_ID_LEN], int err,
+		   const char *why)
+{
+	struct rpeer *rp = link_find_peer(ls, id, false);
+
+	if (!rp)
+		return;
+	if (rp->link)
+		link_fail(rp->link, err, why);
+	else
+		tcp_fail_pending(ls, rp, err);
+}
+
+void linkset_send_ctl(struct linkset *ls, const uint8_t id[LINK_ID_LEN],
+		      const uint8_t *msg, size_t len)
+{
+	struct rpeer *rp = link_find_peer(ls, id, false);
+	uint8_t prefix[FRAME_PREFIX];
+	uint32_t h = (uint32_t)len, p = 0;
+
+	if (!rp || !rp->link || len == 0 || len > PEER_MAX_HEADER)
+		return;
+	memcpy(prefix, &h, 4);
+	memcpy(prefix + 4, &p, 4);
+	link_queue_bytes(rp->link, prefix, sizeof(prefix));
+	link_queue_bytes(rp->link, msg, len);
+}
+
+bool linkset_active(const struct linkset *ls)
+{
+	return ls->nlinks > 0;
+}
+
+uint64_t linkset_take_events(struct linkset *ls)
+{
+	uint64_t n = ls->events;
+
+	ls->events = 0;
+	return n;
+}
+
+struct linkset *linkset_create(struct event_base *base, struct regtab *regs,
+			       const struct linkset_cfg *cfg,
+			       const struct linkset_hooks *hooks)
+{
+	struct linkset *ls = calloc(1, sizeof(*ls));
+
+	if (!ls)
+		return NULL;
+	ls->base = base;
+	ls->regs = regs;
+	ls->cfg = *cfg;
+	ls->hooks = *hooks;
+	ls->ev_reap = event_new(base, -1, 0, on_reap, ls);
+	if (!ls->ev_reap) {
+		free(ls);
+		return NULL;
+	}
+	return ls;
+}
+
+void linkset_set_cfg(struct linkset *ls, const struct linkset_cfg *cfg)
+{
+	ls->cfg = *cfg;
+}
+
+void linkset_destroy(struct linkset *ls)
+{
+	if (!ls)
+		return;
+	for (struct rpeer *rp = ls->peers, *next; rp; rp = next) {
+		next = rp->next;
+		if (rp->link)
+			link_fail(rp->link, -ECONNRESET, "xferd is stopping");
+		tcp_fail_pending(ls, rp, -ECONNRESET);
+		free(rp);
+	}
+	reap_dead(ls);
+	event_free(ls->ev_reap);
+	free(ls);
+}

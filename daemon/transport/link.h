@@ -1,0 +1,116 @@
+/*
+ * link.h - the links to other xferds (the set of peer sessions), in the
+ * progress thread.
+ *
+ * A link is one TCP connection to another xferd, set up by the main
+ * thread (peer/) and handed over here once the handshake is done.  On it
+ * run the frames of proto/peer.proto: the TCP data path's (tcp.c), the
+ * transports' queue pair set-up (rdma.c) and control frames for the main
+ * thread.  A link that stays silent for peer_timeout_ms (keepalives
+ * every keepalive_ms) is dead; what was on it ends (-ECONNRESET).
+ */
+#ifndef XFERD_LINK_H
+#define XFERD_LINK_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/token_codec.h"
+#include "transport/transport.h"
+
+#define PEER_MAX_HEADER  (64u << 10)
+#define PEER_MAX_PAYLOAD (4u << 20)
+
+struct event_base;
+struct prog_client;
+struct regtab;
+struct region;
+struct xop;
+struct linkset;
+struct Xfer__Peer__PeerMsg;
+
+/* Counters of one peer, owned by the main thread's peer record and
+ * written here (single writer). */
+struct link_stats {
+	_Atomic uint64_t bytes_tx, bytes_rx;
+	_Atomic uint64_t ops, errors;
+	_Atomic uint64_t rtt_ns;
+};
+
+/* How the link layer reaches the rest of the progress thread. */
+struct linkset_hooks {
+	/* An operation ended: bytes moved, or a negative errno. */
+	void (*op_done)(void *arg, struct xop *op, int64_t result);
+	/* A peer's data landed in (or was read from) local region r and it
+	 * asked for the owner to be notified. */
+	void (*notify_local)(void *arg, struct region *r, uint64_t value,
+			     int64_t bytes);
+	/* Ops wait for a link to this instance: ask the main thread to
+	 * connect, using the addresses in tok. */
+	void (*need_peer)(void *arg, const struct token *tok);
+	/* A link ended (the main thread marks the peer down). */
+	void (*link_down)(void *arg, const uint8_t id[LINK_ID_LEN], uint64_t gen,
+			  int err, const char *why);
+	/* A control frame for the main thread (Lookup, LookupReply,
+	 * CheckReply, Pong of an xferctl ping): the packed PeerMsg. */
+	void (*ctl_frame)(void *arg, const uint8_t id[LINK_ID_LEN],
+			  const uint8_t *msg, size_t len);
+	/* A frame for the transports (QpConnect, QpAccept); false if none
+	 * took it. */
+	bool (*frame)(void *arg, const uint8_t id[LINK_ID_LEN],
+		      const struct Xfer__Peer__PeerMsg *m);
+	/* Fill a token check's reply with how the transports reach r. */
+	bool (*describe)(void *arg, const struct region *r,
+			 struct Xfer__Peer__RdmaMemory *out, uint32_t *keys,
+			 size_t max_keys);
+	/* A transport cannot move op after all: offer it to the next. */
+	void (*reroute)(void *arg, struct xop *op);
+	void *arg;
+};
+
+struct linkset_cfg {
+	uint32_t keepalive_ms;
+	uint32_t peer_timeout_ms;
+	uint32_t tcp_chunk;
+	uint8_t self_id[LINK_ID_LEN];
+};
+
+struct linkset *linkset_create(struct event_base *base, struct regtab *regs,
+			       const struct linkset_cfg *cfg,
+			       const struct linkset_hooks *hooks);
+/* Fails every operation (-ECONNRESET) and closes every link. */
+void linkset_destroy(struct linkset *ls);
+void linkset_set_cfg(struct linkset *ls, const struct linkset_cfg *cfg);
+
+/* --- from the main thread (applied in the progress thread) --- */
+
+/* Take over connected socket fd to instance id; `pending` holds bytes
+ * already read past the handshake.  gen names this link in link_down. */
+void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
+		    uint64_t gen, struct link_stats *stats, const void *pending,
+		    size_t pending_len);
+/* Close the link to id (if any) and fail what waits for it with err. */
+void linkset_close(struct linkset *ls, const uint8_t id[LINK_ID_LEN], int err,
+		   const char *why);
+/* Send a packed control PeerMsg on the link to id; without a link the
+ * frame is dropped (the main thread times its requests out). */
+void linkset_send_ctl(struct linkset *ls, const uint8_t id[LINK_ID_LEN],
+		      const uint8_t *msg, size_t len);
+
+/* --- from the progress thread --- */
+
+/* Are there links?  (Otherwise the network needs no polling.) */
+bool linkset_active(const struct linkset *ls);
+/* Events handled since the last call (progress made by the network). */
+uint64_t linkset_take_events(struct linkset *ls);
+
+/* Pack one frame header (PeerMsg) + payload length prefix; used by
+ * peer.c for the handshake too.  Returns bytes written to out (which
+ * must hold 8 + PEER_MAX_HEADER) or -EMSGSIZE. */
+struct ProtobufCMessage;
+int link_frame_header(const struct ProtobufCMessage *msg, uint32_t payload_len,
+		      uint8_t *out);
+
+#endif /* XFERD_LINK_H */
