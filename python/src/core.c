@@ -1291,15 +1291,21 @@ static PyObject *Context_get_notifications(ContextObject *c, PyObject *args,
 					   PyObject *kw)
 {
 	static char *kwlist[] = { "timeout", "max", NULL };
-	PyObject *t = NULL;
+	PyObject *t = NULL, *o_max = Py_None;
 	Py_ssize_t max = PY_SSIZE_T_MAX;
 	uint64_t deadline = 0;
 	struct note *got;
 	size_t n = 0;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|On:get_notifications",
-					 kwlist, &t, &max))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO:get_notifications",
+					 kwlist, &t, &o_max))
 		return NULL;
+	if (o_max != Py_None) {
+		uint64_t m;
+		if (arg_u64(o_max, "max", &m))
+			return NULL;
+		max = m > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)m;
+	}
 	if (t && parse_timeout(t, &deadline))
 		return NULL;
 	if (ctx_check_open(c))
