@@ -35,6 +35,9 @@ DEPS_BUILD := build-essential pkg-config libibverbs-dev libevent-dev \
 	libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libssl-dev check
 DEPS_TEST  := iproute2 procps psmisc python3 systemd jq
 DEPS_BENCH := ucx-utils iperf3
+# The Python package (python/): Debian's python3 builds and tests it.
+DEPS_PYTHON := python3-dev python3-setuptools python3-pip python3-pytest \
+	python3-numpy
 # The RDMA stage: Soft-RoCE in a qemu guest that runs the host's userland
 # (tests/rdma/vm.sh).
 DEPS_RDMA  := rdma-core ibverbs-providers ibverbs-utils libibverbs-dev \
@@ -135,7 +138,7 @@ endif
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 UNIT_BIN   := $(BUILD)/tests/unit_tests
 
-.PHONY: all deps check unit integration demo bench asan install clean
+.PHONY: all deps check unit integration demo bench asan install clean python
 .DEFAULT_GOAL := all
 
 all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(XFERDEMO) $(LIBSO) $(LIBA) $(LIBPC) \
@@ -145,7 +148,8 @@ all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(XFERDEMO) $(LIBSO) $(LIBA) $(LIBPC) \
 
 # Installs only what is missing, so it is a no-op on a prepared machine.
 deps:
-	$(Q)missing=$$(for p in $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_RDMA) $(EXTRA_DEPS); do \
+	$(Q)missing=$$(for p in $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_RDMA) $(DEPS_PYTHON) \
+		$(EXTRA_DEPS); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 		grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -283,9 +287,34 @@ $(UNIT_BIN): $(call obj,$(UNIT_SRC)) $(UNIT_DEPS)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(shell $(PKG) --libs check) -levent -libverbs \
 		$(BASE_LIBS) $(SYSTEMD_LIBS)
 
+# --- the Python package --------------------------------------------------
+
+# xferd._core, built by setup.py against $(LIBA) into $(BUILD)/python/lib
+# (the tests put that on PYTHONPATH).  Debian's python3 on purpose: the
+# python3 first on PATH may be another build that does not see Debian's
+# numpy and pytest.  Not under SAN=1: the extension would need the ASan
+# runtime preloaded into python3 (LD_PRELOAD=libasan.so), which reports
+# the interpreter's own leaks and allocator tricks; tests/python/run.sh
+# skips there instead.
+PYTHON    := /usr/bin/python3
+PY_STAMP  := $(BUILD)/python/.built
+PY_SRC    := $(wildcard python/src/*.c python/src/*.h python/xferd/*.py \
+	python/xferd/*.pyi) python/setup.py
+
+python: $(if $(filter 1,$(SAN)),,$(PY_STAMP))
+
+$(PY_STAMP): $(PY_SRC) $(LIBA) include/xfer.h include/xfer_ring.h | deps
+	@echo "  PYEXT   python/xferd"
+	$(Q)cd python && XFER_BUILD=$(abspath $(BUILD)) $(PYTHON) setup.py -q \
+		build --build-base $(abspath $(BUILD))/python/tmp \
+		--build-lib $(abspath $(BUILD))/python/lib --force \
+		$(if $(Q),2>&1 | grep -v 'byte-compiling is disabled' || true)
+	$(Q)test -n "$$(ls $(BUILD)/python/lib/xferd/_core*.so 2>/dev/null)"
+	$(Q)touch $@
+
 # --- running -------------------------------------------------------------
 
-check: all
+check: all python
 	$(Q)tests/run-tests.sh $(BUILD)
 
 unit: $(UNIT_BIN)
@@ -320,6 +349,13 @@ install: all
 	install -m 0644 tools/xferctl.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 daemon/xferd.conf.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 daemon/xferd.8 $(DESTDIR)$(MANDIR)/man8/
+	@# The Python package into Debian's python3 (dist-packages under
+	@# PREFIX), built in $(BUILD)/python, libxfer linked statically.
+	cd python && XFER_BUILD=$(abspath $(BUILD)) $(PYTHON) setup.py -q \
+		build --build-base $(abspath $(BUILD))/python/tmp \
+		--build-lib $(abspath $(BUILD))/python/lib \
+		install --skip-build --prefix=$(PREFIX) \
+		$(if $(DESTDIR),--root=$(DESTDIR))
 
 clean:
 	rm -rf build build-asan

@@ -219,7 +219,7 @@ XFER_EXPORT int xfer_open(const char *socket_path, struct xfer_ctx **out)
 	ctx = calloc(1, sizeof(*ctx));
 	if (!ctx)
 		return -ENOMEM;
-	ctx->sq_efd = ctx->cq_efd = -1;
+	ctx->sq_efd = ctx->cq_efd = ctx->event_fd = -1;
 	ctx->spin_us = 20;
 	ctx->sock = connect_to(path);
 	if (ctx->sock < 0) {
@@ -251,6 +251,8 @@ XFER_EXPORT void xfer_close(struct xfer_ctx *ctx)
 		close(ctx->sq_efd);
 	if (ctx->cq_efd >= 0)
 		close(ctx->cq_efd);
+	if (ctx->event_fd >= 0)
+		close(ctx->event_fd);
 	if (ctx->sock >= 0)
 		close(ctx->sock);
 	free(ctx);

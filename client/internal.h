@@ -19,6 +19,7 @@ struct xfer_ctx {
 	int sock;
 	int sq_efd;               /* ring to wake xferd's progress thread */
 	int cq_efd;               /* xferd rings it when we sleep on the CQ */
+	int event_fd;             /* xfer_event_fd's epoll set, or -1 */
 	void *ring_map;
 	size_t ring_len;
 	struct ring_view ring;

@@ -2,10 +2,13 @@
  * queue.c - the client's half of the ring: submit and complete.
  *
  * The ordering protocol lives in common/ring.h; this file only keeps the
- * private indices and decides when to ring or sleep on a doorbell.
+ * private indices and decides when to ring or sleep on a doorbell, its
+ * own (xfer_wait_cqe) or an event loop's (xfer_event_fd).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -171,4 +174,60 @@ XFER_EXPORT int xfer_wait_cqe(struct xfer_ctx *ctx, struct xfer_cqe **cqe,
 		if (rc != -EAGAIN)
 			return rc;
 	}
+}
+
+/*
+ * The event-loop doorbell: one epoll set holding the CQ eventfd (xferd
+ * writes it after publishing CQEs while XFER_CQ_NEED_WAKEUP is set, and
+ * when it drops this client) and the socket (readable on a goodbye, or
+ * when xferd died without one), so that a caller's loop needs one fd.
+ */
+static int event_set_create(struct xfer_ctx *ctx)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	if (ep < 0)
+		return -errno;
+	/* xferd made the eventfd non-blocking; be sure of it, since the
+	 * reset below must never block (the flag lives in the open file
+	 * description xferd shares, where it is already set). */
+	int fl = fcntl(ctx->cq_efd, F_GETFL);
+	if (fl < 0 || fcntl(ctx->cq_efd, F_SETFL, fl | O_NONBLOCK) ||
+	    epoll_ctl(ep, EPOLL_CTL_ADD, ctx->cq_efd, &ev) ||
+	    epoll_ctl(ep, EPOLL_CTL_ADD, ctx->sock, &ev)) {
+		int err = -errno;
+		close(ep);
+		return err;
+	}
+	ctx->event_fd = ep;
+	return 0;
+}
+
+XFER_EXPORT int xfer_event_fd(struct xfer_ctx *ctx)
+{
+	uint64_t v;
+
+	if (!ctx)
+		return -EINVAL;
+	if (ctx->event_fd < 0) {
+		int err = event_set_create(ctx);
+		if (err)
+			return err;
+	}
+	/* Reset: whatever the doorbell announced so far, the caller is
+	 * about to find in the CQ, which it checks after this call. */
+	if (read(ctx->cq_efd, &v, sizeof(v)) < 0 && errno != EAGAIN &&
+	    errno != EINTR)
+		return -errno;
+	/* A dead xferd leaves the socket readable for good: notice it now,
+	 * so that the caller's check reports -ENOTCONN instead of the loop
+	 * waking again and again. */
+	check_socket(ctx);
+	/* (E) in common/ring.h: flag, full fence, then the caller's check of
+	 * the CQ; xferd publishes, fences and reads the flag.  A CQE
+	 * published before the flag is seen by the check, one after it
+	 * rings the eventfd. */
+	ring_flag_set(ctx->ring.cq_flags, XFER_CQ_NEED_WAKEUP);
+	return ctx->event_fd;
 }

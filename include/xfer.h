@@ -178,6 +178,31 @@ uint32_t xfer_cq_overflow(const struct xfer_ctx *ctx);
 /* How long xfer_wait_cqe() polls before sleeping (default 20 us). */
 void xfer_set_wait_spin(struct xfer_ctx *ctx, unsigned usec);
 
+/*
+ * Waiting from an event loop (epoll, poll, asyncio's add_reader) instead
+ * of xfer_wait_cqe().  xfer_event_fd() arms the context's completion
+ * doorbell and returns a file descriptor that polls readable (POLLIN)
+ * when CQEs may be waiting or xferd has gone.  The descriptor belongs to
+ * ctx (the same one on every call; xfer_close() closes it): poll it,
+ * never read or close it.  Returns the descriptor or a negative errno.
+ *
+ * xferd signals the descriptor only while it is armed, and each call
+ * also resets it, so every wait follows one protocol:
+ *
+ *   1. arm:   fd = xfer_event_fd(ctx);
+ *   2. check: consume CQEs with xfer_peek_cqe()/xfer_cq_advance() until
+ *             -EAGAIN (-ENOTCONN: xferd has gone, stop waiting);
+ *   3. poll:  wait for POLLIN on fd, then go back to 1.
+ *
+ * Arming before checking is what makes it race-free: a CQE published
+ * before the arm is found by the check, one published after it makes the
+ * descriptor readable.  Polling without arming again may sleep through
+ * completions.  While armed, xferd writes the doorbell once per batch of
+ * CQEs it publishes (a system call of its own); it stays armed until an
+ * xfer_wait_cqe() that went to sleep wakes up.  Never blocks.
+ */
+int xfer_event_fd(struct xfer_ctx *ctx);
+
 /* The name of a path (XFER_PATH_*), "memcpy", "cma", "tcp", ... */
 const char *xfer_path_name(unsigned path);
 /* A message for a negative errno returned by this library or a CQE. */

@@ -74,7 +74,7 @@ for prog in "$BUILD"/tests/*; do
 	[ -x "$prog" ] && [ "$name" != unit_tests ] || continue
 	run_one "$name" "$prog"
 done
-for script in "$ROOT"/tests/integration/*.sh; do
+for script in "$ROOT"/tests/integration/*.sh "$ROOT"/tests/python/*.sh; do
 	[ -e "$script" ] || continue
 	name=$(basename "$script" .sh)
 	if [ "$name" = rdma ]; then

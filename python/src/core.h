@@ -1,0 +1,149 @@
+/*
+ * core.h - the objects of xferd._core (the C extension behind `import
+ * xferd`), shared by its files:
+ *
+ *   core.c     the module, errors, Context (connection, names, tokens,
+ *              submission, completion slots, notifications, waiting)
+ *              and Request;
+ *   region.c   Region (memory this context registered: host memory it
+ *              allocated, anything with the buffer protocol, CUDA memory
+ *              by __cuda_array_interface__, data_ptr() or DLPack) and
+ *              Remote (an imported token).
+ *
+ * Locks.  Two: the GIL and Context.mu.  mu guards the libxfer context
+ * (its ring and its socket are not safe for two threads at once) and the
+ * completion state below.  No thread ever blocks on mu while it holds
+ * the GIL: ctx_lock() lets the GIL go if mu is busy (and a holder of mu
+ * may then wait for the GIL without a deadlock).  So a control round trip
+ * or a thread sleeping on the ring never stalls other Python threads.
+ * Everything else (the region and remote lists, Python references) is
+ * guarded by the GIL alone.
+ */
+#ifndef XFERD_PY_CORE_H
+#define XFERD_PY_CORE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <xfer.h>
+
+/* Intrusive list of the regions and remotes of a context (GIL). */
+struct obj_link {
+	struct obj_link *prev, *next;
+};
+
+/* One submitted descriptor or batch awaiting its CQE. */
+struct slot {
+	uint32_t gen;      /* in user_data beside the index: no stale match */
+	uint8_t state;     /* SLOT_FREE, SLOT_PENDING, SLOT_DONE */
+	bool orphan;       /* its Request is gone: free it once done */
+	uint16_t path;
+	int64_t result;
+	PyObject *keep;    /* regions in flight; released under the GIL */
+	uint32_t next_free;
+};
+
+enum { SLOT_FREE, SLOT_PENDING, SLOT_DONE };
+
+/* A notification CQE, queued until get_notifications(). */
+struct note {
+	uint64_t value;
+	int64_t bytes;
+	uint64_t handle;
+};
+
+typedef struct ContextObject {
+	PyObject_HEAD
+	struct xfer_ctx *ctx;     /* NULL once closed */
+	bool closed;              /* close() called: no new work */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;        /* mu: completions reaped, leader left */
+	bool leader;              /* mu: a thread sleeps on the ring */
+	int dead;                 /* mu: 0, or the -errno xferd left with */
+	struct slot *slots;       /* mu */
+	uint32_t nslots, free_slot;
+	uint32_t orphans;         /* GIL: orphaned slots not yet freed */
+	struct note *notes;       /* mu: a ring buffer */
+	size_t note_head, note_len, note_cap;
+	uint64_t notes_lost;      /* mu: no memory to queue them */
+	int wake_fd;              /* eventfd: reaped while asyncio waits */
+	int async_waiters;        /* GIL: asyncio futures outstanding */
+	unsigned spin_us;
+	struct obj_link regions;  /* GIL */
+	struct obj_link remotes;  /* GIL */
+	unsigned deferred;        /* GIL: regions still exported after close */
+	PyObject *weakreflist;
+} ContextObject;
+
+enum region_kind {
+	REGION_HOST,    /* xfer_alloc_host: ours, with a buffer interface */
+	REGION_BUFFER,  /* an object's buffer (Py_buffer held) */
+	REGION_POINTER, /* CUDA array interface, data_ptr(), DLPack */
+};
+
+typedef struct RegionObject {
+	PyObject_HEAD
+	struct obj_link link;     /* in ctx->regions while registered */
+	ContextObject *ctx;       /* strong: a region dies before its ctx */
+	struct xfer_mem *mem;     /* NULL once released */
+	enum region_kind kind;
+	bool readonly;
+	bool device;              /* registered as GPU memory (best guess) */
+	bool deferred;            /* released at close but still exported */
+	void *ptr;
+	size_t len;
+	uint64_t handle;
+	Py_buffer view;           /* REGION_BUFFER */
+	PyObject *owner;          /* the object registered, kept alive */
+	void *dlpack;             /* DLManagedTensor to give back, or NULL */
+	Py_ssize_t exports;       /* buffers handed out (REGION_HOST) */
+	PyObject *weakreflist;
+} RegionObject;
+
+typedef struct RemoteObject {
+	PyObject_HEAD
+	struct obj_link link;
+	ContextObject *ctx;
+	struct xfer_remote *rem;  /* NULL once released */
+	uint64_t len;
+	uint64_t handle;
+} RemoteObject;
+
+extern PyTypeObject Context_Type, Region_Type, Remote_Type, Request_Type;
+extern PyObject *XferError;
+
+/* Raise XferError(errno, "what: xfer_strerror(err)"); returns NULL. */
+PyObject *raise_xfer(int err, const char *what);
+
+/* mu with the GIL held: waits for it with the GIL released. */
+void ctx_lock(ContextObject *c);
+void ctx_unlock(ContextObject *c);
+/* -EBADF-style check: sets ValueError if c is closed; returns -1. */
+int ctx_check_open(ContextObject *c);
+
+/* A u64 from a Python int (index protocol), >= 0; -1 with an error. */
+int arg_u64(PyObject *o, const char *name, uint64_t *out);
+
+/* region.c */
+PyObject *region_alloc_host(ContextObject *c, size_t len);
+PyObject *region_register(ContextObject *c, PyObject *obj);
+PyObject *remote_import(ContextObject *c, const void *tok, size_t len);
+/* Release one region or remote (control round trip; GIL held). */
+void region_release(RegionObject *r);
+void remote_release(RemoteObject *r);
+/* At Context.close: release every region and remote of c. */
+void ctx_release_all(ContextObject *c);
+/* Close the libxfer context once nothing holds it any more. */
+void ctx_finish_close(ContextObject *c);
+
+void link_add(struct obj_link *head, struct obj_link *l);
+void link_del(struct obj_link *l);
+
+#define CONTAINER_OF(p, type, member) \
+	((type *)((char *)(p) - offsetof(type, member)))
+
+#endif /* XFERD_PY_CORE_H */

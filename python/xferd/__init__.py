@@ -1,0 +1,150 @@
+"""xferd - Python API of xferd, the per-node data-movement daemon.
+
+A thin layer over ``xferd._core``, the C extension that binds libxfer:
+
+    import numpy as np, xferd
+
+    with xferd.Context() as ctx:                # $XFERD_SOCKET or the default
+        buf = ctx.alloc_host(1 << 20)           # shared with xferd: zero copy
+        arr = buf.numpy(np.float16)             # a view, no copy
+        token = buf.export()                    # bytes, ship them anywhere
+        ctx.publish("kv-7", token)
+        ...
+        remote = ctx.import_token(ctx.lookup("nodeb/kv-7"))
+        req = ctx.read_vec(buf, local_offs, remote, remote_offs, block_bytes)
+        req.wait()                              # or: await req
+
+Everything that moves bytes returns a Request (wait(), done(), result,
+path, awaitable); errors are XferError (an OSError: .errno, .strerror).
+"""
+import asyncio as _asyncio
+import time as _time
+
+from . import _core
+from ._core import (Notification, Region, Remote, Request, XferError,
+                    strerror, TOKEN_MAX)
+
+__all__ = ["Context", "Region", "Remote", "Request", "Notification",
+           "XferError", "strerror", "TOKEN_MAX"]
+__version__ = "0.1.0"
+
+
+class Context(_core.Context):
+    """Context(socket=None, spin_us=20)
+
+    One connection to the local xferd and its submission/completion ring.
+    ``socket`` None means $XFERD_SOCKET, else xferd's default socket.
+    Waits spin ``spin_us`` microseconds before sleeping.  A context
+    manager: leaving the block closes it (every Region and Remote of it
+    is released first).  Safe to use from several threads; waits release
+    the GIL.  Not usable in a child after fork(): open a new one there.
+    """
+
+    def notifications(self, timeout=None):
+        """Iterate over notifications as they arrive.
+
+        Stops after ``timeout`` seconds without one (None: never), or when
+        the context closes or xferd goes away.
+        """
+        while not self.closed:
+            try:
+                got = self.get_notifications(timeout=timeout)
+            except XferError:
+                return
+            if not got:
+                return
+            yield from got
+
+    # --- asyncio ---------------------------------------------------------
+
+    def _async_start(self, loop):
+        state = getattr(self, "_aio", None)
+        if state is None:
+            state = self._aio = {}
+        if loop not in state:
+            fds = (self.event_fd(), self._wake_fd)
+            for fd in fds:
+                loop.add_reader(fd, self._async_event, loop)
+            state[loop] = (fds, [])
+        return state[loop][1]
+
+    def _async_stop(self, loop):
+        fds, waiters = self._aio[loop]
+        if not waiters:
+            for fd in fds:
+                loop.remove_reader(fd)
+            del self._aio[loop]
+
+    def _async_event(self, loop):
+        dead = self._dispatch()
+        _fds, waiters = self._aio.get(loop, ((), []))
+        for req, fut in list(waiters):
+            if (dead or req.done()) and not fut.done():
+                fut.set_result(None)
+
+    async def wait_notifications(self, timeout=None):
+        """asyncio: the notifications there are, waiting up to ``timeout``
+        seconds (None: forever) for the first; [] after the timeout."""
+        deadline = None if timeout is None else _time.monotonic() + timeout
+        while True:
+            got = self.get_notifications()
+            if got or self.closed:
+                return got
+            left = None if deadline is None else deadline - _time.monotonic()
+            if left is not None and left <= 0:
+                return []
+            # A notification is a CQE: the event fd wakes for it too.
+            loop = _asyncio.get_running_loop()
+            fut = loop.create_future()
+            waiters = self._async_start(loop)
+            entry = (_NoteProbe(self), fut)
+            waiters.append(entry)
+            self._async_waiters(1)
+            try:
+                self._async_event(loop)
+                await _asyncio.wait_for(_asyncio.shield(fut), left)
+            except _asyncio.TimeoutError:
+                return []
+            finally:
+                waiters.remove(entry)
+                self._async_waiters(-1)
+                self._async_stop(loop)
+
+
+class _NoteProbe:
+    """Stands for a request in the asyncio waiters: done when a
+    notification is queued."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def done(self):
+        return self.ctx._notes_pending()
+
+
+async def _await_request(req):
+    """What `await req` runs: resolve through the loop's reader on the
+    context's event fd (xfer_event_fd), never blocking the loop."""
+    if not req.done():
+        ctx = req.context
+        if ctx.closed:
+            return req.wait(0)
+        loop = _asyncio.get_running_loop()
+        fut = loop.create_future()
+        waiters = ctx._async_start(loop)
+        entry = (req, fut)
+        waiters.append(entry)
+        ctx._async_waiters(1)
+        try:
+            # Arm and check once now: completions that came before the
+            # reader existed wake nobody.
+            ctx._async_event(loop)
+            await fut
+        finally:
+            waiters.remove(entry)
+            ctx._async_waiters(-1)
+            ctx._async_stop(loop)
+    return req.wait(0)
+
+
+_core._set_await(_await_request)

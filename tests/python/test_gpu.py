@@ -1,0 +1,49 @@
+"""GPU memory through the Python package: torch CUDA tensors, pinned
+tensors, checked with torch.equal.  Skips without torch or a GPU."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+import xferd
+from conftest import ROOT
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU", allow_module_level=True)
+
+
+def test_cuda_tensors(ctx, ctx2):
+    a = torch.randint(0, 255, (1 << 20,), dtype=torch.uint8, device="cuda")
+    b = torch.zeros_like(a)
+    torch.cuda.synchronize()
+    ra, rb = ctx.register(a), ctx2.register(b)
+    assert ra.device and ra.length == a.numel()
+    try:
+        req = ctx.write(ra, ctx.import_token(rb.export()))
+    except xferd.XferError as e:
+        pytest.skip(f"xferd has no GPU path here: {e}")
+    req.wait(10)
+    assert req.path == "cuda-ipc"
+    assert torch.equal(a, b)
+
+
+def test_pinned_and_host_tensors(ctx, ctx2):
+    src = torch.arange(4096, dtype=torch.int32).pin_memory()
+    dst_host = ctx2.alloc_host(src.numel() * 4)
+    assert ctx.write(ctx.register(src), ctx.import_token(dst_host.export())).wait(10) == 16384
+    assert torch.equal(torch.from_numpy(dst_host.numpy("int32").copy()), src)
+    gpu = torch.zeros(4096, dtype=torch.int32, device="cuda")
+    torch.cuda.synchronize()
+    rg = ctx.register(gpu)
+    ctx.read(rg, ctx.import_token(dst_host.export())).wait(10)
+    assert torch.equal(gpu.cpu(), src)
+
+
+def test_kv_connector_on_gpu(daemon):
+    env = dict(os.environ, XFERD_SOCKET=daemon.socket)
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "python", "examples",
+                        "kv_connector.py"), "--device", "cuda"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
