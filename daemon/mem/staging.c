@@ -99,6 +99,15 @@ void staging_destroy(struct staging_pool *sp)
 		if (c->in_copy && c->xop.gpu.on_done)
 			c->xop.gpu.on_done(&c->xop, -ECANCELED);
 	}
+	/* Every chunk should be back: say so (tests read it). */
+	uint32_t out = 0;
+	for (uint32_t i = 0; i < sp->nchunks; i++)
+		out += sp->chunks[i].taken;
+	if (out)
+		log_warnx("staging: %u of %u chunks not back at exit", out,
+			  sp->nchunks);
+	else
+		log_info("staging: all %u chunks back at exit", sp->nchunks);
 	if (sp->pinned)
 		gpu_host_unregister(sp->mem);
 	munmap(sp->mem, sp->mem_len);
