@@ -2,7 +2,7 @@
  * tcp.c - the TCP data path between xferds, in the progress thread: the
  * meaning of the data frames on a link (link.c carries them).
  *
- * This file is long (about 900 lines) because both ends of every data
+ * This file is long (about 1200 lines) because both ends of every data
  * frame type live here: what this xferd sends for its clients'
  * descriptors and what it does with the same frames from the peer.
  * Keeping the two halves of the protocol side by side is what makes it
