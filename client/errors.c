@@ -16,6 +16,7 @@ XFER_EXPORT const char *xfer_path_name(unsigned path)
 	case XFER_PATH_RDMA: return "rdma";
 	case XFER_PATH_RDMA_STAGED: return "rdma-staged";
 	case XFER_PATH_TCP: return "tcp";
+	case XFER_PATH_TCP_STAGED: return "tcp-staged";
 	}
 	return "unknown";
 }

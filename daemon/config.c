@@ -35,6 +35,7 @@ void config_defaults(struct xferd_config *cfg)
 		.connect_timeout_ms = 3000,
 		.op_timeout_ms = 10000,
 		.tcp_chunk = 1u << 20,
+		.staging_mb = 64,
 		.rdma = true,
 		.rdma_qps = 2,
 		.rdma_stripe = 1u << 20,
@@ -194,6 +195,10 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 			       errlen);
 	} else if (strcmp(key, "tcp_chunk") == 0) {
 		rc = parse_u32(key, value, 4096, 4u << 20, &c.tcp_chunk, err,
+			       errlen);
+	} else if (strcmp(key, "staging_mb") == 0) {
+		/* Two halves (send, receive) of at least two 4 MiB chunks. */
+		rc = parse_u32(key, value, 16, 65536, &c.staging_mb, err,
 			       errlen);
 	} else if (strcmp(key, "rdma") == 0) {
 		if (strcmp(value, "on") == 0)

@@ -42,6 +42,8 @@ struct xferd_config {
 	uint32_t connect_timeout_ms;
 	uint32_t op_timeout_ms;    /* default deadline of a remote descriptor */
 	uint32_t tcp_chunk;        /* bytes per data frame on a link */
+	/* MiB of pinned host memory for GPU memory to and from other nodes */
+	uint32_t staging_mb;
 	bool rdma;                 /* use the RDMA NICs (else TCP only) */
 	/* "mlx5_0,mlx5_1": only these devices ("" = all) */
 	char rdma_devices[CONFIG_HOST_MAX];

@@ -217,6 +217,7 @@ static struct transport_cfg net_cfg(const struct xferd *d)
 		.keepalive_ms = d->cfg.keepalive_ms,
 		.peer_timeout_ms = d->cfg.peer_timeout_ms,
 		.tcp_chunk = d->cfg.tcp_chunk,
+		.staging_mb = d->cfg.staging_mb,
 		.rdma_qps = d->cfg.rdma_qps,
 		.rdma_stripe = d->cfg.rdma_stripe,
 	};

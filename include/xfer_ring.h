@@ -61,6 +61,9 @@ enum xfer_path {
 	XFER_PATH_RDMA = 4,     /* other node, one-sided RDMA, zero copy */
 	XFER_PATH_RDMA_STAGED = 5,
 	XFER_PATH_TCP = 6,      /* other node, streamed over the xferd link */
+	/* other node, GPU memory at one end at least: copied through
+	 * xferd's pinned staging chunks and streamed over the link */
+	XFER_PATH_TCP_STAGED = 7,
 	XFER_PATH__COUNT
 };
 

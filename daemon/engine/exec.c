@@ -140,6 +140,10 @@ static struct abatch *batch_async(struct prog_client *pc)
 static const struct transport *transport_for(struct progress *p,
 					     enum path_route route)
 {
+	/* The staged route is the TCP transport's too: it stages what it
+	 * moves of GPU memory itself (transport/tcp.c). */
+	if (route == ROUTE_LINK_STAGED)
+		route = ROUTE_LINK;
 	for (int i = 0; i < p->ntransports; i++)
 		if (p->transports[i].route == route)
 			return &p->transports[i];
@@ -514,6 +518,7 @@ static int64_t exec_copy(struct progress *p, struct prog_client *pc,
 	switch (route) {
 	case ROUTE_RDMA:
 	case ROUTE_LINK:
+	case ROUTE_LINK_STAGED:
 		return go_remote(p, pc, sqe, transport_for(p, route), local,
 				 loff, remote, roff, async);
 	case ROUTE_GPU:

@@ -32,10 +32,14 @@ static enum path_route other_node(const struct path_facts *f)
 		return ROUTE_UNREACHABLE;
 	if (f->opcode == XFER_OP_NOTIFY)
 		return ROUTE_LINK;
-	/* The links carry host memory only: GPU memory at either end needs
-	 * a copy through staging first, which they do not make. */
-	if (f->local == REGION_CUDA || f->owner_mem == REGION_CUDA)
-		return ROUTE_NOTSUP;
+	/* GPU memory at either end goes through pinned staging chunks (a
+	 * D2H copy before the link, an H2D copy after it); that needs GPUs
+	 * here.  The owner's side decides for its own memory: it stages
+	 * when it has GPUs, else refuses that descriptor (-ENOTSUP). */
+	if (f->local == REGION_CUDA)
+		return f->gpus ? ROUTE_LINK_STAGED : ROUTE_NOTSUP;
+	if (f->owner_mem == REGION_CUDA)
+		return ROUTE_LINK_STAGED;
 	return f->rdma ? ROUTE_RDMA : ROUTE_LINK;
 }
 
@@ -52,6 +56,7 @@ const char *path_route_name(enum path_route route)
 	case ROUTE_GPU: return "gpu";
 	case ROUTE_RDMA: return "rdma";
 	case ROUTE_LINK: return "link";
+	case ROUTE_LINK_STAGED: return "link-staged";
 	case ROUTE_NOTSUP: return "not supported";
 	case ROUTE_UNREACHABLE: return "unreachable";
 	}

@@ -44,6 +44,8 @@ enum path_route {
 	ROUTE_GPU,          /* same node: a copy on xferd's CUDA streams */
 	ROUTE_RDMA,         /* other node: one-sided RDMA */
 	ROUTE_LINK,         /* other node: streamed on the TCP link */
+	ROUTE_LINK_STAGED,  /* other node, GPU memory at an end: through
+			     * pinned staging chunks, then the TCP link */
 	ROUTE_NOTSUP,       /* no engine moves these kinds: -ENOTSUP */
 	ROUTE_UNREACHABLE,  /* another node, and no links: -EHOSTUNREACH */
 };

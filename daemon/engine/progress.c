@@ -15,6 +15,7 @@
 #include <event2/event.h>
 
 #include "gpu/gpu.h"
+#include "mem/staging.h"
 #include "engine/progress_int.h"
 #include "engine/xop.h"
 
@@ -692,6 +693,19 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 	p->ev_expire = event_new(p->base, -1, EV_PERSIST, on_expire, p);
 	if (!p->links || !p->ev_expire)
 		return -ENOMEM;
+	/* GPU memory to other nodes goes through pinned staging chunks of
+	 * one frame each; without GPUs there is nothing to stage. */
+	if (p->gpu) {
+		uint32_t chunk = (cfg->tcp_chunk + 4095u) & ~4095u;
+		p->staging = staging_create((uint64_t)cfg->staging_mb << 20,
+					    chunk, true);
+		if (p->staging)
+			tcp_set_staging(p->links, p->staging, p->gpu);
+		else
+			log_warnx("no staging memory (staging_mb %u): GPU "
+				  "memory will not reach other nodes",
+				  cfg->staging_mb);
+	}
 	/* NULL without RDMA rails: then TCP moves everything. */
 	p->rdma = rdma_create(p->base, p->links, &rcfg, &hooks);
 	if (p->rdma)
@@ -738,6 +752,9 @@ void progress_destroy(struct progress *p)
 	p->links = NULL;
 	/* GPU copies in flight finish before their memory goes. */
 	gpu_copies_destroy(p->gpu);
+	/* After the links (their buffers give chunks back) and the copies
+	 * (those still out end here). */
+	staging_destroy(p->staging);
 	exec_xop_cache_free(p);
 	regtab_memo_release(&p->exec.memo);
 	/* Commands queued behind STOP were never applied. */

@@ -67,6 +67,9 @@ struct progress {
 	struct transport transports[TRANSPORTS_MAX];
 	int ntransports;
 	struct gpu_copies *gpu;    /* NULL: no GPUs */
+	/* Pinned chunks for GPU memory to and from other nodes (NULL: no
+	 * GPUs or no links); outlives the links and the GPU copies. */
+	struct staging_pool *staging;
 	uint64_t async_ops;        /* operations out on links */
 	uint64_t last_net_poll_ns;
 };

@@ -42,6 +42,9 @@ struct xop {
 		struct {              /* the GPU copy engine's (gpu/copy.c) */
 			unsigned parts;   /* copies of it still in flight */
 			int error;        /* first failure among them */
+			/* Set: its copies end here, not through the
+			 * executor (a staging chunk's copy, mem/staging.h). */
+			void (*on_done)(struct xop *op, int64_t result);
 		} gpu;
 		struct {              /* the RDMA transport's (rdma.c) */
 			uint64_t posted;  /* bytes handed to work requests */
@@ -57,7 +60,13 @@ struct xop {
 			uint64_t done;    /* bytes sent (write) or received (read) */
 			bool sent_all;    /* every frame of it is queued */
 			bool in_hash;
+			bool parked;      /* staged: off the send queue until
+					   * its next chunk is ready */
 			struct xop *hnext; /* in-flight hash chain */
+			/* Staged (GPU memory): its chunks out (a write)
+			 * or landing (a read); transport/staged.c. */
+			struct staged_send *send;
+			struct staged_rx *rx;
 		} tcp;
 	};
 };

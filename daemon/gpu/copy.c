@@ -389,8 +389,12 @@ unsigned gpu_copies_poll(struct gpu_copies *g,
 				op->gpu.error = -EIO;
 			if (--op->gpu.parts)
 				continue;  /* other parts still out */
-			done(arg, op, op->gpu.error ? op->gpu.error
-						    : (int64_t)op->len);
+			int64_t res = op->gpu.error ? op->gpu.error
+						    : (int64_t)op->len;
+			if (op->gpu.on_done)
+				op->gpu.on_done(op, res);  /* a staging chunk's */
+			else
+				done(arg, op, res);
 			ended++;
 		}
 		free(fin.ops);

@@ -89,7 +89,8 @@ int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
 	     uint64_t src, int src_dev, uint64_t len);
 /* Launch what was queued (many small copies go as one kernel). */
 void gpu_copies_flush(struct gpu_copies *g);
-/* Finished copies: done() for each completed op; returns how many. */
+/* Finished copies: done() for each completed op, or the op's own
+ * gpu.on_done where it has one (staging chunks); returns how many. */
 unsigned gpu_copies_poll(struct gpu_copies *g,
 			 void (*done)(void *arg, struct xop *op, int64_t res),
 			 void *arg);

@@ -88,6 +88,7 @@ static const char *const path_names[XFER_PATH__COUNT] = {
 	[XFER_PATH_RDMA] = "rdma",
 	[XFER_PATH_RDMA_STAGED] = "rdma-staged",
 	[XFER_PATH_TCP] = "tcp",
+	[XFER_PATH_TCP_STAGED] = "tcp-staged",
 };
 
 uint64_t ctl_rss_bytes(void)

@@ -211,7 +211,8 @@ out:
 
 /*
  * Parse what is buffered: frames, and payload bytes for the sink.
- * Returns false if the link failed.
+ * Returns false if the link failed.  With l->rx_stalled set on return,
+ * the sink waits for a receive chunk: nothing more is read until then.
  */
 static bool consume(struct link *l)
 {
@@ -221,8 +222,9 @@ static bool consume(struct link *l)
 		size_t have = l->rx_len - l->rx_off;
 		if (l->sink.active) {
 			size_t n = have < l->sink.left ? have : (size_t)l->sink.left;
-			tcp_sink_put(&l->sink, l->rxbuf + l->rx_off, n);
-			l->rx_off += n;
+			l->rx_off += tcp_sink_put(l, l->rxbuf + l->rx_off, n);
+			if (l->rx_stalled)
+				return true;  /* until a chunk comes back */
 			if (l->sink.left)
 				return true;  /* more payload to come */
 			tcp_sink_finish(l);
@@ -264,13 +266,35 @@ static bool consume(struct link *l)
 	}
 }
 
-/* Big payloads into a memfd region skip the buffer: recv() lands them. */
-static bool direct_target(const struct link *l)
+/* The sink waits for a receive chunk no more (staged.c). */
+void link_rx_resume(struct link *l)
 {
-	const struct rx_sink *k = &l->sink;
+	if (!l->rx_stalled)
+		return;
+	l->rx_stalled = false;
+	if (!l->bev || l->read_paused)
+		return;  /* gone, or on_writable resumes it */
+	/* Bytes may wait in rxbuf, not the socket: look now. */
+	if (event_add(l->ev_read, NULL))
+		link_fail(l, -ENOMEM, "cannot watch the socket");
+	else
+		event_active(l->ev_read, EV_READ, 0);
+}
 
-	return k->active && k->r && !k->err && k->r->kind == REGION_MEMFD &&
-	       l->rx_off == l->rx_len;
+static void on_kick(evutil_socket_t fd, short what, void *arg)
+{
+	struct link *l = arg;
+	(void)fd, (void)what;
+
+	l->ls->events++;
+	if (l->bev)
+		tcp_fill(l);
+}
+
+void link_kick(struct link *l)
+{
+	if (l->ev_kick)
+		event_active(l->ev_kick, EV_TIMEOUT, 0);
 }
 
 /*
@@ -290,6 +314,11 @@ static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 
 	l->ls->events++;
 	l->last_rx_ns = now_ns();
+	if (l->rx_stalled) {
+		event_del(l->ev_read);
+		tcp_fill(l);
+		return;
+	}
 	/* A bounded number of reads per call: the event is level-triggered
 	 * and fires again, and rings, timers and other links get their turn
 	 * in between. */
@@ -303,11 +332,16 @@ static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 		}
 		uint8_t *dst;
 		size_t room;
-		bool direct = direct_target(l);
-		if (direct) {
-			dst = (uint8_t *)l->sink.r->map + l->sink.off;
-			room = (size_t)l->sink.left;
-		} else {
+		/* Big payloads into a memfd region or a receive chunk skip
+		 * the buffer: recv() lands them. */
+		bool direct = tcp_sink_direct(l, &dst, &room);
+		if (l->rx_stalled) {
+			/* No receive chunk free: the peer's bytes wait in
+			 * the socket until one comes back. */
+			event_del(l->ev_read);
+			break;
+		}
+		if (!direct) {
 			/* Keep the unparsed bytes at the front. */
 			if (l->rx_off) {
 				memmove(l->rxbuf, l->rxbuf + l->rx_off,
@@ -331,8 +365,7 @@ static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 			break;
 		}
 		if (direct) {
-			l->sink.off += (uint64_t)n;
-			l->sink.left -= (uint64_t)n;
+			tcp_sink_landed(l, (size_t)n);
 		} else {
 			l->rx_len += (size_t)n;
 		}
@@ -348,7 +381,7 @@ static void on_writable(struct bufferevent *bev, void *arg)
 	l->ls->events++;
 	if (l->read_paused && !output_full(l)) {
 		l->read_paused = false;
-		if (event_add(l->ev_read, NULL)) {
+		if (!l->rx_stalled && event_add(l->ev_read, NULL)) {
 			link_fail(l, -ENOMEM, "cannot watch the socket");
 			return;
 		}
@@ -391,6 +424,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 static void free_link(struct link *l)
 {
 	tcp_link_free(l);
+	if (l->ev_kick)
+		event_free(l->ev_kick);
 	if (l->tick)
 		event_free(l->tick);
 	if (l->ev_read)
@@ -492,6 +527,7 @@ void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
 	l->tick = event_new(ls->base, -1, EV_PERSIST, on_tick, l);
 	l->ev_read = event_new(ls->base, fd, EV_READ | EV_PERSIST, on_fd_read,
 			       l);
+	l->ev_kick = event_new(ls->base, -1, 0, on_kick, l);
 	struct timeval tv = { .tv_sec = ls->cfg.keepalive_ms / 1000,
 			      .tv_usec = (ls->cfg.keepalive_ms % 1000) * 1000 };
 	/* From here the link is the peer's: a failure goes through
@@ -503,7 +539,7 @@ void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
 		close(fd);
 		l->bev = NULL;
 	}
-	if (!l->bev || !l->tick || !l->ev_read || !l->rxbuf ||
+	if (!l->bev || !l->tick || !l->ev_read || !l->ev_kick || !l->rxbuf ||
 	    event_add(l->tick, &tv) || event_add(l->ev_read, NULL)) {
 		fail_link_setup(l);
 		return;

@@ -2,7 +2,7 @@
  * tcp.c - the TCP data path between xferds, in the progress thread: the
  * meaning of the data frames on a link (link.c carries them).
  *
- * This file is long (about 900 lines) because both ends of every data
+ * This file is long (about 1200 lines) because both ends of every data
  * frame type live here: what this xferd sends for its clients'
  * descriptors and what it does with the same frames from the peer.
  * Keeping the two halves of the protocol side by side is what makes it
@@ -16,7 +16,12 @@
  *   hash    operations with frames on the wire, awaiting their end.
  * A frame's payload from a memfd region goes to the socket by reference
  * (no copy in xferd); incoming payloads are copied once, from the
- * socket or libevent's buffer into the region.
+ * socket or libevent's buffer into the region.  GPU memory at either
+ * end goes through pinned staging chunks (staged.c): a write or served
+ * read from GPU memory is a stream of D2H-filled chunks (its op or serve
+ * parked off its queue while the next chunk is not ready), a payload
+ * into GPU memory lands in receive chunks emptied by H2D copies, and
+ * its ack or completion waits for them.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -70,9 +75,15 @@ static int token_from(const struct linkset *ls, const Xfer__Peer__Target *t,
 
 /* Can the link read or write r's bytes itself (xferd's mapping of a
  * memfd, or CMA)?  GPU memory needs a copy through staging first. */
-static bool bytes_reachable(const struct region *r)
+static bool host_reachable(const struct region *r)
 {
 	return r->kind == REGION_MEMFD || r->kind == REGION_CMA;
+}
+
+/* ... or through staging (with GPUs and a staging pool here). */
+static bool bytes_reachable(const struct linkset *ls, const struct region *r)
+{
+	return host_reachable(r) || staged_reachable(ls, r);
 }
 
 /* Resolve a peer's token: the key is checked once per distinct token. */
@@ -97,7 +108,7 @@ static int resolve_data(struct link *l, const struct token *tok, uint64_t at,
 {
 	int err = resolve(l, tok, at, len, r, off);
 
-	if (!err && !bytes_reachable(*r)) {
+	if (!err && !bytes_reachable(l->ls, *r)) {
 		region_put(*r);
 		*r = NULL;
 		return -ENOTSUP;
@@ -135,20 +146,40 @@ static void hash_del(struct link *l, struct xop *op)
 
 static bool in_sendq(const struct xop *op)
 {
-	return !op->tcp.sent_all;
+	return !op->tcp.sent_all && !op->tcp.parked;
+}
+
+/* The sink no longer lands anything: the rest of its payload is
+ * dropped (receive chunk back, reading resumed if it waited for one). */
+static void sink_drop(struct link *l)
+{
+	struct rx_sink *k = &l->sink;
+
+	staged_sink_drop(l);
+	staged_rx_put(k->srx);
+	k->srx = NULL;
+	region_put(k->r);
+	k->r = NULL;
 }
 
 /* End op: out of every list of l, Abort if the peer holds half of it. */
 static void op_end(struct linkset *ls, struct link *l, struct xop *op,
 		   int64_t result)
 {
+	/* Its staged chunks in a GPU copy go back when the copy ends. */
+	staged_send_free(op->tcp.send);
+	op->tcp.send = NULL;
+	if (op->tcp.rx) {
+		op->tcp.rx->xop = NULL;
+		staged_rx_put(op->tcp.rx);
+		op->tcp.rx = NULL;
+	}
 	if (l) {
 		if (l->sink.xop == op) {
 			/* The rest of its payload is dropped, not landed in a
 			 * buffer its client may already reuse. */
 			l->sink.xop = NULL;
-			region_put(l->sink.r);
-			l->sink.r = NULL;
+			sink_drop(l);
 		}
 		if (in_sendq(op))
 			TAILQ_REMOVE(&l->sendq, op, q);
@@ -225,9 +256,11 @@ static int stage_payload(const struct region *r, uint64_t off, uint64_t len,
 			 struct evbuffer **staged)
 {
 	*staged = NULL;
-	if (!bytes_reachable(r))
+	if (len == 0)
+		return 0;
+	if (!host_reachable(r))
 		return -ENOTSUP;
-	if (r->kind != REGION_CMA || len == 0)
+	if (r->kind != REGION_CMA)
 		return 0;
 	struct evbuffer *b = evbuffer_new();
 	if (!b)
@@ -283,8 +316,24 @@ static bool send_frame(struct link *l, struct xop *op)
 	case XFER_OP_WRITE: {
 		Xfer__Peer__WriteChunk w = XFER__PEER__WRITE_CHUNK__INIT;
 		uint64_t n = op->len - op->tcp.done;
-		if (n > l->ls->cfg.tcp_chunk)
+		struct staging_chunk *c = NULL;
+		if (op->tcp.send) {
+			/* GPU memory: its next chunk, if its copy is done. */
+			int err;
+			c = staged_send_next(op->tcp.send, &err);
+			if (err) {
+				op_end(l->ls, l, op, err);
+				return false;
+			}
+			if (!c) {
+				op->tcp.parked = true;  /* tcp_unpark */
+				op->tcp.sent_all = false;
+				return true;
+			}
+			n = c->len;
+		} else if (n > l->ls->cfg.tcp_chunk) {
 			n = l->ls->cfg.tcp_chunk;
+		}
 		w.op = op->tcp.id;
 		w.target = &t;
 		w.at = op->remote_off + op->tcp.done;
@@ -294,9 +343,10 @@ static bool send_frame(struct link *l, struct xop *op)
 		w.total = op->len;
 		m.body_case = XFER__PEER__PEER_MSG__BODY_WRITE;
 		m.write = &w;
-		struct evbuffer *staged;
-		int err = stage_payload(op->local, op->local_off + op->tcp.done, n,
-					&staged);
+		struct evbuffer *staged = NULL;
+		int err = c ? 0 : stage_payload(op->local,
+						op->local_off + op->tcp.done, n,
+						&staged);
 		if (err) {
 			op_end(l->ls, l, op, err);  /* its client's memory */
 			return false;
@@ -304,8 +354,9 @@ static bool send_frame(struct link *l, struct xop *op)
 		/* Header, then payload: a failure between them would leave
 		 * the stream out of step, so it ends the link. */
 		if (link_put_msg(l, &m, (uint32_t)n) ||
-		    put_payload(l, op->local, op->local_off + op->tcp.done, n,
-				staged)) {
+		    (c ? staged_queue_chunk(l, c)
+		       : put_payload(l, op->local, op->local_off + op->tcp.done,
+				     n, staged))) {
 			link_fail(l, -ENOMEM, "cannot queue a frame");
 			return false;
 		}
@@ -352,6 +403,7 @@ static bool send_frame(struct link *l, struct xop *op)
 
 static void serve_free(struct serve *s)
 {
+	staged_send_free(s->send);
 	region_put(s->r);
 	free(s);
 }
@@ -371,35 +423,49 @@ static void read_data(struct link *l, uint64_t op, uint64_t at, bool last,
 	link_put_msg(l, &m, payload);
 }
 
-/* One ReadData frame of s; true when s is finished (and freed). */
-static bool serve_frame(struct link *l, struct serve *s)
+enum serve_state { SERVE_MORE, SERVE_DONE, SERVE_PARKED };
+
+/* One ReadData frame of s; SERVE_DONE when s is finished (and freed),
+ * SERVE_PARKED when its next staged chunk is not ready yet. */
+static enum serve_state serve_frame(struct link *l, struct serve *s)
 {
 	uint64_t n = s->len - s->done;
+	struct staging_chunk *c = NULL;
+	struct evbuffer *staged = NULL;
+	int err = 0;
 
-	if (n > l->ls->cfg.tcp_chunk)
+	if (s->send) {
+		c = staged_send_next(s->send, &err);
+		if (!c && !err)
+			return SERVE_PARKED;
+		if (c)
+			n = c->len;
+	} else if (n > l->ls->cfg.tcp_chunk) {
 		n = l->ls->cfg.tcp_chunk;
+	}
 	bool last = s->done + n == s->len;
-	struct evbuffer *staged;
-	int err = stage_payload(s->r, s->off + s->done, n, &staged);
+	if (!c && !err)
+		err = stage_payload(s->r, s->off + s->done, n, &staged);
 	if (err) {
 		/* The owner's memory went away: this read fails, not the
 		 * link. */
 		read_data(l, s->op, s->done, true, err, 0);
 		serve_free(s);
-		return true;
+		return SERVE_DONE;
 	}
 	read_data(l, s->op, s->done, last, (int64_t)n, (uint32_t)n);
-	if (put_payload(l, s->r, s->off + s->done, n, staged)) {
+	if (c ? staged_queue_chunk(l, c)
+	      : put_payload(l, s->r, s->off + s->done, n, staged)) {
 		serve_free(s);
 		link_fail(l, -ENOMEM, "cannot queue a frame");
-		return true;
+		return SERVE_DONE;
 	}
 	s->done += n;
 	stat_add(&l->stats->bytes_tx, n);
 	if (!last)
-		return false;
+		return SERVE_MORE;
 	serve_free(s);
-	return true;
+	return SERVE_DONE;
 }
 
 /* Queue frames round-robin until the output buffer is full enough. */
@@ -416,17 +482,50 @@ void tcp_fill(struct link *l)
 		l->serve_turn = !l->serve_turn;
 		if (s && (l->serve_turn || !op)) {
 			TAILQ_REMOVE(&l->serveq, s, q);
-			if (!serve_frame(l, s))
+			switch (serve_frame(l, s)) {
+			case SERVE_MORE:
 				TAILQ_INSERT_TAIL(&l->serveq, s, q);
+				break;
+			case SERVE_PARKED:
+				s->parked = true;  /* tcp_unpark */
+				TAILQ_INSERT_TAIL(&l->parkedq, s, q);
+				break;
+			case SERVE_DONE:
+				break;
+			}
 			continue;
 		}
 		TAILQ_REMOVE(&l->sendq, op, q);
 		op->tcp.sent_all = true;  /* out of the queue while we look */
 		if (!send_frame(l, op))
 			continue;  /* op ended (or the link: bev is NULL) */
-		if (!op->tcp.sent_all)
+		if (!op->tcp.sent_all && !op->tcp.parked)
 			TAILQ_INSERT_TAIL(&l->sendq, op, q);
 	}
+}
+
+void tcp_unpark(struct staged_send *ss, bool fill_now)
+{
+	struct link *l = ss->l;
+
+	if (ss->op) {
+		struct xop *op = ss->op;
+		if (!op->tcp.parked)
+			return;
+		op->tcp.parked = false;
+		TAILQ_INSERT_TAIL(&l->sendq, op, q);
+	} else {
+		struct serve *s = ss->s;
+		if (!s->parked)
+			return;
+		s->parked = false;
+		TAILQ_REMOVE(&l->parkedq, s, q);
+		TAILQ_INSERT_TAIL(&l->serveq, s, q);
+	}
+	if (fill_now)
+		tcp_fill(l);
+	else
+		link_kick(l);
 }
 
 static void tcp_start_op(struct link *l, struct xop *op)
@@ -434,6 +533,28 @@ static void tcp_start_op(struct link *l, struct xop *op)
 	op->tcp.id = ++l->next_id;
 	op->tcp.done = 0;
 	op->tcp.sent_all = false;
+	op->tcp.parked = false;
+	/* GPU memory of ours: its chunks start moving now. */
+	if (op->local && op->local->kind == REGION_CUDA && op->len) {
+		int err = -ENOTSUP;
+		if (!staged_reachable(l->ls, op->local))
+			;
+		else if (op->opcode == XFER_OP_WRITE &&
+			 (op->tcp.send = staged_send_new(l, op->local,
+							  op->local_off,
+							  op->len)))
+			op->tcp.send->op = op, err = 0;
+		else if (op->opcode == XFER_OP_READ &&
+			 (op->tcp.rx = staged_rx_new(l, op->local)))
+			op->tcp.rx->xop = op, err = 0;
+		else
+			err = -ENOMEM;
+		if (err) {
+			op->tcp.sent_all = true;  /* in no queue */
+			op_end(l->ls, l, op, err);
+			return;
+		}
+	}
 	TAILQ_INSERT_TAIL(&l->sendq, op, q);
 }
 
@@ -499,13 +620,17 @@ static void sink_start(struct link *l, uint32_t plen, struct region *r,
 	stat_add(&l->stats->bytes_rx, plen);
 }
 
-/* n bytes of payload from p. */
-void tcp_sink_put(struct rx_sink *k, const uint8_t *p, size_t n)
+/* Up to n bytes of payload from p. */
+size_t tcp_sink_put(struct link *l, const uint8_t *p, size_t n)
 {
+	struct rx_sink *k = &l->sink;
+
+	if (k->r && !k->err && k->srx)
+		return staged_sink_put(l, p, n);
 	if (k->r && !k->err) {
 		if (k->r->kind == REGION_MEMFD) {
 			memcpy((char *)k->r->map + k->off, p, n);
-		} else if (!bytes_reachable(k->r)) {
+		} else if (!host_reachable(k->r)) {
 			k->err = -ENOTSUP;
 		} else {
 			int64_t put = cma_copy(k->r, true, (void *)p, k->off, n);
@@ -515,6 +640,80 @@ void tcp_sink_put(struct rx_sink *k, const uint8_t *p, size_t n)
 	}
 	k->off += n;
 	k->left -= n;
+	return n;
+}
+
+bool tcp_sink_direct(struct link *l, uint8_t **dst, size_t *room)
+{
+	struct rx_sink *k = &l->sink;
+
+	if (!k->active || !k->r || k->err || k->left == 0 ||
+	    l->rx_off != l->rx_len)
+		return false;
+	if (k->srx)
+		return staged_sink_direct(l, dst, room);
+	if (k->r->kind != REGION_MEMFD)
+		return false;
+	*dst = (uint8_t *)k->r->map + k->off;
+	*room = (size_t)k->left;
+	return true;
+}
+
+void tcp_sink_landed(struct link *l, size_t n)
+{
+	struct rx_sink *k = &l->sink;
+
+	if (k->srx) {
+		staged_sink_landed(l, n);
+		return;
+	}
+	k->off += n;
+	k->left -= n;
+}
+
+/* Every byte of srx landed in GPU memory, or failed to. */
+void tcp_rx_complete(struct staged_rx *srx)
+{
+	struct link *l = srx->l;
+
+	if (srx->xop) {
+		/* Our read: it ends now (its link is up: else it had ended). */
+		struct xop *op = srx->xop;
+		srx->xop = NULL;
+		op->tcp.rx = NULL;
+		op_end(l->ls, l, op, srx->err ? srx->err : (int64_t)op->len);
+		staged_rx_put(srx);  /* the read's reference */
+		return;
+	}
+	if (!srx->listed)
+		return;  /* the link went, or the peer aborted it */
+	TAILQ_REMOVE(&l->rx_writes, srx, q);
+	srx->listed = false;
+	if (l->bev) {
+		write_ack(l, srx->op, srx->err ? srx->err : (int64_t)srx->total);
+		if (!srx->err && srx->notify)
+			l->ls->hooks.notify_local(l->ls->hooks.arg, srx->r,
+						  srx->notify_value,
+						  (int64_t)srx->total);
+	}
+	staged_rx_put(srx);  /* the list's */
+}
+
+/* The peer's write op into our GPU memory r: its landing state. */
+static struct staged_rx *rx_write_of(struct link *l, uint64_t op,
+				     struct region *r)
+{
+	struct staged_rx *srx;
+
+	TAILQ_FOREACH(srx, &l->rx_writes, q)
+		if (srx->op == op)
+			return srx;
+	if (!(srx = staged_rx_new(l, r)))
+		return NULL;
+	srx->op = op;
+	srx->listed = true;
+	TAILQ_INSERT_TAIL(&l->rx_writes, srx, q);
+	return srx;
 }
 
 /* The whole payload is in: acknowledge, notify, end our read. */
@@ -523,6 +722,30 @@ void tcp_sink_finish(struct link *l)
 	struct rx_sink *k = &l->sink;
 
 	k->active = false;
+	if (k->srx) {
+		/* GPU memory: the last chunk's copy starts; what ends
+		 * waits for every copy (tcp_rx_complete). */
+		struct staged_rx *srx = k->srx;
+		staged_sink_flush(l);
+		k->srx = NULL;
+		struct xop *op = k->xop;
+		k->xop = NULL;
+		region_put(k->r);
+		k->r = NULL;
+		if (k->err && !srx->err)
+			srx->err = k->err;
+		if (op)
+			op->tcp.done += k->len;
+		if (k->is_write && k->last) {
+			srx->total = k->total;
+			srx->notify = k->notify;
+			srx->notify_value = k->notify_value;
+		}
+		if (k->last)
+			staged_rx_all_in(srx);
+		staged_rx_put(srx);  /* the sink's */
+		return;
+	}
 	if (k->is_write) {
 		if (!k->r && !k->err) {
 			/* An operation that had failed before: drop silently. */
@@ -576,6 +799,16 @@ int tcp_on_write(struct link *l, const Xfer__Peer__WriteChunk *w,
 	}
 	/* An error here (-ESTALE) fails this operation only. */
 	sink_start(l, plen, r, off, err);
+	if (r && r->kind == REGION_CUDA) {
+		/* Our GPU memory: through receive chunks (staged.c). */
+		struct staged_rx *srx = rx_write_of(l, w->op, r);
+		if (!srx) {
+			l->sink.err = -ENOMEM;
+			return 0;
+		}
+		srx->refs++;
+		l->sink.srx = srx;
+	}
 	return 0;
 }
 
@@ -602,6 +835,16 @@ int tcp_on_read_request(struct link *l, const Xfer__Peer__ReadRequest *rq)
 	}
 	*s = (struct serve){ .op = rq->op, .r = r, .off = off,
 			     .len = rq->length };
+	if (r->kind == REGION_CUDA && rq->length) {
+		/* Our GPU memory: staged, a few chunks ahead. */
+		s->send = staged_send_new(l, r, off, rq->length);
+		if (!s->send) {
+			serve_free(s);
+			read_data(l, rq->op, 0, true, -ENOMEM, 0);
+			return 0;
+		}
+		s->send->s = s;
+	}
 	TAILQ_INSERT_TAIL(&l->serveq, s, q);
 	return 0;
 }
@@ -630,6 +873,10 @@ int tcp_on_read_data(struct link *l, const Xfer__Peer__ReadData *d,
 	region_get(op->local);
 	l->sink.xop = op;
 	sink_start(l, plen, op->local, op->local_off + op->tcp.done, 0);
+	if (op->tcp.rx) {
+		op->tcp.rx->refs++;
+		l->sink.srx = op->tcp.rx;
+	}
 	return 0;
 }
 
@@ -675,6 +922,26 @@ void tcp_on_abort(struct link *l, uint64_t op)
 		if (s->op == op) {
 			TAILQ_REMOVE(&l->serveq, s, q);
 			serve_free(s);
+			return;
+		}
+	}
+	TAILQ_FOREACH(s, &l->parkedq, q) {
+		if (s->op == op) {
+			TAILQ_REMOVE(&l->parkedq, s, q);
+			serve_free(s);
+			return;
+		}
+	}
+	/* A write into our GPU memory: no ack for it; copies still out
+	 * end on their own. */
+	struct staged_rx *srx;
+	TAILQ_FOREACH(srx, &l->rx_writes, q) {
+		if (srx->op == op) {
+			if (l->sink.srx == srx)
+				sink_drop(l);
+			TAILQ_REMOVE(&l->rx_writes, srx, q);
+			srx->listed = false;
+			staged_rx_put(srx);
 			return;
 		}
 	}
@@ -814,6 +1081,8 @@ void tcp_link_init(struct link *l)
 {
 	TAILQ_INIT(&l->sendq);
 	TAILQ_INIT(&l->serveq);
+	TAILQ_INIT(&l->parkedq);
+	TAILQ_INIT(&l->rx_writes);
 }
 
 void tcp_link_up(struct link *l)
@@ -846,7 +1115,28 @@ void tcp_link_free(struct link *l)
 		TAILQ_REMOVE(&l->serveq, s, q);
 		serve_free(s);
 	}
+	while ((s = TAILQ_FIRST(&l->parkedq))) {
+		TAILQ_REMOVE(&l->parkedq, s, q);
+		serve_free(s);
+	}
+	/* The peer's writes into our GPU memory: their copies still out
+	 * end without an ack (the link is gone). */
+	sink_drop(l);
+	struct staged_rx *srx;
+	while ((srx = TAILQ_FIRST(&l->rx_writes))) {
+		TAILQ_REMOVE(&l->rx_writes, srx, q);
+		srx->listed = false;
+		srx->l = NULL;
+		staged_rx_put(srx);
+	}
 	free(l->failed);
+}
+
+void tcp_set_staging(struct linkset *ls, struct staging_pool *sp,
+		     struct gpu_copies *gpu)
+{
+	ls->staging = sp;
+	ls->gpu = gpu;
 }
 
 /* --- as a transport (transport.h): the path of last resort --- */
@@ -862,7 +1152,10 @@ static void tcp_submit(void *impl, struct xop *op)
 	memset(&op->tcp, 0, sizeof(op->tcp));
 	/* A notification after RDMA data keeps the path that moved it. */
 	if (op->path == XFER_PATH_NONE)
-		op->path = XFER_PATH_TCP;
+		op->path = (op->local && op->local->kind == REGION_CUDA) ||
+				   (op->opcode != XFER_OP_NOTIFY &&
+				    op->remote->remote->mem_kind == REGION_CUDA)
+			   ? XFER_PATH_TCP_STAGED : XFER_PATH_TCP;
 	linkset_submit(impl, op);
 }
 

@@ -17,4 +17,12 @@
 
 extern const struct transport_ops tcp_transport_ops;
 
+struct staging_pool;
+struct gpu_copies;
+/* GPU memory to and from other nodes moves through pool sp and the GPU
+ * copy engine gpu (both outlive the linkset); without them it is
+ * refused (-ENOTSUP).  Before the progress thread starts. */
+void tcp_set_staging(struct linkset *ls, struct staging_pool *sp,
+		     struct gpu_copies *gpu);
+
 #endif /* XFERD_TCP_H */

@@ -23,7 +23,7 @@
 #
 # Environment: BUILD (default /tmp/xferd-gpu), OUT (logs are copied
 # there when set), PER_TEST_TIMEOUT (s, default 240), BENCH=0 skips the
-# benchmark.  Exit status: 0 when every test passed or skipped, xferd
+# benchmark, ONLY="gpu_remote gpu_host" runs just those tests.  Exit status: 0 when every test passed or skipped, xferd
 # stopped cleanly and every benchmark target held; 1 otherwise.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -167,6 +167,9 @@ run_tests() {
 	echo "== GPU tests"
 	for prog in "$BUILD"/tests/gpu_*; do
 		name=$(basename "$prog")
+		if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then
+			continue
+		fi
 		start_xferd "$name"
 		start=$(date +%s)
 		timeout -k 5 "$PER_TEST_TIMEOUT" "$prog" >"$TMP/$name.out" 2>&1

@@ -403,6 +403,7 @@ enum owner_op {
 	OP_CHECK,
 	OP_FREE,
 	OP_VMM_REMAP,
+	OP_FLOOD,
 	OP_QUIT,
 };
 
@@ -475,6 +476,25 @@ static void owner_main(const char *socket, int in, int out)
 			b->mem = NULL;
 			gl_buf_free(ctx, b, false);
 			break;
+		case OP_FLOOD: {
+			/* Writes of region idx to a token, submitted and not
+			 * waited for: the test kills this process with them
+			 * out. */
+			struct xfer_remote *rem;
+			size_t tlen = tl_recv_blob(in, tok, sizeof(tok));
+			T_OK(xfer_import(ctx, tok, tlen, &rem));
+			for (uint64_t i = 0; i < c.pos; i++) {
+				struct xfer_sqe *sqe = xfer_get_sqe(ctx);
+				if (!sqe)
+					break;
+				xfer_prep_rw(sqe, XFER_OP_WRITE, b->handle, 0,
+					     xfer_remote_handle(rem), 0, c.len,
+					     i + 1);
+				r.rc++;
+			}
+			T_ASSERT(xfer_submit(ctx) == (int)r.rc, "owner: submit");
+			break;
+		}
 		case OP_VMM_REMAP:
 			if (b->mem)
 				T_OK(xfer_dereg(ctx, b->mem));
@@ -582,6 +602,18 @@ int gl_owner_vmm_remap(struct gl_owner *o, int idx)
 {
 	return (int)owner_call(o, &(struct owner_cmd){ .op = OP_VMM_REMAP,
 						       .idx = idx }).rc;
+}
+
+int gl_owner_flood(struct gl_owner *o, int idx, const void *tok,
+		   size_t tlen, uint64_t len, unsigned count)
+{
+	tl_write_full(o->to, &(struct owner_cmd){ .op = OP_FLOOD, .idx = idx,
+						  .len = len, .pos = count },
+		      sizeof(struct owner_cmd));
+	tl_send_blob(o->to, tok, tlen);
+	struct owner_reply r;
+	tl_read_full(o->from, &r, sizeof(r));
+	return (int)r.rc;
 }
 
 void gl_owner_stop(struct gl_owner *o)

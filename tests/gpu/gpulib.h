@@ -143,6 +143,10 @@ int gl_owner_free(struct gl_owner *o, int idx, bool dereg);
 /* GL_VMM region idx: deregister, remap new memory at the same address,
  * register again; returns the registration's result. */
 int gl_owner_vmm_remap(struct gl_owner *o, int idx);
+/* The owner imports tok and submits count writes of len bytes from
+ * region idx to it without waiting for them; returns how many. */
+int gl_owner_flood(struct gl_owner *o, int idx, const void *tok,
+		   size_t tlen, uint64_t len, unsigned count);
 /* Close its context and reap it; fails unless it exited 0. */
 void gl_owner_stop(struct gl_owner *o);
 /* SIGKILL it and reap it. */

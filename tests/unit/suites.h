@@ -19,5 +19,6 @@ Suite *dmabuf_suite(void);
 Suite *rcache_suite(void);
 Suite *rdma_dev_suite(void);
 Suite *path_suite(void);
+Suite *staging_suite(void);
 
 #endif /* XFER_UNIT_SUITES_H */

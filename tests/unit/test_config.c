@@ -514,6 +514,22 @@ START_TEST(key_rdma)
 }
 END_TEST
 
+START_TEST(key_staging_mb)
+{
+	struct xferd_config c;
+
+	config_defaults(&c);
+	ck_assert_uint_eq(c.staging_mb, 64);
+	c = good_line("staging_mb = 16");
+	ck_assert_uint_eq(c.staging_mb, 16);
+	c = good_line("staging_mb = 1024");
+	ck_assert_uint_eq(c.staging_mb, 1024);
+	bad_line("staging_mb = 15", "staging_mb");
+	bad_line("staging_mb = 65537", "staging_mb");
+	bad_line("staging_mb = lots", "staging_mb");
+}
+END_TEST
+
 Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -538,6 +554,7 @@ Suite *config_suite(void)
 	tcase_add_test(tc, load_bad_line);
 	tcase_add_test(tc, load_missing);
 	tcase_add_test(tc, key_rdma);
+	tcase_add_test(tc, key_staging_mb);
 	suite_add_tcase(s, tc);
 	return s;
 }

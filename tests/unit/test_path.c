@@ -27,11 +27,18 @@ static const enum path_route same_node_no_gpus[NKINDS][NKINDS] = {
 	{ ROUTE_CMA, ROUTE_CMA, ROUTE_NOTSUP },
 	{ ROUTE_NOTSUP, ROUTE_NOTSUP, ROUTE_NOTSUP },
 };
-/* Another node with links: [local][owner's memory], RDMA not ready;
- * the links carry host memory only. */
-static const enum path_route other_node[NKINDS][NKINDS] = {
-	{ ROUTE_LINK, ROUTE_LINK, ROUTE_NOTSUP },
-	{ ROUTE_LINK, ROUTE_LINK, ROUTE_NOTSUP },
+/* Another node with links and GPUs here: [local][owner's memory], RDMA
+ * not ready; GPU memory at either end goes through staging. */
+static const enum path_route other_node_gpus[NKINDS][NKINDS] = {
+	{ ROUTE_LINK, ROUTE_LINK, ROUTE_LINK_STAGED },
+	{ ROUTE_LINK, ROUTE_LINK, ROUTE_LINK_STAGED },
+	{ ROUTE_LINK_STAGED, ROUTE_LINK_STAGED, ROUTE_LINK_STAGED },
+};
+/* Without GPUs here, local GPU memory goes nowhere; the owner's GPU
+ * memory is the owner's to stage (it refuses if it has no GPUs). */
+static const enum path_route other_node_no_gpus[NKINDS][NKINDS] = {
+	{ ROUTE_LINK, ROUTE_LINK, ROUTE_LINK_STAGED },
+	{ ROUTE_LINK, ROUTE_LINK, ROUTE_LINK_STAGED },
 	{ ROUTE_NOTSUP, ROUTE_NOTSUP, ROUTE_NOTSUP },
 };
 
@@ -84,7 +91,8 @@ START_TEST(other_node_every_combination)
 			.target = REGION_REMOTE, .owner_mem = host_gpu[m],
 			.gpus = gpus, .links = links, .rdma = rdma,
 		};
-		enum path_route want = other_node[l][m];
+		enum path_route want = gpus ? other_node_gpus[l][m]
+					    : other_node_no_gpus[l][m];
 		if (!links)
 			want = ROUTE_UNREACHABLE;
 		else if (want == ROUTE_LINK && rdma)

@@ -1,0 +1,203 @@
+/*
+ * staging.c - the pool of pinned staging chunks (staging.h).
+ *
+ * Decisions: one mmap for the whole pool, pinned with one
+ * gpu_host_register (one registration, not one per chunk: cheaper for
+ * the driver and the IOMMU); chunk descriptors in one array beside it;
+ * per half a free list (LIFO: the chunk used last is warm in the cache)
+ * and a FIFO of waiters.  Progress thread only.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "gpu/gpu.h"
+#include "log.h"
+#include "mem/staging.h"
+
+TAILQ_HEAD(waiter_list, staging_waiter);
+
+struct staging_pool {
+	uint8_t *mem;
+	size_t mem_len;
+	bool pinned;
+	uint32_t chunk;
+	struct staging_chunk *chunks;
+	uint32_t nchunks;
+	struct {
+		struct staging_chunk_list free;
+		struct waiter_list waiters;
+		uint32_t total;
+		_Atomic uint32_t nfree;     /* read by ctl */
+	} half[2];
+	_Atomic uint64_t waits;
+};
+
+struct staging_pool *staging_create(uint64_t bytes, uint32_t chunk, bool pin)
+{
+	if (chunk == 0 || chunk % 4096)
+		return NULL;
+	uint64_t per_half = bytes / 2 / chunk;
+	if (per_half < 2)
+		per_half = 2;
+	if (per_half > (1u << 20))
+		return NULL;
+	struct staging_pool *sp = calloc(1, sizeof(*sp));
+	if (!sp)
+		return NULL;
+	sp->chunk = chunk;
+	sp->nchunks = (uint32_t)(2 * per_half);
+	sp->mem_len = (size_t)sp->nchunks * chunk;
+	sp->chunks = calloc(sp->nchunks, sizeof(*sp->chunks));
+	if (!sp->chunks)
+		goto err_chunks;
+	sp->mem = mmap(NULL, sp->mem_len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (sp->mem == MAP_FAILED)
+		goto err_mem;
+	if (pin) {
+		if (gpu_host_register(sp->mem, sp->mem_len))
+			goto err_pin;
+		sp->pinned = true;
+	}
+	for (int h = 0; h < 2; h++) {
+		TAILQ_INIT(&sp->half[h].free);
+		TAILQ_INIT(&sp->half[h].waiters);
+		sp->half[h].total = (uint32_t)per_half;
+		atomic_init(&sp->half[h].nfree, (uint32_t)per_half);
+	}
+	for (uint32_t i = 0; i < sp->nchunks; i++) {
+		struct staging_chunk *c = &sp->chunks[i];
+		c->p = sp->mem + (size_t)i * chunk;
+		c->cap = chunk;
+		c->half = i < per_half ? STAGING_SEND : STAGING_RECV;
+		c->pool = sp;
+		TAILQ_INSERT_TAIL(&sp->half[c->half].free, c, q);
+	}
+	return sp;
+
+err_pin:
+	munmap(sp->mem, sp->mem_len);
+err_mem:
+	free(sp->chunks);
+err_chunks:
+	free(sp);
+	return NULL;
+}
+
+void staging_destroy(struct staging_pool *sp)
+{
+	if (!sp)
+		return;
+	/* Nobody may be handed a chunk any more. */
+	for (int h = 0; h < 2; h++)
+		while (!TAILQ_EMPTY(&sp->half[h].waiters))
+			staging_cancel(sp, TAILQ_FIRST(&sp->half[h].waiters));
+	for (uint32_t i = 0; i < sp->nchunks; i++) {
+		struct staging_chunk *c = &sp->chunks[i];
+		if (c->in_copy && c->xop.gpu.on_done)
+			c->xop.gpu.on_done(&c->xop, -ECANCELED);
+	}
+	/* Every chunk should be back: say so (tests read it). */
+	uint32_t out = 0;
+	for (uint32_t i = 0; i < sp->nchunks; i++)
+		out += sp->chunks[i].taken;
+	if (out)
+		log_warnx("staging: %u of %u chunks not back at exit", out,
+			  sp->nchunks);
+	else
+		log_info("staging: all %u chunks back at exit", sp->nchunks);
+	if (sp->pinned)
+		gpu_host_unregister(sp->mem);
+	munmap(sp->mem, sp->mem_len);
+	free(sp->chunks);
+	free(sp);
+}
+
+uint32_t staging_chunk_bytes(const struct staging_pool *sp)
+{
+	return sp->chunk;
+}
+
+static void reset(struct staging_chunk *c)
+{
+	c->taken = true;
+	c->in_copy = false;
+	c->ready = false;
+	c->len = 0;
+	c->at = 0;
+	c->owner = NULL;
+	c->r = NULL;
+	memset(&c->xop, 0, sizeof(c->xop));
+}
+
+struct staging_chunk *staging_take(struct staging_pool *sp,
+				   enum staging_half h)
+{
+	if (!TAILQ_EMPTY(&sp->half[h].waiters))
+		return NULL;  /* they were first */
+	struct staging_chunk *c = TAILQ_FIRST(&sp->half[h].free);
+	if (!c)
+		return NULL;
+	TAILQ_REMOVE(&sp->half[h].free, c, q);
+	atomic_fetch_sub_explicit(&sp->half[h].nfree, 1, memory_order_relaxed);
+	reset(c);
+	return c;
+}
+
+void staging_wait(struct staging_pool *sp, enum staging_half h,
+		  struct staging_waiter *w)
+{
+	if (w->waiting)
+		return;
+	w->waiting = true;
+	w->half = (uint8_t)h;
+	TAILQ_INSERT_TAIL(&sp->half[h].waiters, w, q);
+	atomic_fetch_add_explicit(&sp->waits, 1, memory_order_relaxed);
+}
+
+void staging_cancel(struct staging_pool *sp, struct staging_waiter *w)
+{
+	if (!w->waiting)
+		return;
+	TAILQ_REMOVE(&sp->half[w->half].waiters, w, q);
+	w->waiting = false;
+}
+
+void staging_give(struct staging_chunk *c)
+{
+	struct staging_pool *sp = c->pool;
+	struct staging_waiter *w = TAILQ_FIRST(&sp->half[c->half].waiters);
+
+	if (!c->taken)
+		return;
+	if (w) {
+		/* Straight to the first waiter: it never shows as free. */
+		TAILQ_REMOVE(&sp->half[c->half].waiters, w, q);
+		w->waiting = false;
+		reset(c);
+		w->ready(w, c);
+		return;
+	}
+	c->taken = false;
+	c->owner = NULL;
+	TAILQ_INSERT_HEAD(&sp->half[c->half].free, c, q);
+	atomic_fetch_add_explicit(&sp->half[c->half].nfree, 1,
+				  memory_order_relaxed);
+}
+
+void staging_get_stats(const struct staging_pool *sp,
+		       struct staging_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (!sp)
+		return;
+	out->chunk_bytes = sp->chunk;
+	for (int h = 0; h < 2; h++) {
+		out->chunks[h] = sp->half[h].total;
+		out->free[h] = atomic_load_explicit(&sp->half[h].nfree,
+						    memory_order_relaxed);
+	}
+	out->waits = atomic_load_explicit(&sp->waits, memory_order_relaxed);
+}

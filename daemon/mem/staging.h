@@ -1,0 +1,109 @@
+/*
+ * staging.h - xferd's pinned staging chunks for GPU memory that crosses
+ * to another node (the staged path, DESIGN.md section 4.4).
+ *
+ * One allocation of pinned host memory, made once at start on a node
+ * with GPUs (config staging_mb), cut into chunks of one link frame each
+ * (tcp_chunk).  It is split in two halves: chunks that carry bytes out
+ * (a D2H copy fills them, the link sends them) and chunks that carry
+ * bytes in (the link fills them, an H2D copy empties them).  A chunk of
+ * one half never waits for a chunk of the other, so two nodes sending GPU
+ * memory to each other cannot deadlock on staging: a send chunk comes
+ * back once the socket took its bytes, a receive chunk once its H2D copy
+ * finished, neither of which needs the other half.
+ *
+ * Bounded and never failing: when a half has no free chunk the asker
+ * queues a waiter and is handed a chunk, first come first served, the
+ * moment one comes back.  A waiter queued means nobody else takes a
+ * chunk of that half past it (staging_take() says no), so a stream of
+ * small requests cannot starve a waiter.
+ *
+ * A chunk carries the xop of the GPU copy that fills or empties it (an
+ * internal operation that ends through its own gpu.on_done, never
+ * through the executor), and a reference to the region the copy reads
+ * or writes: the chunk, not the descriptor that asked for it, keeps that
+ * memory alive until the copy is done, so a descriptor may end early
+ * (timeout, failed link, client killed) while its copies run on.
+ *
+ * Progress thread only, no locks; the counters are atomics for ctl.
+ */
+#ifndef XFERD_STAGING_H
+#define XFERD_STAGING_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "engine/xop.h"
+
+enum staging_half {
+	STAGING_SEND = 0,   /* GPU memory -> chunk -> the link */
+	STAGING_RECV = 1,   /* the link -> chunk -> GPU memory */
+};
+
+struct staging_pool;
+struct region;
+
+struct staging_chunk {
+	uint8_t *p;                  /* pinned host memory, cap bytes */
+	uint32_t cap;
+	uint8_t half;
+	bool taken;
+	/* Its user's, while taken (the staged path, transport/staged.c). */
+	bool in_copy;                /* a GPU copy runs on it: xop is out */
+	bool ready;                  /* SEND: its D2H copy is done */
+	uint32_t len;                /* bytes of payload in it */
+	uint64_t at;                 /* of those bytes in their stream */
+	void *owner;                 /* whose bytes; NULL once it ended */
+	struct region *r;            /* a reference while in_copy */
+	struct xop xop;              /* the GPU copy's operation */
+	struct staging_pool *pool;
+	TAILQ_ENTRY(staging_chunk) q; /* the free list, or its user's list */
+};
+TAILQ_HEAD(staging_chunk_list, staging_chunk);
+
+/* Someone waiting for a chunk of one half: ready() hands it one. */
+struct staging_waiter {
+	void (*ready)(struct staging_waiter *w, struct staging_chunk *c);
+	bool waiting;
+	uint8_t half;
+	TAILQ_ENTRY(staging_waiter) q;
+};
+
+/* For xferctl status (read from the main thread). */
+struct staging_stats {
+	uint32_t chunk_bytes;
+	uint32_t chunks[2], free[2];   /* per half */
+	uint64_t waits;                /* times a waiter had to queue */
+};
+
+/*
+ * bytes of pinned memory (rounded down to whole chunks, at least two per
+ * half) in chunks of chunk bytes.  pin: register it for GPU copies
+ * (gpu_host_register); without GPUs there is nothing to pin for.
+ * Returns NULL when out of memory or the pinning failed.
+ */
+struct staging_pool *staging_create(uint64_t bytes, uint32_t chunk, bool pin);
+/*
+ * Chunks still in a GPU copy are ended through their on_done with
+ * -ECANCELED first (the caller synchronized the GPU streams: the copy
+ * engine is gone).  Accepts NULL.
+ */
+void staging_destroy(struct staging_pool *sp);
+uint32_t staging_chunk_bytes(const struct staging_pool *sp);
+
+/* A free chunk of half h, or NULL: none free, or waiters come first. */
+struct staging_chunk *staging_take(struct staging_pool *sp,
+				   enum staging_half h);
+/* Queue w for a chunk of half h; w->ready(w, chunk) once one is back. */
+void staging_wait(struct staging_pool *sp, enum staging_half h,
+		  struct staging_waiter *w);
+/* w no longer wants one (its stream ended); no-op if not waiting. */
+void staging_cancel(struct staging_pool *sp, struct staging_waiter *w);
+/* Give c back: to the first waiter of its half, else the free list. */
+void staging_give(struct staging_chunk *c);
+void staging_get_stats(const struct staging_pool *sp,
+		       struct staging_stats *out);
+
+#endif /* XFERD_STAGING_H */

@@ -1,0 +1,171 @@
+/*
+ * test_staging.c - the pinned staging pool (daemon/mem/staging.c)
+ * without GPUs: its halves, exhaustion and waiting (never failing), the
+ * order waiters are served in, and the counts ctl reports.
+ */
+#include <check.h>
+#include <errno.h>
+#include <string.h>
+
+#include "mem/staging.h"
+#include "suites.h"
+
+#define CHUNK 65536u
+
+static struct staging_chunk *handed[16];
+static int order[16], nhanded;
+
+struct test_waiter {
+	struct staging_waiter w;
+	int id;
+};
+
+static void on_ready(struct staging_waiter *w, struct staging_chunk *c)
+{
+	struct test_waiter *tw = (struct test_waiter *)w;
+
+	handed[nhanded] = c;
+	order[nhanded++] = tw->id;
+}
+
+START_TEST(halves_and_sizes)
+{
+	/* 1 MiB in 64 KiB chunks: 8 per half. */
+	struct staging_pool *sp = staging_create(1u << 20, CHUNK, false);
+	struct staging_stats st;
+
+	ck_assert_ptr_nonnull(sp);
+	ck_assert_uint_eq(staging_chunk_bytes(sp), CHUNK);
+	staging_get_stats(sp, &st);
+	ck_assert_uint_eq(st.chunks[STAGING_SEND], 8);
+	ck_assert_uint_eq(st.chunks[STAGING_RECV], 8);
+	ck_assert_uint_eq(st.free[STAGING_SEND], 8);
+	/* Every chunk distinct, writable, of its half. */
+	struct staging_chunk *c[8];
+	for (int i = 0; i < 8; i++) {
+		c[i] = staging_take(sp, STAGING_SEND);
+		ck_assert_ptr_nonnull(c[i]);
+		ck_assert_uint_eq(c[i]->half, STAGING_SEND);
+		ck_assert_uint_eq(c[i]->cap, CHUNK);
+		memset(c[i]->p, i, CHUNK);
+	}
+	for (int i = 0; i < 8; i++)
+		ck_assert_uint_eq(c[i]->p[CHUNK - 1], (uint8_t)i);
+	/* One half empty leaves the other whole. */
+	ck_assert_ptr_null(staging_take(sp, STAGING_SEND));
+	staging_get_stats(sp, &st);
+	ck_assert_uint_eq(st.free[STAGING_SEND], 0);
+	ck_assert_uint_eq(st.free[STAGING_RECV], 8);
+	struct staging_chunk *r = staging_take(sp, STAGING_RECV);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_uint_eq(r->half, STAGING_RECV);
+	staging_give(r);
+	for (int i = 0; i < 8; i++)
+		staging_give(c[i]);
+	staging_get_stats(sp, &st);
+	ck_assert_uint_eq(st.free[STAGING_SEND], 8);
+	ck_assert_uint_eq(st.free[STAGING_RECV], 8);
+	staging_destroy(sp);
+	staging_destroy(NULL);
+}
+END_TEST
+
+START_TEST(tiny_pool_has_two_per_half)
+{
+	struct staging_pool *sp = staging_create(0, CHUNK, false);
+	struct staging_stats st;
+
+	ck_assert_ptr_nonnull(sp);
+	staging_get_stats(sp, &st);
+	ck_assert_uint_eq(st.chunks[STAGING_SEND], 2);
+	ck_assert_uint_eq(st.chunks[STAGING_RECV], 2);
+	staging_destroy(sp);
+	ck_assert_ptr_null(staging_create(1u << 20, 1000, false));
+}
+END_TEST
+
+START_TEST(waiters_first_come_first_served)
+{
+	struct staging_pool *sp = staging_create(4 * CHUNK, CHUNK, false);
+	struct staging_chunk *a = staging_take(sp, STAGING_RECV);
+	struct staging_chunk *b = staging_take(sp, STAGING_RECV);
+	struct test_waiter w[3];
+	struct staging_stats st;
+
+	nhanded = 0;
+	ck_assert_ptr_null(staging_take(sp, STAGING_RECV));
+	for (int i = 0; i < 3; i++) {
+		w[i] = (struct test_waiter){ .w.ready = on_ready, .id = i };
+		staging_wait(sp, STAGING_RECV, &w[i].w);
+	}
+	staging_wait(sp, STAGING_RECV, &w[0].w);  /* twice: once in line */
+	staging_get_stats(sp, &st);
+	ck_assert_uint_eq(st.waits, 3);
+	/* The second gives up its place. */
+	staging_cancel(sp, &w[1].w);
+	ck_assert(!w[1].w.waiting);
+	/* A chunk back goes to the first in line, never to the free list. */
+	staging_give(a);
+	ck_assert_int_eq(nhanded, 1);
+	ck_assert_int_eq(order[0], 0);
+	ck_assert_ptr_eq(handed[0], a);
+	ck_assert(handed[0]->taken);
+	/* Nobody jumps the queue while someone waits. */
+	ck_assert_ptr_null(staging_take(sp, STAGING_RECV));
+	staging_give(b);
+	ck_assert_int_eq(nhanded, 2);
+	ck_assert_int_eq(order[1], 2);
+	staging_get_stats(sp, &st);
+	ck_assert_uint_eq(st.free[STAGING_RECV], 0);
+	/* Nobody waits: back to the free list. */
+	staging_give(handed[0]);
+	staging_give(handed[1]);
+	staging_give(handed[1]);  /* twice is harmless */
+	staging_get_stats(sp, &st);
+	ck_assert_uint_eq(st.free[STAGING_RECV], 2);
+	ck_assert_int_eq(nhanded, 2);
+	staging_destroy(sp);
+}
+END_TEST
+
+static int cancelled;
+
+static void chunk_copy_done(struct xop *op, int64_t res)
+{
+	(void)op;
+	if (res == -ECANCELED)
+		cancelled++;
+}
+
+/* A chunk still in a GPU copy when the pool goes ends through its own
+ * completion (the copies were synchronized before). */
+START_TEST(destroy_ends_copies)
+{
+	struct staging_pool *sp = staging_create(4 * CHUNK, CHUNK, false);
+	struct staging_chunk *c = staging_take(sp, STAGING_SEND);
+	struct test_waiter w = { .w.ready = on_ready, .id = 9 };
+
+	c->in_copy = true;
+	c->xop.gpu.on_done = chunk_copy_done;
+	staging_take(sp, STAGING_SEND);
+	staging_wait(sp, STAGING_SEND, &w.w);
+	cancelled = 0;
+	nhanded = 0;
+	staging_destroy(sp);
+	ck_assert_int_eq(cancelled, 1);
+	ck_assert_int_eq(nhanded, 0);  /* waiters are dropped, not served */
+}
+END_TEST
+
+Suite *staging_suite(void)
+{
+	Suite *s = suite_create("staging");
+	TCase *tc = tcase_create("pool");
+
+	tcase_add_test(tc, halves_and_sizes);
+	tcase_add_test(tc, tiny_pool_has_two_per_half);
+	tcase_add_test(tc, waiters_first_come_first_served);
+	tcase_add_test(tc, destroy_ends_copies);
+	suite_add_tcase(s, tc);
+	return s;
+}
