@@ -197,6 +197,56 @@ static void conn_error(struct conn *c, const char *why)
 		conn_write_out(c);
 }
 
+/*
+ * Introduce ourselves: Hello from the initiator once connected, Welcome
+ * from the acceptor in answer to Hello, with the proof over the
+ * initiator's challenge when the cluster authenticates.  The two are
+ * generated types of their own with the same fields under the same
+ * names; INTRO_FILL is their one list.
+ */
+static int conn_send_intro(struct conn *c)
+{
+	struct peers *ps = c->ps;
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__Hello h = XFER__PEER__HELLO__INIT;
+	Xfer__Peer__Welcome w = XFER__PEER__WELCOME__INIT;
+	uint8_t proof[AUTH_PROOF_LEN];
+	struct pb_addrs addrs;
+	struct pb_rails rails;
+
+	our_addrs(ps, &addrs);
+	our_rails(&rails);
+#define INTRO_FILL(msg) do {                                    \
+		(msg).instance_id.data = ps->d->instance_id;    \
+		(msg).instance_id.len = LINK_ID_LEN;            \
+		(msg).node_name = ps->node_name;                \
+		(msg).n_addresses = addrs.n;                    \
+		(msg).addresses = addrs.ptr;                    \
+		(msg).challenge.data = c->challenge;            \
+		(msg).challenge.len = AUTH_CHALLENGE_LEN;       \
+		(msg).auth = ps->key != NULL;                   \
+		(msg).n_rails = rails.n;                        \
+		(msg).rails = rails.ptr;                        \
+	} while (0)
+	if (c->initiator) {
+		INTRO_FILL(h);
+		m.body_case = XFER__PEER__PEER_MSG__BODY_HELLO;
+		m.hello = &h;
+	} else {
+		INTRO_FILL(w);
+		if (ps->key) {
+			auth_proof(ps->key, AUTH_ACCEPTOR, c->their_challenge,
+				   ps->d->instance_id, c->their_id, proof);
+			w.proof.data = proof;
+			w.proof.len = AUTH_PROOF_LEN;
+		}
+		m.body_case = XFER__PEER__PEER_MSG__BODY_WELCOME;
+		m.welcome = &w;
+	}
+#undef INTRO_FILL
+	return conn_send(c, &m);
+}
+
 void conn_free(struct conn *c)
 {
 	if (!c)
@@ -313,33 +363,7 @@ static int on_hello(struct conn *c, const Xfer__Peer__Hello *h)
 		 h->node_name ? h->node_name : "");
 	peer_addrs_from_pb(&c->their_addrs, h->addresses, h->n_addresses);
 	conn_set_rails(c, h->rails, h->n_rails);
-
-	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
-	Xfer__Peer__Welcome w = XFER__PEER__WELCOME__INIT;
-	struct pb_addrs addrs;
-	struct pb_rails rails;
-	uint8_t proof[AUTH_PROOF_LEN];
-	our_addrs(ps, &addrs);
-	our_rails(&rails);
-	w.n_rails = rails.n;
-	w.rails = rails.ptr;
-	w.instance_id.data = ps->d->instance_id;
-	w.instance_id.len = LINK_ID_LEN;
-	w.node_name = ps->node_name;
-	w.n_addresses = addrs.n;
-	w.addresses = addrs.ptr;
-	w.challenge.data = c->challenge;
-	w.challenge.len = AUTH_CHALLENGE_LEN;
-	w.auth = ps->key != NULL;
-	if (ps->key) {
-		auth_proof(ps->key, AUTH_ACCEPTOR, c->their_challenge,
-			   ps->d->instance_id, c->their_id, proof);
-		w.proof.data = proof;
-		w.proof.len = AUTH_PROOF_LEN;
-	}
-	m.body_case = XFER__PEER__PEER_MSG__BODY_WELCOME;
-	m.welcome = &w;
-	return conn_send(c, &m);
+	return conn_send_intro(c);  /* Welcome */
 }
 
 /* Initiator: Welcome arrived. */
@@ -609,29 +633,10 @@ static void on_conn_event(struct bufferevent *bev, short what, void *arg)
 
 	if (what & BEV_EVENT_CONNECTED) {
 		/* Our connect went through: say hello. */
-		struct peers *ps = c->ps;
-		Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
-		Xfer__Peer__Hello h = XFER__PEER__HELLO__INIT;
-		struct pb_addrs addrs;
-		struct pb_rails rails;
 		int one = 1;
 		setsockopt(bufferevent_getfd(bev), IPPROTO_TCP, TCP_NODELAY,
 			   &one, sizeof(one));
-		our_addrs(ps, &addrs);
-		our_rails(&rails);
-		h.n_rails = rails.n;
-		h.rails = rails.ptr;
-		h.instance_id.data = ps->d->instance_id;
-		h.instance_id.len = LINK_ID_LEN;
-		h.node_name = ps->node_name;
-		h.n_addresses = addrs.n;
-		h.addresses = addrs.ptr;
-		h.challenge.data = c->challenge;
-		h.challenge.len = AUTH_CHALLENGE_LEN;
-		h.auth = ps->key != NULL;
-		m.body_case = XFER__PEER__PEER_MSG__BODY_HELLO;
-		m.hello = &h;
-		if (conn_send(c, &m))
+		if (conn_send_intro(c))
 			conn_failed(c, -ENOMEM);
 		return;
 	}
