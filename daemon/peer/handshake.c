@@ -13,10 +13,10 @@
  * Simultaneous connects: both xferds may connect to each other at once.
  * The link initiated by the lower instance id survives: an acceptor that
  * has its own connect to the same peer in flight keeps whichever of the
- * two that rule picks and closes the other, and both sides apply the
- * same rule, so exactly one link remains.  The side that receives that
- * Error ends its connect quietly (-EEXIST): not a failure, the other link
- * carries the peer.
+ * two that rule picks and closes the other with an Error that has
+ * duplicate_link set, and both sides apply the same rule, so exactly one
+ * link remains.  The side that receives that Error ends its connect
+ * quietly (-EEXIST): not a failure, the other link carries the peer.
  *
  * Main thread only, no locks; never blocks (the bufferevent reads and
  * writes in the event loop; conn_write_out sends a few hundred bytes to a
@@ -183,14 +183,19 @@ static int conn_write_out(struct conn *c)
 	return 0;
 }
 
-/* Refuse the link (the caller closes it), saying why. */
-static void conn_error(struct conn *c, const char *why)
+/*
+ * Refuse the link (the caller closes it): `why` is for the peer's log;
+ * duplicate says that this is the loser of a simultaneous connect, which
+ * the peer must not count as a failure.
+ */
+static void conn_error(struct conn *c, const char *why, bool duplicate)
 {
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__Error e = XFER__PEER__ERROR__INIT;
 
 	e.code = -EPERM;
 	e.reason = (char *)why;
+	e.duplicate_link = duplicate;
 	m.body_case = XFER__PEER__PEER_MSG__BODY_ERROR;
 	m.error = &e;
 	if (conn_send(c, &m) == 0)
@@ -318,7 +323,7 @@ static bool auth_ok(struct peers *ps, bool their_auth, struct conn *c)
 		? "cluster authentication required here, the peer has no key"
 		: "the peer requires cluster authentication, no key here";
 	log_warnx("peer %s: refused: %s", c->remote, why);
-	conn_error(c, why);
+	conn_error(c, why, false);
 	return false;
 }
 
@@ -336,7 +341,7 @@ static int on_hello(struct conn *c, const Xfer__Peer__Hello *h)
 	if (!auth_ok(ps, h->auth, c))
 		return -EPERM;
 	if (memcmp(h->instance_id.data, ps->d->instance_id, LINK_ID_LEN) == 0) {
-		conn_error(c, "connected to itself");
+		conn_error(c, "connected to itself", false);
 		return -ELOOP;
 	}
 	memcpy(c->their_id, h->instance_id.data, LINK_ID_LEN);
@@ -348,7 +353,7 @@ static int on_hello(struct conn *c, const Xfer__Peer__Hello *h)
 		/* Both connected at once and ours (lower id) wins. */
 		log_debug("peer %s: duplicate link refused (ours wins)",
 			  peer_label(pe, label, sizeof(label)));
-		conn_error(c, "duplicate link");
+		conn_error(c, "duplicate link", true);
 		return -EEXIST;
 	}
 	if (pe && pe->conn && pe->state == PEER_CONNECTING) {
@@ -384,11 +389,12 @@ static int on_welcome(struct conn *c, const Xfer__Peer__Welcome *w)
 				    w->proof.data, w->proof.len)) {
 		log_warnx("peer %s: refused: its cluster key differs from ours",
 			  c->remote);
-		conn_error(c, "authentication failed: cluster keys differ");
+		conn_error(c, "authentication failed: cluster keys differ",
+			   false);
 		return -EPERM;
 	}
 	if (memcmp(w->instance_id.data, ps->d->instance_id, LINK_ID_LEN) == 0) {
-		conn_error(c, "connected to itself");
+		conn_error(c, "connected to itself", false);
 		return -ELOOP;
 	}
 	if (pe->id_known &&
@@ -454,7 +460,8 @@ static int on_ready(struct conn *c, const Xfer__Peer__Ready *r)
 				    r->proof.data, r->proof.len)) {
 		log_warnx("peer %s: refused: its cluster key differs from ours",
 			  c->remote);
-		conn_error(c, "authentication failed: cluster keys differ");
+		conn_error(c, "authentication failed: cluster keys differ",
+			   false);
 		return -EPERM;
 	}
 	struct peer *pe = peer_by_id(ps, c->their_id);
@@ -466,7 +473,7 @@ static int on_ready(struct conn *c, const Xfer__Peer__Ready *r)
 	 */
 	if (mine && (mine->conn || (mine->state == PEER_UP && mine->initiated)) &&
 	    memcmp(ps->d->instance_id, c->their_id, LINK_ID_LEN) < 0) {
-		conn_error(c, "duplicate link");
+		conn_error(c, "duplicate link", true);
 		return -EEXIST;
 	}
 	if (!pe && mine) {
@@ -499,6 +506,21 @@ static int on_ready(struct conn *c, const Xfer__Peer__Ready *r)
 	return 1;  /* c is gone */
 }
 
+/* The peer refused the link (Error). */
+static int on_error(struct conn *c, const Xfer__Peer__Error *e)
+{
+	const char *why = e->reason ? e->reason : "?";
+
+	if (e->duplicate_link) {
+		/* Lost a simultaneous connect: the other link will do. */
+		log_debug("peer %s closed a duplicate link: %s", c->remote,
+			  why);
+		return -EEXIST;
+	}
+	log_warnx("peer %s refused the link: %s", c->remote, why);
+	return -ECONNREFUSED;
+}
+
 /*
  * The receiver of a handshaking connection: the next message, checked
  * against the step it must be; >0 when c was handed over (and is gone).
@@ -507,14 +529,8 @@ static int conn_step(struct conn *c, const Xfer__Peer__PeerMsg *m)
 {
 	if (m->proto_version != XFER_PROTO_VERSION)
 		return -EPROTO;
-	if (m->body_case == XFER__PEER__PEER_MSG__BODY_ERROR) {
-		const char *why = m->error->reason ? m->error->reason : "?";
-		/* Lost a simultaneous connect: the other link will do. */
-		if (strcmp(why, "duplicate link") == 0)
-			return -EEXIST;
-		log_warnx("peer %s refused the link: %s", c->remote, why);
-		return -ECONNREFUSED;
-	}
+	if (m->body_case == XFER__PEER__PEER_MSG__BODY_ERROR)
+		return on_error(c, m->error);
 	int expect = c->initiator
 		? (c->step == 0 ? XFER__PEER__PEER_MSG__BODY_WELCOME
 				: XFER__PEER__PEER_MSG__BODY_ESTABLISHED)
