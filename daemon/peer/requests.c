@@ -12,7 +12,7 @@
  * (op_timeout_ms), failed with its peer or link, or cancelled.
  *
  * Main thread only, no locks.  Replies arrive as NET_CTL_FRAME notices
- * of the progress thread (request_on_frame).
+ * of the progress thread; request_dispatch is the one receiver of them.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -433,25 +433,32 @@ static bool check_reply_rdma(const Xfer__Peer__CheckReply *rep,
 	return true;
 }
 
-void request_on_frame(struct peers *ps, const uint8_t *from,
-		      const uint8_t *data, size_t len)
+/*
+ * The one receiver of the control frames a link hands to the main thread:
+ * every PeerMsg body has its case here.  The link (transport/tcp.c)
+ * checked the version and that no payload came with the frame, serves
+ * the data path, Ping and keepalive Pongs itself, and forwards only
+ * Lookup, LookupReply, CheckReply and the Pong of an xferctl ping.
+ * Anything else here is not the peer's fault (the link accepted the
+ * frame) but the two threads disagreeing on who serves what: logged and
+ * dropped, the link stays.
+ */
+static void request_dispatch(struct peers *ps, const uint8_t *from,
+			     const Xfer__Peer__PeerMsg *m)
 {
-	Xfer__Peer__PeerMsg *m = xfer__peer__peer_msg__unpack(NULL, len, data);
 	struct request *r;
 
-	if (!m)
-		return;
 	switch (m->body_case) {
 	case XFER__PEER__PEER_MSG__BODY_LOOKUP:
 		answer_lookup(ps, from, m->lookup);
-		break;
+		return;
 	case XFER__PEER__PEER_MSG__BODY_LOOKUP_REPLY:
 		r = inflight(ps, m->lookup_reply->id, REQ_LOOKUP, from);
 		if (r)
 			request_end(r, peer_errno(m->lookup_reply->error),
 				    m->lookup_reply->token.data,
 				    m->lookup_reply->token.len, 0);
-		break;
+		return;
 	case XFER__PEER__PEER_MSG__BODY_CHECK_REPLY:
 		r = inflight(ps, m->check_reply->id, REQ_CHECK, from);
 		if (r) {
@@ -460,15 +467,47 @@ void request_on_frame(struct peers *ps, const uint8_t *from,
 			request_end(r, peer_errno(m->check_reply->error),
 				    has ? &rr : NULL, has ? sizeof(rr) : 0, 0);
 		}
-		break;
+		return;
 	case XFER__PEER__PEER_MSG__BODY_PONG:
 		r = inflight(ps, m->pong->nonce, REQ_PING, from);
 		if (r)
 			request_end(r, 0, NULL, 0,
 				    peer_now_ns() - m->pong->sent_ns);
-		break;
+		return;
+	/* The handshake's, only before the hand-over (handshake.c). */
+	case XFER__PEER__PEER_MSG__BODY_HELLO:
+	case XFER__PEER__PEER_MSG__BODY_WELCOME:
+	case XFER__PEER__PEER_MSG__BODY_READY:
+	case XFER__PEER__PEER_MSG__BODY_ESTABLISHED:
+	/* The progress thread's (transport/tcp.c, transport/rdma.c). */
+	case XFER__PEER__PEER_MSG__BODY_PING:
+	case XFER__PEER__PEER_MSG__BODY_WRITE:
+	case XFER__PEER__PEER_MSG__BODY_WRITE_ACK:
+	case XFER__PEER__PEER_MSG__BODY_ABORT:
+	case XFER__PEER__PEER_MSG__BODY_READ:
+	case XFER__PEER__PEER_MSG__BODY_READ_DATA:
+	case XFER__PEER__PEER_MSG__BODY_NOTIFY:
+	case XFER__PEER__PEER_MSG__BODY_CHECK:
+	case XFER__PEER__PEER_MSG__BODY_QP_CONNECT:
+	case XFER__PEER__PEER_MSG__BODY_QP_ACCEPT:
+	case XFER__PEER__PEER_MSG__BODY_ERROR:
+	case XFER__PEER__PEER_MSG__BODY__NOT_SET:
 	default:
 		break;
 	}
+	log_warnx("peer link: message %d handed to the main thread; dropped",
+		  (int)m->body_case);
+}
+
+void request_on_frame(struct peers *ps, const uint8_t *from,
+		      const uint8_t *data, size_t len)
+{
+	/* The link unpacked this frame once already to route it; until it
+	 * hands over the message itself, it comes here packed. */
+	Xfer__Peer__PeerMsg *m = xfer__peer__peer_msg__unpack(NULL, len, data);
+
+	if (!m)
+		return;
+	request_dispatch(ps, from, m);
 	xfer__peer__peer_msg__free_unpacked(m, NULL);
 }
