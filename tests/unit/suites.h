@@ -15,6 +15,7 @@ Suite *progress_suite(void);
 Suite *names_suite(void);
 Suite *netaddr_suite(void);
 Suite *auth_suite(void);
+Suite *peer_suite(void);
 Suite *dmabuf_suite(void);
 Suite *rcache_suite(void);
 Suite *rdma_dev_suite(void);

@@ -1,0 +1,246 @@
+/*
+ * peer_int.h - what the files of daemon/peer/ share; nothing outside
+ * this folder includes it (peer.h is the public face).
+ *
+ *   table.c      peer_…     the peer records: find, create, merge,
+ *                           replace; peers_create/start/reload/destroy,
+ *                           peers_foreach and the progress thread's
+ *                           notices (peers_on_notice)
+ *   handshake.c  conn_…     a connection while its handshake runs:
+ *                           Hello/Welcome/Ready/Established, cluster
+ *                           authentication, the duplicate-link rule, the
+ *                           hand-over to the progress thread
+ *   connect.c    connect_…  dialing a peer: address choice, next address,
+ *                           backoff after failures
+ *   requests.c   request_…  lookup, token check, ping, fan-out, and the
+ *                           control frames that answer them
+ *   listen.c     listen_…   the TCP listener and the addresses we advertise
+ *
+ * Threads and locks: everything here runs on the main thread and takes no
+ * lock.  The one exception is peer.stats, written by the progress thread
+ * (single writer, relaxed atomics) and only read here.
+ *
+ * Lifetimes: a struct conn lives from connect/accept until its handshake
+ * ends (conn_free, or the hand-over in which it is freed); a struct peer
+ * until peers_destroy (or until peer_new forgets idle ones, or a merge);
+ * a struct request until request_end, which calls its callback exactly
+ * once.
+ */
+#ifndef XFERD_PEER_INT_H
+#define XFERD_PEER_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <time.h>
+
+#include "config.h"
+#include "meta/names.h"
+#include "peer/auth.h"
+#include "peer/netaddr.h"
+#include "peer/peer.h"
+#include "peer.pb-c.h"
+#include "transport/rdma.h"
+#include "transport/link.h"
+
+/* Node names within peer/; client/names.c has its own bound for now. */
+#define NAME_MAX_LEN CONFIG_HOST_MAX
+#define MAX_PEERS    4096           /* peer records kept */
+
+enum peer_state { PEER_DOWN, PEER_CONNECTING, PEER_UP };
+
+struct bufferevent;
+struct event;
+struct evconnlistener;
+struct peer;
+struct request;
+struct fanout;
+TAILQ_HEAD(request_list, request);
+
+/* Where an xferd can be reached, as it advertised. */
+struct addr_set {
+	struct netaddr addrs[NETADDR_MAX];
+	uint16_t ports[NETADDR_MAX];
+	size_t n;
+};
+
+/* A TCP connection while its handshake runs (handshake.c). */
+struct conn {
+	struct peers *ps;
+	struct peer *peer;            /* initiator: whom we called */
+	struct bufferevent *bev;
+	bool initiator;
+	int step;                     /* messages seen */
+	uint8_t challenge[AUTH_CHALLENGE_LEN];
+	uint8_t their_id[LINK_ID_LEN];
+	uint8_t their_challenge[AUTH_CHALLENGE_LEN];
+	/* An acceptor keeps what Hello said until the proof checked out. */
+	char their_name[NAME_MAX_LEN];
+	struct addr_set their_addrs;
+	/* Its RDMA rails (Hello or Welcome), for the progress thread. */
+	struct rdma_peer_rail their_rails[RDMA_PEER_RAILS];
+	size_t their_nrails;
+	struct event *timeout;
+	size_t attempt;               /* which of the peer's addresses */
+	char remote[80];
+	LIST_ENTRY(conn) link;
+};
+
+/* Another xferd, known by instance id or (before a handshake) by address. */
+struct peer {
+	uint8_t id[LINK_ID_LEN];
+	bool id_known;                /* false: only an address so far */
+	char node_name[NAME_MAX_LEN];
+	struct netaddr addrs[NETADDR_MAX];
+	uint16_t ports[NETADDR_MAX];
+	size_t naddrs;
+	enum peer_state state;
+	struct conn *conn;            /* our outgoing connect, if any */
+	bool initiated;               /* the up link is ours */
+	char address[80];
+	char why[160];
+	char last_error[160];
+	struct timespec up_since;
+	struct link_stats stats;      /* written by the progress thread */
+	uint64_t link_gen;            /* of the link last handed over */
+	unsigned failures;            /* connects failed in a row */
+	uint64_t retry_at_ns;         /* no new connect before (backoff) */
+	struct request_list waiting;  /* requests to send once up */
+	struct peer *next;
+};
+
+enum request_kind { REQ_LOOKUP, REQ_CHECK, REQ_PING };
+
+/* A question to a peer that waits for its answer (requests.c). */
+struct request {
+	struct peers *ps;
+	enum request_kind kind;
+	uint64_t id;
+	struct peer *peer;
+	uint8_t *msg;                 /* packed PeerMsg to send */
+	size_t len;
+	bool sent;
+	struct event *timeout;
+	struct fanout *fan;           /* a lookup asked of several peers */
+	union {
+		peers_lookup_cb lookup;
+		peers_check_cb check;
+		peers_ping_cb ping;
+	} cb;
+	void *arg;
+	char who[NAME_MAX_LEN];
+	/* A lookup at a node whose name no link has told us yet. */
+	char node[NAME_MAX_LEN];
+	char name[NAMES_NAME_MAX + 1];
+	bool unresolved;
+	TAILQ_ENTRY(request) q;       /* peer->waiting, ps->inflight or
+				       * ps->unresolved */
+};
+
+struct peers {
+	struct xferd *d;
+	char node_name[NAME_MAX_LEN];
+	struct netaddr addrs[NETADDR_MAX];
+	size_t naddrs;
+	struct netaddr local[NETADDR_MAX]; /* all ours, to choose rails */
+	size_t nlocal;
+	uint16_t port;
+	struct evconnlistener *listener;
+	struct auth_key *key;
+	struct peer *peers;
+	size_t npeers;
+	uint64_t next_link_gen;
+	LIST_HEAD(, conn) conns;
+	struct request_list inflight; /* sent, awaiting a reply */
+	struct request_list unresolved; /* node name not known yet */
+	uint64_t next_request;
+};
+
+static inline uint64_t peer_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* --- table.c --- */
+
+/* "name (1a2b3c4d)" for logs; returns buf. */
+const char *peer_label(const struct peer *pe, char *buf, size_t len);
+struct peer *peer_by_id(struct peers *ps, const uint8_t *id);
+struct peer *peer_by_name(struct peers *ps, const char *name);
+/* A peer named by a node name, an instance id prefix, or host[:port]
+ * (a new record for an address nobody has). */
+struct peer *peer_for(struct peers *ps, const char *target);
+/* NULL when out of memory or MAX_PEERS records are all in use. */
+struct peer *peer_new(struct peers *ps);
+/* Two records turned out to be one xferd; frees gone (and its conn,
+ * unless the caller moved that off it first). */
+void peer_merge(struct peers *ps, struct peer *keep, struct peer *gone);
+/* An xferd restarted: the record of the new instance `id`, which takes
+ * over what waited for `old`; NULL when out of memory. */
+struct peer *peer_replaced(struct peers *ps, struct peer *old,
+			   const uint8_t *id);
+/* A record known only by address with a connect in flight to one of a:
+ * our side of a simultaneous connect, before its Welcome. */
+struct peer *peer_own_attempt_to(struct peers *ps, const struct addr_set *a);
+/* Drop pe's own connect quietly (another connection serves it). */
+void peer_drop_own_conn(struct peer *pe, struct conn *keep);
+/* Addresses as a peer advertised them in a handshake (the valid ones). */
+void peer_addrs_from_pb(struct addr_set *out, Xfer__Token__Address **a,
+			size_t n);
+/* Addresses (and, if none yet, the node name) from a token. */
+void peer_addrs_from_token(struct peer *pe, const struct token *t);
+/* Take a's addresses (none: keep what we knew). */
+void peer_set_addrs(struct peer *pe, const struct addr_set *a);
+
+/* --- handshake.c --- */
+
+/* A handshake on connected (or connecting) socket fd; closes fd and
+ * returns NULL on failure.  The initiator sends Hello once connected. */
+struct conn *conn_new(struct peers *ps, int fd, bool initiator);
+/* Accepts NULL; unlinks c from its peer and from ps. */
+void conn_free(struct conn *c);
+/* The handshake failed with err: frees c; for our own connect the peer
+ * fails too, or its next address is tried. */
+void conn_failed(struct conn *c, int err);
+
+/* --- connect.c --- */
+
+/* Connect to pe unless it is up, connecting, or backing off (then what
+ * waits for it fails at once). */
+void connect_peer(struct peers *ps, struct peer *pe);
+/* Connect to pe's address number `attempt` after the subnet choice. */
+void connect_attempt(struct peers *ps, struct peer *pe, size_t attempt);
+/* Connecting to pe failed: back off, fail what waits for it, mark it
+ * down. */
+void connect_failed(struct peers *ps, struct peer *pe, int err,
+		    const char *why);
+
+/* --- requests.c --- */
+
+/* r answered (or failed): unlink it, call back, free. */
+void request_end(struct request *r, int error, const void *data, size_t len,
+		 uint64_t rtt);
+/* Requests that waited for pe's link go out on it now. */
+void request_send_waiting(struct peers *ps, struct peer *pe);
+/* A handshake finished or failed: retry lookups waiting for a name. */
+void request_resolve_waiting(struct peers *ps);
+/* pe's link went down: what was sent on it will not be answered. */
+void request_link_down(struct peers *ps, struct peer *pe);
+/* A control frame (packed PeerMsg) that a link handed to this thread. */
+void request_on_frame(struct peers *ps, const uint8_t *from,
+		      const uint8_t *data, size_t len);
+/* peers_destroy: every request ends with -ECANCELED. */
+void request_cancel_all(struct peers *ps);
+
+/* --- listen.c --- */
+
+/* Learn our addresses and listen on cfg.listen (unless "off"). */
+int listen_open(struct peers *ps);
+/* Accepts a peers without a listener. */
+void listen_close(struct peers *ps);
+
+#endif /* XFERD_PEER_INT_H */
