@@ -18,6 +18,7 @@
 #include "mem/staging.h"
 #include "engine/progress_int.h"
 #include "engine/xop.h"
+#include "peer.pb-c.h"
 
 /* SQEs taken from one client before looking at the next (fairness);
  * as large as a typical KV-cache vector, so that one pass sees all of it
@@ -211,19 +212,26 @@ static void hook_link_down(void *arg, const uint8_t id[LINK_ID_LEN],
 }
 
 static void hook_ctl_frame(void *arg, const uint8_t id[LINK_ID_LEN],
-			   const uint8_t *msg, size_t len)
+			   struct Xfer__Peer__PeerMsg *m)
 {
 	struct net_notice *n = calloc(1, sizeof(*n));
 
-	if (!n || !(n->data = malloc(len))) {
-		free(n);
+	if (!n) {
+		/* The request it answers times out on the main thread. */
+		xfer__peer__peer_msg__free_unpacked(m, NULL);
 		return;
 	}
 	n->kind = NET_CTL_FRAME;
 	memcpy(n->id, id, LINK_ID_LEN);
-	memcpy(n->data, msg, len);
-	n->len = len;
+	n->msg = m;
 	post_net_notice(arg, n);
+}
+
+static void net_notice_free(struct net_notice *n)
+{
+	if (n->msg)
+		xfer__peer__peer_msg__free_unpacked(n->msg, NULL);
+	free(n);
 }
 
 static bool hook_frame(void *arg, const uint8_t id[LINK_ID_LEN],
@@ -770,8 +778,7 @@ void progress_destroy(struct progress *p)
 	}
 	for (struct net_notice *n = p->net_notices, *next; n; n = next) {
 		next = n->next;
-		free(n->data);
-		free(n);
+		net_notice_free(n);
 	}
 	if (p->ev_expire)
 		event_free(p->ev_expire);
@@ -842,8 +849,7 @@ void progress_take_net_notices(struct progress *p,
 	for (struct net_notice *next; rev; rev = next) {
 		next = rev->next;
 		fn(rev, arg);
-		free(rev->data);
-		free(rev);
+		net_notice_free(rev);
 	}
 }
 

@@ -28,6 +28,7 @@ struct regtab;
 struct abatch;
 struct link_stats;       /* transport/tcp.h */
 struct rdma_peer_rail;   /* transport/rdma.h */
+struct Xfer__Peer__PeerMsg;
 
 /* Daemon-wide totals, per path for data that moved. */
 struct path_stats {
@@ -93,8 +94,9 @@ struct net_notice {
 	int err;
 	char why[128];
 	struct token tok;         /* NET_NEED_PEER */
-	uint8_t *data;            /* NET_CTL_FRAME: packed PeerMsg */
-	size_t len;
+	/* NET_CTL_FRAME: the message, unpacked by the link; freed after
+	 * the notice was handled. */
+	struct Xfer__Peer__PeerMsg *msg;
 	struct net_notice *next;
 };
 

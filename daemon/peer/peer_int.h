@@ -230,9 +230,10 @@ void request_send_waiting(struct peers *ps, struct peer *pe);
 void request_resolve_waiting(struct peers *ps);
 /* pe's link went down: what was sent on it will not be answered. */
 void request_link_down(struct peers *ps, struct peer *pe);
-/* A control frame (packed PeerMsg) that a link handed to this thread. */
-void request_on_frame(struct peers *ps, const uint8_t *from,
-		      const uint8_t *data, size_t len);
+/* A control frame that a link unpacked and handed to this thread: the
+ * one switch over every PeerMsg type the main thread may get. */
+void request_dispatch(struct peers *ps, const uint8_t *from,
+		      const Xfer__Peer__PeerMsg *m);
 /* peers_destroy: every request ends with -ECANCELED. */
 void request_cancel_all(struct peers *ps);
 

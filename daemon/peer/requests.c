@@ -443,8 +443,8 @@ static bool check_reply_rdma(const Xfer__Peer__CheckReply *rep,
  * frame) but the two threads disagreeing on who serves what: logged and
  * dropped, the link stays.
  */
-static void request_dispatch(struct peers *ps, const uint8_t *from,
-			     const Xfer__Peer__PeerMsg *m)
+void request_dispatch(struct peers *ps, const uint8_t *from,
+		      const Xfer__Peer__PeerMsg *m)
 {
 	struct request *r;
 
@@ -497,17 +497,4 @@ static void request_dispatch(struct peers *ps, const uint8_t *from,
 	}
 	log_warnx("peer link: message %d handed to the main thread; dropped",
 		  (int)m->body_case);
-}
-
-void request_on_frame(struct peers *ps, const uint8_t *from,
-		      const uint8_t *data, size_t len)
-{
-	/* The link unpacked this frame once already to route it; until it
-	 * hands over the message itself, it comes here packed. */
-	Xfer__Peer__PeerMsg *m = xfer__peer__peer_msg__unpack(NULL, len, data);
-
-	if (!m)
-		return;
-	request_dispatch(ps, from, m);
-	xfer__peer__peer_msg__free_unpacked(m, NULL);
 }

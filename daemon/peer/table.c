@@ -349,7 +349,7 @@ void peers_on_notice(const struct net_notice *n, void *arg)
 		request_link_down(ps, pe);
 		break;
 	case NET_CTL_FRAME:
-		request_on_frame(ps, n->id, n->data, n->len);
+		request_dispatch(ps, n->id, n->msg);
 		break;
 	}
 }

@@ -184,7 +184,8 @@ static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
 	case XFER__PEER__PEER_MSG__BODY_LOOKUP:
 	case XFER__PEER__PEER_MSG__BODY_LOOKUP_REPLY:
 	case XFER__PEER__PEER_MSG__BODY_CHECK_REPLY:
-		l->ls->hooks.ctl_frame(l->ls->hooks.arg, l->peer->id, hdr, hlen);
+		l->ls->hooks.ctl_frame(l->ls->hooks.arg, l->peer->id, m);
+		m = NULL;  /* the main thread's now */
 		break;
 	case XFER__PEER__PEER_MSG__BODY_QP_CONNECT:
 	case XFER__PEER__PEER_MSG__BODY_QP_ACCEPT:
@@ -205,7 +206,8 @@ static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
 		break;
 	}
 out:
-	xfer__peer__peer_msg__free_unpacked(m, NULL);
+	if (m)
+		xfer__peer__peer_msg__free_unpacked(m, NULL);
 	return err;
 }
 

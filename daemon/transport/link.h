@@ -54,9 +54,10 @@ struct linkset_hooks {
 	void (*link_down)(void *arg, const uint8_t id[LINK_ID_LEN], uint64_t gen,
 			  int err, const char *why);
 	/* A control frame for the main thread (Lookup, LookupReply,
-	 * CheckReply, Pong of an xferctl ping): the packed PeerMsg. */
+	 * CheckReply, Pong of an xferctl ping), unpacked once here: the
+	 * hook takes the message over (the main thread frees it). */
 	void (*ctl_frame)(void *arg, const uint8_t id[LINK_ID_LEN],
-			  const uint8_t *msg, size_t len);
+			  struct Xfer__Peer__PeerMsg *m);
 	/* A frame for the transports (QpConnect, QpAccept); false if none
 	 * took it. */
 	bool (*frame)(void *arg, const uint8_t id[LINK_ID_LEN],
@@ -107,7 +108,7 @@ bool linkset_active(const struct linkset *ls);
 uint64_t linkset_take_events(struct linkset *ls);
 
 /* Pack one frame header (PeerMsg) + payload length prefix; used by
- * peer.c for the handshake too.  Returns bytes written to out (which
+ * peer/handshake.c for the handshake too.  Returns bytes written to out (which
  * must hold 8 + PEER_MAX_HEADER) or -EMSGSIZE. */
 struct ProtobufCMessage;
 int link_frame_header(const struct ProtobufCMessage *msg, uint32_t payload_len,
