@@ -21,6 +21,13 @@
  *              token import, then one 64 KiB write) against the same
  *              write once xferd has the allocation cached (reported)
  *
+ * With --remote-socket PATH (the xferd of another node, reached over its
+ * TCP link) it measures the staged path instead: GPU memory to and from
+ * the other node's GPU memory at 64 and 256 MiB and as a 1000 x 64 KiB
+ * vector, against memfd to memfd over the same link in the same run
+ * (target: >= 0.90x), and beside them the link's own bandwidth: a plain
+ * TCP socket pair over loopback, one stream.
+ *
  * Throughput is the bytes of `iters` transfers over their wall time,
  * kept 4 deep in flight through xferd (KV: two batches) or queued back
  * to back on one stream for CUDA; the median of `reps` runs.  GB/s is
@@ -42,7 +49,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -460,6 +470,7 @@ struct row {
 	double xferd, direct;   /* GB/s; xferd < 0: -errno */
 	double target;          /* 0: reported only */
 	unsigned path;
+	unsigned want;          /* the path it must have taken */
 };
 
 static struct row rows[16];
@@ -470,13 +481,13 @@ static void add_row(const char *name, const char *what, uint64_t bytes,
 		    double xferd, double direct, double target, unsigned path)
 {
 	rows[nrows++] = (struct row){ name, what, bytes, xferd, direct,
-				      target, path };
+				      target, path, XFER_PATH_CUDA_IPC };
 }
 
 static void report(void)
 {
 	printf("\n%-44s %10s %10s %7s %8s  %s\n", "case", "xferd GB/s",
-	       "CUDA GB/s", "ratio", "target", "");
+	       "base GB/s", "ratio", "target", "");
 	for (unsigned i = 0; i < nrows; i++) {
 		const struct row *r = &rows[i];
 		char tgt[16] = "-";
@@ -498,15 +509,14 @@ static void report(void)
 			if (ratio < r->target)
 				misses++;
 		}
-		if (r->path != XFER_PATH_CUDA_IPC) {
+		if (r->path != r->want) {
 			verdict = "WRONG PATH";
 			misses++;
 		}
 		printf("%-44s %10.1f %10.1f %7.3f %8s  %s%s%s\n", r->what,
 		       r->xferd, r->direct, ratio, tgt, verdict,
-		       r->path != XFER_PATH_CUDA_IPC ? " " : "",
-		       r->path != XFER_PATH_CUDA_IPC ? xfer_path_name(r->path)
-						     : "");
+		       r->path != r->want ? " " : "",
+		       r->path != r->want ? xfer_path_name(r->path) : "");
 		res(r->name, r->bytes, "xferd", r->xferd, "GB/s");
 		res(r->name, r->bytes, "cuda", r->direct, "GB/s");
 		res(r->name, r->bytes, "ratio", ratio, "x");
@@ -602,10 +612,153 @@ static void import_cost(struct xfer_ctx *ctx, struct owner *o,
 
 /* --- main --- */
 
+/* --- two nodes: the staged path --- */
+
+/* The link's own speed: one TCP stream over loopback from a child
+ * process, 1 GiB a run; median GB/s. */
+static double loopback_tcp(void)
+{
+	const size_t total = 1ull << 30, chunk = 1u << 20;
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(a);
+	double v[MAX_REPS];
+	int ls = socket(AF_INET, SOCK_STREAM, 0);
+	char *buf = malloc(chunk);
+
+	if (ls < 0 || !buf || bind(ls, (struct sockaddr *)&a, sizeof(a)) ||
+	    listen(ls, 1) || getsockname(ls, (struct sockaddr *)&a, &alen))
+		die("loopback socket: %s", strerror(errno));
+	memset(buf, 0x77, chunk);
+	for (unsigned r = 0; r < opt.reps + 1; r++) {
+		fflush(NULL);
+		pid_t pid = fork();
+		if (pid == 0) {
+			int s = socket(AF_INET, SOCK_STREAM, 0);
+			if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)))
+				_exit(1);
+			for (size_t sent = 0; sent < total;) {
+				ssize_t n = send(s, buf, chunk, 0);
+				if (n <= 0)
+					_exit(1);
+				sent += (size_t)n;
+			}
+			_exit(0);
+		}
+		int c = accept(ls, NULL, NULL);
+		if (c < 0)
+			die("accept: %s", strerror(errno));
+		uint64_t t0 = now_ns();
+		size_t got = 0;
+		ssize_t n;
+		while (got < total && (n = recv(c, buf, chunk, 0)) > 0)
+			got += (size_t)n;
+		if (r)
+			v[r - 1] = (double)got / (double)(now_ns() - t0);
+		close(c);
+		waitpid(pid, NULL, 0);
+	}
+	close(ls);
+	free(buf);
+	return median(v, opt.reps);
+}
+
+static void add_staged_row(const char *name, const char *what,
+			   uint64_t bytes, double gpu, double memfd,
+			   unsigned path)
+{
+	add_row(name, what, bytes, gpu, memfd, 0.90, path);
+	rows[nrows - 1].want = XFER_PATH_TCP_STAGED;
+}
+
+/*
+ * This process on one node (opt.socket), the owner of the target memory
+ * on the other (remote).  Each GPU case runs beside the same bytes
+ * between memfd regions over the same link.
+ */
+static int staged_main(const char *remote)
+{
+	struct xfer_ctx *ctx;
+	struct owner o;
+	struct xfer_mem *m_gpu = NULL, *m_host = NULL, *m_kv = NULL,
+			*m_kvh = NULL;
+	struct xfer_remote *r_gpu = NULL, *r_host = NULL, *r_kv = NULL,
+			   *r_kvh = NULL;
+	void *gpu, *kv;
+	unsigned path = 0, hpath = 0;
+
+	int rc = xfer_open(opt.socket, &ctx);
+	if (rc)
+		die("xfer_open: %s", xfer_strerror(rc));
+	xfer_set_wait_spin(ctx, 20000);
+	owner_start(&o, remote);
+	CK(cudaSetDevice(0));
+	CK(cudaMalloc(&gpu, BIG));
+	CK(cudaMalloc(&kv, KV_LEN));
+	CK(cudaMemset(gpu, 0x11, BIG));
+	CK(cudaMemset(kv, 0x22, KV_LEN));
+	CK(cudaDeviceSynchronize());
+	if ((rc = xfer_reg(ctx, gpu, BIG, &m_gpu)) ||
+	    (rc = xfer_reg(ctx, kv, KV_LEN, &m_kv)) ||
+	    (rc = xfer_alloc_host(ctx, BIG, &m_host)) ||
+	    (rc = xfer_alloc_host(ctx, KV_LEN, &m_kvh)) ||
+	    (rc = owner_region(&o, ctx, 0, BIG, &r_gpu)) ||
+	    (rc = owner_region(&o, ctx, -1, BIG, &r_host)) ||
+	    (rc = owner_region(&o, ctx, 0, KV_LEN, &r_kv)) ||
+	    (rc = owner_region(&o, ctx, -1, KV_LEN, &r_kvh)))
+		die("setting up the regions: %s", xfer_strerror(rc));
+	memset(xfer_mem_ptr(m_host), 0x55, BIG);
+	memset(xfer_mem_ptr(m_kvh), 0x66, KV_LEN);
+
+	static const uint64_t sizes[] = { 64 * MIB, BIG };
+	static const char *const names[] = { "staged-write-64m",
+					     "staged-write-256m" };
+	static const char *const whats[] = {
+		"GPU -> remote GPU, 64 MiB (vs memfd)",
+		"GPU -> remote GPU, 256 MiB (vs memfd)" };
+	for (unsigned i = 0; i < 2; i++) {
+		double h = xfer_stream(ctx, XFER_OP_WRITE,
+				       xfer_mem_handle(m_host),
+				       xfer_remote_handle(r_host), sizes[i],
+				       &hpath);
+		double g = xfer_stream(ctx, XFER_OP_WRITE,
+				       xfer_mem_handle(m_gpu),
+				       xfer_remote_handle(r_gpu), sizes[i],
+				       &path);
+		add_staged_row(names[i], whats[i], sizes[i], g, h, path);
+	}
+	double h = xfer_stream(ctx, XFER_OP_READ, xfer_mem_handle(m_host),
+			       xfer_remote_handle(r_host), BIG, &hpath);
+	double g = xfer_stream(ctx, XFER_OP_READ, xfer_mem_handle(m_gpu),
+			       xfer_remote_handle(r_gpu), BIG, &path);
+	add_staged_row("staged-read-256m",
+		       "remote GPU -> GPU, 256 MiB, read (vs memfd)", BIG, g,
+		       h, path);
+	h = xfer_kv(ctx, xfer_mem_handle(m_kvh), xfer_remote_handle(r_kvh), 2,
+		    &hpath);
+	g = xfer_kv(ctx, xfer_mem_handle(m_kv), xfer_remote_handle(r_kv), 2,
+		    &path);
+	add_staged_row("staged-kv", "KV 1000 x 64 KiB, GPU -> remote GPU",
+		       KV_BYTES, g, h, path);
+	report();
+	double link = loopback_tcp();
+	printf("%-44s %10.1f\n", "the link itself: TCP over loopback, 1 stream",
+	       link);
+	res("loopback-tcp", 1ull << 30, "tcp", link, "GB/s");
+
+	owner_stop(&o);
+	xfer_close(ctx);
+	if (opt.out)
+		fclose(opt.out);
+	printf("\n%s\n", misses ? "gpubench: targets missed" :
+				  "gpubench: every target met");
+	return misses ? 1 : 0;
+}
+
 static void usage(void)
 {
-	fprintf(stderr, "usage: gpubench [--socket PATH] [--reps N] "
-		"[--iters N] [--out FILE]\n");
+	fprintf(stderr, "usage: gpubench [--socket PATH] [--remote-socket PATH] "
+		"[--reps N] [--iters N] [--out FILE]\n");
 	exit(2);
 }
 
@@ -616,19 +769,26 @@ int main(int argc, char **argv)
 		{ "reps", required_argument, NULL, 'r' },
 		{ "iters", required_argument, NULL, 'i' },
 		{ "out", required_argument, NULL, 'o' },
+		{ "remote-socket", required_argument, NULL, 'R' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const char *remote = NULL;
+	bool iters_set = false;
 	int c, ngpus = 0;
 
 	if (argc == 5 && strcmp(argv[1], "--owner") == 0) {
 		owner_main(argv[2], atoi(argv[3]), atoi(argv[4]));
 		return 0;
 	}
-	while ((c = getopt_long(argc, argv, "s:r:i:o:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:r:i:o:R:", lo, NULL)) != -1) {
 		switch (c) {
+		case 'R': remote = optarg; break;
 		case 's': opt.socket = optarg; break;
 		case 'r': opt.reps = (unsigned)atoi(optarg); break;
-		case 'i': opt.iters = (unsigned)atoi(optarg); break;
+		case 'i':
+			opt.iters = (unsigned)atoi(optarg);
+			iters_set = true;
+			break;
 		case 'o':
 			opt.out = fopen(optarg, "w");
 			if (!opt.out)
@@ -651,6 +811,12 @@ int main(int argc, char **argv)
 		printf("skip: no GPU here (%s)\n",
 		       e ? cudaGetErrorString(e) : "0 devices");
 		return 77;
+	}
+	if (remote) {
+		/* A link moves a few GB/s: fewer transfers a run suffice. */
+		if (!iters_set)
+			opt.iters = 8;
+		return staged_main(remote);
 	}
 	const int last = ngpus - 1;
 	for (int d = 0; d < ngpus; d++) {

@@ -23,8 +23,11 @@
 #
 # Environment: BUILD (default /tmp/xferd-gpu), OUT (logs are copied
 # there when set), PER_TEST_TIMEOUT (s, default 240), BENCH=0 skips the
-# benchmark, ONLY="gpu_remote gpu_host" runs just those tests.  Exit status: 0 when every test passed or skipped, xferd
-# stopped cleanly and every benchmark target held; 1 otherwise.
+# benchmarks (BENCH=staged runs only the two-node one: gpubench
+# --remote-socket between two xferds on loopback), ONLY="gpu_remote
+# gpu_host" runs just those tests.  Exit status: 0 when every test passed
+# or skipped, xferd stopped cleanly and every benchmark target held; 1
+# otherwise.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 CARRY=$ROOT/build/device-carry
@@ -95,7 +98,7 @@ build() {
 	# shellcheck disable=SC2086
 	CPPFLAGS="-I$CARRY/include" LDFLAGS="-L$CARRY/lib" \
 		make --no-print-directory -j"$(nproc)" BUILD="$BUILD" \
-		PROTOC=false DEPS_BUILD= DEPS_TEST= DEPS_BENCH= DEPS_RDMA= \
+		PROTOC=false DEPS_BUILD= DEPS_TEST= DEPS_BENCH= DEPS_RDMA= DEPS_PYTHON= \
 		EXTRA_DEPS= $targets >"$TMP/build.log" 2>&1
 	local rc=$?
 	if [ $rc -ne 0 ]; then
@@ -188,6 +191,7 @@ run_tests() {
 
 run_bench() {
 	[ "${BENCH:-1}" = 0 ] && return
+	[ "${BENCH:-1}" = staged ] && { run_bench_staged; return; }
 	echo "== gpubench"
 	start_xferd gpubench
 	timeout -k 5 300 "$BUILD/gpubench" --socket "$XFERD_SOCKET" \
@@ -196,6 +200,34 @@ run_bench() {
 	local rc=${PIPESTATUS[0]}
 	result gpubench "$rc" 0
 	stop_xferd
+	run_bench_staged
+}
+
+# Two xferds on this machine as two nodes (own sockets, own TCP ports on
+# loopback): gpubench's staged-path mode between them.
+run_bench_staged() {
+	local port=$((20000 + $$ % 20000)) pa pb rc
+	echo "== gpubench, two nodes (the staged path over the TCP link)"
+	"$BUILD/xferd" -s "$TMP/a.sock" -o node_name=a \
+		-o listen=127.0.0.1:$port >"$TMP/xferd-a.log" 2>&1 &
+	pa=$!
+	"$BUILD/xferd" -s "$TMP/b.sock" -o node_name=b \
+		-o listen=127.0.0.1:$((port + 1)) >"$TMP/xferd-b.log" 2>&1 &
+	pb=$!
+	for _ in $(seq 300); do
+		[ -S "$TMP/a.sock" ] && [ -S "$TMP/b.sock" ] && break
+		sleep 0.1
+	done
+	timeout -k 5 300 "$BUILD/gpubench" --socket "$TMP/a.sock" \
+		--remote-socket "$TMP/b.sock" --reps 5 \
+		--out "$TMP/gpubench-staged.txt" 2>&1 |
+		tee "$TMP/gpubench-staged.log" | grep -v '^RES '
+	rc=${PIPESTATUS[0]}
+	result gpubench-staged "$rc" 0
+	kill -TERM "$pa" "$pb"
+	wait "$pa" "$pb"
+	{ echo "=== xferd a"; cat "$TMP/xferd-a.log"
+	  echo "=== xferd b"; cat "$TMP/xferd-b.log"; } >>"$TMP/xferd.log"
 }
 
 run() {
