@@ -105,19 +105,8 @@ static uint64_t siphash24(const uint8_t key[16], const void *data, size_t len)
 
 bool names_valid(const char *name)
 {
-	size_t len = 0;
-
-	if (!name)
-		return false;
-	for (const char *p = name; *p; p++, len++) {
-		unsigned char ch = (unsigned char)*p;
-		if (len == NAMES_NAME_MAX)
-			return false;
-		if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
-		      (ch >= '0' && ch <= '9') || strchr("._:@+-", ch)))
-			return false;
-	}
-	return len > 0;
+	/* strnlen: a name longer than the limit is not read to its end. */
+	return name && pubname_valid(name, strnlen(name, PUBNAME_MAX + 1));
 }
 
 struct names *names_create(void)
