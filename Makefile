@@ -32,7 +32,8 @@ endif
 
 # Debian packages the build, the tests and the benchmarks need.
 DEPS_BUILD := build-essential pkg-config libibverbs-dev libevent-dev \
-	libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libssl-dev check
+	libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libssl-dev check \
+	uthash-dev
 DEPS_TEST  := iproute2 procps psmisc python3 systemd jq
 DEPS_BENCH := ucx-utils iperf3
 # The RDMA stage: Soft-RoCE in a qemu guest that runs the host's userland
