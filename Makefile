@@ -224,7 +224,7 @@ $(XFERD): $(DAEMON_OBJ) $(COMMON_OBJ) $(CTL_PB_OBJ) $(OBJ)/gen/peer.pb-c.o \
 $(LIBSO): $(LIB_OBJ) $(COMMON_OBJ) client/libxfer.map
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -shared -Wl,-soname,libxfer.so.$(SOVERSION) \
-		-Wl,--version-script=client/libxfer.map -o $@ \
+		-Wl,--version-script=client/libxfer.map -Wl,-z,defs -o $@ \
 		$(LIB_OBJ) $(COMMON_OBJ) $(BASE_LIBS)
 	$(Q)ln -sf libxfer.so.$(SOVERSION) $(BUILD)/libxfer.so
 
