@@ -33,7 +33,7 @@ endif
 # Debian packages the build, the tests and the benchmarks need.
 DEPS_BUILD := build-essential pkg-config libibverbs-dev libevent-dev \
 	libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libssl-dev check \
-	uthash-dev
+	uthash-dev libsmartcols-dev libjson-c-dev
 DEPS_TEST  := iproute2 procps psmisc python3 systemd jq
 DEPS_BENCH := ucx-utils iperf3
 # The RDMA stage: Soft-RoCE in a qemu guest that runs the host's userland
@@ -172,7 +172,7 @@ $(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto | deps
 $(OBJ)/%.o: %.c $(PROTO_H)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(OBJ_CUDA_CFLAGS) $(CPPFLAGS) $(ALL_CFLAGS) $(SYSTEMD_CFLAGS) \
+	$(Q)$(CC) $(OBJ_CUDA_CFLAGS) $(OBJ_LIB_CFLAGS) $(CPPFLAGS) $(ALL_CFLAGS) $(SYSTEMD_CFLAGS) \
 		-MMD -MP -c -o $@ $<
 
 # What sees CUDA's headers (and HAVE_CUDA): libxfer, xferd, GPU programs.
@@ -240,10 +240,16 @@ $(LIBPC): client/libxfer.pc.in Makefile
 		-e 's|@INCLUDEDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' \
 		$< > $@
 
+# xferctl's tables (libsmartcols) and JSON (json-c).  Recursive (=) for
+# the same reason as SYSTEMD_CFLAGS: read after `deps` installed them.
+XFERCTL_CFLAGS = $(shell $(PKG) --cflags smartcols json-c)
+XFERCTL_LIBS   = $(shell $(PKG) --libs smartcols json-c)
+$(OBJ)/tools/xferctl.o $(OBJ)/tools/xferctl_out.o: OBJ_LIB_CFLAGS = $(XFERCTL_CFLAGS)
+
 $(XFERCTL): $(OBJ)/tools/xferctl.o $(OBJ)/common/rendezvous.o $(OBJ)/tools/xferctl_out.o \
 		$(OBJ)/common/wire.o $(CTL_PB_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(XFERCTL_LIBS) $(BASE_LIBS)
 
 $(XFERBENCH): $(OBJ)/tools/xferbench.o $(LIBA)
 	@echo "  LD      $@"
