@@ -32,7 +32,8 @@ endif
 
 # Debian packages the build, the tests and the benchmarks need.
 DEPS_BUILD := build-essential pkg-config libibverbs-dev libevent-dev \
-	libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libssl-dev check
+	libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libssl-dev check \
+	uthash-dev libsmartcols-dev libjson-c-dev
 DEPS_TEST  := iproute2 procps psmisc python3 systemd jq
 DEPS_BENCH := ucx-utils iperf3
 # The Python package (python/): Debian's python3 builds and tests it.
@@ -175,7 +176,7 @@ $(GEN)/%.pb-c.c $(GEN)/%.pb-c.h: proto/%.proto | deps
 $(OBJ)/%.o: %.c $(PROTO_H)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
-	$(Q)$(CC) $(OBJ_CUDA_CFLAGS) $(CPPFLAGS) $(ALL_CFLAGS) $(SYSTEMD_CFLAGS) \
+	$(Q)$(CC) $(OBJ_CUDA_CFLAGS) $(OBJ_LIB_CFLAGS) $(CPPFLAGS) $(ALL_CFLAGS) $(SYSTEMD_CFLAGS) \
 		-MMD -MP -c -o $@ $<
 
 # What sees CUDA's headers (and HAVE_CUDA): libxfer, xferd, GPU programs.
@@ -227,7 +228,7 @@ $(XFERD): $(DAEMON_OBJ) $(COMMON_OBJ) $(CTL_PB_OBJ) $(OBJ)/gen/peer.pb-c.o \
 $(LIBSO): $(LIB_OBJ) $(COMMON_OBJ) client/libxfer.map
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -shared -Wl,-soname,libxfer.so.$(SOVERSION) \
-		-Wl,--version-script=client/libxfer.map -o $@ \
+		-Wl,--version-script=client/libxfer.map -Wl,-z,defs -o $@ \
 		$(LIB_OBJ) $(COMMON_OBJ) $(BASE_LIBS)
 	$(Q)ln -sf libxfer.so.$(SOVERSION) $(BUILD)/libxfer.so
 
@@ -243,10 +244,16 @@ $(LIBPC): client/libxfer.pc.in Makefile
 		-e 's|@INCLUDEDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' \
 		$< > $@
 
+# xferctl's tables (libsmartcols) and JSON (json-c).  Recursive (=) for
+# the same reason as SYSTEMD_CFLAGS: read after `deps` installed them.
+XFERCTL_CFLAGS = $(shell $(PKG) --cflags smartcols json-c)
+XFERCTL_LIBS   = $(shell $(PKG) --libs smartcols json-c)
+$(OBJ)/tools/xferctl.o $(OBJ)/tools/xferctl_out.o: OBJ_LIB_CFLAGS = $(XFERCTL_CFLAGS)
+
 $(XFERCTL): $(OBJ)/tools/xferctl.o $(OBJ)/common/rendezvous.o $(OBJ)/tools/xferctl_out.o \
 		$(OBJ)/common/wire.o $(CTL_PB_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(XFERCTL_LIBS) $(BASE_LIBS)
 
 $(XFERBENCH): $(OBJ)/tools/xferbench.o $(LIBA)
 	@echo "  LD      $@"

@@ -4,21 +4,12 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/paths.h"
 #include "internal.h"
 
 XFER_EXPORT const char *xfer_path_name(unsigned path)
 {
-	switch (path) {
-	case XFER_PATH_NONE: return "none";
-	case XFER_PATH_MEMCPY: return "memcpy";
-	case XFER_PATH_CMA: return "cma";
-	case XFER_PATH_CUDA_IPC: return "cuda-ipc";
-	case XFER_PATH_RDMA: return "rdma";
-	case XFER_PATH_RDMA_STAGED: return "rdma-staged";
-	case XFER_PATH_TCP: return "tcp";
-	case XFER_PATH_TCP_STAGED: return "tcp-staged";
-	}
-	return "unknown";
+	return path_name(path);
 }
 
 XFER_EXPORT const char *xfer_strerror(int err)

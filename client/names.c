@@ -8,40 +8,14 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "common/pubname.h"
 #include "internal.h"
 
-#define NAME_MAX_LEN 200  /* bytes of a name, as xferd's table */
-#define NODE_MAX_LEN 79   /* "host:port", "[v6]:port" or a node name */
-
-/* 1-200 bytes of [A-Za-z0-9._:@+-]: no '/', which separates a node. */
-static bool name_valid(const char *name, size_t len)
+/* The rule (common/pubname.c) is xferd's: a bad name costs no round
+ * trip and fails the same way everywhere. */
+static bool name_valid(const char *name)
 {
-	if (len == 0 || len > NAME_MAX_LEN)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		unsigned char ch = (unsigned char)name[i];
-		if (!((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
-		      (ch >= '0' && ch <= '9') || (ch && strchr("._:@+-", ch))))
-			return false;
-	}
-	return true;
-}
-
-/* "name" or "node/name" with a node of printable characters. */
-static bool lookup_name_valid(const char *name)
-{
-	const char *slash = strchr(name, '/');
-
-	if (!slash)
-		return name_valid(name, strlen(name));
-	size_t nlen = (size_t)(slash - name);
-	if (nlen == 0 || nlen > NODE_MAX_LEN)
-		return false;
-	for (size_t i = 0; i < nlen; i++)
-		if ((unsigned char)name[i] <= 0x20 ||
-		    (unsigned char)name[i] >= 0x7f)
-			return false;
-	return name_valid(slash + 1, strlen(slash + 1));
+	return pubname_valid(name, strnlen(name, PUBNAME_MAX + 1));
 }
 
 /* A request answered by a bare Status. */
@@ -64,7 +38,7 @@ XFER_EXPORT int xfer_publish(struct xfer_ctx *ctx, const char *name,
 	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
 	Xfer__Client__PublishRequest req = XFER__CLIENT__PUBLISH_REQUEST__INIT;
 
-	if (!ctx || !name || !name_valid(name, strlen(name)) || !token ||
+	if (!ctx || !name || !name_valid(name) || !token ||
 	    len == 0 || len > XFER_TOKEN_MAX)
 		return -EINVAL;
 	req.name = (char *)name;
@@ -81,7 +55,7 @@ XFER_EXPORT int xfer_unpublish(struct xfer_ctx *ctx, const char *name)
 	Xfer__Client__UnpublishRequest req =
 		XFER__CLIENT__UNPUBLISH_REQUEST__INIT;
 
-	if (!ctx || !name || !name_valid(name, strlen(name)))
+	if (!ctx || !name || !name_valid(name))
 		return -EINVAL;
 	req.name = (char *)name;
 	m.body_case = XFER__CLIENT__CLIENT_MSG__BODY_UNPUBLISH;
@@ -98,7 +72,7 @@ XFER_EXPORT int xfer_lookup(struct xfer_ctx *ctx, const char *name, void *buf,
 
 	/* buf may be NULL with *len == 0: asks for the size only. */
 	if (!ctx || !name || !len || (!buf && *len) ||
-	    !lookup_name_valid(name))
+	    !pubname_lookup_valid(name))
 		return -EINVAL;
 	req.name = (char *)name;
 	m.body_case = XFER__CLIENT__CLIENT_MSG__BODY_LOOKUP;

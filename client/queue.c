@@ -12,15 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "internal.h"
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void ring_doorbell(int efd)
 {

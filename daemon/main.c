@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "common/clock.h"
 #include "config.h"
 #include "ops/ctl.h"
 #include "gpu/gpu.h"
@@ -273,8 +274,7 @@ static struct event *add_timer(struct runtime *rt, uint64_t usec,
 			       event_callback_fn fn)
 {
 	struct event *ev = event_new(rt->d.base, -1, EV_PERSIST, fn, rt);
-	struct timeval tv = { .tv_sec = (time_t)(usec / 1000000),
-			      .tv_usec = (suseconds_t)(usec % 1000000) };
+	struct timeval tv = us_to_timeval(usec);
 
 	if (!ev || event_add(ev, &tv))
 		fatalx("cannot add a timer");

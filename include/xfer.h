@@ -127,10 +127,14 @@ int xfer_unimport(struct xfer_ctx *ctx, struct xfer_remote *remote);
 uint64_t xfer_remote_len(const struct xfer_remote *remote);
 uint64_t xfer_remote_handle(const struct xfer_remote *remote);
 
+/* The longest published name in bytes, without the NUL: xferd and
+ * libxfer refuse a longer one with -EINVAL, whatever the node. */
+#define XFER_NAME_MAX 200
+
 /*
  * Publish a token under a name at the local xferd so that xfer_lookup()
- * on any node finds it.  Names are 1-200 bytes of [A-Za-z0-9._:@+-]
- * (no '/': "node/name" addresses a node).  Publishing a name again
+ * on any node finds it.  Names are 1-XFER_NAME_MAX (200) bytes of
+ * [A-Za-z0-9._:@+-] (no '/': "node/name" addresses a node).  Publishing a name again
  * from the same context replaces its token; another context's name is
  * -EEXIST.  Names are removed by xfer_unpublish() or when the context
  * closes.  Blocks for one round trip.
@@ -143,7 +147,7 @@ int xfer_unpublish(struct xfer_ctx *ctx, const char *name);
  * Find a published token.  "name" looks at the local xferd, then at every
  * peer configured in xferd.conf (the first that has it answers);
  * "node/name" asks the xferd of that node only (its node_name, or
- * host[:port]).  buf must hold *len bytes (XFER_TOKEN_MAX is enough); on
+ * host[:port]: 1-79 bytes of printable ASCII without spaces).  buf must hold *len bytes (XFER_TOKEN_MAX is enough); on
  * success *len is the token's size; -ENOSPC sets *len to the size needed
  * (buf may be NULL with *len 0 to ask).  Blocks until answered: -ENOENT
  * if nobody has the name, -EHOSTUNREACH/-ETIMEDOUT if the node cannot be

@@ -57,6 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "xfer.h"
 
 #define MIB       (1ull << 20)
@@ -98,14 +99,6 @@ static void die(const char *fmt, ...)
 			die("%s:%d: %s: %s", __FILE__, __LINE__, #expr,       \
 			    cudaGetErrorString(e_));                          \
 	} while (0)
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int cmp_double(const void *a, const void *b)
 {

@@ -109,33 +109,34 @@ static void usage(void)
 static void print_status_text(const Xfer__Ctl__CtlMsg *r)
 {
 	const Xfer__Ctl__StatusReply *st = r->status_reply;
-	char b[32], clean[256];
+	char b[32], id[2 * 64 + 1] = "";
+	struct table kv;
 
-	/* Keys right-aligned, so "key: value" reads the same for grep. */
-	text_clean(clean, sizeof(clean), st->version);
-	printf("      version: %s\n", clean);
-	printf("  instance id: ");
-	print_hex(st->instance_id.data, st->instance_id.len);
-	putchar('\n');
-	printf("          pid: %" PRIu32 "\n", st->pid);
-	printf("       uptime: %s\n", fmt_age(b, sizeof(b), st->uptime_ms));
-	text_clean(clean, sizeof(clean), st->socket_path);
-	printf("       socket: %s\n", clean);
-	printf("      workers: %" PRIu32 "\n", st->workers);
-	printf("      clients: %" PRIu32 "\n", st->clients);
-	printf("      regions: %" PRIu32 "\n", st->regions);
-	printf("      imports: %" PRIu32 "\n", st->imports);
-	printf("ops completed: %" PRIu64 "\n", st->ops_completed);
-	printf("   ops failed: %" PRIu64 "\n", st->ops_failed);
-	printf("  bytes moved: %s\n", fmt_bytes(b, sizeof(b), st->bytes_moved));
-	printf("          rss: %s\n", fmt_bytes(b, sizeof(b), st->rss_bytes));
+	for (size_t i = 0; i < st->instance_id.len && i < 64; i++)
+		snprintf(id + 2 * i, 3, "%02x", st->instance_id.data[i]);
+	table_init_kv(&kv);
+	table_kv(&kv, "version", "%s", st->version);
+	table_kv(&kv, "instance id", "%s", id);
+	table_kv(&kv, "pid", "%" PRIu32, st->pid);
+	table_kv(&kv, "uptime", "%s", fmt_age(b, sizeof(b), st->uptime_ms));
+	table_kv(&kv, "socket", "%s", st->socket_path);
+	table_kv(&kv, "workers", "%" PRIu32, st->workers);
+	table_kv(&kv, "clients", "%" PRIu32, st->clients);
+	table_kv(&kv, "regions", "%" PRIu32, st->regions);
+	table_kv(&kv, "imports", "%" PRIu32, st->imports);
+	table_kv(&kv, "ops completed", "%" PRIu64, st->ops_completed);
+	table_kv(&kv, "ops failed", "%" PRIu64, st->ops_failed);
+	table_kv(&kv, "bytes moved", "%s",
+		 fmt_bytes(b, sizeof(b), st->bytes_moved));
+	table_kv(&kv, "rss", "%s", fmt_bytes(b, sizeof(b), st->rss_bytes));
+	table_print(&kv);
 	if (st->n_paths == 0)
 		return;
 
 	static const char *const head[] = { "PATH", "OPS", "BYTES", NULL };
 	struct table t;
 
-	table_init(&t, st->n_paths, 1u << 0, head);
+	table_init(&t, 1u << 0, head);
 	for (size_t i = 0; i < st->n_paths; i++) {
 		const Xfer__Ctl__PathCount *p = st->paths[i];
 		table_row(&t);
@@ -150,29 +151,31 @@ static void print_status_text(const Xfer__Ctl__CtlMsg *r)
 static void print_status_json(const Xfer__Ctl__CtlMsg *r)
 {
 	const Xfer__Ctl__StatusReply *st = r->status_reply;
+	json_object *o = jv_obj(), *paths = jv_arr();
 
-	printf("{\"version\":");
-	json_string(st->version);
-	printf(",\"instance_id\":\"");
-	print_hex(st->instance_id.data, st->instance_id.len);
-	printf("\",\"pid\":%" PRIu32 ",\"uptime_ms\":%" PRIu64
-	       ",\"socket_path\":", st->pid, st->uptime_ms);
-	json_string(st->socket_path);
-	printf(",\"workers\":%" PRIu32 ",\"clients\":%" PRIu32
-	       ",\"regions\":%" PRIu32 ",\"imports\":%" PRIu32
-	       ",\"ops_completed\":%" PRIu64 ",\"ops_failed\":%" PRIu64
-	       ",\"bytes_moved\":%" PRIu64 ",\"rss_bytes\":%" PRIu64
-	       ",\"paths\":[",
-	       st->workers, st->clients, st->regions, st->imports,
-	       st->ops_completed, st->ops_failed, st->bytes_moved,
-	       st->rss_bytes);
+	jv_set(o, "version", jv_str(st->version));
+	jv_set(o, "instance_id",
+		 jv_hex(st->instance_id.data, st->instance_id.len));
+	jv_set(o, "pid", jv_u64(st->pid));
+	jv_set(o, "uptime_ms", jv_u64(st->uptime_ms));
+	jv_set(o, "socket_path", jv_str(st->socket_path));
+	jv_set(o, "workers", jv_u64(st->workers));
+	jv_set(o, "clients", jv_u64(st->clients));
+	jv_set(o, "regions", jv_u64(st->regions));
+	jv_set(o, "imports", jv_u64(st->imports));
+	jv_set(o, "ops_completed", jv_u64(st->ops_completed));
+	jv_set(o, "ops_failed", jv_u64(st->ops_failed));
+	jv_set(o, "bytes_moved", jv_u64(st->bytes_moved));
+	jv_set(o, "rss_bytes", jv_u64(st->rss_bytes));
 	for (size_t i = 0; i < st->n_paths; i++) {
-		printf("%s{\"path\":", i ? "," : "");
-		json_string(st->paths[i]->path);
-		printf(",\"ops\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
-		       st->paths[i]->ops, st->paths[i]->bytes);
+		json_object *p = jv_obj();
+		jv_set(p, "path", jv_str(st->paths[i]->path));
+		jv_set(p, "ops", jv_u64(st->paths[i]->ops));
+		jv_set(p, "bytes", jv_u64(st->paths[i]->bytes));
+		jv_push(paths, p);
 	}
-	printf("]}\n");
+	jv_set(o, "paths", paths);
+	jv_print(o);
 }
 
 /* --- clients --- */
@@ -191,7 +194,7 @@ static void print_clients_text(const Xfer__Ctl__CtlMsg *r)
 		printf("no clients\n");
 		return;
 	}
-	table_init(&t, rep->n_clients, 1u << 3, head);
+	table_init(&t, 1u << 3, head);
 	for (size_t i = 0; i < rep->n_clients; i++) {
 		const Xfer__Ctl__ClientInfo *c = rep->clients[i];
 		table_row(&t);
@@ -213,22 +216,26 @@ static void print_clients_text(const Xfer__Ctl__CtlMsg *r)
 static void print_clients_json(const Xfer__Ctl__CtlMsg *r)
 {
 	const Xfer__Ctl__ClientsReply *rep = r->clients_reply;
+	json_object *o = jv_obj(), *list = jv_arr();
 
-	printf("{\"clients\":[");
 	for (size_t i = 0; i < rep->n_clients; i++) {
 		const Xfer__Ctl__ClientInfo *c = rep->clients[i];
-		printf("%s{\"id\":%" PRIu64 ",\"pid\":%" PRIu32
-		       ",\"uid\":%" PRIu32 ",\"name\":",
-		       i ? "," : "", c->id, c->pid, c->uid);
-		json_string(c->name);
-		printf(",\"regions\":%" PRIu32 ",\"imports\":%" PRIu32
-		       ",\"ops_completed\":%" PRIu64 ",\"ops_failed\":%" PRIu64
-		       ",\"bytes_moved\":%" PRIu64 ",\"sq_entries\":%" PRIu32
-		       ",\"connected_ms\":%" PRIu64 "}",
-		       c->regions, c->imports, c->ops_completed, c->ops_failed,
-		       c->bytes_moved, c->sq_entries, c->connected_ms);
+		json_object *j = jv_obj();
+		jv_set(j, "id", jv_u64(c->id));
+		jv_set(j, "pid", jv_u64(c->pid));
+		jv_set(j, "uid", jv_u64(c->uid));
+		jv_set(j, "name", jv_str(c->name));
+		jv_set(j, "regions", jv_u64(c->regions));
+		jv_set(j, "imports", jv_u64(c->imports));
+		jv_set(j, "ops_completed", jv_u64(c->ops_completed));
+		jv_set(j, "ops_failed", jv_u64(c->ops_failed));
+		jv_set(j, "bytes_moved", jv_u64(c->bytes_moved));
+		jv_set(j, "sq_entries", jv_u64(c->sq_entries));
+		jv_set(j, "connected_ms", jv_u64(c->connected_ms));
+		jv_push(list, j);
 	}
-	printf("]}\n");
+	jv_set(o, "clients", list);
+	jv_print(o);
 }
 
 /* --- regions --- */
@@ -254,7 +261,7 @@ static void print_regions_text(const Xfer__Ctl__CtlMsg *r)
 		printf("no regions\n");
 		return;
 	}
-	table_init(&t, rep->n_regions, 1u << 2 | 1u << 5, head);
+	table_init(&t, 1u << 2 | 1u << 5, head);
 	for (size_t i = 0; i < rep->n_regions; i++) {
 		const Xfer__Ctl__RegionInfo *g = rep->regions[i];
 		table_row(&t);
@@ -274,17 +281,21 @@ static void print_regions_text(const Xfer__Ctl__CtlMsg *r)
 static void print_regions_json(const Xfer__Ctl__CtlMsg *r)
 {
 	const Xfer__Ctl__RegionsReply *rep = r->regions_reply;
+	json_object *o = jv_obj(), *list = jv_arr();
 
-	printf("{\"regions\":[");
 	for (size_t i = 0; i < rep->n_regions; i++) {
 		const Xfer__Ctl__RegionInfo *g = rep->regions[i];
-		printf("%s{\"handle\":%" PRIu64 ",\"owner\":%" PRIu64
-		       ",\"kind\":", i ? "," : "", g->handle, g->owner);
-		json_string(g->kind);
-		printf(",\"length\":%" PRIu64 ",\"imports\":%" PRIu32
-		       ",\"addr\":%" PRIu64 "}", g->length, g->refs, g->addr);
+		json_object *j = jv_obj();
+		jv_set(j, "handle", jv_u64(g->handle));
+		jv_set(j, "owner", jv_u64(g->owner));
+		jv_set(j, "kind", jv_str(g->kind));
+		jv_set(j, "length", jv_u64(g->length));
+		jv_set(j, "imports", jv_u64(g->refs));
+		jv_set(j, "addr", jv_u64(g->addr));
+		jv_push(list, j);
 	}
-	printf("]}\n");
+	jv_set(o, "regions", list);
+	jv_print(o);
 }
 
 /* --- peers --- */
@@ -334,7 +345,7 @@ static void print_peers_text(const Xfer__Ctl__CtlMsg *r)
 		return;
 	}
 	/* The first five columns are text, the rest numbers. */
-	table_init(&t, rep->n_peers, 0x1f, head);
+	table_init(&t, 0x1f, head);
 	for (size_t i = 0; i < rep->n_peers; i++) {
 		const Xfer__Ctl__PeerInfo *p = rep->peers[i];
 		bool up = !strcmp(p->state, "up");
@@ -360,37 +371,33 @@ static void print_peers_text(const Xfer__Ctl__CtlMsg *r)
 static void print_peers_json(const Xfer__Ctl__CtlMsg *r)
 {
 	const Xfer__Ctl__PeersReply *rep = r->peers_reply;
+	json_object *o = jv_obj(), *list = jv_arr();
 
-	printf("{\"peers\":[");
 	for (size_t i = 0; i < rep->n_peers; i++) {
 		const Xfer__Ctl__PeerInfo *p = rep->peers[i];
+		json_object *j = jv_obj(), *addrs = jv_arr();
 
-		printf("%s{\"instance_id\":\"", i ? "," : "");
-		print_hex(p->instance_id.data, p->instance_id.len);
-		printf("\",\"node_name\":");
-		json_string(p->node_name);
-		printf(",\"addresses\":[");
-		for (size_t a = 0; a < p->n_addresses; a++) {
-			if (a)
-				putchar(',');
-			json_string(p->addresses[a]);
-		}
-		printf("],\"address\":");
-		json_string(p->address);
-		printf(",\"why\":");
-		json_string(p->why);
-		printf(",\"state\":");
-		json_string(p->state);
-		printf(",\"initiated\":%s,\"rtt_ns\":%" PRIu64
-		       ",\"bytes_tx\":%" PRIu64 ",\"bytes_rx\":%" PRIu64
-		       ",\"ops\":%" PRIu64 ",\"errors\":%" PRIu64
-		       ",\"up_ms\":%" PRIu64 ",\"last_error\":",
-		       p->initiated ? "true" : "false", p->rtt_ns, p->bytes_tx,
-		       p->bytes_rx, p->ops, p->errors, p->up_ms);
-		json_string(p->last_error);
-		putchar('}');
+		jv_set(j, "instance_id",
+			 jv_hex(p->instance_id.data, p->instance_id.len));
+		jv_set(j, "node_name", jv_str(p->node_name));
+		for (size_t a = 0; a < p->n_addresses; a++)
+			jv_push(addrs, jv_str(p->addresses[a]));
+		jv_set(j, "addresses", addrs);
+		jv_set(j, "address", jv_str(p->address));
+		jv_set(j, "why", jv_str(p->why));
+		jv_set(j, "state", jv_str(p->state));
+		jv_set(j, "initiated", jv_bool(p->initiated));
+		jv_set(j, "rtt_ns", jv_u64(p->rtt_ns));
+		jv_set(j, "bytes_tx", jv_u64(p->bytes_tx));
+		jv_set(j, "bytes_rx", jv_u64(p->bytes_rx));
+		jv_set(j, "ops", jv_u64(p->ops));
+		jv_set(j, "errors", jv_u64(p->errors));
+		jv_set(j, "up_ms", jv_u64(p->up_ms));
+		jv_set(j, "last_error", jv_str(p->last_error));
+		jv_push(list, j);
 	}
-	printf("]}\n");
+	jv_set(o, "peers", list);
+	jv_print(o);
 }
 
 /* --- gpus --- */
@@ -409,7 +416,7 @@ static void print_gpus_text(const Xfer__Ctl__CtlMsg *r)
 							     : "none found");
 		return;
 	}
-	table_init(&t, rep->n_gpus, 0x06, head);
+	table_init(&t, 0x06, head);
 	for (size_t i = 0; i < rep->n_gpus; i++) {
 		const Xfer__Ctl__GpuInfo *g = rep->gpus[i];
 		size_t k = 0;
@@ -437,24 +444,27 @@ static void print_gpus_text(const Xfer__Ctl__CtlMsg *r)
 static void print_gpus_json(const Xfer__Ctl__CtlMsg *r)
 {
 	const Xfer__Ctl__GpusReply *rep = r->gpus_reply;
+	json_object *o = jv_obj(), *list = jv_arr();
 
-	printf("{\"gpus\":[");
 	for (size_t i = 0; i < rep->n_gpus; i++) {
 		const Xfer__Ctl__GpuInfo *g = rep->gpus[i];
-		printf("%s{\"index\":%u,\"name\":", i ? "," : "", g->index);
-		json_string(g->name);
-		printf(",\"uuid\":\"");
-		print_hex(g->uuid.data, g->uuid.len);
-		printf("\",\"mem_total\":%" PRIu64 ",\"mem_free\":%" PRIu64
-		       ",\"peers\":[", g->mem_total, g->mem_free);
-		for (size_t j = 0; j < g->n_peers; j++)
-			printf("%s%u", j ? "," : "", g->peers[j]);
-		printf("]}");
+		json_object *j = jv_obj(), *peers = jv_arr();
+
+		jv_set(j, "index", jv_u64(g->index));
+		jv_set(j, "name", jv_str(g->name));
+		jv_set(j, "uuid", jv_hex(g->uuid.data, g->uuid.len));
+		jv_set(j, "mem_total", jv_u64(g->mem_total));
+		jv_set(j, "mem_free", jv_u64(g->mem_free));
+		for (size_t k = 0; k < g->n_peers; k++)
+			jv_push(peers, jv_u64(g->peers[k]));
+		jv_set(j, "peers", peers);
+		jv_push(list, j);
 	}
-	printf("],\"unavailable\":");
-	json_string(rep->unavailable);
-	printf(",\"imports\":%u,\"import_refs\":%u}\n", rep->imports,
-	       rep->import_refs);
+	jv_set(o, "gpus", list);
+	jv_set(o, "unavailable", jv_str(rep->unavailable));
+	jv_set(o, "imports", jv_u64(rep->imports));
+	jv_set(o, "import_refs", jv_u64(rep->import_refs));
+	jv_print(o);
 }
 
 /* --- rails --- */
@@ -474,7 +484,7 @@ static void print_qps_text(const Xfer__Ctl__RailsReply *rep)
 	if (n == 0)
 		return;
 	putchar('\n');
-	table_init(&t, n, 0x4e, head);
+	table_init(&t, 0x4e, head);
 	for (size_t i = 0; i < rep->n_rails; i++) {
 		const Xfer__Ctl__RailInfo *l = rep->rails[i];
 		for (size_t k = 0; k < l->n_qp; k++) {
@@ -511,7 +521,7 @@ static void print_rails_text(const Xfer__Ctl__CtlMsg *r)
 		return;
 	}
 	/* PORT, MTU and the counters are numbers, the rest text. */
-	table_init(&t, rep->n_rails, 0xed, head);
+	table_init(&t, 0xed, head);
 	for (size_t i = 0; i < rep->n_rails; i++) {
 		const Xfer__Ctl__RailInfo *l = rep->rails[i];
 
@@ -536,48 +546,49 @@ static void print_rails_text(const Xfer__Ctl__CtlMsg *r)
 static void print_rails_json(const Xfer__Ctl__CtlMsg *r)
 {
 	const Xfer__Ctl__RailsReply *rep = r->rails_reply;
+	json_object *o = jv_obj(), *list = jv_arr();
 
-	printf("{\"rails\":[");
 	for (size_t i = 0; i < rep->n_rails; i++) {
 		const Xfer__Ctl__RailInfo *l = rep->rails[i];
+		json_object *j = jv_obj(), *qps = jv_arr();
 
-		printf("%s{\"device\":", i ? "," : "");
-		json_string(l->device);
-		printf(",\"port\":%u,\"state\":", l->port);
-		json_string(l->state);
-		printf(",\"link_layer\":");
-		json_string(l->link_layer);
-		printf(",\"transport\":");
-		json_string(l->transport);
-		printf(",\"mtu\":%u,\"lid\":%u,\"gid_index\":%u,\"gid\":",
-		       l->mtu, l->lid, l->gid_index);
-		json_string(l->gid);
-		printf(",\"ip\":");
-		json_string(l->ip);
-		printf(",\"prefix_len\":%u,\"netdev\":", l->prefix_len);
-		json_string(l->netdev);
-		printf(",\"qps\":%u,\"bytes_tx\":%llu,\"bytes_rx\":%llu,"
-		       "\"wrs\":%llu,\"errors\":%llu,\"qp\":[", l->qps,
-		       (unsigned long long)l->bytes_tx,
-		       (unsigned long long)l->bytes_rx,
-		       (unsigned long long)l->wrs, (unsigned long long)l->errors);
+		jv_set(j, "device", jv_str(l->device));
+		jv_set(j, "port", jv_u64(l->port));
+		jv_set(j, "state", jv_str(l->state));
+		jv_set(j, "link_layer", jv_str(l->link_layer));
+		jv_set(j, "transport", jv_str(l->transport));
+		jv_set(j, "mtu", jv_u64(l->mtu));
+		jv_set(j, "lid", jv_u64(l->lid));
+		jv_set(j, "gid_index", jv_u64(l->gid_index));
+		jv_set(j, "gid", jv_str(l->gid));
+		jv_set(j, "ip", jv_str(l->ip));
+		jv_set(j, "prefix_len", jv_u64(l->prefix_len));
+		jv_set(j, "netdev", jv_str(l->netdev));
+		jv_set(j, "qps", jv_u64(l->qps));
+		jv_set(j, "bytes_tx", jv_u64(l->bytes_tx));
+		jv_set(j, "bytes_rx", jv_u64(l->bytes_rx));
+		jv_set(j, "wrs", jv_u64(l->wrs));
+		jv_set(j, "errors", jv_u64(l->errors));
 		for (size_t k = 0; k < l->n_qp; k++) {
 			const Xfer__Ctl__QpInfo *q = l->qp[k];
-			printf("%s{\"peer\":", k ? "," : "");
-			json_string(q->peer);
-			printf(",\"peer_rail\":%u,\"slot\":%u,\"initiator\":%s,"
-			       "\"qpn\":%u,\"remote_qpn\":%u,\"state\":",
-			       q->peer_rail, q->slot,
-			       q->initiator ? "true" : "false", q->qpn,
-			       q->remote_qpn);
-			json_string(q->state);
-			printf(",\"bytes\":%llu,\"wrs\":%llu,\"outstanding\":%u}",
-			       (unsigned long long)q->bytes,
-			       (unsigned long long)q->wrs, q->outstanding);
+			json_object *jq = jv_obj();
+			jv_set(jq, "peer", jv_str(q->peer));
+			jv_set(jq, "peer_rail", jv_u64(q->peer_rail));
+			jv_set(jq, "slot", jv_u64(q->slot));
+			jv_set(jq, "initiator", jv_bool(q->initiator));
+			jv_set(jq, "qpn", jv_u64(q->qpn));
+			jv_set(jq, "remote_qpn", jv_u64(q->remote_qpn));
+			jv_set(jq, "state", jv_str(q->state));
+			jv_set(jq, "bytes", jv_u64(q->bytes));
+			jv_set(jq, "wrs", jv_u64(q->wrs));
+			jv_set(jq, "outstanding", jv_u64(q->outstanding));
+			jv_push(qps, jq);
 		}
-		printf("]}");
+		jv_set(j, "qp", qps);
+		jv_push(list, j);
 	}
-	printf("]}\n");
+	jv_set(o, "rails", list);
+	jv_print(o);
 }
 
 /* --- ping --- */
@@ -609,10 +620,11 @@ static void print_ping_text(const Xfer__Ctl__CtlMsg *r)
 static void print_ping_json(const Xfer__Ctl__CtlMsg *r)
 {
 	const Xfer__Ctl__PingReply *pr = r->ping_reply;
+	json_object *o = jv_obj();
 
-	printf("{\"who\":");
-	json_string(pr->who);
-	printf(",\"rtt_ns\":%" PRIu64 "}\n", pr->rtt_ns);
+	jv_set(o, "who", jv_str(pr->who));
+	jv_set(o, "rtt_ns", jv_u64(pr->rtt_ns));
+	jv_print(o);
 }
 
 /* Say why the ping of target failed; the exit status is 1. */
@@ -887,6 +899,7 @@ int main(int argc, char **argv)
 	Xfer__Ctl__CtlMsg *reply = NULL;
 	int ch, rc;
 
+	out_init();
 	while ((ch = getopt_long(argc, argv, "s:jhV", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':

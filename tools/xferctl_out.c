@@ -1,13 +1,24 @@
 /*
- * xferctl_out.c - how xferctl writes: cleaned text, JSON strings, numbers
- * for people, aligned tables.
+ * xferctl_out.c - how xferctl writes: cleaned text, numbers for people,
+ * aligned tables (libsmartcols) and JSON (json-c).
+ *
+ * Why two libraries: libsmartcols lays out the tables, but its --json
+ * is one array of flat rows under one name, pretty-printed over many
+ * lines.  status, gpus and rails answer with scalars beside their
+ * arrays and rails nests each rail's queue pairs, and xferctl(1)
+ * promises one JSON object on one line: json-c builds those shapes
+ * (and the flat ones, so that every command's JSON comes out alike).
  */
 #include <inttypes.h>
+#include <locale.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <json-c/json.h>
+#include <libsmartcols.h>
 
 #include "xferctl_out.h"
 
@@ -64,42 +75,100 @@ int text_width(const char *s)
 	return w;
 }
 
-void json_string(const char *src)
+/* Fatal: xferctl has nothing to show without memory. */
+static void *need(void *p)
+{
+	if (!p) {
+		fprintf(stderr, "xferctl: out of memory\n");
+		exit(1);
+	}
+	return p;
+}
+
+/* --- JSON --- */
+
+json_object *jv_str(const char *src)
 {
 	const unsigned char *s = (const unsigned char *)(src ? src : "");
+	size_t len = strlen((const char *)s), o = 0;
+	/* Each byte becomes at most U+FFFD's three. */
+	char *buf = need(malloc(3 * len + 1));
 
-	putchar('"');
+	/* json-c escapes quotes, backslashes and control characters but
+	 * passes other bytes through: invalid UTF-8 would make the output
+	 * invalid JSON.  It becomes U+FFFD here. */
 	while (*s) {
 		size_t n = utf8_len(s);
 
 		if (n == 0) {
-			fputs("\\ufffd", stdout); /* not UTF-8: the replacement */
+			memcpy(buf + o, "\xef\xbf\xbd", 3);
+			o += 3;
 			s++;
 			continue;
 		}
-		switch (*s) {
-		case '"': fputs("\\\"", stdout); break;
-		case '\\': fputs("\\\\", stdout); break;
-		case '\b': fputs("\\b", stdout); break;
-		case '\f': fputs("\\f", stdout); break;
-		case '\n': fputs("\\n", stdout); break;
-		case '\r': fputs("\\r", stdout); break;
-		case '\t': fputs("\\t", stdout); break;
-		default:
-			if (*s < 0x20 || *s == 0x7f)
-				printf("\\u%04x", *s);
-			else
-				fwrite(s, 1, n, stdout);
-		}
+		memcpy(buf + o, s, n);
+		o += n;
 		s += n;
 	}
-	putchar('"');
+	buf[o] = '\0';
+	json_object *j = need(json_object_new_string_len(buf, (int)o));
+	free(buf);
+	return j;
 }
 
-void print_hex(const uint8_t *data, size_t len)
+json_object *jv_hex(const uint8_t *data, size_t len)
 {
+	char *buf = need(malloc(2 * len + 1));
+
+	buf[0] = '\0';
 	for (size_t i = 0; i < len; i++)
-		printf("%02x", data[i]);
+		snprintf(buf + 2 * i, 3, "%02x", data[i]);
+	json_object *j = need(json_object_new_string(buf));
+	free(buf);
+	return j;
+}
+
+json_object *jv_u64(uint64_t v)
+{
+	return need(json_object_new_uint64(v));
+}
+
+json_object *jv_bool(bool v)
+{
+	return need(json_object_new_boolean(v));
+}
+
+json_object *jv_obj(void)
+{
+	return need(json_object_new_object());
+}
+
+json_object *jv_arr(void)
+{
+	return need(json_object_new_array());
+}
+
+void jv_set(json_object *obj, const char *key, json_object *val)
+{
+	if (json_object_object_add(obj, key, val)) {
+		fprintf(stderr, "xferctl: out of memory\n");
+		exit(1);
+	}
+}
+
+void jv_push(json_object *arr, json_object *val)
+{
+	if (json_object_array_add(arr, val)) {
+		fprintf(stderr, "xferctl: out of memory\n");
+		exit(1);
+	}
+}
+
+void jv_print(json_object *obj)
+{
+	puts(json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN |
+					    JSON_C_TO_STRING_NOSLASHESCAPE));
+	json_object_put(obj);
 }
 
 /* --- numbers for people --- */
@@ -154,64 +223,109 @@ const char *fmt_rtt(char *buf, size_t len, uint64_t ns)
 
 /* --- aligned tables --- */
 
+/* Whether table cells may hold UTF-8 beyond ASCII (out_init). */
+static bool cells_utf8;
+
+void out_init(void)
+{
+	/* Cells are UTF-8 (text_clean makes them so) whatever the
+	 * environment says: libsmartcols measures them by LC_CTYPE, and
+	 * with a byte >= 0x80 in the C locale 2.38 loops for ever in
+	 * mbrtowc.  glibc has C.UTF-8 built in since 2.35; where no UTF-8
+	 * locale is to be had, cells keep to ASCII ('?' for the rest). */
+	if (!setlocale(LC_CTYPE, "C.UTF-8"))
+		setlocale(LC_CTYPE, "");
+	cells_utf8 = MB_CUR_MAX > 1;
+}
+
+/* A cleaned cell, ASCII only where out_init found no UTF-8 locale. */
+static void cell_clean(char *dst, size_t len, const char *raw)
+{
+	text_clean(dst, len, raw);
+	if (cells_utf8)
+		return;
+	char *o = dst;
+	for (const unsigned char *s = (const unsigned char *)dst; *s;) {
+		size_t n = *s < 0x80 ? 1 : utf8_len(s);
+		*o++ = *s < 0x80 ? (char)*s : '?';
+		s += n ? n : 1;
+	}
+	*o = '\0';
+}
+
+static struct libscols_table *table_new(const char *sep)
+{
+	struct libscols_table *tb = need(scols_new_table());
+
+	/* Cells are cleaned by text_clean() already: smartcols' own
+	 * encoding would show a name's "\x" as "\x5cx". */
+	scols_table_enable_noencoding(tb, 1);
+	/* Never cut or wrap to the terminal: a script reading a pipe and a
+	 * person reading a terminal see the same columns. */
+	scols_table_set_termforce(tb, SCOLS_TERMFORCE_NEVER);
+	scols_table_set_column_separator(tb, sep);
+	return tb;
+}
+
+void table_init(struct table *t, unsigned left, const char *const *header)
+{
+	*t = (struct table){ .tb = table_new("  ") };
+	while (header[t->ncols]) {
+		bool l = left & 1u << t->ncols;
+		need(scols_table_new_column(t->tb, header[t->ncols], 0,
+					    l ? 0 : SCOLS_FL_RIGHT));
+		t->ncols++;
+	}
+}
+
+void table_init_kv(struct table *t)
+{
+	*t = (struct table){ .tb = table_new(" "), .ncols = 2 };
+	scols_table_enable_noheadings(t->tb, 1);
+	need(scols_table_new_column(t->tb, "KEY", 0, SCOLS_FL_RIGHT));
+	need(scols_table_new_column(t->tb, "VALUE", 0, 0));
+}
+
 void table_row(struct table *t)
 {
-	t->nrows++;
+	t->line = need(scols_table_new_line(t->tb, NULL));
 }
 
 void table_set(struct table *t, unsigned col, const char *fmt, ...)
 {
-	char raw[CELL_LEN];
+	char raw[CELL_LEN], clean[CELL_LEN];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
-	text_clean(t->cells[(t->nrows - 1) * t->ncols + col], CELL_LEN, raw);
-}
-
-void table_init(struct table *t, size_t rows, unsigned left,
-		const char *const *header)
-{
-	*t = (struct table){ .left = left };
-	while (t->ncols < TABLE_MAX_COLS && header[t->ncols])
-		t->ncols++;
-	t->cells = calloc((rows + 1) * t->ncols, CELL_LEN);
-	if (!t->cells) {
+	cell_clean(clean, sizeof(clean), raw);
+	if (col < t->ncols && scols_line_set_data(t->line, col, clean)) {
 		fprintf(stderr, "xferctl: out of memory\n");
 		exit(1);
 	}
+}
+
+void table_kv(struct table *t, const char *key, const char *fmt, ...)
+{
+	char raw[CELL_LEN], clean[CELL_LEN];
+	va_list ap;
+
 	table_row(t);
-	for (unsigned c = 0; c < t->ncols; c++)
-		table_set(t, c, "%s", header[c]);
+	table_set(t, 0, "%s:", key);
+	va_start(ap, fmt);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
+	va_end(ap);
+	cell_clean(clean, sizeof(clean), raw);
+	if (scols_line_set_data(t->line, 1, clean)) {
+		fprintf(stderr, "xferctl: out of memory\n");
+		exit(1);
+	}
 }
 
 void table_print(struct table *t)
 {
-	int width[TABLE_MAX_COLS] = { 0 };
-
-	for (size_t r = 0; r < t->nrows; r++)
-		for (unsigned c = 0; c < t->ncols; c++) {
-			int w = text_width(t->cells[r * t->ncols + c]);
-			if (w > width[c])
-				width[c] = w;
-		}
-	for (size_t r = 0; r < t->nrows; r++) {
-		for (unsigned c = 0; c < t->ncols; c++) {
-			const char *cell = t->cells[r * t->ncols + c];
-			int pad = width[c] - text_width(cell);
-			bool left = t->left & 1u << c, last = c + 1 == t->ncols;
-
-			if (!left)
-				printf("%*s", pad, "");
-			fputs(cell, stdout);
-			if (left && !last)
-				printf("%*s", pad, "");
-			if (!last)
-				fputs("  ", stdout);
-		}
-		putchar('\n');
-	}
-	free(t->cells);
-	t->cells = NULL;
+	scols_print_table(t->tb);
+	scols_unref_table(t->tb);
+	t->tb = NULL;
 }

@@ -155,7 +155,7 @@ static bool drain(struct progress *p, struct prog_client *pc)
 void progress_op_started(struct progress *p)
 {
 	if (p->async_ops++ == 0 && p->ev_expire) {
-		struct timeval tv = { 0, EXPIRE_NS / 1000 };
+		struct timeval tv = us_to_timeval(EXPIRE_NS / 1000);
 		event_add(p->ev_expire, &tv);
 	}
 }

@@ -1,7 +1,7 @@
 /*
  * rcache.c - refcounted cache of imports and registrations.
  *
- * A short chained hash: entries are few (one per allocation a client
+ * A uthash table: entries are few (one per allocation a client
  * registers) and looked up only when regions are made, never per
  * descriptor.
  */
@@ -9,21 +9,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mem/rcache.h"
+/* Keys compare field by field: struct rcache_key has padding after
+ * kind that callers need not zero, so uthash's memcmp would not do.
+ * Before any include of uthash (mem/rcache.h has one). */
+#define HASH_KEYCMP(a, b, n) \
+	(!same((const struct rcache_key *)(a), (const struct rcache_key *)(b)))
 
-#define BUCKETS 256u
+#include "mem/rcache.h"
 
 struct rcache {
 	pthread_mutex_t lock;   /* leaf lock */
-	struct rcache_entry *b[BUCKETS];
+	struct rcache_entry *table;   /* uthash head */
 };
 
-static unsigned bucket(const struct rcache_key *k)
+static unsigned key_hash(const struct rcache_key *k)
 {
 	uint64_t h = k->client * 0x9e3779b97f4a7c15ull ^ k->base ^
 		     (k->id << 7) ^ k->kind;
 	h ^= h >> 29;
-	return (unsigned)(h % BUCKETS);
+	return (unsigned)(h ^ (h >> 32));
 }
 
 static bool same(const struct rcache_key *a, const struct rcache_key *b)
@@ -43,13 +47,13 @@ struct rcache *rcache_create(void)
 
 void rcache_destroy(struct rcache *c)
 {
+	struct rcache_entry *e, *tmp;
+
 	if (!c)
 		return;
-	for (unsigned i = 0; i < BUCKETS; i++) {
-		for (struct rcache_entry *e = c->b[i], *next; e; e = next) {
-			next = e->next;
-			e->release(e);
-		}
+	HASH_ITER(hh, c->table, e, tmp) {
+		HASH_DELETE(hh, c->table, e);
+		e->release(e);
 	}
 	pthread_mutex_destroy(&c->lock);
 	free(c);
@@ -57,10 +61,9 @@ void rcache_destroy(struct rcache *c)
 
 static struct rcache_entry *find(struct rcache *c, const struct rcache_key *k)
 {
-	struct rcache_entry *e = c->b[bucket(k)];
+	struct rcache_entry *e;
 
-	while (e && !same(&e->key, k))
-		e = e->next;
+	HASH_FIND_BYHASHVALUE(hh, c->table, k, sizeof(*k), key_hash(k), e);
 	return e;
 }
 
@@ -81,10 +84,13 @@ struct rcache_entry *rcache_insert(struct rcache *c, struct rcache_entry *e)
 	if (have) {
 		have->refs++;
 	} else {
-		unsigned i = bucket(&e->key);
 		e->refs = 1;
-		e->next = c->b[i];
-		c->b[i] = e;
+		HASH_ADD_KEYPTR_BYHASHVALUE(hh, c->table, &e->key,
+					    sizeof(e->key), key_hash(&e->key),
+					    e);
+		/* Out of memory for the table's first buckets: not cached,
+		 * the caller's reference is the only one and its put
+		 * releases e. */
 		have = e;
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -97,12 +103,8 @@ void rcache_put(struct rcache *c, struct rcache_entry *e)
 		return;
 	pthread_mutex_lock(&c->lock);
 	bool last = --e->refs == 0;
-	if (last) {
-		struct rcache_entry **pp = &c->b[bucket(&e->key)];
-		while (*pp != e)
-			pp = &(*pp)->next;
-		*pp = e->next;
-	}
+	if (last && htable_added(e))
+		HASH_DELETE(hh, c->table, e);
 	pthread_mutex_unlock(&c->lock);
 	/* Releasing (unmapping GPU memory, deregistering from a NIC) can
 	 * take a while: outside the lock. */
@@ -112,12 +114,13 @@ void rcache_put(struct rcache *c, struct rcache_entry *e)
 
 void rcache_count(struct rcache *c, uint32_t *entries, uint32_t *refs)
 {
+	struct rcache_entry *e, *tmp;
+
 	*entries = *refs = 0;
 	pthread_mutex_lock(&c->lock);
-	for (unsigned i = 0; i < BUCKETS; i++)
-		for (struct rcache_entry *e = c->b[i]; e; e = e->next) {
-			(*entries)++;
-			*refs += e->refs;
-		}
+	HASH_ITER(hh, c->table, e, tmp) {
+		(*entries)++;
+		*refs += e->refs;
+	}
 	pthread_mutex_unlock(&c->lock);
 }

@@ -21,6 +21,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/htable.h"
+
 struct rcache;
 
 struct rcache_key {
@@ -36,7 +38,7 @@ struct rcache_entry {
 	struct rcache_key key;
 	uint32_t refs;        /* guarded by the cache lock */
 	void (*release)(struct rcache_entry *e);
-	struct rcache_entry *next;
+	UT_hash_handle hh;    /* the cache's table; under the cache lock */
 	/* the owner's payload follows (embed this struct first) */
 };
 

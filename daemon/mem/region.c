@@ -13,6 +13,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/htable.h"
 #include "gpu/gpu.h"
 #include "log.h"
 #include "mem/rcache.h"
@@ -249,14 +250,13 @@ struct entry {
 		uint64_t region;
 		uint64_t offset, length;
 	} imp;
-	struct entry *next;       /* bucket chain */
+	UT_hash_handle hh;        /* regtab.entries, key: handle */
+	struct entry *dead_next;  /* regtab_remove_client's list */
 };
 
 struct regtab {
 	pthread_mutex_t lock;     /* leaf lock: guards everything below */
-	struct entry **buckets;
-	size_t nbuckets;          /* power of two */
-	size_t count;
+	struct entry *entries;    /* uthash head */
 	uint64_t next_handle;
 	/* Bumped by every removal; read without the lock by memos. */
 	_Atomic uint64_t gen;
@@ -268,75 +268,42 @@ struct regtab *regtab_create(void)
 
 	if (!t)
 		return NULL;
-	t->nbuckets = 256;
-	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
-	if (!t->buckets) {
-		free(t);
-		return NULL;
-	}
 	pthread_mutex_init(&t->lock, NULL);
 	t->next_handle = 1;
 	return t;
 }
 
-static size_t bucket_of(const struct regtab *t, uint64_t handle)
+/* Handles are sequential: a multiplicative hash spreads them, cheaper
+ * than uthash's default on the descriptor path (regtab_resolve). */
+static unsigned handle_hash(uint64_t handle)
 {
-	/* Handles are sequential: a multiplicative hash spreads them. */
-	return (size_t)((handle * 0x9e3779b97f4a7c15ull) >> 32) &
-	       (t->nbuckets - 1);
+	return (unsigned)((handle * 0x9e3779b97f4a7c15ull) >> 32);
 }
 
 static struct entry *find(const struct regtab *t, uint64_t handle)
 {
-	struct entry *e = t->buckets[bucket_of(t, handle)];
+	struct entry *e;
 
-	while (e && e->handle != handle)
-		e = e->next;
+	HASH_FIND_BYHASHVALUE(hh, t->entries, &handle, sizeof(handle),
+			      handle_hash(handle), e);
 	return e;
 }
 
-static void grow(struct regtab *t)
-{
-	size_t old_n = t->nbuckets;
-	struct entry **old = t->buckets;
-	struct entry **nb = calloc(old_n * 2, sizeof(*nb));
-
-	if (!nb)
-		return; /* keep the longer chains; still correct */
-	t->buckets = nb;
-	t->nbuckets = old_n * 2;
-	for (size_t i = 0; i < old_n; i++) {
-		for (struct entry *e = old[i], *next; e; e = next) {
-			next = e->next;
-			size_t b = bucket_of(t, e->handle);
-			e->next = nb[b];
-			nb[b] = e;
-		}
-	}
-	free(old);
-}
-
-/* Called with the lock held. */
-static void insert(struct regtab *t, struct entry *e)
+/* Called with the lock held.  false: no memory for the table (uthash
+ * grows it as it fills; a failed growth only lengthens the chains). */
+static bool insert(struct regtab *t, struct entry *e)
 {
 	e->handle = t->next_handle++;
-	if (t->count >= t->nbuckets)
-		grow(t);
-	size_t b = bucket_of(t, e->handle);
-	e->next = t->buckets[b];
-	t->buckets[b] = e;
-	t->count++;
+	HASH_ADD_KEYPTR_BYHASHVALUE(hh, t->entries, &e->handle,
+				    sizeof(e->handle), handle_hash(e->handle),
+				    e);
+	return htable_added(e);
 }
 
 /* Unlink e (lock held); the caller frees it outside the lock. */
 static void unlink_entry(struct regtab *t, struct entry *e)
 {
-	struct entry **pp = &t->buckets[bucket_of(t, e->handle)];
-
-	while (*pp != e)
-		pp = &(*pp)->next;
-	*pp = e->next;
-	t->count--;
+	HASH_DELETE(hh, t->entries, e);
 	/* Release pairs with the acquire in regtab_memo_sync(): once the
 	 * removal is done, no memo resolves this handle (or, through an
 	 * import, this region) any more. */
@@ -364,7 +331,8 @@ void regtab_add_region(struct regtab *t, struct region *r)
 	e->client = r->owner;
 	e->region = r;
 	pthread_mutex_lock(&t->lock);
-	insert(t, e);
+	if (!insert(t, e))
+		abort(); /* the table's first buckets: as above */
 	r->handle = e->handle;
 	pthread_mutex_unlock(&t->lock);
 }
@@ -390,7 +358,10 @@ int regtab_add_import(struct regtab *t, uint64_t importer,
 	e->imp.region = tok->region;
 	e->imp.offset = tok->offset;
 	e->imp.length = tok->length;
-	insert(t, e);
+	if (!insert(t, e)) {
+		err = -ENOMEM;
+		goto out;
+	}
 	atomic_fetch_add_explicit(&target->region->imports, 1,
 				  memory_order_relaxed);
 	*handle = e->handle;
@@ -424,9 +395,14 @@ int regtab_add_remote_import(struct regtab *t, uint64_t importer,
 	e->is_import = true;
 	e->region = r;
 	pthread_mutex_lock(&t->lock);
-	insert(t, e);
-	r->handle = e->handle;
+	bool added = insert(t, e);
+	if (added)
+		r->handle = e->handle;
 	pthread_mutex_unlock(&t->lock);
+	if (!added) {
+		entry_free(e);   /* puts r */
+		return -ENOMEM;
+	}
 	*handle = e->handle;
 	*length = tok->length;
 	return 0;
@@ -485,23 +461,20 @@ int regtab_remove(struct regtab *t, uint64_t client, uint64_t handle,
 
 void regtab_remove_client(struct regtab *t, uint64_t client)
 {
-	struct entry *dead = NULL;
+	struct entry *dead = NULL, *e, *tmp;
 
 	pthread_mutex_lock(&t->lock);
-	for (size_t i = 0; i < t->nbuckets; i++) {
-		for (struct entry *e = t->buckets[i], *next; e; e = next) {
-			next = e->next;
-			if (e->client != client)
-				continue;
-			unlink_entry(t, e);
-			e->next = dead;
-			dead = e;
-		}
+	HASH_ITER(hh, t->entries, e, tmp) {
+		if (e->client != client)
+			continue;
+		unlink_entry(t, e);
+		e->dead_next = dead;
+		dead = e;
 	}
 	pthread_mutex_unlock(&t->lock);
 	/* Unmapping can take a while for large regions: outside the lock. */
 	for (struct entry *next; dead; dead = next) {
-		next = dead->next;
+		next = dead->dead_next;
 		entry_free(dead);
 	}
 }
@@ -627,15 +600,16 @@ int regtab_resolve_memo(struct regtab *t, struct regtab_memo *m,
 static void count_locked(struct regtab *t, bool all, uint64_t client,
 			 struct regtab_counts *out)
 {
+	struct entry *e, *tmp;
+
 	*out = (struct regtab_counts){ 0 };
-	for (size_t i = 0; i < t->nbuckets; i++)
-		for (struct entry *e = t->buckets[i]; e; e = e->next)
-			if (all || e->client == client) {
-				if (e->is_import)
-					out->imports++;
-				else
-					out->regions++;
-			}
+	HASH_ITER(hh, t->entries, e, tmp)
+		if (all || e->client == client) {
+			if (e->is_import)
+				out->imports++;
+			else
+				out->regions++;
+		}
 }
 
 void regtab_count(struct regtab *t, uint64_t client,
@@ -657,25 +631,26 @@ void regtab_foreach_region(struct regtab *t,
 			   void (*fn)(const struct region *r, void *arg),
 			   void *arg)
 {
+	struct entry *e, *tmp;
+
 	pthread_mutex_lock(&t->lock);
-	for (size_t i = 0; i < t->nbuckets; i++)
-		for (struct entry *e = t->buckets[i]; e; e = e->next)
-			if (!e->is_import)
-				fn(e->region, arg);
+	/* uthash walks in insertion order: oldest handle first. */
+	HASH_ITER(hh, t->entries, e, tmp)
+		if (!e->is_import)
+			fn(e->region, arg);
 	pthread_mutex_unlock(&t->lock);
 }
 
 void regtab_destroy(struct regtab *t)
 {
+	struct entry *e, *tmp;
+
 	if (!t)
 		return;
-	for (size_t i = 0; i < t->nbuckets; i++) {
-		for (struct entry *e = t->buckets[i], *next; e; e = next) {
-			next = e->next;
-			entry_free(e);
-		}
+	HASH_ITER(hh, t->entries, e, tmp) {
+		HASH_DELETE(hh, t->entries, e);
+		entry_free(e);
 	}
-	free(t->buckets);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }

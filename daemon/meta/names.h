@@ -11,7 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NAMES_NAME_MAX  200  /* bytes, without the NUL */
+#include "common/pubname.h"
+
+#define NAMES_NAME_MAX  PUBNAME_MAX  /* bytes, without the NUL */
 #define NAMES_TOKEN_MAX 512  /* = XFER_TOKEN_MAX */
 #define NAMES_PER_CLIENT_MAX 4096
 
@@ -20,7 +22,8 @@ struct names;
 struct names *names_create(void);
 void names_destroy(struct names *n);
 
-/* 1-NAMES_NAME_MAX bytes of [A-Za-z0-9._:@+-]. */
+/* NUL-terminated pubname_valid(): 1-NAMES_NAME_MAX bytes of
+ * [A-Za-z0-9._:@+-]. */
 bool names_valid(const char *name);
 
 /*

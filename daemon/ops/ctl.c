@@ -32,6 +32,7 @@
 #include "transport/rdma.h"
 #include "transport/rdma_dev.h"
 #include "mem/region.h"
+#include "common/paths.h"
 #include "common/wire.h"
 #include "xfer_ring.h"
 #include "xferd.h"
@@ -79,17 +80,6 @@ static void ctl_close(struct ctl_conn *cc)
 	cc->sock = -1;
 	ctl_put(cc);
 }
-
-static const char *const path_names[XFER_PATH__COUNT] = {
-	[XFER_PATH_NONE] = "none",
-	[XFER_PATH_MEMCPY] = "memcpy",
-	[XFER_PATH_CMA] = "cma",
-	[XFER_PATH_CUDA_IPC] = "cuda-ipc",
-	[XFER_PATH_RDMA] = "rdma",
-	[XFER_PATH_RDMA_STAGED] = "rdma-staged",
-	[XFER_PATH_TCP] = "tcp",
-	[XFER_PATH_TCP_STAGED] = "tcp-staged",
-};
 
 uint64_t ctl_rss_bytes(void)
 {
@@ -165,7 +155,7 @@ static int reply_status(struct ctl_conn *cc)
 		if (!ops)
 			continue;
 		xfer__ctl__path_count__init(&pcs[npaths]);
-		pcs[npaths].path = (char *)path_names[p];
+		pcs[npaths].path = (char *)path_name(p);
 		pcs[npaths].ops = ops;
 		pcs[npaths].bytes = bytes;
 		pcp[npaths] = &pcs[npaths];

@@ -37,7 +37,7 @@ static void connect_failed_as(struct peers *ps, struct peer *pe, int err,
 	/* Back off: a dead peer must not be hammered with connects. */
 	if (backoff) {
 		uint64_t b = BACKOFF_MIN_NS << (pe->failures < 5 ? pe->failures : 5);
-		pe->retry_at_ns = peer_now_ns() + (b < BACKOFF_MAX_NS ? b
+		pe->retry_at_ns = now_ns() + (b < BACKOFF_MAX_NS ? b
 								 : BACKOFF_MAX_NS);
 		pe->failures++;
 	}
@@ -65,7 +65,7 @@ void connect_peer(struct peers *ps, struct peer *pe)
 {
 	if (pe->state != PEER_DOWN || pe->conn)
 		return;
-	if (pe->failures && peer_now_ns() < pe->retry_at_ns) {
+	if (pe->failures && now_ns() < pe->retry_at_ns) {
 		/* Failed a moment ago: fail again at once, without a connect. */
 		char why[sizeof(pe->last_error)];
 		snprintf(why, sizeof(why), "%s", pe->last_error[0]

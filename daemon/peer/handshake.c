@@ -673,10 +673,7 @@ static void on_conn_timeout(evutil_socket_t fd, short what, void *arg)
 struct conn *conn_new(struct peers *ps, int fd, bool initiator)
 {
 	struct conn *c = calloc(1, sizeof(*c));
-	struct timeval tv = {
-		.tv_sec = ps->d->cfg.connect_timeout_ms / 1000,
-		.tv_usec = (ps->d->cfg.connect_timeout_ms % 1000) * 1000,
-	};
+	struct timeval tv = ms_to_timeval(ps->d->cfg.connect_timeout_ms);
 
 	if (!c) {
 		close(fd);

@@ -42,9 +42,11 @@
 #include "peer/peer.h"
 #include "peer.pb-c.h"
 #include "transport/rdma.h"
+#include "common/clock.h"
 #include "transport/link.h"
 
-/* Node names within peer/; client/names.c has its own bound for now. */
+/* Node names within peer/ (buffers of CONFIG_HOST_MAX bytes; the rule
+ * for a name is pubname_node_valid(), common/pubname.h). */
 #define NAME_MAX_LEN CONFIG_HOST_MAX
 #define MAX_PEERS    4096           /* peer records kept */
 
@@ -156,14 +158,6 @@ struct peers {
 	struct request_list unresolved; /* node name not known yet */
 	uint64_t next_request;
 };
-
-static inline uint64_t peer_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* --- table.c --- */
 

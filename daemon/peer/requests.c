@@ -100,8 +100,7 @@ static void on_request_timeout(evutil_socket_t fd, short what, void *arg)
 static void request_start(struct peers *ps, struct request *r,
 			  struct peer *pe, Xfer__Peer__PeerMsg *m)
 {
-	struct timeval tv = { .tv_sec = ps->d->cfg.op_timeout_ms / 1000,
-			      .tv_usec = (ps->d->cfg.op_timeout_ms % 1000) * 1000 };
+	struct timeval tv = ms_to_timeval(ps->d->cfg.op_timeout_ms);
 
 	m->proto_version = XFER_PROTO_VERSION;
 	r->ps = ps;
@@ -215,8 +214,7 @@ static bool configured_pending(struct peers *ps)
 static void lookup_unresolved(struct peers *ps, const char *node,
 			      const char *name, peers_lookup_cb cb, void *arg)
 {
-	struct timeval tv = { .tv_sec = ps->d->cfg.op_timeout_ms / 1000,
-			      .tv_usec = (ps->d->cfg.op_timeout_ms % 1000) * 1000 };
+	struct timeval tv = ms_to_timeval(ps->d->cfg.op_timeout_ms);
 
 	/* Connecting may fail (or succeed) at once: look again after. */
 	peers_start(ps);
@@ -361,7 +359,7 @@ void peers_ping(struct peers *ps, const char *target, peers_ping_cb cb,
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__Ping ping = XFER__PEER__PING__INIT;
 	ping.nonce = r->id;
-	ping.sent_ns = peer_now_ns();
+	ping.sent_ns = now_ns();
 	m.body_case = XFER__PEER__PEER_MSG__BODY_PING;
 	m.ping = &ping;
 	r->cb.ping = cb;
@@ -472,7 +470,7 @@ void request_dispatch(struct peers *ps, const uint8_t *from,
 		r = inflight(ps, m->pong->nonce, REQ_PING, from);
 		if (r)
 			request_end(r, 0, NULL, 0,
-				    peer_now_ns() - m->pong->sent_ns);
+				    now_ns() - m->pong->sent_ns);
 		return;
 	/* The handshake's, only before the hand-over (handshake.c). */
 	case XFER__PEER__PEER_MSG__BODY_HELLO:

@@ -530,8 +530,7 @@ void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
 	l->ev_read = event_new(ls->base, fd, EV_READ | EV_PERSIST, on_fd_read,
 			       l);
 	l->ev_kick = event_new(ls->base, -1, 0, on_kick, l);
-	struct timeval tv = { .tv_sec = ls->cfg.keepalive_ms / 1000,
-			      .tv_usec = (ls->cfg.keepalive_ms % 1000) * 1000 };
+	struct timeval tv = ms_to_timeval(ls->cfg.keepalive_ms);
 	/* From here the link is the peer's: a failure goes through
 	 * fail_link, which undoes all of this and tells the main thread. */
 	rp->link = l;

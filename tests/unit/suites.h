@@ -21,5 +21,6 @@ Suite *rcache_suite(void);
 Suite *rdma_dev_suite(void);
 Suite *path_suite(void);
 Suite *staging_suite(void);
+Suite *common_suite(void);
 
 #endif /* XFER_UNIT_SUITES_H */

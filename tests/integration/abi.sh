@@ -1,0 +1,40 @@
+#!/bin/bash
+# abi.sh - libxfer exports exactly what xfer.h declares, each at XFER_1.
+#
+# Three lists must agree: the functions include/xfer.h declares (not the
+# static inline ones), the names client/libxfer.map gives, and the
+# dynamic symbols of the built libxfer.so.1.  A new function in xfer.h
+# without its map line, or a helper that leaks, fails here.  The library
+# is linked with -z defs, so an undefined symbol fails the build before.
+set -u
+ROOT=${XFER_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
+LIB=${XFER_BUILD:-$ROOT/build}/libxfer.so.1
+command -v nm >/dev/null || { echo "skip: no nm (binutils)"; exit 77; }
+[ -f "$LIB" ] || { echo "FAIL: no $LIB"; exit 1; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+grep -v 'static inline' "$ROOT/include/xfer.h" |
+	grep -oE '^[a-z][a-z0-9_ *]*[ *]xfer_[a-z0-9_]+\(' |
+	sed -E 's/.*(xfer_[a-z0-9_]+)\($/\1/' | sort -u >"$tmp/header"
+sed -n '/XFER_1 {/,/local:/p' "$ROOT/client/libxfer.map" |
+	grep -oE '^[[:space:]]+xfer_[a-z0-9_]+;' | tr -d ' \t;' |
+	sort -u >"$tmp/map"
+nm -D --defined-only "$LIB" | awk '$2 ~ /^[TWDBR]$/ { print $3 }' \
+	>"$tmp/nm"
+grep -v '@@XFER_1$' "$tmp/nm" | grep -v '^XFER_1$' >"$tmp/other"
+sed -n 's/@@XFER_1$//p' "$tmp/nm" | sort -u >"$tmp/so"
+
+rc=0
+if ! diff -u "$tmp/header" "$tmp/map" >"$tmp/d1"; then
+	echo "FAIL: xfer.h (-) and libxfer.map (+) differ:"; cat "$tmp/d1"; rc=1
+fi
+if ! diff -u "$tmp/map" "$tmp/so" >"$tmp/d2"; then
+	echo "FAIL: libxfer.map (-) and libxfer.so.1 (+) differ:"; cat "$tmp/d2"; rc=1
+fi
+if [ -s "$tmp/other" ]; then
+	echo "FAIL: exported outside XFER_1:"; cat "$tmp/other"; rc=1
+fi
+[ $rc -eq 0 ] && echo "ok: $(wc -l <"$tmp/so") symbols, all XFER_1, as xfer.h and libxfer.map say"
+exit $rc

@@ -1,0 +1,128 @@
+/*
+ * test_common.c - the helpers in common/ that both sides share: the
+ * published-name rule at its edges (pubname.c), the path-name table
+ * (paths.c) and the clock conversions (clock.h).
+ */
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/paths.h"
+#include "common/pubname.h"
+#include "suites.h"
+
+static bool valid(const char *s)
+{
+	return pubname_valid(s, strlen(s));
+}
+
+START_TEST(test_pubname_chars)
+{
+	ck_assert(valid("a"));
+	ck_assert(valid("kv.layer-3:block_17@rank+2"));
+	ck_assert(valid("._:@+-"));
+	ck_assert(!valid(""));
+	ck_assert(!valid("a/b"));
+	ck_assert(!valid("a b"));
+	ck_assert(!valid("a\tb"));
+	ck_assert(!valid("\x7f"));
+	ck_assert(!valid("caf\xc3\xa9"));
+	ck_assert(!valid("a,b"));
+	ck_assert(!pubname_valid(NULL, 1));
+	/* The length is what counts, not a NUL: an embedded NUL is bad. */
+	ck_assert(!pubname_valid("a\0b", 3));
+	ck_assert(pubname_valid("ab/", 2));
+}
+END_TEST
+
+START_TEST(test_pubname_limits)
+{
+	char name[PUBNAME_MAX + 2];
+
+	/* The public limit and the common one are the same number. */
+	ck_assert_int_eq(PUBNAME_MAX, XFER_NAME_MAX);
+	ck_assert_int_eq(PUBNAME_MAX, 200);
+	memset(name, 'x', sizeof(name));
+	ck_assert(pubname_valid(name, PUBNAME_MAX));
+	ck_assert(!pubname_valid(name, PUBNAME_MAX + 1));
+	name[PUBNAME_MAX] = '\0';
+	ck_assert(pubname_lookup_valid(name));
+	name[PUBNAME_MAX] = 'x';
+	name[PUBNAME_MAX + 1] = '\0';
+	ck_assert(!pubname_lookup_valid(name));
+}
+END_TEST
+
+START_TEST(test_pubname_lookup)
+{
+	char s[PUBNAME_NODE_MAX + 8];
+
+	ck_assert(pubname_lookup_valid("kv"));
+	ck_assert(pubname_lookup_valid("b/kv"));
+	ck_assert(pubname_lookup_valid("10.0.1.2:7474/kv"));
+	ck_assert(pubname_lookup_valid("[fe80::1]:7474/kv-7"));
+	ck_assert(!pubname_lookup_valid(NULL));
+	ck_assert(!pubname_lookup_valid(""));
+	ck_assert(!pubname_lookup_valid("/kv"));      /* empty node */
+	ck_assert(!pubname_lookup_valid("b/"));       /* empty name */
+	ck_assert(!pubname_lookup_valid("a/b/kv"));   /* '/' in the name */
+	ck_assert(!pubname_lookup_valid("my node/kv"));
+	ck_assert(!pubname_lookup_valid("n\x7f/kv"));
+	/* The node part: 79 bytes fit xferd's 80-byte buffers, 80 not. */
+	memset(s, 'h', PUBNAME_NODE_MAX);
+	strcpy(s + PUBNAME_NODE_MAX, "/kv");
+	ck_assert(pubname_lookup_valid(s));
+	memset(s, 'h', PUBNAME_NODE_MAX + 1);
+	strcpy(s + PUBNAME_NODE_MAX + 1, "/kv");
+	ck_assert(!pubname_lookup_valid(s));
+	ck_assert(pubname_node_valid("h", 1));
+	ck_assert(!pubname_node_valid("h", 0));
+	ck_assert(!pubname_node_valid(NULL, 1));
+}
+END_TEST
+
+START_TEST(test_path_names)
+{
+	ck_assert_str_eq(path_name(XFER_PATH_NONE), "none");
+	ck_assert_str_eq(path_name(XFER_PATH_MEMCPY), "memcpy");
+	ck_assert_str_eq(path_name(XFER_PATH_CMA), "cma");
+	ck_assert_str_eq(path_name(XFER_PATH_CUDA_IPC), "cuda-ipc");
+	ck_assert_str_eq(path_name(XFER_PATH_RDMA), "rdma");
+	ck_assert_str_eq(path_name(XFER_PATH_RDMA_STAGED), "rdma-staged");
+	ck_assert_str_eq(path_name(XFER_PATH_TCP), "tcp");
+	ck_assert_str_eq(path_name(XFER_PATH__COUNT), "unknown");
+	ck_assert_str_eq(path_name(~0u), "unknown");
+}
+END_TEST
+
+START_TEST(test_clock)
+{
+	struct timeval tv = ms_to_timeval(2345);
+
+	ck_assert_int_eq(tv.tv_sec, 2);
+	ck_assert_int_eq(tv.tv_usec, 345000);
+	tv = ms_to_timeval(999);
+	ck_assert_int_eq(tv.tv_sec, 0);
+	ck_assert_int_eq(tv.tv_usec, 999000);
+	tv = us_to_timeval(3000001);
+	ck_assert_int_eq(tv.tv_sec, 3);
+	ck_assert_int_eq(tv.tv_usec, 1);
+
+	uint64_t a = now_ns(), b = now_ns();
+	ck_assert(a > 0);
+	ck_assert(b >= a);   /* monotonic */
+}
+END_TEST
+
+Suite *common_suite(void)
+{
+	Suite *s = suite_create("common");
+	TCase *tc = tcase_create("helpers");
+
+	tcase_add_test(tc, test_pubname_chars);
+	tcase_add_test(tc, test_pubname_limits);
+	tcase_add_test(tc, test_pubname_lookup);
+	tcase_add_test(tc, test_path_names);
+	tcase_add_test(tc, test_clock);
+	suite_add_tcase(s, tc);
+	return s;
+}
