@@ -1,5 +1,6 @@
 #!/bin/bash
-# abi.sh - libxfer exports exactly what xfer.h declares, each at XFER_1.
+# abi.sh - libxfer exports exactly what xfer.h declares, each at the
+# version node libxfer.map puts it in (XFER_1, XFER_1.1, ...).
 #
 # Three lists must agree: the functions include/xfer.h declares (not the
 # static inline ones), the names client/libxfer.map gives, and the
@@ -18,13 +19,19 @@ trap 'rm -rf "$tmp"' EXIT
 grep -v 'static inline' "$ROOT/include/xfer.h" |
 	grep -oE '^[a-z][a-z0-9_ *]*[ *]xfer_[a-z0-9_]+\(' |
 	sed -E 's/.*(xfer_[a-z0-9_]+)\($/\1/' | sort -u >"$tmp/header"
-sed -n '/XFER_1 {/,/local:/p' "$ROOT/client/libxfer.map" |
-	grep -oE '^[[:space:]]+xfer_[a-z0-9_]+;' | tr -d ' \t;' |
-	sort -u >"$tmp/map"
+# "name@@NODE" for every symbol of every version node of the map.
+awk '/^XFER_[0-9.]+ *\{/ { node = $1 }
+     node && /^[[:space:]]+xfer_[a-z0-9_]+;/ {
+	gsub(/[[:space:];]/, ""); print $0 "@@" node }' \
+	"$ROOT/client/libxfer.map" | sort -u >"$tmp/map_versioned"
+sed 's/@@.*//' "$tmp/map_versioned" | sort -u >"$tmp/map"
 nm -D --defined-only "$LIB" | awk '$2 ~ /^[TWDBR]$/ { print $3 }' \
 	>"$tmp/nm"
-grep -v '@@XFER_1$' "$tmp/nm" | grep -v '^XFER_1$' >"$tmp/other"
-sed -n 's/@@XFER_1$//p' "$tmp/nm" | sort -u >"$tmp/so"
+grep -vE '@@XFER_[0-9.]+$' "$tmp/nm" | grep -vE '^XFER_[0-9.]+$' \
+	>"$tmp/other"
+grep -E '^xfer_[a-z0-9_]+@@XFER_[0-9.]+$' "$tmp/nm" | sort -u \
+	>"$tmp/so_versioned"
+sed 's/@@.*//' "$tmp/so_versioned" | sort -u >"$tmp/so"
 
 rc=0
 if ! diff -u "$tmp/header" "$tmp/map" >"$tmp/d1"; then
@@ -33,8 +40,12 @@ fi
 if ! diff -u "$tmp/map" "$tmp/so" >"$tmp/d2"; then
 	echo "FAIL: libxfer.map (-) and libxfer.so.1 (+) differ:"; cat "$tmp/d2"; rc=1
 fi
-if [ -s "$tmp/other" ]; then
-	echo "FAIL: exported outside XFER_1:"; cat "$tmp/other"; rc=1
+if ! diff -u "$tmp/map_versioned" "$tmp/so_versioned" >"$tmp/d3"; then
+	echo "FAIL: version nodes of libxfer.map (-) and libxfer.so.1 (+) differ:"
+	cat "$tmp/d3"; rc=1
 fi
-[ $rc -eq 0 ] && echo "ok: $(wc -l <"$tmp/so") symbols, all XFER_1, as xfer.h and libxfer.map say"
+if [ -s "$tmp/other" ]; then
+	echo "FAIL: exported outside a version node:"; cat "$tmp/other"; rc=1
+fi
+[ $rc -eq 0 ] && echo "ok: $(wc -l <"$tmp/so") symbols, each in its version node, as xfer.h and libxfer.map say"
 exit $rc
