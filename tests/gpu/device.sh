@@ -65,7 +65,7 @@ pass=0 fail=0 skip=0 failed=()
 cleanup() {
 	[ -n "$daemon_pid" ] && kill -9 "$daemon_pid" 2>/dev/null
 	if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
-		cp "$TMP"/*.log "$TMP"/*.txt "$OUT"/ 2>/dev/null
+		cp "$TMP"/*.log "$TMP"/*.txt "$TMP"/*.out "$OUT"/ 2>/dev/null
 	fi
 	rm -rf "$TMP"
 }
@@ -230,6 +230,52 @@ run_bench_staged() {
 	  echo "=== xferd b"; cat "$TMP/xferd-b.log"; } >>"$TMP/xferd.log"
 }
 
+# The Python package with the GPU machine's own python3 and PyTorch:
+# its GPU tests (CUDA and pinned tensors, torch.equal) and the KV
+# connector example on CUDA tensors.  Skipped where python3 has no torch
+# with CUDA or no headers to build the extension.
+run_python() {
+	local py=${DEVICE_PYTHON:-python3} rc start
+	[ "${PYTHON_TESTS:-1}" = 0 ] && return
+	echo "== Python package (torch)"
+	if ! "$py" -c 'import torch; assert torch.cuda.is_available()' \
+		2>/dev/null; then
+		echo "    | skip: no torch with CUDA in $py"
+		return
+	fi
+	(cd python && LDFLAGS="-L$CARRY/lib" XFER_BUILD="$BUILD" "$py" \
+		setup.py -q build --build-base "$BUILD/python/tmp" \
+		--build-lib "$BUILD/python/lib" --force) \
+		>"$TMP/python-build.log" 2>&1
+	rc=$?
+	if [ $rc -ne 0 ]; then
+		tail -n 15 "$TMP/python-build.log" | sed 's/^/    | /'
+		result python-build $rc 0
+		return
+	fi
+	export PYTHONPATH=$BUILD/python/lib XFER_BUILD=$BUILD
+	export XFERD_BIN=$BUILD/xferd
+	start_xferd python
+	if "$py" -c 'import pytest, numpy' 2>/dev/null; then
+		start=$(date +%s)
+		(unset XFERD_SOCKET; timeout -k 5 300 "$py" -m pytest -q \
+			-p no:cacheprovider tests/python/test_gpu.py) \
+			>"$TMP/python-gpu.out" 2>&1
+		rc=$?
+		result python-gpu-tests $rc $(($(date +%s) - start))
+		tail -n 5 "$TMP/python-gpu.out" | sed 's/^/    | /'
+	else
+		echo "    | pytest or numpy missing in $py: only the example runs"
+	fi
+	start=$(date +%s)
+	timeout -k 5 120 "$py" python/examples/kv_connector.py \
+		--socket "$XFERD_SOCKET" --device cuda >"$TMP/kv-cuda.out" 2>&1
+	rc=$?
+	result kv-connector-cuda $rc $(($(date +%s) - start))
+	tail -n 4 "$TMP/kv-cuda.out" | sed 's/^/    | /'
+	stop_xferd
+}
+
 run() {
 	trap cleanup EXIT
 	echo "== machine"
@@ -243,6 +289,7 @@ run() {
 	"$BUILD/xferctl" gpus 2>&1
 	stop_xferd
 	run_tests
+	run_python
 	run_bench
 	echo "== $pass passed, $fail failed, $skip skipped"
 	[ $fail -eq 0 ] || { echo "failed: ${failed[*]}"; exit 1; }
