@@ -188,15 +188,17 @@ static int handle_reg(struct client *c, uint64_t seq,
 
 	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
 	Xfer__Client__RegReply rep = XFER__CLIENT__REG_REPLY__INIT;
-	rep.handle = r->handle;
-	rep.key.data = r->key;
-	rep.key.len = sizeof(r->key);
+	rep.handle = region_handle(r);
+	rep.key.data = (uint8_t *)region_key(r);
+	rep.key.len = TOKEN_KEY_LEN;
 	m.seq = seq;
 	m.body_case = XFER__CLIENT__CLIENT_MSG__BODY_REG_REPLY;
 	m.reg_reply = &rep;
 	log_debug("client %llu: region %llu %s %llu bytes",
-		  (unsigned long long)c->pc.id, (unsigned long long)r->handle,
-		  region_kind_name(r->kind), (unsigned long long)r->length);
+		  (unsigned long long)c->pc.id,
+		  (unsigned long long)region_handle(r),
+		  region_kind_name(region_kind(r)),
+		  (unsigned long long)region_length(r));
 	return send_msg(c, &m, NULL, 0);
 }
 

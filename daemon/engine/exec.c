@@ -52,7 +52,7 @@ uint32_t exec_cq_room(const struct prog_client *pc)
 void exec_notify_owner(struct progress *p, const struct region *r,
 		       uint64_t value, int64_t bytes)
 {
-	struct prog_client *owner = progress_find_client(p, r->owner);
+	struct prog_client *owner = progress_find_client(p, region_owner(r));
 
 	if (!owner || owner->broken)
 		return;
@@ -65,7 +65,7 @@ void exec_notify_owner(struct progress *p, const struct region *r,
 		.user_data = value,
 		.result = bytes,
 		.flags = XFER_CQE_F_NOTIFY,
-		.handle = r->handle,
+		.handle = region_handle(r),
 	});
 	exec_publish(owner);
 }
@@ -203,7 +203,7 @@ static void batch_complete(struct progress *p, struct abatch *ab)
 	});
 	exec_publish(pc);
 	if (!ab->error && ab->notify_target) {
-		if (ab->notify_target->kind == REGION_REMOTE)
+		if (region_kind(ab->notify_target) == REGION_REMOTE)
 			/* Nobody waits for it: the batch has completed. */
 			notify_later(p, ab->notify_target, ab->notify_value,
 				     (uint64_t)result,
@@ -256,9 +256,9 @@ void exec_op_reroute(void *arg, struct xop *op)
 	struct progress *p = arg;
 	struct path_facts f = {
 		.opcode = op->opcode,
-		.local = op->local ? op->local->kind : 0,
+		.local = op->local ? region_kind(op->local) : 0,
 		.target = REGION_REMOTE,
-		.owner_mem = (enum region_kind)op->remote->remote->mem_kind,
+		.owner_mem = (enum region_kind)region_token(op->remote)->mem_kind,
 		.gpus = p->gpu != NULL,
 		.links = p->ntransports > 0,
 		.rdma = false,  /* what just gave it back */
@@ -369,7 +369,7 @@ static int64_t go_remote(struct progress *p, struct prog_client *pc,
 static int gpu_end(struct region *r, uint64_t off, int dev, uint64_t *addr,
 		   int *gpu)
 {
-	switch (r->kind) {
+	switch (region_kind(r)) {
 	case REGION_CUDA:
 		/* Mapped for dev itself when possible: then the copy is
 		 * local to dev and may go in the batch kernel. */
@@ -377,18 +377,15 @@ static int gpu_end(struct region *r, uint64_t off, int dev, uint64_t *addr,
 			*gpu = dev;
 			return 0;
 		}
-		*addr = r->gpu_ptr + off;
-		*gpu = r->gpu_dev;  /* a peer copy between contexts */
+		*addr = region_gpu_ptr(r) + off;
+		*gpu = region_gpu_dev(r);  /* a peer copy between contexts */
 		return 0;
 	case REGION_MEMFD:
 		/* Pinned on first use: DMA straight from the mapping. */
-		if (!r->gpu_pinned) {
-			int err = gpu_host_register(r->map, r->length);
-			if (err)
-				return err;
-			r->gpu_pinned = true;
-		}
-		*addr = (uint64_t)(uintptr_t)r->map + off;
+		int err = region_gpu_pin(r);
+		if (err)
+			return err;
+		*addr = (uint64_t)(uintptr_t)region_map_at(r, off);
 		*gpu = -1;
 		return 0;
 	default:
@@ -418,7 +415,8 @@ static int64_t go_gpu(struct progress *p, struct prog_client *pc,
 		return -ENOTSUP;
 	/* The destination's GPU runs the copy, pulling from a peer; the
 	 * source's when the destination is host memory. */
-	int dev = dst->kind == REGION_CUDA ? dst->gpu_dev : src->gpu_dev;
+	int dev = region_kind(dst) == REGION_CUDA ? region_gpu_dev(dst)
+						 : region_gpu_dev(src);
 	if ((err = gpu_end(src, soff, dev, &sa, &sgpu)) ||
 	    (err = gpu_end(dst, doff, dev, &da, &dgpu)))
 		return err;
@@ -481,13 +479,13 @@ static struct path_facts facts_of(struct progress *p,
 {
 	struct path_facts f = {
 		.opcode = sqe->opcode,
-		.local = local ? local->kind : 0,
-		.target = target->kind,
+		.local = local ? region_kind(local) : 0,
+		.target = region_kind(target),
 		.gpus = p->gpu != NULL,
 		.links = p->ntransports > 0,
 	};
-	if (target->kind == REGION_REMOTE) {
-		f.owner_mem = (enum region_kind)target->remote->mem_kind;
+	if (region_kind(target) == REGION_REMOTE) {
+		f.owner_mem = (enum region_kind)region_token(target)->mem_kind;
 		f.rdma = rdma_can_move(p, sqe, local, target);
 	}
 	return f;
@@ -554,7 +552,7 @@ static int64_t exec_notify_only(struct progress *p, struct prog_client *pc,
 	int64_t rc = regtab_resolve_memo(p->regs, &p->exec.memo, pc->id,
 					 sqe->remote, 0, 0, true, target, &off);
 
-	if (rc || (*target)->kind != REGION_REMOTE)
+	if (rc || region_kind(*target) != REGION_REMOTE)
 		return rc;
 	struct path_facts f = facts_of(p, sqe, NULL, *target);
 	enum path_route route = path_choose(&f);

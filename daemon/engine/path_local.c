@@ -25,7 +25,7 @@ void local_staging_fini(struct local_staging *st)
 
 static void *map_at(const struct region *r, uint64_t off)
 {
-	return (char *)r->map + off;
+	return region_map_at(r, off);
 }
 
 /* CMA -> CMA through the staging buffer.  When both ranges are in one
@@ -35,8 +35,8 @@ static int64_t cma_to_cma(struct local_staging *st, const struct region *src,
 			  uint64_t soff, const struct region *dst,
 			  uint64_t doff, uint64_t len)
 {
-	uint64_t s = src->addr + soff, d = dst->addr + doff;
-	bool backwards = src->pid == dst->pid && d > s && d < s + len;
+	uint64_t s = region_cma_addr(src) + soff, d = region_cma_addr(dst) + doff;
+	bool backwards = region_cma_pid(src) == region_cma_pid(dst) && d > s && d < s + len;
 
 	for (uint64_t done = 0; done < len;) {
 		uint64_t n = len - done < st->len ? len - done : st->len;
@@ -56,7 +56,7 @@ int64_t local_copy(struct local_staging *st, const struct region *src,
 		   uint64_t soff, const struct region *dst, uint64_t doff,
 		   uint64_t len, uint16_t *path)
 {
-	if (src->kind == REGION_MEMFD && dst->kind == REGION_MEMFD) {
+	if (region_kind(src) == REGION_MEMFD && region_kind(dst) == REGION_MEMFD) {
 		*path = XFER_PATH_MEMCPY;
 		/* Both ranges may be in one region: memmove then. */
 		if (src == dst)
@@ -66,9 +66,9 @@ int64_t local_copy(struct local_staging *st, const struct region *src,
 		return (int64_t)len;
 	}
 	*path = XFER_PATH_CMA;
-	if (src->kind == REGION_MEMFD)
+	if (region_kind(src) == REGION_MEMFD)
 		return cma_copy(dst, true, map_at(src, soff), doff, len);
-	if (dst->kind == REGION_MEMFD)
+	if (region_kind(dst) == REGION_MEMFD)
 		return cma_copy(src, false, map_at(dst, doff), soff, len);
 	return cma_to_cma(st, src, soff, dst, doff, len);
 }

@@ -6,13 +6,14 @@
 #include <sys/uio.h>
 
 #include "mem/cma.h"
+#include "mem/region_int.h"
 
 int64_t cma_copy(const struct region *r, bool to_region, void *local,
 		 uint64_t off, uint64_t len)
 {
 	uint64_t done = 0;
 
-	if (r->kind != REGION_CMA)
+	if (r->head.kind != REGION_CMA)
 		return -EINVAL;
 	if (!region_cma_alive(r))
 		return -ESRCH;

@@ -17,7 +17,7 @@
 #include "gpu/gpu.h"
 #include "log.h"
 #include "mem/rcache.h"
-#include "mem/region.h"
+#include "mem/region_int.h"
 
 /* Is [off, off + len) inside [0, limit)?  Written so that no sum can
  * overflow. */
@@ -43,9 +43,9 @@ static struct region *region_alloc(enum region_kind kind, uint64_t length,
 		free(r);
 		return NULL;
 	}
-	r->kind = kind;
-	r->length = length;
-	r->owner = owner;
+	r->head.kind = kind;
+	r->head.length = length;
+	r->head.owner = owner;
 	r->fd = -1;
 	r->pidfd = -1;
 	atomic_init(&r->refs, 1);
@@ -74,9 +74,9 @@ int region_create_memfd(int fd, uint64_t length, uint64_t owner,
 		return -ENOMEM;
 	/* MAP_POPULATE: fault the whole range in now, at registration,
 	 * instead of page by page inside the first transfers. */
-	r->map = mmap(NULL, length, PROT_READ | PROT_WRITE,
+	r->head.map = mmap(NULL, length, PROT_READ | PROT_WRITE,
 		      MAP_SHARED | MAP_POPULATE, fd, 0);
-	if (r->map == MAP_FAILED) {
+	if (r->head.map == MAP_FAILED) {
 		int err = -errno;
 		free(r);
 		return err;
@@ -178,7 +178,7 @@ int region_gpu_addr(struct region *r, int dev, uint64_t off, uint64_t *addr)
 		return -EINVAL;
 	if (!r->gpu_on_entry[dev]) {
 		uint64_t base;
-		int err = gpu_import_on(r->rcache, r->owner, r->gpu_desc, dev,
+		int err = gpu_import_on(r->rcache, r->head.owner, r->gpu_desc, dev,
 					&r->gpu_on_entry[dev], &base);
 		if (err)
 			return err;
@@ -204,7 +204,7 @@ void region_put(struct region *r)
 	if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
 		return;
 	if (r->gpu_pinned)
-		gpu_host_unregister(r->map);
+		gpu_host_unregister(r->head.map);
 	for (int i = 0; i < 16; i++)
 		if (r->gpu_on_entry[i])
 			rcache_put(r->rcache, r->gpu_on_entry[i]);
@@ -215,15 +215,80 @@ void region_put(struct region *r)
 		rcache_put(r->rcache, r->nic_mr);
 	free(r->rdma);
 	free(r->gpu_desc);
-	if (r->map)
-		munmap(r->map, r->length);
+	if (r->head.map)
+		munmap(r->head.map, r->head.length);
 	if (r->fd >= 0)
 		close(r->fd);
 	if (r->pidfd >= 0)
 		close(r->pidfd);
-	free(r->remote);
+	free(r->head.token);
 	explicit_bzero(r->key, sizeof(r->key));
 	free(r);
+}
+
+const uint8_t *region_key(const struct region *r)
+{
+	return r->key;
+}
+
+uint32_t region_imports(const struct region *r)
+{
+	return atomic_load_explicit(&r->imports, memory_order_relaxed);
+}
+
+pid_t region_cma_pid(const struct region *r)
+{
+	return r->pid;
+}
+
+uint64_t region_cma_addr(const struct region *r)
+{
+	return r->addr;
+}
+
+uint64_t region_gpu_ptr(const struct region *r)
+{
+	return r->gpu_ptr;
+}
+
+int region_gpu_dev(const struct region *r)
+{
+	return r->gpu_dev;
+}
+
+int region_gpu_pin(struct region *r)
+{
+	if (r->head.kind != REGION_MEMFD)
+		return -EINVAL;
+	if (!r->gpu_pinned) {
+		int err = gpu_host_register(r->head.map, r->head.length);
+		if (err)
+			return err;
+		r->gpu_pinned = true;
+	}
+	return 0;
+}
+
+int region_memfd_fd(const struct region *r)
+{
+	return r->fd;
+}
+
+struct rcache_entry *region_nic_mr(const struct region *r)
+{
+	return r->nic_mr;
+}
+
+void region_set_nic_mr(struct region *r, struct rcache *rc,
+		       struct rcache_entry *e)
+{
+	r->rcache = rc;
+	r->nic_mr = e;
+}
+
+struct region_rdma *region_rdma(const struct region *r)
+{
+	return r->rdma;
 }
 
 const char *region_kind_name(enum region_kind kind)
@@ -328,12 +393,12 @@ void regtab_add_region(struct regtab *t, struct region *r)
 
 	if (!e)
 		abort(); /* a few bytes; treat like the rest of malloc */
-	e->client = r->owner;
+	e->client = r->head.owner;
 	e->region = r;
 	pthread_mutex_lock(&t->lock);
 	if (!insert(t, e))
 		abort(); /* the table's first buckets: as above */
-	r->handle = e->handle;
+	r->head.handle = e->handle;
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -349,8 +414,8 @@ int regtab_add_import(struct regtab *t, uint64_t importer,
 	pthread_mutex_lock(&t->lock);
 	struct entry *target = find(t, tok->region);
 	if (!target || target->is_import ||
-	    tok->region_length != target->region->length ||
-	    tok->mem_kind != (uint32_t)target->region->kind ||
+	    tok->region_length != target->region->head.length ||
+	    tok->mem_kind != (uint32_t)target->region->head.kind ||
 	    !token_key_valid(tok, target->region->key))
 		goto out;
 	e->client = importer;
@@ -382,13 +447,13 @@ int regtab_add_remote_import(struct regtab *t, uint64_t importer,
 	struct entry *e = calloc(1, sizeof(*e));
 	struct region *r = region_alloc(REGION_REMOTE, tok->length, importer);
 
-	if (!e || !r || !(r->remote = malloc(sizeof(*tok))) ||
+	if (!e || !r || !(r->head.token = malloc(sizeof(*tok))) ||
 	    (rdma && !(r->rdma = malloc(sizeof(*rdma))))) {
 		free(e);
 		region_put(r);
 		return -ENOMEM;
 	}
-	*r->remote = *tok;
+	*r->head.token = *tok;
 	if (rdma)
 		*r->rdma = *rdma;
 	e->client = importer;
@@ -397,7 +462,7 @@ int regtab_add_remote_import(struct regtab *t, uint64_t importer,
 	pthread_mutex_lock(&t->lock);
 	bool added = insert(t, e);
 	if (added)
-		r->handle = e->handle;
+		r->head.handle = e->handle;
 	pthread_mutex_unlock(&t->lock);
 	if (!added) {
 		entry_free(e);   /* puts r */
@@ -425,8 +490,8 @@ int regtab_resolve_token(struct regtab *t, const struct token *tok,
 		return -ESTALE;
 	/* The key check (an HMAC) runs outside the lock. */
 	int err = 0;
-	if (tok->region_length != r->length ||
-	    tok->mem_kind != (uint32_t)r->kind ||
+	if (tok->region_length != r->head.length ||
+	    tok->mem_kind != (uint32_t)r->head.kind ||
 	    (check_key && !token_key_valid(tok, r->key)))
 		err = -EACCES;
 	else if (!in_range(at, len, tok->length))
@@ -492,7 +557,7 @@ static int lookup_locked(struct regtab *t, uint64_t client, uint64_t handle,
 	if (e->region) {  /* our own region, or a remote import */
 		*out = e->region;
 		*base = 0;
-		*limit = e->region->length;
+		*limit = e->region->head.length;
 		return 0;
 	}
 	struct entry *target = find(t, e->imp.region);

@@ -42,36 +42,77 @@ struct region_rdma {
 	uint32_t rkey[REGION_RDMA_KEYS];  /* 0: not registered there */
 };
 
-struct region {
+/*
+ * A region is opaque outside mem/ (mem/region_int.h): what every engine
+ * reads on its data path is this head, set when the region is made and
+ * never changed after (the inline accessors below); the rest goes
+ * through functions, per kind.
+ */
+struct region;
+struct rcache;
+struct rcache_entry;
+struct region_head {
 	uint64_t handle;
-	uint64_t owner;          /* client id */
+	uint64_t owner;           /* client id */
 	enum region_kind kind;
 	uint64_t length;
-	void *map;               /* MEMFD: xferd's own mapping */
-	int fd;                  /* MEMFD: the sealed memfd */
-	pid_t pid;               /* CMA: the owner process */
-	int pidfd;               /* CMA: the same process, pinned (see below) */
-	uint64_t addr;           /* CMA: the range's address in the owner */
-	struct token *remote;    /* REMOTE: the token, owner's instance in it */
-	uint64_t gpu_ptr;        /* CUDA: the range's address in xferd */
-	int gpu_dev;             /* CUDA: xferd's index of its GPU */
-	struct rcache *rcache;   /* CUDA: the cache holding the import */
-	struct rcache_entry *gpu_import; /* CUDA: a reference */
-	struct gpu_alloc_desc *gpu_desc; /* CUDA legacy IPC: to map it again */
-	uint64_t gpu_offset;     /* CUDA: of the range in its allocation */
-	/* CUDA: mappings opened for other GPUs (progress thread, lazily). */
-	uint64_t gpu_on[16];
-	struct rcache_entry *gpu_on_entry[16];
-	bool gpu_pinned;         /* MEMFD: pinned for GPU copies */
-	/* MEMFD: its registration with the RDMA devices (rdma_mr.h), in
-	 * rcache; a reference, or NULL. */
-	struct rcache_entry *nic_mr;
-	/* REMOTE: how the owner's NICs reach it (from its CheckReply). */
-	struct region_rdma *rdma;
-	uint8_t key[TOKEN_KEY_LEN];
-	_Atomic uint32_t refs;
-	_Atomic uint32_t imports; /* live imports of it, for xferctl */
+	void *map;                /* MEMFD: xferd's own mapping; else NULL */
+	struct token *token;      /* REMOTE: the token (owner's instance in
+				   * it); else NULL */
 };
+
+static inline const struct region_head *region_head(const struct region *r)
+{
+	return (const struct region_head *)(const void *)r;
+}
+static inline enum region_kind region_kind(const struct region *r)
+{
+	return region_head(r)->kind;
+}
+static inline uint64_t region_handle(const struct region *r)
+{
+	return region_head(r)->handle;
+}
+static inline uint64_t region_owner(const struct region *r)
+{
+	return region_head(r)->owner;
+}
+static inline uint64_t region_length(const struct region *r)
+{
+	return region_head(r)->length;
+}
+/* MEMFD: xferd's mapping of byte off. */
+static inline void *region_map_at(const struct region *r, uint64_t off)
+{
+	return (char *)region_head(r)->map + off;
+}
+/* REMOTE: the imported token. */
+static inline const struct token *region_token(const struct region *r)
+{
+	return region_head(r)->token;
+}
+
+/* The region's access key (tokens are keyed by it). */
+const uint8_t *region_key(const struct region *r);
+/* Live imports of it, for xferctl. */
+uint32_t region_imports(const struct region *r);
+/* CMA: the owner process and the range's address in it. */
+pid_t region_cma_pid(const struct region *r);
+uint64_t region_cma_addr(const struct region *r);
+/* CUDA: the range's address in xferd (on region_gpu_dev()'s GPU). */
+uint64_t region_gpu_ptr(const struct region *r);
+int region_gpu_dev(const struct region *r);
+/* MEMFD: pin xferd's mapping for GPU copies (once, progress thread). */
+int region_gpu_pin(struct region *r);
+/* MEMFD: the sealed memfd (its inode keys the NIC registration). */
+int region_memfd_fd(const struct region *r);
+/* MEMFD: its registration with the RDMA devices (rdma_mr.h), a
+ * reference held in rc, or NULL; set once, when it was made. */
+struct rcache_entry *region_nic_mr(const struct region *r);
+void region_set_nic_mr(struct region *r, struct rcache *rc,
+		       struct rcache_entry *e);
+/* REMOTE: how the owner's NICs reach it (NULL: they don't). */
+struct region_rdma *region_rdma(const struct region *r);
 
 /*
  * Map a client's memfd of length bytes.  The memfd must be sealed against

@@ -255,12 +255,12 @@ static void add_region(const struct region *r, void *arg)
 	if (!ri)
 		return;
 	xfer__ctl__region_info__init(ri);
-	ri->handle = r->handle;
-	ri->owner = r->owner;
-	ri->kind = (char *)region_kind_name(r->kind);
-	ri->length = r->length;
-	ri->addr = r->kind == REGION_CMA ? r->addr : 0;
-	ri->refs = atomic_load_explicit(&r->imports, memory_order_relaxed);
+	ri->handle = region_handle(r);
+	ri->owner = region_owner(r);
+	ri->kind = (char *)region_kind_name(region_kind(r));
+	ri->length = region_length(r);
+	ri->addr = region_kind(r) == REGION_CMA ? region_cma_addr(r) : 0;
+	ri->refs = region_imports(r);
 }
 
 static int reply_regions(struct ctl_conn *cc)

@@ -255,7 +255,7 @@ static struct rpeer *find_peer(struct rdma *t, const uint8_t *id)
 
 static struct rpeer *peer_of(struct rdma *t, const struct xop *op)
 {
-	return find_peer(t, op->remote->remote->instance_id);
+	return find_peer(t, region_token(op->remote)->instance_id);
 }
 
 /* --- ending operations --- */
@@ -655,7 +655,7 @@ static bool ensure_qps(struct rdma *t, struct rpeer *p)
 static bool pair_usable(const struct rail_pair *rp, const struct xop *op,
 			uint32_t *lkey, uint32_t *rkey)
 {
-	const struct region_rdma *rr = op->remote->rdma;
+	const struct region_rdma *rr = region_rdma(op->remote);
 
 	if (rp->failed || rp->theirs.device >= rr->nkeys ||
 	    !rr->rkey[rp->theirs.device])
@@ -693,7 +693,7 @@ static void stage(struct rdma *t, struct rqp *q, struct xop *op,
 	struct posted *e = &q->ring[pos % RDMA_QP_DEPTH];
 	struct ibv_sge *sge = &q->sge[q->nstaged];
 	struct ibv_send_wr *wr = &q->wr[q->nstaged];
-	const struct token *tok = op->remote->remote;
+	const struct token *tok = region_token(op->remote);
 
 	region_get(op->local);
 	*e = (struct posted){
@@ -704,8 +704,8 @@ static void stage(struct rdma *t, struct rqp *q, struct xop *op,
 		.read = read,
 	};
 	*sge = (struct ibv_sge){
-		.addr = (uint64_t)(uintptr_t)op->local->map + op->local_off +
-			op->rdma.posted,
+		.addr = (uint64_t)(uintptr_t)region_map_at(
+			op->local, op->local_off + op->rdma.posted),
 		.length = len,
 		.lkey = lkey,
 	};
@@ -715,7 +715,7 @@ static void stage(struct rdma *t, struct rqp *q, struct xop *op,
 		.num_sge = 1,
 		.opcode = read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
 		.wr.rdma = {
-			.remote_addr = op->remote->rdma->addr + tok->offset +
+			.remote_addr = region_rdma(op->remote)->addr + tok->offset +
 				       op->remote_off + op->rdma.posted,
 			.rkey = rkey,
 		},
@@ -883,8 +883,8 @@ static void on_wc(struct rdma *t, const struct ibv_wc *wc)
 		 * later uses of the import go by TCP, which says why. */
 		if ((wc->status == IBV_WC_REM_ACCESS_ERR ||
 		     wc->status == IBV_WC_REM_INV_REQ_ERR) && e->op &&
-		    e->op->remote->rdma)
-			e->op->remote->rdma->nkeys = 0;
+		    region_rdma(e->op->remote))
+			region_rdma(e->op->remote)->nkeys = 0;
 		/* A flushed request broke nothing: it only says the QP is
 		 * in error already.  Another's request did the harm. */
 		qp_fail_by(t, q, -EIO,
@@ -965,8 +965,8 @@ static bool rdma_accepts(void *impl, const struct xop *op)
 	uint32_t lkey, rkey;
 
 	if ((op->opcode != XFER_OP_WRITE && op->opcode != XFER_OP_READ) ||
-	    op->len == 0 || !op->local || op->local->kind != REGION_MEMFD ||
-	    !op->local->nic_mr || !op->remote->rdma)
+	    op->len == 0 || !op->local || region_kind(op->local) != REGION_MEMFD ||
+	    !region_nic_mr(op->local) || !region_rdma(op->remote))
 		return false;
 	struct rpeer *p = peer_of(t, op);
 	if (!p || p->npairs == 0)
@@ -1439,7 +1439,7 @@ static bool tr_describe(void *impl, const struct region *r,
 	}
 	if (!any)
 		return false;
-	out->addr = (uint64_t)(uintptr_t)r->map;
+	out->addr = (uint64_t)(uintptr_t)region_map_at(r, 0);
 	out->rkeys = keys;
 	out->n_rkeys = (size_t)n;
 	return true;

@@ -38,16 +38,16 @@ int rdma_mr_register(struct rcache *rc, struct region *r)
 	int ndevs = rdma_dev_count();
 	struct stat st;
 
-	if (ndevs == 0 || r->kind != REGION_MEMFD)
+	if (ndevs == 0 || region_kind(r) != REGION_MEMFD)
 		return 0;
-	if (fstat(r->fd, &st))
+	if (fstat(region_memfd_fd(r), &st))
 		return -errno;
 	/* The mapping's address tells regions of the same memfd apart; the
 	 * inode a memfd reused at the same address after an unmap. */
 	struct rcache_key key = {
-		.client = r->owner,
+		.client = region_owner(r),
 		.kind = RCACHE_NIC_MR,
-		.base = (uint64_t)(uintptr_t)r->map,
+		.base = (uint64_t)(uintptr_t)region_map_at(r, 0),
 		.id = (uint64_t)st.st_ino,
 	};
 	struct rcache_entry *e = rcache_get(rc, &key);
@@ -64,11 +64,12 @@ int rdma_mr_register(struct rcache *rc, struct region *r)
 		struct rdma_dev_verbs v;
 		if (rdma_dev_verbs(i, &v))
 			continue;
-		m->mr[i] = ibv_reg_mr(v.pd, r->map, r->length, access);
+		m->mr[i] = ibv_reg_mr(v.pd, region_map_at(r, 0), region_length(r),
+				      access);
 		if (!m->mr[i]) {
 			int err = -errno;
 			log_warn("ibv_reg_mr of %llu bytes (memlock limit?)",
-				 (unsigned long long)r->length);
+				 (unsigned long long)region_length(r));
 			nic_mr_release(&m->e);
 			return err ? err : -ENOMEM;
 		}
@@ -77,15 +78,14 @@ int rdma_mr_register(struct rcache *rc, struct region *r)
 	if (e != &m->e)
 		nic_mr_release(&m->e);
 done:
-	r->rcache = rc;
-	r->nic_mr = e;
+	region_set_nic_mr(r, rc, e);
 	return 0;
 }
 
 bool rdma_mr_keys(const struct region *r, int dev, uint32_t *lkey,
 		  uint32_t *rkey)
 {
-	const struct nic_mr *m = (const struct nic_mr *)r->nic_mr;
+	const struct nic_mr *m = (const struct nic_mr *)region_nic_mr(r);
 
 	if (!m || dev < 0 || dev >= m->ndevs || !m->mr[dev])
 		return false;

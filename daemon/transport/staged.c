@@ -47,7 +47,7 @@
 
 bool staged_reachable(const struct linkset *ls, const struct region *r)
 {
-	return r->kind == REGION_CUDA && ls->staging && ls->gpu;
+	return region_kind(r) == REGION_CUDA && ls->staging && ls->gpu;
 }
 
 /* --- out: GPU memory -> send chunks -> the link --- */
@@ -92,7 +92,7 @@ static void start_d2h(struct staged_send *ss, struct staging_chunk *c)
 	c->r = ss->r;
 	c->in_copy = true;
 	int err = gpu_copy(ls->gpu, &c->xop, (uint64_t)(uintptr_t)c->p, -1,
-			   ss->r->gpu_ptr + ss->off + ss->next, ss->r->gpu_dev,
+			   region_gpu_ptr(ss->r) + ss->off + ss->next, region_gpu_dev(ss->r),
 			   n);
 	if (err) {
 		c->in_copy = false;
@@ -288,8 +288,8 @@ static void flush_chunk(struct link *l)
 	region_get(k->r);
 	c->r = k->r;
 	c->in_copy = true;
-	int err = gpu_copy(l->ls->gpu, &c->xop, k->r->gpu_ptr + c->at,
-			   k->r->gpu_dev, (uint64_t)(uintptr_t)c->p, -1, c->len);
+	int err = gpu_copy(l->ls->gpu, &c->xop, region_gpu_ptr(k->r) + c->at,
+			   region_gpu_dev(k->r), (uint64_t)(uintptr_t)c->p, -1, c->len);
 	if (err) {
 		c->in_copy = false;
 		region_put(c->r);

@@ -77,7 +77,7 @@ static int token_from(const struct linkset *ls, const Xfer__Peer__Target *t,
  * memfd, or CMA)?  GPU memory needs a copy through staging first. */
 static bool host_reachable(const struct region *r)
 {
-	return r->kind == REGION_MEMFD || r->kind == REGION_CMA;
+	return region_kind(r) == REGION_MEMFD || region_kind(r) == REGION_CMA;
 }
 
 /* ... or through staging (with GPUs and a staging pool here). */
@@ -260,7 +260,7 @@ static int stage_payload(const struct region *r, uint64_t off, uint64_t len,
 		return 0;
 	if (!host_reachable(r))
 		return -ENOTSUP;
-	if (r->kind != REGION_CMA)
+	if (region_kind(r) != REGION_CMA)
 		return 0;
 	struct evbuffer *b = evbuffer_new();
 	if (!b)
@@ -290,9 +290,9 @@ static int put_payload(struct link *l, struct region *r, uint64_t off,
 	if (len == 0)
 		return 0;
 	if (len <= SMALL_PAYLOAD)
-		return link_queue_bytes(l, (const uint8_t *)r->map + off, len);
+		return link_queue_bytes(l, (const uint8_t *)region_map_at(r, off), len);
 	region_get(r);
-	if (evbuffer_add_reference(out, (char *)r->map + off, len, unref_region,
+	if (evbuffer_add_reference(out, region_map_at(r, off), len, unref_region,
 				   r)) {
 		region_put(r);
 		return -ENOMEM;
@@ -303,7 +303,7 @@ static int put_payload(struct link *l, struct region *r, uint64_t off,
 /* Queue the next frame of op; false if op ended meanwhile. */
 static bool send_frame(struct link *l, struct xop *op)
 {
-	const struct token *tok = op->remote->remote;
+	const struct token *tok = region_token(op->remote);
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__Target t;
 	target_from(tok, &t);
@@ -535,7 +535,7 @@ static void tcp_start_op(struct link *l, struct xop *op)
 	op->tcp.sent_all = false;
 	op->tcp.parked = false;
 	/* GPU memory of ours: its chunks start moving now. */
-	if (op->local && op->local->kind == REGION_CUDA && op->len) {
+	if (op->local && region_kind(op->local) == REGION_CUDA && op->len) {
 		int err = -ENOTSUP;
 		if (!staged_reachable(l->ls, op->local))
 			;
@@ -628,8 +628,8 @@ size_t tcp_sink_put(struct link *l, const uint8_t *p, size_t n)
 	if (k->r && !k->err && k->srx)
 		return staged_sink_put(l, p, n);
 	if (k->r && !k->err) {
-		if (k->r->kind == REGION_MEMFD) {
-			memcpy((char *)k->r->map + k->off, p, n);
+		if (region_kind(k->r) == REGION_MEMFD) {
+			memcpy(region_map_at(k->r, k->off), p, n);
 		} else if (!host_reachable(k->r)) {
 			k->err = -ENOTSUP;
 		} else {
@@ -652,9 +652,9 @@ bool tcp_sink_direct(struct link *l, uint8_t **dst, size_t *room)
 		return false;
 	if (k->srx)
 		return staged_sink_direct(l, dst, room);
-	if (k->r->kind != REGION_MEMFD)
+	if (region_kind(k->r) != REGION_MEMFD)
 		return false;
-	*dst = (uint8_t *)k->r->map + k->off;
+	*dst = region_map_at(k->r, k->off);
 	*room = (size_t)k->left;
 	return true;
 }
@@ -799,7 +799,7 @@ int tcp_on_write(struct link *l, const Xfer__Peer__WriteChunk *w,
 	}
 	/* An error here (-ESTALE) fails this operation only. */
 	sink_start(l, plen, r, off, err);
-	if (r && r->kind == REGION_CUDA) {
+	if (r && region_kind(r) == REGION_CUDA) {
 		/* Our GPU memory: through receive chunks (staged.c). */
 		struct staged_rx *srx = rx_write_of(l, w->op, r);
 		if (!srx) {
@@ -835,7 +835,7 @@ int tcp_on_read_request(struct link *l, const Xfer__Peer__ReadRequest *rq)
 	}
 	*s = (struct serve){ .op = rq->op, .r = r, .off = off,
 			     .len = rq->length };
-	if (r->kind == REGION_CUDA && rq->length) {
+	if (region_kind(r) == REGION_CUDA && rq->length) {
 		/* Our GPU memory: staged, a few chunks ahead. */
 		s->send = staged_send_new(l, r, off, rq->length);
 		if (!s->send) {
@@ -978,7 +978,7 @@ void tcp_on_check(struct link *l, const Xfer__Peer__CheckToken *c)
 
 static void linkset_submit(struct linkset *ls, struct xop *op)
 {
-	const struct token *tok = op->remote->remote;
+	const struct token *tok = region_token(op->remote);
 	struct rpeer *rp = link_find_peer(ls, tok->instance_id, true);
 
 	if (!rp) {
@@ -1152,9 +1152,9 @@ static void tcp_submit(void *impl, struct xop *op)
 	memset(&op->tcp, 0, sizeof(op->tcp));
 	/* A notification after RDMA data keeps the path that moved it. */
 	if (op->path == XFER_PATH_NONE)
-		op->path = (op->local && op->local->kind == REGION_CUDA) ||
+		op->path = (op->local && region_kind(op->local) == REGION_CUDA) ||
 				   (op->opcode != XFER_OP_NOTIFY &&
-				    op->remote->remote->mem_kind == REGION_CUDA)
+				    region_token(op->remote)->mem_kind == REGION_CUDA)
 			   ? XFER_PATH_TCP_STAGED : XFER_PATH_TCP;
 	linkset_submit(impl, op);
 }

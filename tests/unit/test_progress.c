@@ -89,9 +89,9 @@ static void add_region(struct fake_client *c, uint8_t seed)
 	for (size_t i = 0; i < REGION_LEN; i++)
 		c->map[i] = (uint8_t)(seed + i * 7 + (i >> 8));
 	ck_assert_int_eq(region_create_memfd(fd, REGION_LEN, c->pc.id, &r), 0);
-	memcpy(c->key, r->key, TOKEN_KEY_LEN);
+	memcpy(c->key, region_key(r), TOKEN_KEY_LEN);
 	regtab_add_region(regs, r);
-	c->handle = r->handle;
+	c->handle = region_handle(r);
 	ck_assert_uint_ne(c->handle, 0);
 }
 
@@ -676,7 +676,7 @@ static uint64_t add_cma(pid_t pid, void *mem, size_t len,
 	regtab_add_region(regs, r);
 	if (out)
 		*out = r; /* valid while in the table */
-	return r->handle;
+	return region_handle(r);
 }
 
 START_TEST(cma_paths)
