@@ -24,6 +24,7 @@ int main(void)
 	srunner_add_suite(sr, dmabuf_suite());
 	srunner_add_suite(sr, rcache_suite());
 	srunner_add_suite(sr, rdma_dev_suite());
+	srunner_add_suite(sr, regworker_suite());
 
 	/* CK_ENV is CK_NORMAL unless CK_VERBOSITY says otherwise
 	 * (CK_VERBOSITY=verbose lists every test). */

@@ -18,5 +18,6 @@ Suite *auth_suite(void);
 Suite *dmabuf_suite(void);
 Suite *rcache_suite(void);
 Suite *rdma_dev_suite(void);
+Suite *regworker_suite(void);
 
 #endif /* XFER_UNIT_SUITES_H */
