@@ -39,6 +39,7 @@
 
 static struct tl_daemon xd;
 static const char *xferctl_bin;
+static int fds_idle;   /* xferd with no client (nor xferctl) */
 
 /* Mappings of clients' memfds in xferd (libxfer names them xfer-host). */
 static int memfd_maps(void)
@@ -159,7 +160,7 @@ static bool has_answered(int fd)
 
 static void served_while_pending(void)
 {
-	const int fds0 = tl_fd_count(xd.pid), maps0 = memfd_maps();
+	const int fds0 = fds_idle, maps0 = 0;
 	uint64_t ms;
 	int from;
 
@@ -199,6 +200,7 @@ static void served_while_pending(void)
 	T_ASSERT(ms < QUICK_MS, "another client's work took %llu ms",
 		 (unsigned long long)ms);
 	T_ASSERT(xferctl_regions(&ms) == 2, "the other client's 2 regions");
+	T_ASSERT(memfd_maps() == maps0 + 1, "the pending region went");
 	T_ASSERT(!has_answered(from) && tl_now_ms() < pending_since + DELAY_MS,
 		 "the registration was not pending throughout");
 	printf("pending: another client connected, published, looked up, "
@@ -224,7 +226,7 @@ static void served_while_pending(void)
 
 static void killed_while_running(void)
 {
-	const int fds0 = tl_fd_count(xd.pid), maps0 = memfd_maps();
+	const int fds0 = fds_idle, maps0 = 0;
 	int from;
 
 	pid_t pid = start_registrant(&from, REG_LEN, false);
@@ -237,11 +239,13 @@ static void killed_while_running(void)
 	wait_released(fds0, maps0, t0, "killed, registration running");
 	uint64_t ms;
 	T_ASSERT(xferctl_regions(&ms) == 0, "a region is left");
+	/* xferctl's connection closes after it exits. */
+	wait_released(fds0, maps0, tl_now_ms(), "xferctl gone");
 }
 
 static void killed_while_queued(void)
 {
-	const int fds0 = tl_fd_count(xd.pid), maps0 = memfd_maps();
+	const int fds0 = fds_idle, maps0 = 0;
 	int from1, from2;
 
 	pid_t first = start_registrant(&from1, REG_LEN, true);
@@ -298,6 +302,8 @@ int main(void)
 	setenv("XFERD_TEST_REG_DELAY_MS", delay, 1);
 	tl_daemon_start(&xd, NULL);
 	unsetenv("XFERD_TEST_REG_DELAY_MS");
+	fds_idle = tl_fd_count(xd.pid);
+	T_ASSERT(memfd_maps() == 0, "memfd mappings before any client");
 
 	served_while_pending();
 	killed_while_running();
