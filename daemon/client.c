@@ -1,10 +1,11 @@
 /*
  * client.c - libxfer connections: handshake, control messages, teardown.
  *
- * A little over 800 lines: every control request of client.proto is
- * validated and answered here, including the asynchronous ones (remote
- * imports, lookups at peers); splitting them would spread one
- * dispatch switch and its validation over several files.
+ * About 1000 lines: every control request of client.proto is validated
+ * and answered here, including the asynchronous ones (registrations on
+ * the registration thread, remote imports, lookups at peers); splitting
+ * them would spread one dispatch switch and its validation over several
+ * files.
  */
 #include <errno.h>
 #include <event2/event.h>
