@@ -1,10 +1,11 @@
 /*
  * client.c - libxfer connections: handshake, control messages, teardown.
  *
- * A little over 800 lines: every control request of client.proto is
- * validated and answered here, including the asynchronous ones (remote
- * imports, lookups at peers); splitting them would spread one
- * dispatch switch and its validation over several files.
+ * About 1000 lines: every control request of client.proto is validated
+ * and answered here, including the asynchronous ones (registrations on
+ * the registration thread, remote imports, lookups at peers); splitting
+ * them would spread one dispatch switch and its validation over several
+ * files.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -18,9 +19,11 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "common/pubname.h"
 #include "client.pb-c.h"
 #include "gpu/gpu.h"
 #include "log.h"
+#include "mem/regworker.h"
 #include "meta/names.h"
 #include "peer/peer.h"
 #include "transport/rdma_mr.h"
@@ -38,7 +41,9 @@ struct client {
 	struct xferd *d;
 	enum client_state state;
 	int sock;
-	struct event *ev;
+	struct event *ev;        /* reading; off while reg_pending */
+	struct event *ev_closed; /* hang-up only; on while reg_pending */
+	bool reg_pending;        /* a registration job is out (regworker.h) */
 	pid_t pid;
 	int pidfd;               /* pins pid for the CMA path (region.h) */
 	uid_t uid;
@@ -98,31 +103,185 @@ static struct client *client_by_id(struct xferd *d, uint64_t id)
 /* --- requests --- */
 
 /*
- * GPU memory: check the description, then import the allocation (once
- * per allocation and buffer id: the registration cache).
+ * While a client's registration runs on the registration thread its
+ * socket is not read: its next message waits behind the reply, in order
+ * (libxfer has one request out per context anyway).  Only a hang-up is
+ * watched for (EV_CLOSED), so that a client that dies meanwhile is
+ * dropped at once and its job cancelled.
  */
-static int reg_cuda(struct client *c, const Xfer__Client__RegRequest *req,
-		    int *fds, unsigned *nfds, struct region **r)
+static void client_pause(struct client *c)
+{
+	event_del(c->ev);
+	event_add(c->ev_closed, NULL);
+	c->reg_pending = true;
+}
+
+static void client_resume(struct client *c)
+{
+	event_del(c->ev_closed);
+	c->reg_pending = false;
+	/* Level-triggered: messages that came meanwhile wake it at once. */
+	if (event_add(c->ev, NULL))
+		client_drop(c, "cannot watch the socket");
+}
+
+/* The table takes the region, the client gets its handle and key. */
+static int reply_reg(struct client *c, uint64_t seq, struct region *r)
+{
+	regtab_add_region(c->d->regs, r);
+
+	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
+	Xfer__Client__RegReply rep = XFER__CLIENT__REG_REPLY__INIT;
+	rep.handle = region_handle(r);
+	rep.key.data = (uint8_t *)region_key(r);
+	rep.key.len = TOKEN_KEY_LEN;
+	m.seq = seq;
+	m.body_case = XFER__CLIENT__CLIENT_MSG__BODY_REG_REPLY;
+	m.reg_reply = &rep;
+	log_debug("client %llu: region %llu %s %llu bytes",
+		  (unsigned long long)c->pc.id,
+		  (unsigned long long)region_handle(r),
+		  region_kind_name(region_kind(r)),
+		  (unsigned long long)region_length(r));
+	return send_msg(c, &m, NULL, 0);
+}
+
+/*
+ * A registration out on the registration thread: a memfd region (made
+ * here) to register with the NICs, or a CUDA allocation to import (the
+ * region made there).  Owned by the worker from submit to done.
+ */
+struct reg_job {
+	struct regworker_job job;   /* first: done() hands back &job */
+	struct xferd *d;
+	struct rcache *rc;
+	uint64_t seq;
+	uint64_t length;
+	struct region *r;           /* memfd: from the start; cuda: run() */
+	struct gpu_alloc_desc desc; /* cuda: the allocation */
+	uint64_t offset;            /* cuda: of the range in it */
+	int fd;                     /* cuda VMM handle until run(), or -1 */
+};
+
+/* Registration thread.  The region is not in the table yet: no other
+ * thread sees it. */
+static int run_nic_mr(struct regworker_job *j)
+{
+	struct reg_job *rj = (struct reg_job *)j;
+
+	return rdma_mr_register(rj->rc, rj->r);
+}
+
+static int run_cuda_import(struct regworker_job *j)
+{
+	struct reg_job *rj = (struct reg_job *)j;
+	int fd = rj->fd;
+
+	rj->fd = -1;  /* consumed by the import, success or not */
+	return region_create_cuda(rj->rc, rj->job.owner, &rj->desc, fd,
+				  rj->offset, rj->length, &rj->r);
+}
+
+static void reg_job_free(struct reg_job *rj)
+{
+	region_put(rj->r);  /* with its MR or import, and the memfd */
+	if (rj->fd >= 0)
+		close(rj->fd);
+	free(rj);
+}
+
+/* Main thread: the job's result becomes the client's reply. */
+static void reg_job_done(struct regworker_job *j, int result)
+{
+	struct reg_job *rj = (struct reg_job *)j;
+	struct client *c = client_by_id(rj->d, j->owner);
+	int err;
+
+	if (!c || result == -ECANCELED) {
+		reg_job_free(rj);  /* it left meanwhile, or xferd stops */
+		return;
+	}
+	client_resume(c);
+	if (c->state != CLIENT_ACTIVE) {
+		reg_job_free(rj);
+		return;
+	}
+	if (rj->r && region_kind(rj->r) == REGION_MEMFD) {
+		if (result)
+			/* Not the client's problem: TCP moves it instead. */
+			log_warnx("client %llu: region of %llu bytes not "
+				  "registered with the RDMA NICs (%s): TCP only",
+				  (unsigned long long)c->pc.id,
+				  (unsigned long long)rj->length,
+				  strerror(-result));
+		result = 0;
+	}
+	if (result) {
+		c->handles--;  /* counted while the job was out */
+		err = reply_status(c, rj->seq, result,
+				   result != -ENOTSUP ? strerror(-result)
+				   : gpu_count()
+				   ? "GPU memory this xferd cannot import"
+				   : gpu_unavailable_reason());
+	} else {
+		err = reply_reg(c, rj->seq, rj->r);
+		rj->r = NULL;  /* the table's now */
+	}
+	reg_job_free(rj);
+	if (err && c->state == CLIENT_ACTIVE)
+		client_drop(c, "cannot send reply");
+}
+
+/*
+ * Hand rj (filled but for the job's fields) to the registration thread;
+ * the reply goes when it is done.  Counted now, so that registrations in
+ * flight respect max_handles.
+ */
+static void reg_submit(struct client *c, struct reg_job *rj, uint64_t seq,
+		       uint64_t length,
+		       int (*run)(struct regworker_job *j))
+{
+	rj->d = c->d;
+	rj->rc = c->d->rcache;
+	rj->seq = seq;
+	rj->length = length;
+	rj->job.owner = c->pc.id;
+	rj->job.run = run;
+	rj->job.done = reg_job_done;
+	c->handles++;
+	client_pause(c);
+	regworker_submit(c->d->regworker, &rj->job);
+}
+
+/*
+ * GPU memory: check the description here; the import (once per
+ * allocation and buffer id: the registration cache) runs on the
+ * registration thread.
+ */
+static int reg_cuda(const Xfer__Client__RegRequest *req, int *fds,
+		    unsigned *nfds, struct reg_job *rj)
 {
 	const Xfer__Client__CudaAlloc *a = req->cuda;
-	struct gpu_alloc_desc d = { 0 };
+	struct gpu_alloc_desc *d = &rj->desc;
 
 	if (!a || a->device_uuid.len != GPU_UUID_LEN || a->alloc_size == 0 ||
 	    (a->vmm ? *nfds != 1 : *nfds != 0) ||
 	    (!a->vmm && a->ipc_handle.len != GPU_IPC_HANDLE_LEN))
 		return -EINVAL;
-	memcpy(d.uuid, a->device_uuid.data, GPU_UUID_LEN);
-	d.base = a->alloc_base;
-	d.size = a->alloc_size;
-	d.buffer_id = a->buffer_id;
-	d.vmm = a->vmm;
+	memcpy(d->uuid, a->device_uuid.data, GPU_UUID_LEN);
+	d->base = a->alloc_base;
+	d->size = a->alloc_size;
+	d->buffer_id = a->buffer_id;
+	d->vmm = a->vmm;
 	if (!a->vmm)
-		memcpy(d.ipc_handle, a->ipc_handle.data, GPU_IPC_HANDLE_LEN);
-	int fd = a->vmm ? fds[0] : -1;
-	if (a->vmm)
-		*nfds = 0;  /* consumed by the import, success or not */
-	return region_create_cuda(c->d->rcache, c->pc.id, &d, fd, a->offset,
-				  req->length, r);
+		memcpy(d->ipc_handle, a->ipc_handle.data, GPU_IPC_HANDLE_LEN);
+	rj->offset = a->offset;
+	rj->fd = -1;
+	if (a->vmm) {
+		rj->fd = fds[0];
+		*nfds = 0;  /* the job's now */
+	}
+	return 0;
 }
 
 static int handle_reg(struct client *c, uint64_t seq,
@@ -131,6 +290,7 @@ static int handle_reg(struct client *c, uint64_t seq,
 {
 	const struct xferd_config *cfg = &c->d->cfg;
 	struct region *r = NULL;
+	struct reg_job *rj;
 	int err;
 
 	if (c->handles >= cfg->max_handles)
@@ -144,26 +304,32 @@ static int handle_reg(struct client *c, uint64_t seq,
 		if (*nfds != 1)
 			return reply_status(c, seq, -EINVAL,
 					    "a memfd region needs exactly one fd");
+		rj = calloc(1, sizeof(*rj));
+		if (!rj)
+			return reply_status(c, seq, -ENOMEM, "out of memory");
+		rj->fd = -1;
 		err = region_create_memfd(fds[0], req->length, c->pc.id, &r);
-		if (!err)
-			*nfds = 0; /* the region owns the fd now */
-		if (!err && (err = rdma_mr_register(c->d->rcache, r))) {
-			/* Not the client's problem: TCP moves it instead. */
-			log_warnx("client %llu: region of %llu bytes not "
-				  "registered with the RDMA NICs (%s): TCP only",
-				  (unsigned long long)c->pc.id,
-				  (unsigned long long)req->length,
-				  strerror(-err));
-			err = 0;
+		if (err) {
+			free(rj);
+			break;
 		}
-		break;
+		*nfds = 0; /* the region owns the fd now */
+		/* Mapped here; registered with the NICs (slow: pins every
+		 * page) on the registration thread. */
+		rj->r = r;
+		reg_submit(c, rj, seq, req->length, run_nic_mr);
+		return 0;
 	case XFER__CLIENT__MEM_KIND__MEM_CUDA:
-		err = reg_cuda(c, req, fds, nfds, &r);
-		if (err == -ENOTSUP)
-			return reply_status(c, seq, err, gpu_count()
-				? "GPU memory this xferd cannot import"
-				: gpu_unavailable_reason());
-		break;
+		rj = calloc(1, sizeof(*rj));
+		if (!rj)
+			return reply_status(c, seq, -ENOMEM, "out of memory");
+		err = reg_cuda(req, fds, nfds, rj);
+		if (err) {
+			free(rj);
+			break;
+		}
+		reg_submit(c, rj, seq, req->length, run_cuda_import);
+		return 0;
 	case XFER__CLIENT__MEM_KIND__MEM_CMA:
 		if (*nfds != 0)
 			return reply_status(c, seq, -EINVAL,
@@ -183,23 +349,8 @@ static int handle_reg(struct client *c, uint64_t seq,
 					: strerror(-err);
 		return reply_status(c, seq, err, why);
 	}
-	regtab_add_region(c->d->regs, r);
 	c->handles++;
-
-	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
-	Xfer__Client__RegReply rep = XFER__CLIENT__REG_REPLY__INIT;
-	rep.handle = region_handle(r);
-	rep.key.data = (uint8_t *)region_key(r);
-	rep.key.len = TOKEN_KEY_LEN;
-	m.seq = seq;
-	m.body_case = XFER__CLIENT__CLIENT_MSG__BODY_REG_REPLY;
-	m.reg_reply = &rep;
-	log_debug("client %llu: region %llu %s %llu bytes",
-		  (unsigned long long)c->pc.id,
-		  (unsigned long long)region_handle(r),
-		  region_kind_name(region_kind(r)),
-		  (unsigned long long)region_length(r));
-	return send_msg(c, &m, NULL, 0);
+	return reply_reg(c, seq, r);
 }
 
 static int reply_import(struct client *c, uint64_t seq, uint64_t handle,
@@ -389,18 +540,6 @@ out:
 	free(w);
 }
 
-/* "host", "host:port", "[v6]:port", a node name: printable, no spaces. */
-static bool node_valid(const char *node, size_t len)
-{
-	if (len == 0 || len >= CONFIG_HOST_MAX)
-		return false;
-	for (size_t i = 0; i < len; i++)
-		if ((unsigned char)node[i] <= 0x20 ||
-		    (unsigned char)node[i] >= 0x7f)
-			return false;
-	return true;
-}
-
 /*
  * "name": this xferd's table, then every configured peer; "node/name":
  * only that node (answered here if it is this one).  An answer from the
@@ -417,7 +556,7 @@ static int handle_lookup(struct client *c, uint64_t seq,
 
 	if (slash) {
 		size_t nlen = (size_t)(slash - name);
-		if (!node_valid(name, nlen))
+		if (!pubname_node_valid(name, nlen))
 			return reply_status(c, seq, -EINVAL,
 					    "lookup is 'name' or 'node/name'");
 		memcpy(node, name, nlen);
@@ -541,18 +680,28 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 			return;
 		}
 		/* An answer sent from inside dispatch (a lookup the peers
-		 * answered at once) may have found the socket broken. */
-		if (c->state != CLIENT_ACTIVE)
+		 * answered at once) may have found the socket broken; a
+		 * registration on the registration thread holds the rest. */
+		if (c->state != CLIENT_ACTIVE || c->reg_pending)
 			return;
 	}
 }
 
 /* --- teardown --- */
 
+/* EV_CLOSED: the client hung up while its registration was out. */
+static void on_hangup(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what;
+	client_drop(arg, "disconnected");
+}
+
 static void client_free(struct client *c)
 {
 	if (c->ev)
 		event_free(c->ev);
+	if (c->ev_closed)
+		event_free(c->ev_closed);
 	if (c->sock >= 0)
 		close(c->sock);
 	if (c->pc.cq_efd >= 0)
@@ -575,8 +724,13 @@ static void client_drop(struct client *c, const char *why)
 	c->state = CLIENT_DETACHING;
 	event_free(c->ev);
 	c->ev = NULL;
+	event_free(c->ev_closed);
+	c->ev_closed = NULL;
 	close(c->sock);
 	c->sock = -1;
+	/* A registration out for it: released (now, or when it returns). */
+	if (c->reg_pending)
+		regworker_cancel(d->regworker, c->pc.id);
 	/* From here no descriptor of anyone reaches this client's memory. */
 	regtab_remove_client(d->regs, c->pc.id);
 	names_remove_client(d->names, c->pc.id);
@@ -790,7 +944,9 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	err = send_hello_reply(c, seq, &off, ring_fd);
 	close(ring_fd); /* our mapping stays; the client has its own fd */
 	c->ev = event_new(d->base, sock, EV_READ | EV_PERSIST, on_readable, c);
-	if (err || !c->ev || event_add(c->ev, NULL)) {
+	c->ev_closed = event_new(d->base, sock, EV_CLOSED | EV_PERSIST,
+				 on_hangup, c);
+	if (err || !c->ev || !c->ev_closed || event_add(c->ev, NULL)) {
 		log_warnx("client pid %d: handshake failed", (int)c->pid);
 		client_free(c);
 		goto out;

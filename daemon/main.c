@@ -2,10 +2,11 @@
  * main.c - xferd: start-up order, the event loop, shut-down order.
  *
  * Start-up: settings -> handle table -> GPUs and RDMA NICs -> progress
- * thread -> socket -> READY.  Shut-down (SIGTERM/SIGINT): STOPPING ->
- * stop accepting -> goodbye to every client -> stop the progress thread
- * -> free clients and regions -> GPUs and NICs.  SIGHUP re-reads the
- * config file.
+ * thread -> registration thread -> socket -> READY.  Shut-down
+ * (SIGTERM/SIGINT): STOPPING -> stop accepting -> goodbye to every client
+ * -> stop the registration thread (queued registrations cancelled and
+ * released) -> stop the progress thread -> free clients and regions ->
+ * GPUs and NICs.  SIGHUP re-reads the config file.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -28,6 +29,7 @@
 #include "peer/peer.h"
 #include "engine/progress.h"
 #include "mem/rcache.h"
+#include "mem/regworker.h"
 #include "transport/rdma_dev.h"
 #include "mem/region.h"
 #include "common/rendezvous.h"
@@ -345,6 +347,12 @@ int main(int argc, char **argv)
 		fatalx("cannot set up links");
 	if (progress_start(d->progress))
 		fatalx("cannot start the progress thread");
+	/* XFERD_TEST_REG_DELAY_MS: a test hook (regworker.h), unset in use. */
+	const char *delay = getenv("XFERD_TEST_REG_DELAY_MS");
+	d->regworker = regworker_create(d->base,
+					delay ? (unsigned)atoi(delay) : 0);
+	if (!d->regworker)
+		fatal("cannot start the registration thread");
 
 	/* Peers before the client socket: tokens carry our addresses. */
 	if (peers_create(d, &d->peers))
@@ -371,6 +379,8 @@ int main(int argc, char **argv)
 
 	listener_close(rt.listener);
 	client_goodbye_all(d, "xferd is shutting down");
+	/* Before anything a registration holds (regions, cache, NICs). */
+	regworker_destroy(d->regworker);
 	/* The progress thread first: its links write the peers' counters. */
 	progress_destroy(d->progress);
 	peers_destroy(d->peers);

@@ -22,6 +22,7 @@ struct client;
 struct peers;
 struct names;
 struct rcache;
+struct regworker;
 
 #define XFERD_VERSION "0.1.0"
 
@@ -41,6 +42,7 @@ struct xferd {
 	struct peers *peers;        /* other xferds (peer.h) */
 	struct names *names;        /* published tokens (names.h) */
 	struct rcache *rcache;      /* imports of GPU memory (rcache.h) */
+	struct regworker *regworker; /* the registration thread (regworker.h) */
 	struct client_list clients;
 	uint32_t nclients;          /* attached, not yet dropped */
 	uint64_t next_client_id;

@@ -11,7 +11,8 @@
  * buffer at the same address gets a new entry, not a stale import.  A
  * client's entries go when its regions go (dereg, disconnect).
  *
- * Thread-safe: imports are made on the main thread, the last reference
+ * Thread-safe: imports and registrations are made on the registration
+ * thread (regworker.h), looked up from the main thread, the last reference
  * may be dropped on the progress thread.  The lock is a leaf lock; the
  * release callback runs outside it.
  */

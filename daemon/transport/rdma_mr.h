@@ -2,7 +2,8 @@
  * rdma_mr.h - host memory registered with this node's RDMA NICs.
  *
  * A memfd region is registered whole, from xferd's own mapping, on every
- * RDMA device, once, when the client registers it: both ends of an RDMA
+ * RDMA device, once, when the client registers it (on the registration
+ * thread, mem/regworker.h, while the client waits): both ends of an RDMA
  * transfer need it (the initiator's lkey, the owner's rkey), and the
  * owner hands out rkeys when another xferd checks a token, before any
  * transfer.  The registration is an entry of the registration cache

@@ -22,5 +22,6 @@ Suite *rdma_dev_suite(void);
 Suite *path_suite(void);
 Suite *staging_suite(void);
 Suite *common_suite(void);
+Suite *regworker_suite(void);
 
 #endif /* XFER_UNIT_SUITES_H */
