@@ -50,6 +50,19 @@ pack() {
 	cp /usr/include/protobuf-c/protobuf-c.h "$CARRY/include/protobuf-c/"
 	cp "$libdir/libprotobuf-c.a" "$CARRY/lib/"
 	cp build/gen/*.pb-c.[ch] "$CARRY/gen/"
+	# uthash (headers only); xferctl's json-c (static) and libsmartcols
+	# (headers, and its shared library to link against: the GPU machine
+	# has libsmartcols.so.1 at run time, util-linux needs it).
+	cp /usr/include/ut*.h "$CARRY/include/" 2>/dev/null
+	rm -f "$CARRY"/include/utmp*.h "$CARRY/include/utime.h"
+	[ -f "$CARRY/include/uthash.h" ] || die "no uthash.h (make deps)"
+	mkdir -p "$CARRY/include/json-c" "$CARRY/include/libsmartcols"
+	cp /usr/include/json-c/*.h "$CARRY/include/json-c/"
+	cp /usr/include/libsmartcols/libsmartcols.h "$CARRY/include/libsmartcols/"
+	cp "$libdir/libjson-c.a" "$CARRY/lib/" ||
+		die "no libjson-c.a (make deps)"
+	cp -L "$libdir/libsmartcols.so" "$CARRY/lib/libsmartcols.so" ||
+		die "no libsmartcols.so (make deps)"
 	sha256sum proto/*.proto >"$CARRY/proto.sha256"
 	echo "packed $(du -sh "$CARRY" | cut -f1) into $CARRY;" \
 		"carry build/device-carry to the GPU machine"
@@ -99,7 +112,9 @@ build() {
 	CPPFLAGS="-I$CARRY/include" LDFLAGS="-L$CARRY/lib" \
 		make --no-print-directory -j"$(nproc)" BUILD="$BUILD" \
 		PROTOC=false DEPS_BUILD= DEPS_TEST= DEPS_BENCH= DEPS_RDMA= DEPS_PYTHON= \
-		EXTRA_DEPS= $targets >"$TMP/build.log" 2>&1
+		EXTRA_DEPS= XFERCTL_CFLAGS="-I$CARRY/include/libsmartcols" \
+		XFERCTL_LIBS="-lsmartcols -l:libjson-c.a" \
+		$targets >"$TMP/build.log" 2>&1
 	local rc=$?
 	if [ $rc -ne 0 ]; then
 		tail -n 60 "$TMP/build.log"
