@@ -47,3 +47,31 @@ def test_kv_connector_on_gpu(daemon):
                         "kv_connector.py"), "--device", "cuda"],
                        env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+EXPANDABLE = r"""
+import sys, torch, xferd
+sock = sys.argv[1]
+with xferd.Context(sock) as c1, xferd.Context(sock) as c2:
+    a = torch.randint(0, 255, (8 << 20,), dtype=torch.uint8, device="cuda")
+    b = torch.zeros_like(a)
+    torch.cuda.synchronize()
+    ra, rb = c1.register(a), c2.register(b)
+    req = c1.write(ra, c1.import_token(rb.export()))
+    req.wait(10)
+    assert req.path == "cuda-ipc", req.path
+    assert torch.equal(a, b)
+    print("ok", torch.cuda.memory_snapshot()[0].get("segment_type", "?"))
+"""
+
+
+def test_expandable_segments(daemon):
+    # PyTorch's expandable segments are CUDA VMM memory: libxfer passes
+    # xferd a POSIX fd, not a legacy IPC handle.  The allocator reads its
+    # configuration when CUDA starts: a process of its own.
+    env = dict(os.environ,
+               PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True")
+    p = subprocess.run([sys.executable, "-c", EXPANDABLE, daemon.socket],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.startswith("ok")
