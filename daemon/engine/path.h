@@ -13,8 +13,8 @@
  * Whether and when a descriptor's notification goes out is the other
  * decision made here (notify_choose()), for the same reason.
  *
- * Pure functions of their arguments: tests/unit/test_path.c walks every
- * combination.
+ * Pure functions of their arguments, inline below (they run for every
+ * descriptor): tests/unit/test_path.c walks every combination.
  */
 #ifndef XFERD_PATH_H
 #define XFERD_PATH_H
@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "mem/region.h"
+#include "xfer_ring.h"
 
 struct xfer_sqe;
 
@@ -50,14 +51,14 @@ enum path_route {
 	ROUTE_UNREACHABLE,  /* another node, and no links: -EHOSTUNREACH */
 };
 
-enum path_route path_choose(const struct path_facts *f);
+static inline enum path_route path_choose(const struct path_facts *f);
 const char *path_route_name(enum path_route route);
 
 /*
  * Does the SQE ask for a notification of its target's owner?  Only the
  * last entry of a batch notifies (the whole batch's bytes then landed).
  */
-bool notify_wanted(const struct xfer_sqe *sqe);
+static inline bool notify_wanted(const struct xfer_sqe *sqe);
 
 enum notify_when {
 	NOTIFY_NONE,        /* nobody is notified */
@@ -75,7 +76,71 @@ enum notify_when {
  * side has sent them; so does one behind other entries, whose frames may
  * still be queued behind this one.
  */
-enum notify_when notify_choose(const struct xfer_sqe *sqe, bool remote,
-			       bool batch_pending);
+static inline enum notify_when notify_choose(const struct xfer_sqe *sqe,
+					     bool remote, bool batch_pending);
+
+/* --- the decisions, inline: they run for every descriptor --- */
+
+static inline bool is_host(enum region_kind k)
+{
+	return k == REGION_MEMFD || k == REGION_CMA;
+}
+
+/* Both ends on this node. */
+static inline enum path_route same_node(const struct path_facts *f)
+{
+	if (f->local == REGION_MEMFD && f->target == REGION_MEMFD)
+		return ROUTE_MEMCPY;
+	if (is_host(f->local) && is_host(f->target))
+		return ROUTE_CMA;
+	/* GPU memory at one end at least.  The copy engines reach GPU
+	 * memory and host memory xferd has mapped and pinned (memfd); host
+	 * memory of another process (CMA) they cannot reach. */
+	if (!f->gpus || f->local == REGION_CMA || f->target == REGION_CMA)
+		return ROUTE_NOTSUP;
+	return ROUTE_GPU;
+}
+
+/* The target is another xferd's region. */
+static inline enum path_route other_node(const struct path_facts *f)
+{
+	if (!f->links)
+		return ROUTE_UNREACHABLE;
+	if (f->opcode == XFER_OP_NOTIFY)
+		return ROUTE_LINK;
+	/* GPU memory at either end goes through pinned staging chunks (a
+	 * D2H copy before the link, an H2D copy after it); that needs GPUs
+	 * here.  The owner's side decides for its own memory: it stages
+	 * when it has GPUs, else refuses that descriptor (-ENOTSUP). */
+	if (f->local == REGION_CUDA)
+		return f->gpus ? ROUTE_LINK_STAGED : ROUTE_NOTSUP;
+	if (f->owner_mem == REGION_CUDA)
+		return ROUTE_LINK_STAGED;
+	return f->rdma ? ROUTE_RDMA : ROUTE_LINK;
+}
+
+static inline enum path_route path_choose(const struct path_facts *f)
+{
+	return f->target == REGION_REMOTE ? other_node(f) : same_node(f);
+}
+
+static inline bool notify_wanted(const struct xfer_sqe *sqe)
+{
+	return !(sqe->flags & XFER_SQE_F_LINK) &&
+	       (sqe->opcode == XFER_OP_NOTIFY ||
+		(sqe->flags & XFER_SQE_F_NOTIFY));
+}
+
+static inline enum notify_when notify_choose(const struct xfer_sqe *sqe,
+					     bool remote, bool batch_pending)
+{
+	if (!notify_wanted(sqe))
+		return NOTIFY_NONE;
+	if (!remote)
+		return batch_pending ? NOTIFY_AFTER_BATCH : NOTIFY_NOW;
+	if (batch_pending || sqe->opcode == XFER_OP_READ)
+		return NOTIFY_AFTER_BATCH;
+	return NOTIFY_WITH_DATA;
+}
 
 #endif /* XFERD_PATH_H */

@@ -568,13 +568,16 @@ static bool transports_need_loop(const struct progress *p)
 /* Let the transports run; true if they did anything. */
 static bool poll_net(struct progress *p, bool busy)
 {
-	uint64_t now = now_ns();
 	bool any = false;
 
+	/* Nothing out and no link: nothing to poll (a node that only
+	 * copies locally pays nothing here). */
+	if (!p->async_ops && !transports_need_loop(p))
+		return false;
 	/* Links, and operations waiting for one (their deadlines, the
 	 * reaping of failed links) need the event loop to run. */
-	if ((transports_need_loop(p) || p->async_ops) &&
-	    (!busy || now - p->last_net_poll_ns >= NET_POLL_NS)) {
+	uint64_t now = now_ns();
+	if (!busy || now - p->last_net_poll_ns >= NET_POLL_NS) {
 		p->last_net_poll_ns = now;
 		event_base_loop(p->base, EVLOOP_NONBLOCK);
 	}
