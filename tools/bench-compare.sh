@@ -84,8 +84,6 @@ report=$(awk '
 		return (m % 2) ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
 	}
 	END {
-		print "| benchmark | before | after | after/before |"
-		print "|---|---|---|---|"
 		for (key in keys) {
 			o = median("old", key); w = median("new", key)
 			if (o == "" || w == "") continue
@@ -93,5 +91,7 @@ report=$(awk '
 				w, unit[key], (o > 0 ? w / o : 0)
 		}
 	}' "$TMP/all.res" | sort)
+report=$(printf '%s\n%s\n%s' "| benchmark | before | after | after/before |" \
+	"|---|---|---|---|" "$report")
 echo "$report"
 echo "$report" >"$(dirname "$NEW")/compare.md"
