@@ -342,6 +342,10 @@ int main(int argc, char **argv)
 				 EV_READ | EV_PERSIST, on_notice, &rt);
 	if (!rt.ev_notice || event_add(rt.ev_notice, NULL))
 		fatalx("cannot watch progress notices");
+	/* A failure is logged there; GPU memory then meets only GPU and
+	 * memfd memory on this node. */
+	(void)progress_enable_staging(d->progress, d->cfg.staging_mb,
+				      d->cfg.tcp_chunk);
 	struct transport_cfg net = net_cfg(d);
 	if (progress_enable_net(d->progress, &net, d->cfg.op_timeout_ms))
 		fatalx("cannot set up links");

@@ -19,9 +19,13 @@ static enum path_route same_node(const struct path_facts *f)
 		return ROUTE_CMA;
 	/* GPU memory at one end at least.  The copy engines reach GPU
 	 * memory and host memory xferd has mapped and pinned (memfd); host
-	 * memory of another process (CMA) they cannot reach. */
-	if (!f->gpus || f->local == REGION_CMA || f->target == REGION_CMA)
+	 * memory of another process (CMA) they cannot reach: its bytes go
+	 * through a pinned staging chunk, CMA on one side of it and a GPU
+	 * copy on the other. */
+	if (!f->gpus)
 		return ROUTE_NOTSUP;
+	if (f->local == REGION_CMA || f->target == REGION_CMA)
+		return ROUTE_GPU_STAGED;
 	return ROUTE_GPU;
 }
 
@@ -54,6 +58,7 @@ const char *path_route_name(enum path_route route)
 	case ROUTE_MEMCPY: return "memcpy";
 	case ROUTE_CMA: return "cma";
 	case ROUTE_GPU: return "gpu";
+	case ROUTE_GPU_STAGED: return "gpu-staged";
 	case ROUTE_RDMA: return "rdma";
 	case ROUTE_LINK: return "link";
 	case ROUTE_LINK_STAGED: return "link-staged";

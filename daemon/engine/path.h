@@ -42,6 +42,9 @@ enum path_route {
 	ROUTE_MEMCPY = 1,   /* same node: memcpy between xferd's mappings */
 	ROUTE_CMA,          /* same node: process_vm_readv/writev */
 	ROUTE_GPU,          /* same node: a copy on xferd's CUDA streams */
+	ROUTE_GPU_STAGED,   /* same node, GPU memory and xfer_reg'd host
+			     * memory: CMA and GPU copies meet in pinned
+			     * staging chunks (engine/path_staged.c) */
 	ROUTE_RDMA,         /* other node: one-sided RDMA */
 	ROUTE_LINK,         /* other node: streamed on the TCP link */
 	ROUTE_LINK_STAGED,  /* other node, GPU memory at an end: through
