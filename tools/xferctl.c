@@ -150,6 +150,22 @@ static void print_status_text(const Xfer__Ctl__CtlMsg *r)
 			 st->staging_none && *st->staging_none
 				 ? st->staging_none : "no GPUs");
 	}
+	const Xfer__Ctl__RcacheStats *rc = st->rcache;
+	if (rc) {
+		char ent[32] = "no entry limit", byt[48] = "no byte limit";
+		if (rc->max_entries)
+			snprintf(ent, sizeof(ent), "%" PRIu32 " entries",
+				 rc->max_entries);
+		if (rc->max_bytes)
+			fmt_bytes(byt, sizeof(byt), rc->max_bytes);
+		table_kv(&kv, "rcache", "%" PRIu32 " entries (%" PRIu32
+			 " unused), %s", rc->entries, rc->unused,
+			 fmt_bytes(b, sizeof(b), rc->bytes));
+		table_kv(&kv, "rcache lookups", "%" PRIu64 " hits, %" PRIu64
+			 " misses, %" PRIu64 " evictions", rc->hits,
+			 rc->misses, rc->evictions);
+		table_kv(&kv, "rcache limits", "%s, %s", ent, byt);
+	}
 	table_print(&kv);
 	if (st->n_paths == 0)
 		return;
@@ -211,6 +227,19 @@ static void print_status_json(const Xfer__Ctl__CtlMsg *r)
 		jv_set(o, "staging_none",
 		       jv_str(st->staging_none && *st->staging_none
 				      ? st->staging_none : "no GPUs"));
+	}
+	if (st->rcache) {
+		const Xfer__Ctl__RcacheStats *rc = st->rcache;
+		json_object *c = jv_obj();
+		jv_set(c, "entries", jv_u64(rc->entries));
+		jv_set(c, "unused", jv_u64(rc->unused));
+		jv_set(c, "bytes", jv_u64(rc->bytes));
+		jv_set(c, "hits", jv_u64(rc->hits));
+		jv_set(c, "misses", jv_u64(rc->misses));
+		jv_set(c, "evictions", jv_u64(rc->evictions));
+		jv_set(c, "max_entries", jv_u64(rc->max_entries));
+		jv_set(c, "max_bytes", jv_u64(rc->max_bytes));
+		jv_set(o, "rcache", c);
 	}
 	for (size_t i = 0; i < st->n_paths; i++) {
 		json_object *p = jv_obj();

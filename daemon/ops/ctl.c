@@ -133,6 +133,8 @@ static int reply_status(struct ctl_conn *cc)
 	Xfer__Ctl__StagingHalf sh[2] = { XFER__CTL__STAGING_HALF__INIT,
 					 XFER__CTL__STAGING_HALF__INIT };
 	struct staging_stats ss;
+	Xfer__Ctl__RcacheStats rs = XFER__CTL__RCACHE_STATS__INIT;
+	struct rcache_stats rcs;
 	struct regtab_counts counts;
 	size_t npaths = 0;
 
@@ -152,6 +154,16 @@ static int reply_status(struct ctl_conn *cc)
 		st.staging_none = (char *)(gpu_count() > 0 ? "no memory"
 							   : "no GPUs");
 	}
+	rcache_get_stats(d->rcache, &rcs);
+	rs.entries = rcs.entries;
+	rs.unused = rcs.unused;
+	rs.bytes = rcs.bytes;
+	rs.hits = rcs.hits;
+	rs.misses = rcs.misses;
+	rs.evictions = rcs.evictions;
+	rs.max_entries = rcs.max_entries;
+	rs.max_bytes = rcs.max_bytes;
+	st.rcache = &rs;
 	st.version = (char *)XFERD_VERSION;
 	st.instance_id.data = d->instance_id;
 	st.instance_id.len = sizeof(d->instance_id);
