@@ -14,6 +14,7 @@ static const char *const path_names[] = {
 	[XFER_PATH_RDMA_STAGED] = "rdma-staged",
 	[XFER_PATH_TCP] = "tcp",
 	[XFER_PATH_TCP_STAGED] = "tcp-staged",
+	[XFER_PATH_CUDA_STAGED] = "cuda-staged",
 };
 /* A new path gets its name here before it can be used. */
 _Static_assert(sizeof(path_names) / sizeof(path_names[0]) == XFER_PATH__COUNT,

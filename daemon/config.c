@@ -29,6 +29,8 @@ void config_defaults(struct xferd_config *cfg)
 		.max_clients = 1024,
 		.max_handles = 65536,
 		.max_region_bytes = 1ull << 40,
+		.rcache_max_entries = 4096,
+		.rcache_max_bytes = 0,
 		.listen = "*:7474",
 		.keepalive_ms = 1000,
 		.peer_timeout_ms = 5000,
@@ -149,6 +151,17 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 				    "max_region_bytes: '%s' is not a size > 0 (e.g. 64G)",
 				    value);
 		c.max_region_bytes = v;
+	} else if (strcmp(key, "rcache_max_entries") == 0) {
+		/* 0: no limit. */
+		rc = parse_u32(key, value, 0, 1u << 24, &c.rcache_max_entries,
+			       err, errlen);
+	} else if (strcmp(key, "rcache_max_bytes") == 0) {
+		uint64_t v;
+		if (config_parse_size(value, &v))
+			return fail(err, errlen,
+				    "rcache_max_bytes: '%s' is not a size (e.g. "
+				    "64G; 0: no limit)", value);
+		c.rcache_max_bytes = v;
 	} else if (strcmp(key, "listen") == 0) {
 		char host[CONFIG_HOST_MAX];
 		uint16_t port;

@@ -30,6 +30,9 @@ struct xferd_config {
 	uint32_t max_clients;
 	uint32_t max_handles;      /* regions + imports per client */
 	uint64_t max_region_bytes;
+	/* The registration cache's limits (mem/rcache.h); 0: none. */
+	uint32_t rcache_max_entries;
+	uint64_t rcache_max_bytes;
 
 	/* other nodes */
 	char listen[CONFIG_HOST_MAX];   /* "*:7474", "ADDR:PORT" or "off" */

@@ -252,6 +252,8 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 		*cur = cfg;
 		log_set_level(cfg.log_level);
 		progress_set_spin(rt->d.progress, cfg.spin_us);
+		rcache_set_limits(rt->d.rcache, cfg.rcache_max_entries,
+				  cfg.rcache_max_bytes);
 		struct transport_cfg net = net_cfg(&rt->d);
 		progress_net_cfg(rt->d.progress, &net, cfg.op_timeout_ms);
 		peers_reload(rt->d.peers);
@@ -334,6 +336,8 @@ int main(int argc, char **argv)
 	d->rcache = rcache_create();
 	if (!d->rcache)
 		fatalx("out of memory");
+	rcache_set_limits(d->rcache, d->cfg.rcache_max_entries,
+			  d->cfg.rcache_max_bytes);
 	d->progress = progress_create(d->regs, d->cfg.spin_us,
 				      d->cfg.progress_cpu);
 	if (!d->progress)
@@ -342,6 +346,10 @@ int main(int argc, char **argv)
 				 EV_READ | EV_PERSIST, on_notice, &rt);
 	if (!rt.ev_notice || event_add(rt.ev_notice, NULL))
 		fatalx("cannot watch progress notices");
+	/* A failure is logged there; GPU memory then meets only GPU and
+	 * memfd memory on this node. */
+	(void)progress_enable_staging(d->progress, d->cfg.staging_mb,
+				      d->cfg.tcp_chunk);
 	struct transport_cfg net = net_cfg(d);
 	if (progress_enable_net(d->progress, &net, d->cfg.op_timeout_ms))
 		fatalx("cannot set up links");

@@ -64,6 +64,9 @@ enum xfer_path {
 	/* other node, GPU memory at one end at least: copied through
 	 * xferd's pinned staging chunks and streamed over the link */
 	XFER_PATH_TCP_STAGED = 7,
+	/* same node, GPU memory and xfer_reg'd host memory: through xferd's
+	 * pinned staging chunks (CMA on one side, a CUDA copy on the other) */
+	XFER_PATH_CUDA_STAGED = 8,
 	XFER_PATH__COUNT
 };
 

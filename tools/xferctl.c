@@ -129,6 +129,43 @@ static void print_status_text(const Xfer__Ctl__CtlMsg *r)
 	table_kv(&kv, "bytes moved", "%s",
 		 fmt_bytes(b, sizeof(b), st->bytes_moved));
 	table_kv(&kv, "rss", "%s", fmt_bytes(b, sizeof(b), st->rss_bytes));
+	const Xfer__Ctl__StagingPool *sp = st->staging;
+	if (sp && sp->send && sp->recv) {
+		const Xfer__Ctl__StagingHalf *h[2] = { sp->send, sp->recv };
+		static const char *const key[2] = { "staging send",
+						    "staging recv" };
+		table_kv(&kv, "staging", "%s chunks, %" PRIu32 " of %" PRIu32
+			 " in use, %" PRIu32 " waiting",
+			 fmt_bytes(b, sizeof(b), sp->chunk_bytes),
+			 h[0]->in_use + h[1]->in_use,
+			 h[0]->chunks + h[1]->chunks,
+			 h[0]->waiting + h[1]->waiting);
+		for (int i = 0; i < 2; i++)
+			table_kv(&kv, key[i], "%" PRIu32 " of %" PRIu32
+				 " in use, %" PRIu32 " waiting", h[i]->in_use,
+				 h[i]->chunks, h[i]->waiting);
+		table_kv(&kv, "staging waits", "%" PRIu64, sp->waits);
+	} else {
+		table_kv(&kv, "staging", "none (%s)",
+			 st->staging_none && *st->staging_none
+				 ? st->staging_none : "no GPUs");
+	}
+	const Xfer__Ctl__RcacheStats *rc = st->rcache;
+	if (rc) {
+		char ent[32] = "no entry limit", byt[48] = "no byte limit";
+		if (rc->max_entries)
+			snprintf(ent, sizeof(ent), "%" PRIu32 " entries",
+				 rc->max_entries);
+		if (rc->max_bytes)
+			fmt_bytes(byt, sizeof(byt), rc->max_bytes);
+		table_kv(&kv, "rcache", "%" PRIu32 " entries (%" PRIu32
+			 " unused), %s", rc->entries, rc->unused,
+			 fmt_bytes(b, sizeof(b), rc->bytes));
+		table_kv(&kv, "rcache lookups", "%" PRIu64 " hits, %" PRIu64
+			 " misses, %" PRIu64 " evictions", rc->hits,
+			 rc->misses, rc->evictions);
+		table_kv(&kv, "rcache limits", "%s, %s", ent, byt);
+	}
 	table_print(&kv);
 	if (st->n_paths == 0)
 		return;
@@ -167,6 +204,43 @@ static void print_status_json(const Xfer__Ctl__CtlMsg *r)
 	jv_set(o, "ops_failed", jv_u64(st->ops_failed));
 	jv_set(o, "bytes_moved", jv_u64(st->bytes_moved));
 	jv_set(o, "rss_bytes", jv_u64(st->rss_bytes));
+	const Xfer__Ctl__StagingPool *sp = st->staging;
+	if (sp && sp->send && sp->recv) {
+		const Xfer__Ctl__StagingHalf *h[2] = { sp->send, sp->recv };
+		static const char *const key[2] = { "send", "recv" };
+		json_object *s = jv_obj();
+		jv_set(s, "chunk_bytes", jv_u64(sp->chunk_bytes));
+		jv_set(s, "chunks", jv_u64(h[0]->chunks + h[1]->chunks));
+		jv_set(s, "in_use", jv_u64(h[0]->in_use + h[1]->in_use));
+		jv_set(s, "waiting", jv_u64(h[0]->waiting + h[1]->waiting));
+		jv_set(s, "waits", jv_u64(sp->waits));
+		for (int i = 0; i < 2; i++) {
+			json_object *half = jv_obj();
+			jv_set(half, "chunks", jv_u64(h[i]->chunks));
+			jv_set(half, "in_use", jv_u64(h[i]->in_use));
+			jv_set(half, "waiting", jv_u64(h[i]->waiting));
+			jv_set(s, key[i], half);
+		}
+		jv_set(o, "staging", s);
+	} else {
+		jv_set(o, "staging", NULL);
+		jv_set(o, "staging_none",
+		       jv_str(st->staging_none && *st->staging_none
+				      ? st->staging_none : "no GPUs"));
+	}
+	if (st->rcache) {
+		const Xfer__Ctl__RcacheStats *rc = st->rcache;
+		json_object *c = jv_obj();
+		jv_set(c, "entries", jv_u64(rc->entries));
+		jv_set(c, "unused", jv_u64(rc->unused));
+		jv_set(c, "bytes", jv_u64(rc->bytes));
+		jv_set(c, "hits", jv_u64(rc->hits));
+		jv_set(c, "misses", jv_u64(rc->misses));
+		jv_set(c, "evictions", jv_u64(rc->evictions));
+		jv_set(c, "max_entries", jv_u64(rc->max_entries));
+		jv_set(c, "max_bytes", jv_u64(rc->max_bytes));
+		jv_set(o, "rcache", c);
+	}
 	for (size_t i = 0; i < st->n_paths; i++) {
 		json_object *p = jv_obj();
 		jv_set(p, "path", jv_str(st->paths[i]->path));

@@ -18,6 +18,7 @@
 
 #include "gpu/gpu.h"
 #include "engine/path.h"
+#include "engine/path_staged.h"
 #include "engine/progress_int.h"
 #include "engine/xop.h"
 
@@ -469,6 +470,51 @@ static int64_t go_gpu(struct progress *p, struct prog_client *pc,
 	return 0;
 }
 
+/*
+ * GPU memory and xfer_reg'd host memory on this node: through staging
+ * chunks (path_staged.c), one operation per descriptor that ends when
+ * its last chunk did.
+ */
+static int64_t go_gpu_staged(struct progress *p, struct prog_client *pc,
+			     const struct xfer_sqe *sqe, struct region *local,
+			     uint64_t loff, struct region *remote,
+			     uint64_t roff, bool *async)
+{
+	if (!p->gpu || !p->staging)
+		return -ENOTSUP;
+	if (sqe->len == 0)
+		return 0;
+	struct abatch *ab = batch_async(pc);
+	if (!ab)
+		return -ENOMEM;
+	struct xop *op = exec_xop_get(p);
+	if (!op)
+		return -ENOMEM;
+	region_get(local);
+	region_get(remote);
+	*op = (struct xop){
+		.pc = pc,
+		.batch = ab,
+		.opcode = sqe->opcode,
+		.local = local,
+		.remote = remote,
+		.len = sqe->len,
+	};
+	ab->pending++;
+	progress_op_started(p);
+	int err = lstage_submit(p, op, loff, roff);
+	if (err) {
+		ab->pending--;
+		progress_op_ended(p);
+		region_put(local);
+		region_put(remote);
+		exec_xop_put(p, op);
+		return err;
+	}
+	*async = true;
+	return 0;
+}
+
 /* --- executing one descriptor --- */
 
 /* The facts path_choose() decides on, for a descriptor between local
@@ -522,6 +568,10 @@ static int64_t exec_copy(struct progress *p, struct prog_client *pc,
 	case ROUTE_GPU:
 		*target = remote;  /* notified once the copy is done */
 		return go_gpu(p, pc, sqe, local, loff, remote, roff, async);
+	case ROUTE_GPU_STAGED:
+		*target = remote;  /* notified once every chunk is done */
+		return go_gpu_staged(p, pc, sqe, local, loff, remote, roff,
+				     async);
 	case ROUTE_MEMCPY:
 	case ROUTE_CMA:
 		break;
@@ -662,6 +712,7 @@ void exec_cancel_client(struct progress *p, struct prog_client *pc)
 	exec_run_deferred(p);
 	for (int i = 0; i < p->ntransports; i++)
 		p->transports[i].ops->cancel_client(p->transports[i].impl, pc);
+	lstage_cancel_client(p, pc);
 	/* A batch left open (its last SQE never came) ends with nothing
 	 * out any more: drop it without a completion. */
 	struct abatch *ab = pc->batch.ab;

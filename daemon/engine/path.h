@@ -43,6 +43,9 @@ enum path_route {
 	ROUTE_MEMCPY = 1,   /* same node: memcpy between xferd's mappings */
 	ROUTE_CMA,          /* same node: process_vm_readv/writev */
 	ROUTE_GPU,          /* same node: a copy on xferd's CUDA streams */
+	ROUTE_GPU_STAGED,   /* same node, GPU memory and xfer_reg'd host
+			     * memory: CMA and GPU copies meet in pinned
+			     * staging chunks (engine/path_staged.c) */
 	ROUTE_RDMA,         /* other node: one-sided RDMA */
 	ROUTE_LINK,         /* other node: streamed on the TCP link */
 	ROUTE_LINK_STAGED,  /* other node, GPU memory at an end: through
@@ -95,9 +98,13 @@ static inline enum path_route same_node(const struct path_facts *f)
 		return ROUTE_CMA;
 	/* GPU memory at one end at least.  The copy engines reach GPU
 	 * memory and host memory xferd has mapped and pinned (memfd); host
-	 * memory of another process (CMA) they cannot reach. */
-	if (!f->gpus || f->local == REGION_CMA || f->target == REGION_CMA)
+	 * memory of another process (CMA) they cannot reach: its bytes go
+	 * through a pinned staging chunk, CMA on one side of it and a GPU
+	 * copy on the other. */
+	if (!f->gpus)
 		return ROUTE_NOTSUP;
+	if (f->local == REGION_CMA || f->target == REGION_CMA)
+		return ROUTE_GPU_STAGED;
 	return ROUTE_GPU;
 }
 

@@ -16,6 +16,7 @@
 
 #include "gpu/gpu.h"
 #include "mem/staging.h"
+#include "engine/path_staged.h"
 #include "engine/progress_int.h"
 #include "engine/xop.h"
 #include "peer.pb-c.h"
@@ -641,6 +642,7 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 	atomic_init(&p->spin_us, spin_us);
 	p->cmds_tail = &p->cmds;
 	TAILQ_INIT(&p->exec.deferred);
+	TAILQ_INIT(&p->exec.lstages);
 	pthread_mutex_init(&p->lock, NULL);
 	p->doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (p->doorbell < 0)
@@ -704,19 +706,9 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 	p->ev_expire = event_new(p->base, -1, EV_PERSIST, on_expire, p);
 	if (!p->links || !p->ev_expire)
 		return -ENOMEM;
-	/* GPU memory to other nodes goes through pinned staging chunks of
-	 * one frame each; without GPUs there is nothing to stage. */
-	if (p->gpu) {
-		uint32_t chunk = (cfg->tcp_chunk + 4095u) & ~4095u;
-		p->staging = staging_create((uint64_t)cfg->staging_mb << 20,
-					    chunk, true);
-		if (p->staging)
-			tcp_set_staging(p->links, p->staging, p->gpu);
-		else
-			log_warnx("no staging memory (staging_mb %u): GPU "
-				  "memory will not reach other nodes",
-				  cfg->staging_mb);
-	}
+	/* GPU memory to other nodes goes through the staging chunks too. */
+	if (p->staging)
+		tcp_set_staging(p->links, p->staging, p->gpu);
 	/* NULL without RDMA rails: then TCP moves everything. */
 	p->rdma = rdma_create(p->base, p->links, &rcfg, &hooks);
 	if (p->rdma)
@@ -726,6 +718,31 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 		&tcp_transport_ops, p->links, ROUTE_LINK };
 	p->exec.op_timeout_ms = op_timeout_ms;
 	return 0;
+}
+
+int progress_enable_staging(struct progress *p, uint32_t staging_mb,
+			    uint32_t chunk)
+{
+	/* Without GPUs there is nothing to stage. */
+	if (!p->gpu)
+		return 0;
+	chunk = (chunk + 4095u) & ~4095u;
+	p->staging = staging_create((uint64_t)staging_mb << 20, chunk, true);
+	if (!p->staging) {
+		log_warnx("no staging memory (staging_mb %u): GPU memory will "
+			  "not reach other nodes nor xfer_reg'd memory",
+			  staging_mb);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+bool progress_staging_stats(const struct progress *p,
+			    struct staging_stats *out)
+{
+	/* Set before the thread starts, never changed: no lock. */
+	staging_get_stats(p->staging, out);
+	return p->staging != NULL;
 }
 
 int progress_start(struct progress *p)
@@ -751,6 +768,7 @@ void progress_destroy(struct progress *p)
 	/* RDMA first: the links it sends on outlive it, and the links'
 	 * last reports (link down) must find it gone, not freed. */
 	exec_run_deferred(p);
+	lstage_cancel_client(p, NULL);
 	/* Forgotten before they go: what they report while going (link
 	 * down) must not reach one already freed. */
 	struct transport gone[TRANSPORTS_MAX];

@@ -104,6 +104,18 @@ struct progress;
 
 struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 				 int cpu);
+/*
+ * Before progress_enable_net: the pinned staging pool (staging_mb MiB in
+ * chunks of chunk bytes, mem/staging.h) where GPU memory meets links and
+ * xfer_reg'd memory; only with GPUs (0 and no pool without).  -ENOMEM:
+ * none could be had (logged; those descriptors then get -ENOTSUP).
+ */
+int progress_enable_staging(struct progress *p, uint32_t staging_mb,
+			    uint32_t chunk);
+struct staging_stats;
+/* For ctl, from any thread: false (and zeros) when there is no pool. */
+bool progress_staging_stats(const struct progress *p,
+			    struct staging_stats *out);
 /* Before progress_start: serve links to other xferds too, and RDMA
  * over the rails rdma_dev_open_all() found (if any). */
 int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,

@@ -33,6 +33,8 @@ struct exec_state {
 	struct local_staging staging; /* CMA -> CMA bounce buffer */
 	struct path_stats paths;   /* read by ctl from the main thread */
 	struct xop_list deferred;  /* to submit after this pass */
+	/* Same-node descriptors going through staging (path_staged.c). */
+	TAILQ_HEAD(lstage_list, lstage) lstages;
 	struct xop *xop_cache;     /* ended operations, for reuse */
 	unsigned nxop_cache;
 	uint32_t op_timeout_ms;    /* set by commands from main */
@@ -67,8 +69,8 @@ struct progress {
 	struct transport transports[TRANSPORTS_MAX];
 	int ntransports;
 	struct gpu_copies *gpu;    /* NULL: no GPUs */
-	/* Pinned chunks for GPU memory to and from other nodes (NULL: no
-	 * GPUs or no links); outlives the links and the GPU copies. */
+	/* Pinned chunks where GPU memory meets the links and xfer_reg'd
+	 * memory (NULL: no GPUs); outlives the links and the GPU copies. */
 	struct staging_pool *staging;
 	uint64_t async_ops;        /* operations out on links */
 	uint64_t last_net_poll_ns;

@@ -341,6 +341,7 @@ int gpu_import(struct rcache *rc, uint64_t client,
 	}
 	im->e.key = key;
 	im->e.release = import_release;
+	im->e.bytes = d->size;
 	im->size = d->size;
 	im->vmm = d->vmm;
 	im->dev = dev_by_uuid(d->uuid);
@@ -401,6 +402,7 @@ int gpu_import_on(struct rcache *rc, uint64_t client,
 			return -ENOMEM;
 		im->e.key = key;
 		im->e.release = import_release;
+		im->e.bytes = d->size;
 		im->size = d->size;
 		im->dev = accessor;
 		gpu_set_current(accessor);

@@ -30,6 +30,7 @@ struct staging_pool {
 		struct waiter_list waiters;
 		uint32_t total;
 		_Atomic uint32_t nfree;     /* read by ctl */
+		_Atomic uint32_t nwaiting;  /* read by ctl */
 	} half[2];
 	_Atomic uint64_t waits;
 };
@@ -66,6 +67,7 @@ struct staging_pool *staging_create(uint64_t bytes, uint32_t chunk, bool pin)
 		TAILQ_INIT(&sp->half[h].waiters);
 		sp->half[h].total = (uint32_t)per_half;
 		atomic_init(&sp->half[h].nfree, (uint32_t)per_half);
+		atomic_init(&sp->half[h].nwaiting, 0);
 	}
 	for (uint32_t i = 0; i < sp->nchunks; i++) {
 		struct staging_chunk *c = &sp->chunks[i];
@@ -154,6 +156,9 @@ void staging_wait(struct staging_pool *sp, enum staging_half h,
 	w->waiting = true;
 	w->half = (uint8_t)h;
 	TAILQ_INSERT_TAIL(&sp->half[h].waiters, w, q);
+	/* Counters for ctl only: relaxed, nothing is ordered by them. */
+	atomic_fetch_add_explicit(&sp->half[h].nwaiting, 1,
+				  memory_order_relaxed);
 	atomic_fetch_add_explicit(&sp->waits, 1, memory_order_relaxed);
 }
 
@@ -162,6 +167,8 @@ void staging_cancel(struct staging_pool *sp, struct staging_waiter *w)
 	if (!w->waiting)
 		return;
 	TAILQ_REMOVE(&sp->half[w->half].waiters, w, q);
+	atomic_fetch_sub_explicit(&sp->half[w->half].nwaiting, 1,
+				  memory_order_relaxed);
 	w->waiting = false;
 }
 
@@ -175,6 +182,8 @@ void staging_give(struct staging_chunk *c)
 	if (w) {
 		/* Straight to the first waiter: it never shows as free. */
 		TAILQ_REMOVE(&sp->half[c->half].waiters, w, q);
+		atomic_fetch_sub_explicit(&sp->half[c->half].nwaiting, 1,
+					  memory_order_relaxed);
 		w->waiting = false;
 		reset(c);
 		w->ready(w, c);
@@ -198,6 +207,8 @@ void staging_get_stats(const struct staging_pool *sp,
 		out->chunks[h] = sp->half[h].total;
 		out->free[h] = atomic_load_explicit(&sp->half[h].nfree,
 						    memory_order_relaxed);
+		out->waiting[h] = atomic_load_explicit(&sp->half[h].nwaiting,
+						       memory_order_relaxed);
 	}
 	out->waits = atomic_load_explicit(&sp->waits, memory_order_relaxed);
 }

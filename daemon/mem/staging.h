@@ -1,16 +1,26 @@
 /*
- * staging.h - xferd's pinned staging chunks for GPU memory that crosses
- * to another node (the staged path, DESIGN.md section 4.4).
+ * staging.h - xferd's pinned staging chunks: where GPU memory meets what
+ * no GPU copy reaches (the staged paths, DESIGN.md section 4.4).
  *
- * One allocation of pinned host memory, made once at start on a node
+ * One allocation of pinned host memory, made once at start on every node
  * with GPUs (config staging_mb), cut into chunks of one link frame each
  * (tcp_chunk).  It is split in two halves: chunks that carry bytes out
- * (a D2H copy fills them, the link sends them) and chunks that carry
- * bytes in (the link fills them, an H2D copy empties them).  A chunk of
- * one half never waits for a chunk of the other, so two nodes sending GPU
- * memory to each other cannot deadlock on staging: a send chunk comes
- * back once the socket took its bytes, a receive chunk once its H2D copy
- * finished, neither of which needs the other half.
+ * of GPU memory (a D2H copy fills them) and chunks that carry bytes into
+ * GPU memory (an H2D copy empties them).  Two users share each half:
+ *
+ *   half      the link (transport/staged.c)   this node (engine/path_staged.c)
+ *   SEND      D2H, then the socket takes it   D2H, then CMA writes it out
+ *   RECV      the socket fills it, then H2D   CMA reads it in, then H2D
+ *
+ * A chunk of one half never waits for a chunk of the other, so two nodes
+ * sending GPU memory to each other cannot deadlock on staging: a send
+ * chunk comes back once the socket took its bytes, a receive chunk once
+ * its H2D copy finished, neither of which needs the other half.  The
+ * same-node path holds one chunk per step and needs nothing else to give
+ * it back (its CMA side is a synchronous call), so sharing the halves
+ * with the link adds waiting, never a cycle; a third share would only
+ * split the pool into smaller pieces that sit idle while the other one
+ * is busy.
  *
  * Bounded and never failing: when a half has no free chunk the asker
  * queues a waiter and is handed a chunk, first come first served, the
@@ -38,8 +48,8 @@
 #include "engine/xop.h"
 
 enum staging_half {
-	STAGING_SEND = 0,   /* GPU memory -> chunk -> the link */
-	STAGING_RECV = 1,   /* the link -> chunk -> GPU memory */
+	STAGING_SEND = 0,   /* GPU memory -> chunk -> the link or CMA */
+	STAGING_RECV = 1,   /* the link or CMA -> chunk -> GPU memory */
 };
 
 struct staging_pool;
@@ -75,6 +85,7 @@ struct staging_waiter {
 struct staging_stats {
 	uint32_t chunk_bytes;
 	uint32_t chunks[2], free[2];   /* per half */
+	uint32_t waiting[2];           /* waiters queued now, per half */
 	uint64_t waits;                /* times a waiter had to queue */
 };
 

@@ -32,6 +32,7 @@
 #include "transport/rdma.h"
 #include "transport/rdma_dev.h"
 #include "mem/region.h"
+#include "mem/staging.h"
 #include "common/paths.h"
 #include "common/wire.h"
 #include "xfer_ring.h"
@@ -128,10 +129,41 @@ static int reply_status(struct ctl_conn *cc)
 	Xfer__Ctl__StatusReply st = XFER__CTL__STATUS_REPLY__INIT;
 	Xfer__Ctl__PathCount pcs[XFER_PATH__COUNT];
 	Xfer__Ctl__PathCount *pcp[XFER_PATH__COUNT];
+	Xfer__Ctl__StagingPool sp = XFER__CTL__STAGING_POOL__INIT;
+	Xfer__Ctl__StagingHalf sh[2] = { XFER__CTL__STAGING_HALF__INIT,
+					 XFER__CTL__STAGING_HALF__INIT };
+	struct staging_stats ss;
+	Xfer__Ctl__RcacheStats rs = XFER__CTL__RCACHE_STATS__INIT;
+	struct rcache_stats rcs;
 	struct regtab_counts counts;
 	size_t npaths = 0;
 
 	regtab_count_all(d->regs, &counts);
+	if (progress_staging_stats(d->progress, &ss)) {
+		for (int h = 0; h < 2; h++) {
+			sh[h].chunks = ss.chunks[h];
+			sh[h].in_use = ss.chunks[h] - ss.free[h];
+			sh[h].waiting = ss.waiting[h];
+		}
+		sp.chunk_bytes = ss.chunk_bytes;
+		sp.send = &sh[STAGING_SEND];
+		sp.recv = &sh[STAGING_RECV];
+		sp.waits = ss.waits;
+		st.staging = &sp;
+	} else {
+		st.staging_none = (char *)(gpu_count() > 0 ? "no memory"
+							   : "no GPUs");
+	}
+	rcache_get_stats(d->rcache, &rcs);
+	rs.entries = rcs.entries;
+	rs.unused = rcs.unused;
+	rs.bytes = rcs.bytes;
+	rs.hits = rcs.hits;
+	rs.misses = rcs.misses;
+	rs.evictions = rcs.evictions;
+	rs.max_entries = rcs.max_entries;
+	rs.max_bytes = rcs.max_bytes;
+	st.rcache = &rs;
 	st.version = (char *)XFERD_VERSION;
 	st.instance_id.data = d->instance_id;
 	st.instance_id.len = sizeof(d->instance_id);

@@ -555,7 +555,7 @@ static PyGetSetDef Request_getset[] = {
 	  "Bytes moved, or a negative errno; None while pending.", NULL },
 	{ "path", (getter)Request_get_path, NULL,
 	  "How the bytes moved ('memcpy', 'cma', 'tcp', 'rdma', 'cuda-ipc', "
-	  "'none'); None while pending.", NULL },
+	  "'cuda-staged', 'tcp-staged', 'none'); None while pending.", NULL },
 	{ "error", (getter)Request_get_error, NULL,
 	  "The XferError of a failed request, else None.", NULL },
 	{ "context", (getter)Request_get_context, NULL, "Its Context.", NULL },

@@ -46,7 +46,8 @@ class Remote:
 
 class Request:
     result: Optional[int]     # bytes moved or -errno; None while pending
-    path: Optional[str]       # "memcpy", "cma", "tcp", "rdma", "cuda-ipc", "none"
+    path: Optional[str]       # "memcpy", "cma", "tcp", "rdma", "cuda-ipc",
+                              # "cuda-staged", "tcp-staged", "none"
     error: Optional[XferError]
     context: "Context"
     def wait(self, timeout: Optional[float] = None) -> int: ...

@@ -302,6 +302,7 @@ run() {
 	start_xferd gpus
 	echo "== xferd's GPUs"
 	"$BUILD/xferctl" gpus 2>&1
+	"$BUILD/xferctl" status 2>&1 | grep -E '^ *staging'
 	stop_xferd
 	run_tests
 	run_python

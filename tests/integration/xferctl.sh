@@ -158,7 +158,8 @@ done
 expect_rc 0 "status of the private xferd"
 
 for key in version 'instance id' pid uptime socket workers clients regions \
-	   imports 'ops completed' 'ops failed' 'bytes moved' rss; do
+	   imports 'ops completed' 'ops failed' 'bytes moved' rss staging \
+	   rcache 'rcache lookups' 'rcache limits'; do
 	expect_out "^ *$key: [^ ]" "status has '$key'"
 done
 expect_out "^ *version: $version$" "status version"
@@ -171,6 +172,27 @@ expect_out '^ *imports: 0$' "idle imports"
 expect_out '^ *ops completed: 0$' "idle ops"
 expect_out '^ *bytes moved: 0 B$' "idle bytes"
 expect_out '^ *rss: [0-9.]+ (KiB|MiB|GiB)$' "status rss"
+# The registration cache: empty and idle, the default limits.
+expect_out '^ *rcache: 0 entries \(0 unused\), 0 B$' "status rcache"
+expect_out '^ *rcache lookups: 0 hits, 0 misses, 0 evictions$' "status rcache lookups"
+expect_out '^ *rcache limits: 4096 entries, no byte limit$' "status rcache limits"
+# The staging pool: none on a machine without GPUs, else its chunks.
+if grep -q '^ *staging: none' <<<"$out"; then
+	expect_out '^ *staging: none \((no GPUs|no memory)\)$' "status staging"
+	staging_json='.staging == null and
+		(.staging_none == "no GPUs" or .staging_none == "no memory")'
+else
+	expect_out '^ *staging: [0-9.]+ (KiB|MiB) chunks, 0 of [0-9]+ in use, 0 waiting$' \
+		"status staging"
+	expect_out '^ *staging send: 0 of [0-9]+ in use, 0 waiting$' "staging send"
+	expect_out '^ *staging recv: 0 of [0-9]+ in use, 0 waiting$' "staging recv"
+	expect_out '^ *staging waits: 0$' "staging waits"
+	staging_json='.staging.chunk_bytes > 0 and .staging.in_use == 0 and
+		.staging.waiting == 0 and .staging.waits == 0 and
+		.staging.chunks == .staging.send.chunks + .staging.recv.chunks and
+		.staging.send.in_use == 0 and .staging.recv.waiting == 0 and
+		(has("staging_none") | not)'
+fi
 # Keys right-aligned: every colon in the same column.
 [ "$(grep -o '^[^:]*:' <<<"$out" | awk '{print length}' | sort -u | wc -l)" = 1 ] ||
 	fail "status keys are not aligned"
@@ -185,6 +207,10 @@ expect_json '.version == $v and .instance_id == $i and .pid == $p and
 	(.uptime_ms | type) == "number" and .paths == []' "idle status --json" \
 	--arg v "$version" --arg i "$instance" --argjson p "$daemon_pid" \
 	--arg s "$SOCK"
+expect_json "$staging_json" "staging in status --json"
+expect_json '.rcache == {"entries": 0, "unused": 0, "bytes": 0, "hits": 0,
+	"misses": 0, "evictions": 0, "max_entries": 4096, "max_bytes": 0}' \
+	"rcache in status --json"
 ctl clients
 expect_rc 0 clients; [ "$out" = "no clients" ] || fail "idle clients text"
 ctl --json clients

@@ -88,6 +88,7 @@ START_TEST(test_path_names)
 	ck_assert_str_eq(path_name(XFER_PATH_CUDA_IPC), "cuda-ipc");
 	ck_assert_str_eq(path_name(XFER_PATH_RDMA), "rdma");
 	ck_assert_str_eq(path_name(XFER_PATH_RDMA_STAGED), "rdma-staged");
+	ck_assert_str_eq(path_name(XFER_PATH_CUDA_STAGED), "cuda-staged");
 	ck_assert_str_eq(path_name(XFER_PATH_TCP), "tcp");
 	ck_assert_str_eq(path_name(XFER_PATH__COUNT), "unknown");
 	ck_assert_str_eq(path_name(~0u), "unknown");

@@ -74,6 +74,8 @@ START_TEST(defaults)
 	ck_assert_uint_eq(c.max_clients, 1024);
 	ck_assert_uint_eq(c.max_handles, 65536);
 	ck_assert_uint_eq(c.max_region_bytes, 1ull << 40);
+	ck_assert_uint_eq(c.rcache_max_entries, 4096);
+	ck_assert_uint_eq(c.rcache_max_bytes, 0);
 	/* The defaults themselves pass validation. */
 	ck_assert(c.sq_entries <= c.max_sq_entries);
 	ck_assert((c.sq_entries & (c.sq_entries - 1)) == 0);
@@ -244,6 +246,18 @@ START_TEST(key_limits)
 	bad_line("max_region_bytes = 1P", "max_region_bytes");
 	bad_line("max_region_bytes = 16777216T", "max_region_bytes");
 	bad_line("max_region_bytes = 64G1", "max_region_bytes");
+
+	c = good_line("rcache_max_entries = 0");
+	ck_assert_uint_eq(c.rcache_max_entries, 0);
+	c = good_line("rcache_max_entries = 64K");
+	ck_assert_uint_eq(c.rcache_max_entries, 64u << 10);
+	bad_line("rcache_max_entries = 16777217", "rcache_max_entries");
+	bad_line("rcache_max_entries = -1", "rcache_max_entries");
+	c = good_line("rcache_max_bytes = 0");
+	ck_assert_uint_eq(c.rcache_max_bytes, 0);
+	c = good_line("rcache_max_bytes = 32G");
+	ck_assert_uint_eq(c.rcache_max_bytes, 32ull << 30);
+	bad_line("rcache_max_bytes = lots", "rcache_max_bytes");
 }
 END_TEST
 

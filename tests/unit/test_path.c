@@ -15,11 +15,11 @@ static const enum region_kind host_gpu[] = { REGION_MEMFD, REGION_CMA,
 
 /* Same node: [local][target], with GPUs; rows and columns MEMFD, CMA,
  * CUDA.  xfer_reg'd host memory (CMA) lives in another process: no copy
- * engine reaches it. */
+ * engine reaches it, so it meets GPU memory in staging chunks. */
 static const enum path_route same_node_gpus[NKINDS][NKINDS] = {
 	{ ROUTE_MEMCPY, ROUTE_CMA, ROUTE_GPU },
-	{ ROUTE_CMA, ROUTE_CMA, ROUTE_NOTSUP },
-	{ ROUTE_GPU, ROUTE_NOTSUP, ROUTE_GPU },
+	{ ROUTE_CMA, ROUTE_CMA, ROUTE_GPU_STAGED },
+	{ ROUTE_GPU, ROUTE_GPU_STAGED, ROUTE_GPU },
 };
 /* Without GPUs, GPU memory goes nowhere. */
 static const enum path_route same_node_no_gpus[NKINDS][NKINDS] = {

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "engine/path_staged.h"
 #include "mem/staging.h"
 #include "suites.h"
 
@@ -101,9 +102,13 @@ START_TEST(waiters_first_come_first_served)
 	staging_wait(sp, STAGING_RECV, &w[0].w);  /* twice: once in line */
 	staging_get_stats(sp, &st);
 	ck_assert_uint_eq(st.waits, 3);
+	ck_assert_uint_eq(st.waiting[STAGING_RECV], 3);
+	ck_assert_uint_eq(st.waiting[STAGING_SEND], 0);
 	/* The second gives up its place. */
 	staging_cancel(sp, &w[1].w);
 	ck_assert(!w[1].w.waiting);
+	staging_get_stats(sp, &st);
+	ck_assert_uint_eq(st.waiting[STAGING_RECV], 2);
 	/* A chunk back goes to the first in line, never to the free list. */
 	staging_give(a);
 	ck_assert_int_eq(nhanded, 1);
@@ -117,6 +122,8 @@ START_TEST(waiters_first_come_first_served)
 	ck_assert_int_eq(order[1], 2);
 	staging_get_stats(sp, &st);
 	ck_assert_uint_eq(st.free[STAGING_RECV], 0);
+	ck_assert_uint_eq(st.waiting[STAGING_RECV], 0);
+	ck_assert_uint_eq(st.waits, 3);  /* a total, not a gauge */
 	/* Nobody waits: back to the free list. */
 	staging_give(handed[0]);
 	staging_give(handed[1]);
@@ -157,6 +164,46 @@ START_TEST(destroy_ends_copies)
 }
 END_TEST
 
+/* The same-node staged path shares the halves with the link: into GPU
+ * memory from the receive half, out of it from the send half, in chunks
+ * no larger than one bounded CMA call. */
+START_TEST(same_node_shares_the_halves)
+{
+	struct staging_pool *sp = staging_create(4 * CHUNK, CHUNK, false);
+	struct test_waiter w = { .w.ready = on_ready, .id = 5 };
+	struct staging_stats st;
+
+	ck_assert_int_eq(lstage_half(true), STAGING_RECV);
+	ck_assert_int_eq(lstage_half(false), STAGING_SEND);
+	ck_assert_uint_eq(lstage_chunk_len(4u << 20), LSTAGE_CHUNK_MAX);
+	ck_assert_uint_eq(lstage_chunk_len(CHUNK), CHUNK);
+	ck_assert_uint_le(LSTAGE_CHUNK_MAX, 1u << 20);
+	/* A link's receive chunks out: CMA -> GPU waits, GPU -> CMA not. */
+	struct staging_chunk *a = staging_take(sp, STAGING_RECV);
+	struct staging_chunk *b = staging_take(sp, lstage_half(true));
+	ck_assert_ptr_null(staging_take(sp, lstage_half(true)));
+	nhanded = 0;
+	staging_wait(sp, lstage_half(true), &w.w);
+	struct staging_chunk *s = staging_take(sp, lstage_half(false));
+	ck_assert_ptr_nonnull(s);
+	staging_get_stats(sp, &st);
+	ck_assert_uint_eq(st.waiting[STAGING_RECV], 1);
+	ck_assert_uint_eq(st.waiting[STAGING_SEND], 0);
+	ck_assert_uint_eq(st.free[STAGING_SEND], 1);
+	staging_give(a);  /* the link's chunk back: to the waiter */
+	ck_assert_int_eq(nhanded, 1);
+	ck_assert_ptr_eq(handed[0], a);
+	staging_give(a);
+	staging_give(b);
+	staging_give(s);
+	staging_get_stats(sp, &st);
+	ck_assert_uint_eq(st.free[STAGING_SEND], 2);
+	ck_assert_uint_eq(st.free[STAGING_RECV], 2);
+	ck_assert_uint_eq(st.waiting[STAGING_RECV], 0);
+	staging_destroy(sp);
+}
+END_TEST
+
 Suite *staging_suite(void)
 {
 	Suite *s = suite_create("staging");
@@ -166,6 +213,7 @@ Suite *staging_suite(void)
 	tcase_add_test(tc, tiny_pool_has_two_per_half);
 	tcase_add_test(tc, waiters_first_come_first_served);
 	tcase_add_test(tc, destroy_ends_copies);
+	tcase_add_test(tc, same_node_shares_the_halves);
 	suite_add_tcase(s, tc);
 	return s;
 }

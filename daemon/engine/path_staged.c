@@ -1,0 +1,267 @@
+/*
+ * path_staged.c - GPU memory <-> xfer_reg'd host memory on this node,
+ * through staging chunks (path_staged.h).
+ *
+ * One lstage per descriptor, beside its xop.  It hands out the
+ * descriptor's bytes chunk by chunk, in order, keeping up to LSTAGE_AHEAD
+ * chunks in flight; each chunk is one CMA call and one GPU copy:
+ *
+ *   CMA -> GPU: take a receive chunk, cma_copy into it (here, at once),
+ *               queue the H2D copy; h2d_done gives the chunk back.
+ *   GPU -> CMA: take a send chunk, queue the D2H copy; d2h_done copies
+ *               the chunk out with cma_copy and gives it back.
+ *
+ * The chunk in a GPU copy holds a reference to the GPU region (c->r):
+ * a descriptor cancelled meanwhile (its client died) leaves the chunk
+ * to its copy, which gives it back when done (c->owner NULL: nothing
+ * else is done with its bytes).
+ *
+ * Re-entrancy: staging_give() may hand the chunk straight to a waiter,
+ * another lstage (or a link) that starts work, and may end, inside the
+ * call.  So a chunk is given back last, after everything of its lstage
+ * was done, and never while that lstage could still be freed by it.
+ *
+ * Progress thread only.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+
+#include "engine/path_staged.h"
+#include "engine/progress_int.h"
+#include "engine/xop.h"
+#include "gpu/gpu.h"
+#include "log.h"
+#include "mem/cma.h"
+#include "mem/region.h"
+
+#define container_of(p, type, member) \
+	((type *)(void *)((char *)(p) - offsetof(type, member)))
+
+struct lstage {
+	struct progress *p;
+	struct xop *op;             /* the descriptor; holds both regions */
+	struct region *cma, *gpu;   /* op's ends, by kind */
+	uint64_t cma_off, gpu_off;
+	uint32_t chunk_len;         /* bytes per chunk */
+	bool to_gpu;
+	uint64_t next;              /* bytes handed to chunks so far */
+	unsigned out;               /* chunks in flight */
+	int err;                    /* first failure */
+	struct staging_chunk_list chunks; /* in flight, for cancel */
+	struct staging_waiter w;    /* for a chunk */
+	TAILQ_ENTRY(lstage) q;      /* p->exec.lstages */
+};
+
+enum staging_half lstage_half(bool to_gpu)
+{
+	return to_gpu ? STAGING_RECV : STAGING_SEND;
+}
+
+uint32_t lstage_chunk_len(uint32_t chunk_bytes)
+{
+	return chunk_bytes < LSTAGE_CHUNK_MAX ? chunk_bytes : LSTAGE_CHUNK_MAX;
+}
+
+static void advance(struct lstage *ls);
+
+/* Everything handed out came back (or it failed and nothing is out). */
+static void maybe_end(struct lstage *ls)
+{
+	if (ls->out || ls->w.waiting ||
+	    (!ls->err && ls->next < ls->op->len))
+		return;
+	struct progress *p = ls->p;
+	struct xop *op = ls->op;
+	int64_t res = ls->err ? ls->err : (int64_t)op->len;
+	TAILQ_REMOVE(&p->exec.lstages, ls, q);
+	free(ls);
+	exec_op_done(p, op, res);
+}
+
+static void fail(struct lstage *ls, int err)
+{
+	if (!ls->err)
+		ls->err = err;
+}
+
+/* The chunk's GPU copy is over: it is no longer in flight for ls. */
+static void chunk_back(struct lstage *ls, struct staging_chunk *c)
+{
+	TAILQ_REMOVE(&ls->chunks, c, q);
+	ls->out--;
+}
+
+static void release_copy(struct staging_chunk *c)
+{
+	c->in_copy = false;
+	region_put(c->r);
+	c->r = NULL;
+	c->owner = NULL;
+}
+
+static void h2d_done(struct xop *cop, int64_t res)
+{
+	struct staging_chunk *c = container_of(cop, struct staging_chunk, xop);
+	struct lstage *ls = c->owner;
+
+	release_copy(c);
+	if (ls) {
+		chunk_back(ls, c);
+		if (res < 0)
+			fail(ls, (int)res);
+		advance(ls);   /* may end and free ls */
+	}
+	staging_give(c);       /* last: it may start someone else's work */
+}
+
+static void d2h_done(struct xop *cop, int64_t res)
+{
+	struct staging_chunk *c = container_of(cop, struct staging_chunk, xop);
+	struct lstage *ls = c->owner;
+
+	release_copy(c);
+	if (ls) {
+		chunk_back(ls, c);
+		if (res < 0) {
+			fail(ls, (int)res);
+		} else if (!ls->err) {
+			int64_t rc = cma_copy(ls->cma, true, c->p,
+					      ls->cma_off + c->at, c->len);
+			if (rc < 0)
+				fail(ls, (int)rc);
+		}
+		advance(ls);
+	}
+	staging_give(c);
+}
+
+/* Move the next bytes of ls through chunk c.  False: it failed, and c
+ * is still the caller's to give back. */
+static bool stage_chunk(struct lstage *ls, struct staging_chunk *c)
+{
+	struct progress *p = ls->p;
+	uint64_t n = ls->op->len - ls->next;
+
+	if (n > ls->chunk_len)
+		n = ls->chunk_len;
+	c->at = ls->next;
+	c->len = (uint32_t)n;
+	if (ls->to_gpu) {
+		int64_t rc = cma_copy(ls->cma, false, c->p,
+				      ls->cma_off + c->at, n);
+		if (rc < 0) {
+			fail(ls, (int)rc);
+			return false;
+		}
+	}
+	c->owner = ls;
+	c->xop.len = n;
+	c->xop.gpu.on_done = ls->to_gpu ? h2d_done : d2h_done;
+	region_get(ls->gpu);
+	c->r = ls->gpu;
+	c->in_copy = true;
+	uint64_t gaddr = region_gpu_ptr(ls->gpu) + ls->gpu_off + c->at;
+	int dev = region_gpu_dev(ls->gpu);
+	int err = ls->to_gpu
+		? gpu_copy(p->gpu, &c->xop, gaddr, dev,
+			   (uint64_t)(uintptr_t)c->p, -1, n)
+		: gpu_copy(p->gpu, &c->xop, (uint64_t)(uintptr_t)c->p, -1,
+			   gaddr, dev, n);
+	if (err) {
+		release_copy(c);
+		fail(ls, err);
+		return false;
+	}
+	TAILQ_INSERT_TAIL(&ls->chunks, c, q);
+	ls->out++;
+	ls->next += n;
+	return true;
+}
+
+static void chunk_ready(struct staging_waiter *w, struct staging_chunk *c)
+{
+	struct lstage *ls = container_of(w, struct lstage, w);
+
+	if (ls->err || !stage_chunk(ls, c)) {
+		advance(ls);
+		staging_give(c);  /* ls waits for nothing now: not to it */
+		return;
+	}
+	advance(ls);
+}
+
+/* Start chunks while there are bytes, room and free chunks; else wait
+ * for one; end ls when all is done. */
+static void advance(struct lstage *ls)
+{
+	struct staging_pool *sp = ls->p->staging;
+
+	while (!ls->err && !ls->w.waiting && ls->out < LSTAGE_AHEAD &&
+	       ls->next < ls->op->len) {
+		struct staging_chunk *c =
+			staging_take(sp, lstage_half(ls->to_gpu));
+		if (!c) {
+			staging_wait(sp, lstage_half(ls->to_gpu), &ls->w);
+			break;
+		}
+		if (!stage_chunk(ls, c))
+			staging_give(c);  /* ls is not waiting: not to it */
+	}
+	if (ls->err)
+		staging_cancel(sp, &ls->w);
+	maybe_end(ls);
+}
+
+int lstage_submit(struct progress *p, struct xop *op, uint64_t loff,
+		  uint64_t roff)
+{
+	if (!p->gpu || !p->staging)
+		return -ENOTSUP;
+	struct lstage *ls = calloc(1, sizeof(*ls));
+	if (!ls)
+		return -ENOMEM;
+	bool local_gpu = region_kind(op->local) == REGION_CUDA;
+	bool write = op->opcode == XFER_OP_WRITE;
+	*ls = (struct lstage){
+		.p = p,
+		.op = op,
+		.cma = local_gpu ? op->remote : op->local,
+		.gpu = local_gpu ? op->local : op->remote,
+		.cma_off = local_gpu ? roff : loff,
+		.gpu_off = local_gpu ? loff : roff,
+		.chunk_len = lstage_chunk_len(staging_chunk_bytes(p->staging)),
+		/* A write goes local -> remote, a read remote -> local. */
+		.to_gpu = write != local_gpu,
+	};
+	TAILQ_INIT(&ls->chunks);
+	ls->w.ready = chunk_ready;
+	op->path = XFER_PATH_CUDA_STAGED;
+	TAILQ_INSERT_TAIL(&p->exec.lstages, ls, q);
+	advance(ls);  /* may end it already (a failed first chunk) */
+	return 0;
+}
+
+void lstage_cancel_client(struct progress *p, struct prog_client *pc)
+{
+	struct lstage *ls, *next;
+	struct staging_chunk *c;
+
+	for (ls = TAILQ_FIRST(&p->exec.lstages); ls; ls = next) {
+		next = TAILQ_NEXT(ls, q);
+		if (pc && ls->op->pc != pc)
+			continue;
+		staging_cancel(p->staging, &ls->w);
+		/* Their copies run on and give them back. */
+		while ((c = TAILQ_FIRST(&ls->chunks))) {
+			TAILQ_REMOVE(&ls->chunks, c, q);
+			c->owner = NULL;
+		}
+		TAILQ_REMOVE(&p->exec.lstages, ls, q);
+		struct xop *op = ls->op;
+		free(ls);
+		/* Ends its batch at most, never another lstage: next is
+		 * still there. */
+		exec_op_done(p, op, -ECANCELED);
+	}
+}

@@ -1,0 +1,55 @@
+/*
+ * path_staged.h - the same-node staged path: GPU memory and xfer_reg'd
+ * host memory (CMA) on this node, through xferd's pinned staging chunks
+ * (mem/staging.h).  CQE path cuda-staged.
+ *
+ * No copy engine reaches another process's memory, and no CMA call
+ * reaches GPU memory; a pinned chunk is where the two meet:
+ *
+ *   CMA -> GPU   process_vm_readv into a receive chunk, then an H2D copy
+ *   GPU -> CMA   a D2H copy into a send chunk, then process_vm_writev
+ *
+ * A descriptor goes in chunks of at most LSTAGE_CHUNK_MAX bytes (so one
+ * CMA call, synchronous on the progress thread, stays short), up to
+ * LSTAGE_AHEAD of them in flight, and ends once every chunk did.  When
+ * the pool is busy it waits for a chunk (FIFO); it never fails for it.
+ *
+ * Progress thread only.
+ */
+#ifndef XFERD_PATH_STAGED_H
+#define XFERD_PATH_STAGED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "mem/staging.h"
+
+#define LSTAGE_CHUNK_MAX (1u << 20)
+#define LSTAGE_AHEAD 4u
+
+struct progress;
+struct prog_client;
+struct xop;
+
+/*
+ * Move op (pc, batch, opcode, len, and references to its local and
+ * remote region set by the caller; one end CUDA, the other CMA): local
+ * at loff, remote at roff.  It ends later through exec_op_done, with
+ * path XFER_PATH_CUDA_STAGED.  Returns 0, or -errno and then nothing of
+ * it started (the caller still owns op).
+ */
+int lstage_submit(struct progress *p, struct xop *op, uint64_t loff,
+		  uint64_t roff);
+/*
+ * End the client's staged descriptors now (-ECANCELED; pc NULL: every
+ * client's).  Their chunks in a GPU copy finish on their own, holding
+ * their region references, and go back to the pool then.
+ */
+void lstage_cancel_client(struct progress *p, struct prog_client *pc);
+
+/* The half of the pool a direction takes its chunks from, and the bytes
+ * one of its chunks carries (pure; tests/unit/test_staging.c). */
+enum staging_half lstage_half(bool to_gpu);
+uint32_t lstage_chunk_len(uint32_t chunk_bytes);
+
+#endif /* XFERD_PATH_STAGED_H */
