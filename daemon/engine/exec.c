@@ -705,6 +705,19 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 	count_completion(p, pc, result);
 }
 
+/* A batch of a departed client whose GPU copies are still out: freed
+ * now, without a completion (nobody reads its ring any more).  The
+ * batch still open is dropped by exec_cancel_client itself. */
+static void forget_batch(void *arg, struct abatch *ab)
+{
+	struct prog_client *pc = arg;
+
+	if (ab == pc->batch.ab)
+		return;
+	region_put(ab->notify_target);
+	free(ab);
+}
+
 void exec_cancel_client(struct progress *p, struct prog_client *pc)
 {
 	/* Its notifications waiting to go out go to the link, which ends
@@ -713,6 +726,10 @@ void exec_cancel_client(struct progress *p, struct prog_client *pc)
 	for (int i = 0; i < p->ntransports; i++)
 		p->transports[i].ops->cancel_client(p->transports[i].impl, pc);
 	lstage_cancel_client(p, pc);
+	/* Its GPU copies run on (their regions are held) but end into
+	 * nothing: the ring and pc are freed once the main thread hears
+	 * that the client was detached. */
+	gpu_copies_forget_client(p->gpu, pc, forget_batch, pc);
 	/* A batch left open (its last SQE never came) ends with nothing
 	 * out any more: drop it without a completion. */
 	struct abatch *ab = pc->batch.ab;

@@ -402,6 +402,54 @@ unsigned gpu_copies_poll(struct gpu_copies *g,
 	return ended;
 }
 
+/* Detach op from its client (once), remembering its batch in *abs. */
+static void forget_op(struct xop *op, const struct prog_client *pc,
+		      struct abatch ***abs, unsigned *nabs, unsigned *cap)
+{
+	if (op->pc != pc)
+		return;
+	struct abatch *ab = op->batch;
+	op->pc = NULL;
+	op->batch = NULL;
+	if (!ab)
+		return;
+	for (unsigned i = 0; i < *nabs; i++)
+		if ((*abs)[i] == ab)
+			return;
+	if (*nabs == *cap) {
+		unsigned c = *cap ? 2 * *cap : 8;
+		struct abatch **a = realloc(*abs, c * sizeof(*a));
+		if (!a) {
+			log_warnx("GPU: out of memory forgetting a batch");
+			return;
+		}
+		*abs = a;
+		*cap = c;
+	}
+	(*abs)[(*nabs)++] = ab;
+}
+
+void gpu_copies_forget_client(struct gpu_copies *g,
+			      const struct prog_client *pc,
+			      void (*forget)(void *arg, struct abatch *ab),
+			      void *arg)
+{
+	struct abatch **abs = NULL;
+	unsigned nabs = 0, cap = 0;
+
+	if (!g)
+		return;
+	for (int d = 0; d < gpu_count(); d++)
+		for (unsigned i = 0; i < g->dev[d].n; i++)
+			forget_op(g->dev[d].v[i].op, pc, &abs, &nabs, &cap);
+	for (unsigned i = 0; i < g->nfl; i++)
+		for (unsigned k = 0; k < g->fl[i].nops; k++)
+			forget_op(g->fl[i].ops[k], pc, &abs, &nabs, &cap);
+	for (unsigned i = 0; i < nabs; i++)
+		forget(arg, abs[i]);
+	free(abs);
+}
+
 bool gpu_copies_busy(const struct gpu_copies *g)
 {
 	if (!g)
@@ -451,5 +499,13 @@ bool gpu_copies_busy(const struct gpu_copies *g)
 {
 	(void)g;
 	return false;
+}
+
+void gpu_copies_forget_client(struct gpu_copies *g,
+			      const struct prog_client *pc,
+			      void (*forget)(void *arg, struct abatch *ab),
+			      void *arg)
+{
+	(void)g, (void)pc, (void)forget, (void)arg;
 }
 #endif /* HAVE_CUDA */

@@ -95,5 +95,17 @@ unsigned gpu_copies_poll(struct gpu_copies *g,
 			 void (*done)(void *arg, struct xop *op, int64_t res),
 			 void *arg);
 bool gpu_copies_busy(const struct gpu_copies *g);
+/*
+ * Client pc is going: its copies queued or in flight still run to the
+ * end (each op holds its regions), but none of them may reach pc or its
+ * batches any more.  Every op of pc loses its pc and batch; forget() is
+ * called once for each distinct batch they had.
+ */
+struct prog_client;
+struct abatch;
+void gpu_copies_forget_client(struct gpu_copies *g,
+			      const struct prog_client *pc,
+			      void (*forget)(void *arg, struct abatch *ab),
+			      void *arg);
 
 #endif /* XFERD_CUDA_H */
