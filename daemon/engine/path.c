@@ -40,7 +40,12 @@ static enum path_route other_node(const struct path_facts *f)
 		return f->gpus ? ROUTE_LINK_STAGED : ROUTE_NOTSUP;
 	if (f->owner_mem == REGION_CUDA)
 		return ROUTE_LINK_STAGED;
-	return f->rdma ? ROUTE_RDMA : ROUTE_LINK;
+	if (f->rdma)
+		return ROUTE_RDMA;
+	/* Host memory RDMA cannot reach in place still goes by RDMA, a copy
+	 * through its registered buffers on this side: cheaper than the
+	 * link's copies on both. */
+	return f->rdma_staged ? ROUTE_RDMA_STAGED : ROUTE_LINK;
 }
 
 enum path_route path_choose(const struct path_facts *f)
@@ -55,6 +60,7 @@ const char *path_route_name(enum path_route route)
 	case ROUTE_CMA: return "cma";
 	case ROUTE_GPU: return "gpu";
 	case ROUTE_RDMA: return "rdma";
+	case ROUTE_RDMA_STAGED: return "rdma-staged";
 	case ROUTE_LINK: return "link";
 	case ROUTE_LINK_STAGED: return "link-staged";
 	case ROUTE_NOTSUP: return "not supported";

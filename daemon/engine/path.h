@@ -4,8 +4,8 @@
  * The executor (exec.c) gathers the facts of one descriptor - the kinds
  * of memory at both ends, whether the target is on another node and
  * what kind of memory its owner said it is, which engines this xferd
- * has, whether the RDMA transport can move it zero-copy right now - and
- * asks path_choose() for a route.  It then runs that route and nothing
+ * has, whether the RDMA transport can move it zero-copy right now or
+ * through its staging buffers - and asks path_choose() for a route.  It then runs that route and nothing
  * else: no engine second-guesses the choice (a transport that loses the
  * ability to move an operation it took hands it back, and the executor
  * asks again with that fact changed).
@@ -36,6 +36,9 @@ struct path_facts {
 	bool gpus;                /* this xferd drives GPUs */
 	bool links;               /* this xferd may reach other nodes */
 	bool rdma;                /* RDMA can move it zero-copy now */
+	/* RDMA can move it through its registered staging buffers (the
+	 * local memory is not registered with the NICs: CMA). */
+	bool rdma_staged;
 };
 
 enum path_route {
@@ -43,6 +46,9 @@ enum path_route {
 	ROUTE_CMA,          /* same node: process_vm_readv/writev */
 	ROUTE_GPU,          /* same node: a copy on xferd's CUDA streams */
 	ROUTE_RDMA,         /* other node: one-sided RDMA */
+	ROUTE_RDMA_STAGED,  /* other node: one-sided RDMA from or into
+			     * registered staging buffers, a CPU copy
+			     * on this side */
 	ROUTE_LINK,         /* other node: streamed on the TCP link */
 	ROUTE_LINK_STAGED,  /* other node, GPU memory at an end: through
 			     * pinned staging chunks, then the TCP link */
