@@ -47,6 +47,15 @@
 #               descriptors, b -> a as well; every completion says
 #               rdma-staged, xferctl status counts it, and every staging
 #               chunk is back when xferd stops.
+#   adaptive    a runs with rdma_register = background and every
+#               registration held back 2 s (XFERD_TEST_REG_DELAY_MS): a
+#               write from a memfd region just registered goes
+#               rdma-staged (b checks the bytes); reads every 100 ms from
+#               one region go rdma-staged until its registration lands,
+#               then rdma to the end (bytes checked).  Then a restarted
+#               without CAP_IPC_LOCK and a memlock limit of 16 MiB: a
+#               12 MiB region's registration fails (one log line) and its
+#               write and read go rdma-staged, verified.
 #
 # Every part ends with both xferds stopping cleanly (SIGTERM, exit 0).
 # Exit 0 pass, 1 fail, 77 skip.
@@ -54,7 +63,7 @@ set -u
 # shellcheck source-path=SCRIPTDIR source=guest_lib.sh
 . "$(dirname "$0")/guest_lib.sh"
 
-[ $# -ge 1 ] || { echo "usage: guest_xfer.sh data|stripe|errors|peer_death|fallback|staged..." >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: guest_xfer.sh data|stripe|errors|peer_death|fallback|staged|adaptive..." >&2; exit 2; }
 
 # rails_json NODE: a's view of the rails, as JSON, shown compactly.
 rails_json() {
@@ -449,6 +458,49 @@ part_staged() {
 	done
 }
 
+# --- adaptive ----------------------------------------------------------------
+
+part_adaptive() {
+	local big=$((12 * MiB + 5)) big_off=$((8 * MiB + 1))
+
+	start_xferd b
+	G_XFERD_WRAP=(env XFERD_TEST_REG_DELAY_MS=2000)
+	start_xferd a rdma_register=background
+	G_XFERD_WRAP=()
+	serve_start b t --name t --size $((32 * MiB)) --kind memfd \
+		--expect-notify "600:6000:3:$((MiB + 7))" \
+		--expect-notify "601:6001:$big_off:$big"
+	step "a write from a region whose registration is pending: staged"
+	xnode_ok a write --lookup "$(addr b)/t" --size $((MiB + 7)) --offset 3 \
+		--seed 6000 --kind memfd --notify 600 --expect-path rdma-staged
+	expect_notified t 600
+	step "reads every 100 ms from one region: staged, zero-copy once registered"
+	xnode_ok a read --lookup "$(addr b)/t" --size $((MiB + 7)) --offset 3 \
+		--seed 6000 --kind memfd --repeat 40 --interval-ms 100 \
+		--expect-paths rdma-staged,rdma
+	note "$(grep -c 'path=rdma-staged ' "$LAST_OUT") read(s) staged, then" \
+		"$(grep -c 'path=rdma ' "$LAST_OUT") zero-copy"
+	stop_xferd a
+
+	step "a without CAP_IPC_LOCK, memlock 16 MiB: registration fails, staged"
+	G_XFERD_WRAP=(prlimit --memlock=$((16 * MiB)) setpriv --bounding-set=-ipc_lock)
+	start_xferd a
+	G_XFERD_WRAP=()
+	xferd_log_has a 'RDMA staging buffers' ||
+		fail "a made no staging buffers: $(xferd_log a | grep RDMA)"
+	xnode_ok a write --lookup "$(addr b)/t" --size $big --offset $big_off \
+		--seed 6001 --kind memfd --notify 601 --expect-path rdma-staged
+	expect_notified t 601
+	xnode_ok a read --lookup "$(addr b)/t" --size $big --offset $big_off \
+		--seed 6001 --kind memfd --expect-path rdma-staged
+	[ "$(xferd_log a | grep -c 'not registered with the RDMA NICs')" -ge 1 ] ||
+		fail "no log line for the failed registration"
+	note "$(xferd_log a | grep -m1 'not registered with the RDMA NICs')"
+	serve_stop t
+	stop_xferd a
+	stop_xferd b
+}
+
 # --- fallback ----------------------------------------------------------------
 
 part_fallback() {
@@ -491,7 +543,7 @@ part_fallback() {
 
 for part; do
 	case $part in
-	data | stripe | errors | peer_death | fallback | staged) "part_$part" ;;
+	data | stripe | errors | peer_death | fallback | staged | adaptive) "part_$part" ;;
 	*) fail "unknown part '$part'" ;;
 	esac
 done
