@@ -161,10 +161,15 @@ struct reg_job {
 	struct gpu_alloc_desc desc; /* cuda: the allocation */
 	uint64_t offset;            /* cuda: of the range in it */
 	int fd;                     /* cuda VMM handle until run(), or -1 */
+	/* memfd, rdma_register = background: the client has its reply
+	 * (r is in its table; the job holds a reference of its own) and
+	 * its socket was never paused for this job. */
+	bool background;
 };
 
-/* Registration thread.  The region is not in the table yet: no other
- * thread sees it. */
+/* Registration thread.  The region is not in the table yet (no other
+ * thread sees it), or, in the background, it is and the registration
+ * is published with a release store (region_set_nic_mr). */
 static int run_nic_mr(struct regworker_job *j)
 {
 	struct reg_job *rj = (struct reg_job *)j;
@@ -197,6 +202,20 @@ static void reg_job_done(struct regworker_job *j, int result)
 	struct client *c = client_by_id(rj->d, j->owner);
 	int err;
 
+	if (rj->background) {
+		/* run() published the registration to the live region (a
+		 * release store, region_set_nic_mr): its next descriptors
+		 * go zero-copy.  Failed: they stay staged. */
+		if (result && result != -ECANCELED)
+			log_warnx("client %llu: region of %llu bytes not "
+				  "registered with the RDMA NICs (%s): RDMA "
+				  "through staging buffers",
+				  (unsigned long long)j->owner,
+				  (unsigned long long)rj->length,
+				  strerror(-result));
+		reg_job_free(rj);
+		return;
+	}
 	if (!c || result == -ECANCELED) {
 		reg_job_free(rj);  /* it left meanwhile, or xferd stops */
 		return;
@@ -210,7 +229,8 @@ static void reg_job_done(struct regworker_job *j, int result)
 		if (result)
 			/* Not the client's problem: TCP moves it instead. */
 			log_warnx("client %llu: region of %llu bytes not "
-				  "registered with the RDMA NICs (%s): TCP only",
+				  "registered with the RDMA NICs (%s): RDMA "
+				  "through staging buffers",
 				  (unsigned long long)c->pc.id,
 				  (unsigned long long)rj->length,
 				  strerror(-result));
@@ -249,7 +269,8 @@ static void reg_submit(struct client *c, struct reg_job *rj, uint64_t seq,
 	rj->job.run = run;
 	rj->job.done = reg_job_done;
 	c->handles++;
-	client_pause(c);
+	if (!rj->background)
+		client_pause(c);  /* until done() replies */
 	regworker_submit(c->d->regworker, &rj->job);
 }
 
@@ -317,6 +338,15 @@ static int handle_reg(struct client *c, uint64_t seq,
 		/* Mapped here; registered with the NICs (slow: pins every
 		 * page) on the registration thread. */
 		rj->r = r;
+		if (cfg->rdma_reg_background) {
+			/* Reply now; the registration lands in the live
+			 * region later (RDMA staged until then). */
+			region_get(r);
+			rj->background = true;
+			reg_submit(c, rj, seq, req->length, run_nic_mr);
+			err = reply_reg(c, seq, r);  /* the table's reference */
+			return err;
+		}
 		reg_submit(c, rj, seq, req->length, run_nic_mr);
 		return 0;
 	case XFER__CLIENT__MEM_KIND__MEM_CUDA:

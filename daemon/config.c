@@ -236,6 +236,14 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 		snprintf(c.rdma_devices, sizeof(c.rdma_devices), "%s", value);
 	} else if (strcmp(key, "rdma_qps") == 0) {
 		rc = parse_u32(key, value, 1, 8, &c.rdma_qps, err, errlen);
+	} else if (strcmp(key, "rdma_register") == 0) {
+		if (strcmp(value, "wait") == 0)
+			c.rdma_reg_background = false;
+		else if (strcmp(value, "background") == 0)
+			c.rdma_reg_background = true;
+		else
+			return fail(err, errlen, "rdma_register: '%s' is not "
+				    "wait or background", value);
 	} else if (strcmp(key, "rdma_stripe") == 0) {
 		uint64_t v;
 		if (config_parse_size(value, &v) || v < 4096 || v > (1u << 30))

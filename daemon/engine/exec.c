@@ -151,12 +151,14 @@ static const struct transport *transport_for(struct progress *p,
 	return NULL;
 }
 
-/* Could RDMA move this descriptor zero-copy now (both ends registered,
- * a rail pair to the owner)?  Asked before anything of it is set up. */
-static bool rdma_can_move(struct progress *p, const struct xfer_sqe *sqe,
-			  struct region *local, struct region *remote)
+/* Could RDMA move this descriptor now: zero-copy (ROUTE_RDMA: both ends
+ * registered, a rail pair to the owner) or through its staging buffers
+ * (ROUTE_RDMA_STAGED)?  Asked before anything of it is set up. */
+static bool rdma_can_move(struct progress *p, enum path_route how,
+			  const struct xfer_sqe *sqe, struct region *local,
+			  struct region *remote)
 {
-	const struct transport *t = transport_for(p, ROUTE_RDMA);
+	const struct transport *t = transport_for(p, how);
 	if (!t || !local)
 		return false;
 	const struct xop probe = { .opcode = sqe->opcode, .local = local,
@@ -279,7 +281,8 @@ void exec_op_done(void *arg, struct xop *op, int64_t result)
 	struct progress *p = arg;
 	struct abatch *ab = op->batch;
 
-	if (result >= 0 && op->notify && op->path == XFER_PATH_RDMA && ab)
+	if (result >= 0 && op->notify && ab &&
+	    (op->path == XFER_PATH_RDMA || op->path == XFER_PATH_RDMA_STAGED))
 		notify_after_rdma(p, op);
 
 	if (result > 0) {
@@ -532,7 +535,9 @@ static struct path_facts facts_of(struct progress *p,
 	};
 	if (region_kind(target) == REGION_REMOTE) {
 		f.owner_mem = (enum region_kind)region_token(target)->mem_kind;
-		f.rdma = rdma_can_move(p, sqe, local, target);
+		f.rdma = rdma_can_move(p, ROUTE_RDMA, sqe, local, target);
+		f.rdma_staged = !f.rdma && rdma_can_move(p, ROUTE_RDMA_STAGED,
+							 sqe, local, target);
 	}
 	return f;
 }
@@ -561,6 +566,7 @@ static int64_t exec_copy(struct progress *p, struct prog_client *pc,
 
 	switch (route) {
 	case ROUTE_RDMA:
+	case ROUTE_RDMA_STAGED:
 	case ROUTE_LINK:
 	case ROUTE_LINK_STAGED:
 		return go_remote(p, pc, sqe, transport_for(p, route), local,

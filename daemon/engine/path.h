@@ -4,9 +4,9 @@
  * The executor (exec.c) gathers the facts of one descriptor - the kinds
  * of memory at both ends, whether the target is on another node and
  * what kind of memory its owner said it is, which engines this xferd
- * has, whether the RDMA transport can move it zero-copy right now - and
- * asks path_choose() for a route.  It then runs that route and nothing
- * else: no engine second-guesses the choice (a transport that loses the
+ * has, whether the RDMA transport can move it zero-copy right now or
+ * through its staging buffers - and asks path_choose() for a route.  It
+ * then runs that route and nothing else: no engine second-guesses the choice (a transport that loses the
  * ability to move an operation it took hands it back, and the executor
  * asks again with that fact changed).
  *
@@ -37,6 +37,9 @@ struct path_facts {
 	bool gpus;                /* this xferd drives GPUs */
 	bool links;               /* this xferd may reach other nodes */
 	bool rdma;                /* RDMA can move it zero-copy now */
+	/* RDMA can move it through its registered staging buffers (the
+	 * local memory is not registered with the NICs: CMA). */
+	bool rdma_staged;
 };
 
 enum path_route {
@@ -47,6 +50,9 @@ enum path_route {
 			     * memory: CMA and GPU copies meet in pinned
 			     * staging chunks (engine/path_staged.c) */
 	ROUTE_RDMA,         /* other node: one-sided RDMA */
+	ROUTE_RDMA_STAGED,  /* other node: one-sided RDMA from or into
+			     * registered staging buffers, a CPU copy
+			     * on this side */
 	ROUTE_LINK,         /* other node: streamed on the TCP link */
 	ROUTE_LINK_STAGED,  /* other node, GPU memory at an end: through
 			     * pinned staging chunks, then the TCP link */
@@ -123,7 +129,12 @@ static inline enum path_route other_node(const struct path_facts *f)
 		return f->gpus ? ROUTE_LINK_STAGED : ROUTE_NOTSUP;
 	if (f->owner_mem == REGION_CUDA)
 		return ROUTE_LINK_STAGED;
-	return f->rdma ? ROUTE_RDMA : ROUTE_LINK;
+	if (f->rdma)
+		return ROUTE_RDMA;
+	/* Host memory RDMA cannot reach in place still goes by RDMA, a copy
+	 * through its registered buffers on this side: cheaper than the
+	 * link's copies on both. */
+	return f->rdma_staged ? ROUTE_RDMA_STAGED : ROUTE_LINK;
 }
 
 static inline enum path_route path_choose(const struct path_facts *f)

@@ -711,9 +711,13 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 		tcp_set_staging(p->links, p->staging, p->gpu);
 	/* NULL without RDMA rails: then TCP moves everything. */
 	p->rdma = rdma_create(p->base, p->links, &rcfg, &hooks);
-	if (p->rdma)
+	if (p->rdma) {
 		p->transports[p->ntransports++] = (struct transport){
 			&rdma_transport_ops, p->rdma, ROUTE_RDMA };
+		/* The same queue pairs, through its staging buffers. */
+		p->transports[p->ntransports++] = (struct transport){
+			&rdma_staged_transport_ops, p->rdma, ROUTE_RDMA_STAGED };
+	}
 	p->transports[p->ntransports++] = (struct transport){
 		&tcp_transport_ops, p->links, ROUTE_LINK };
 	p->exec.op_timeout_ms = op_timeout_ms;

@@ -65,7 +65,7 @@ struct progress {
 	struct linkset *links;     /* NULL: no other nodes */
 	struct rdma *rdma;         /* NULL: no RDMA rails */
 	/* The ways to other nodes, in order of preference. */
-#define TRANSPORTS_MAX 2
+#define TRANSPORTS_MAX 3
 	struct transport transports[TRANSPORTS_MAX];
 	int ntransports;
 	struct gpu_copies *gpu;    /* NULL: no GPUs */

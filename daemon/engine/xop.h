@@ -54,6 +54,9 @@ struct xop {
 			bool cancelled;
 			bool redo;        /* flushed by another's error: again */
 			bool retried;     /* was redone once already */
+			/* Through the staging buffers (ROUTE_RDMA_STAGED):
+			 * its local memory is not registered. */
+			bool staged;
 		} rdma;
 		struct {              /* the TCP data path's (tcp.c) */
 			uint64_t id;      /* on its link */

@@ -211,8 +211,11 @@ void region_put(struct region *r)
 	if (r->gpu_import)
 		rcache_put(r->rcache, r->gpu_import);
 	/* After every descriptor that used it: no NIC touches it now. */
-	if (r->nic_mr)
-		rcache_put(r->rcache, r->nic_mr);
+	/* The last reference: nobody sets it any more. */
+	struct rcache_entry *mr = atomic_load_explicit(&r->nic_mr,
+							memory_order_acquire);
+	if (mr)
+		rcache_put(r->rcache, mr);
 	free(r->rdma);
 	free(r->gpu_desc);
 	if (r->head.map)
@@ -276,14 +279,18 @@ int region_memfd_fd(const struct region *r)
 
 struct rcache_entry *region_nic_mr(const struct region *r)
 {
-	return r->nic_mr;
+	/* Pairs with the release in region_set_nic_mr: the entry's MRs
+	 * are seen complete. */
+	return atomic_load_explicit(&r->nic_mr, memory_order_acquire);
 }
 
 void region_set_nic_mr(struct region *r, struct rcache *rc,
 		       struct rcache_entry *e)
 {
-	r->rcache = rc;
-	r->nic_mr = e;
+	r->rcache = rc;  /* read only at the last reference */
+	/* Pairs with the acquire in region_nic_mr: the progress thread may
+	 * be looking at a region whose registration finishes now. */
+	atomic_store_explicit(&r->nic_mr, e, memory_order_release);
 }
 
 struct region_rdma *region_rdma(const struct region *r)

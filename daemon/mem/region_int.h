@@ -28,8 +28,10 @@ struct region {
 	struct rcache_entry *gpu_on_entry[GPU_MAX];
 	bool gpu_pinned;         /* MEMFD: pinned for GPU copies */
 	/* MEMFD: its registration with the RDMA devices (rdma_mr.h), in
-	 * rcache; a reference, or NULL. */
-	struct rcache_entry *nic_mr;
+	 * rcache; a reference, or NULL.  Set once, maybe while the region
+	 * is in use (rdma_register = background): a release store after
+	 * the entry is complete, read with acquire (region_nic_mr). */
+	_Atomic(struct rcache_entry *) nic_mr;
 	/* REMOTE: how the owner's NICs reach it (from its CheckReply). */
 	struct region_rdma *rdma;
 	uint8_t key[TOKEN_KEY_LEN];

@@ -2,6 +2,12 @@
  * rdma.c - one-sided RDMA WRITE and READ between xferds on RC queue
  * pairs (rdma.h says what and why; this file is how).
  *
+ * About 1800 lines: the queue pairs' life (set-up over the link,
+ * failure, redo), the posting of striped work requests and the reaping
+ * of their completions share one ring per queue pair and one generation
+ * rule, and the staged operations post on the same rings; the staging
+ * part is the piece that could move to a file of its own next.
+ *
  * Bookkeeping of a queue pair this side posts on: a ring of the work
  * requests out, oldest first, each with the operation it belongs to (or
  * NULL once that operation was cancelled), its bytes, and a reference to
@@ -10,6 +16,24 @@
  * slot in the table below, the slot's generation and the ring position:
  * a completion of a queue pair that was destroyed meanwhile is
  * recognised and ignored.
+ *
+ * Staged operations (ROUTE_RDMA_STAGED: xfer_reg'd memory, which no NIC
+ * registration covers) move through the transport's own staging buffers:
+ * one pool (mem/staging.h, not pinned for GPUs) made and registered with
+ * every device at start, RDMA_STAGE_BYTES in chunks of at most
+ * RDMA_STAGE_CHUNK (smaller when the memlock limit refuses that).  Each
+ * staged work request asks for its own completion, so that a chunk comes
+ * back the moment its request is done and the next pump refills it while
+ * the others are on the wire.  (Posting each chunk the moment it is filled,
+ * rather than with the pump's chain, measured slower under Soft-RoCE.)  A
+ * WRITE's piece is copied into a send chunk (cma_copy) just before its
+ * work request is staged; a READ's piece lands in a receive chunk and is
+ * copied out when its completion retires it.  Each work request holds
+ * its chunk in its ring entry, so the chunk outlives an operation that
+ * ended early (cancelled, past its deadline, its queue pair failed): the
+ * completion, or the queue pair's teardown, gives it back.  No chunk
+ * free: the operation waits in order (one waiter per half, whose chunk
+ * is kept as the spare until the next pump) and never fails for it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,7 +51,9 @@
 #include "transport/rdma.h"
 #include "transport/rdma_dev.h"
 #include "transport/rdma_mr.h"
+#include "mem/cma.h"
 #include "mem/region.h"
+#include "mem/staging.h"
 #include "engine/thread_stats.h"
 #include "common/wire.h"
 #include "xfer_ring.h"
@@ -42,12 +68,23 @@
 #define CONNECT_NS     (5000ull * 1000000)  /* for a QpAccept to come */
 /* Passive queue pairs one peer may open here: as many as it could use. */
 #define PASSIVE_MAX    (RDMA_PEER_RAILS * RDMA_QPS_MAX)
+/* Staging buffers: 32 MiB in flight (half each way) covers a 100 Gb/s
+ * link's bandwidth-delay product many times over; halved down to
+ * RDMA_STAGE_MIN while registration is refused (memlock). */
+#define RDMA_STAGE_BYTES (32u << 20)
+#define RDMA_STAGE_CHUNK (256u << 10)
+#define RDMA_STAGE_MIN   (2u << 20)
+
+#define container_of(p, type, member) \
+	((type *)(void *)((char *)(p) - offsetof(type, member)))
 
 enum qp_state { QP_CONNECTING, QP_READY };
 
 struct posted {
 	struct xop *op;           /* NULL: cancelled, only the bytes remain */
 	struct region *hold;      /* a reference to the local region */
+	struct staging_chunk *chunk; /* staged: its buffer, given back here */
+	uint64_t local_off;       /* staged READ: where its bytes go */
 	uint64_t deadline_ns;
 	uint32_t bytes;
 	bool read;
@@ -114,6 +151,16 @@ struct rdev {
 	uint8_t rd_atomic;
 };
 
+struct rdma;
+
+/* Waiting for a staging chunk of one half (at most one waiter each). */
+struct stage_wait {
+	struct staging_waiter w;
+	struct rdma *t;
+	struct staging_chunk *spare;  /* handed over, not used yet */
+	uint64_t starved;         /* the pump that found none */
+};
+
 struct rdma {
 	struct event_base *base;
 	struct linkset *links;
@@ -132,6 +179,12 @@ struct rdma {
 	/* A queue pair was taken down: its completions may still sit in a
 	 * CQ, taking room there until polled away. */
 	bool drain;
+	/* Staging buffers (NULL: none could be registered: nothing goes
+	 * staged), registered whole on every device. */
+	struct staging_pool *stage;
+	struct ibv_mr *stage_mr[RDMA_DEV_MAX];
+	uint32_t stage_chunk;
+	struct stage_wait swait[2];   /* by enum staging_half */
 };
 
 /* --- state xferctl reads: the queue pair table and rail counters --- */
@@ -311,6 +364,133 @@ static const char *peer_label(const struct rqp *q)
 	return q->peer_name[0] ? q->peer_name : "peer";
 }
 
+/* --- staging buffers --- */
+
+/* len bytes between local region r at off and staging memory p: into
+ * p (to_chunk) or out of it.  Returns len or -errno (cma.h). */
+static int64_t stage_copy(struct region *r, uint64_t off, void *p,
+			  uint32_t len, bool to_chunk)
+{
+	if (region_kind(r) == REGION_CMA)
+		return cma_copy(r, !to_chunk, p, off, len);
+	/* memfd memory not registered (yet): xferd's own mapping */
+	if (to_chunk)
+		memcpy(p, region_map_at(r, off), len);
+	else
+		memcpy(region_map_at(r, off), p, len);
+	return len;
+}
+
+/* A chunk came back while we waited: kept for the next pump. */
+static void stage_ready(struct staging_waiter *w, struct staging_chunk *c)
+{
+	struct stage_wait *sw = container_of(w, struct stage_wait, w);
+
+	sw->spare = c;
+	sw->t->submitted = true;  /* rdma_poll pumps again */
+}
+
+/* A chunk of half h, or NULL (then one is on its way: wait). */
+static struct staging_chunk *stage_take(struct rdma *t, enum staging_half h)
+{
+	struct stage_wait *sw = &t->swait[h];
+	struct staging_chunk *c = sw->spare;
+
+	if (c) {
+		sw->spare = NULL;
+		return c;
+	}
+	if ((c = staging_take(t->stage, h)))
+		return c;
+	staging_wait(t->stage, h, &sw->w);
+	sw->starved = t->pass;
+	return NULL;
+}
+
+static void stage_close(struct rdma *t)
+{
+	int rc;
+
+	for (int h = 0; h < 2; h++) {
+		if (!t->stage)
+			break;
+		staging_cancel(t->stage, &t->swait[h].w);
+		if (t->swait[h].spare)
+			staging_give(t->swait[h].spare);
+		t->swait[h].spare = NULL;
+	}
+	for (int d = 0; d < RDMA_DEV_MAX; d++) {
+		if (t->stage_mr[d] && (rc = ibv_dereg_mr(t->stage_mr[d])))
+			log_warnx("RDMA: ibv_dereg_mr of the staging buffers: "
+				  "%s", strerror(rc));
+		t->stage_mr[d] = NULL;
+	}
+	staging_destroy(t->stage);
+	t->stage = NULL;
+}
+
+/* Register every chunk of a fresh pool (one mapping) on every device. */
+static int stage_register(struct rdma *t)
+{
+	struct staging_chunk_list all = TAILQ_HEAD_INITIALIZER(all);
+	struct staging_chunk *c;
+	uint8_t *lo = NULL, *hi = NULL;
+	int err = 0;
+
+	for (int h = 0; h < 2; h++)
+		while ((c = staging_take(t->stage, (enum staging_half)h))) {
+			if (!lo || c->p < lo)
+				lo = c->p;
+			if (!hi || c->p + c->cap > hi)
+				hi = c->p + c->cap;
+			TAILQ_INSERT_TAIL(&all, c, q);
+		}
+	for (int d = 0; d < t->ndevs && lo; d++) {
+		if (!t->dev[d].v.pd)
+			continue;
+		t->stage_mr[d] = ibv_reg_mr(t->dev[d].v.pd, lo,
+					    (size_t)(hi - lo),
+					    IBV_ACCESS_LOCAL_WRITE);
+		if (!t->stage_mr[d]) {
+			err = errno ? -errno : -ENOMEM;
+			break;
+		}
+	}
+	while ((c = TAILQ_FIRST(&all))) {
+		TAILQ_REMOVE(&all, c, q);
+		staging_give(c);
+	}
+	return err;
+}
+
+/* The staging buffers, once, at start; without them nothing is staged
+ * (xfer_reg'd memory goes over TCP). */
+static void stage_open(struct rdma *t)
+{
+	int err = -ENOMEM;
+
+	for (int h = 0; h < 2; h++)
+		t->swait[h] = (struct stage_wait){
+			.w = { .ready = stage_ready }, .t = t };
+	for (uint32_t bytes = RDMA_STAGE_BYTES; bytes >= RDMA_STAGE_MIN;
+	     bytes /= 2) {
+		/* at least 4 chunks each way */
+		uint32_t chunk = bytes / 8 < RDMA_STAGE_CHUNK ? bytes / 8
+							      : RDMA_STAGE_CHUNK;
+		if (!(t->stage = staging_create(bytes, chunk, false)))
+			continue;
+		if (!(err = stage_register(t))) {
+			t->stage_chunk = chunk;
+			log_info("RDMA staging buffers: %u KiB in chunks of %u "
+				 "KiB", bytes >> 10, chunk >> 10);
+			return;
+		}
+		stage_close(t);
+	}
+	log_warnx("RDMA: no staging buffers (%s; memlock limit?): "
+		  "xfer_reg'd memory goes over TCP", strerror(-err));
+}
+
 /*
  * The work requests in [tail, upto] are done (err 0) or failed.  When
  * one operation's request broke the queue pair (culprit), the others'
@@ -335,6 +515,19 @@ static void retire(struct rdma *t, struct rqp *q, uint32_t upto, int err,
 			stat_add64(e->read ? &rail_stats[q->rail].bytes_rx
 					   : &rail_stats[q->rail].bytes_tx,
 				   e->bytes);
+		}
+		if (e->chunk) {
+			/* A READ's bytes go where they belong only while
+			 * its operation still wants them. */
+			if (!err && e->read && op && !op->rdma.error) {
+				int64_t rc = stage_copy(op->local, e->local_off,
+							e->chunk->p, e->bytes,
+							false);
+				if (rc < 0)
+					op->rdma.error = (int)rc;
+			}
+			staging_give(e->chunk);
+			e->chunk = NULL;
 		}
 		region_put(e->hold);
 		e->hold = NULL;
@@ -652,8 +845,11 @@ static bool ensure_qps(struct rdma *t, struct rpeer *p)
 
 /* --- posting --- */
 
-static bool pair_usable(const struct rail_pair *rp, const struct xop *op,
-			uint32_t *lkey, uint32_t *rkey)
+/* Can rail pair rp carry op: the owner's rkey on its device, and ours
+ * of the local memory (staged: of the staging buffers)? */
+static bool pair_usable(const struct rdma *t, const struct rail_pair *rp,
+			const struct xop *op, bool staged, uint32_t *lkey,
+			uint32_t *rkey)
 {
 	const struct region_rdma *rr = region_rdma(op->remote);
 
@@ -661,6 +857,13 @@ static bool pair_usable(const struct rail_pair *rp, const struct xop *op,
 	    !rr->rkey[rp->theirs.device])
 		return false;
 	*rkey = rr->rkey[rp->theirs.device];
+	if (staged) {
+		const struct ibv_mr *mr = t->stage_mr[rp->mine.dev];
+		if (!mr)
+			return false;
+		*lkey = mr->lkey;
+		return true;
+	}
 	return rdma_mr_keys(op->local, rp->mine.dev, lkey, NULL);
 }
 
@@ -685,8 +888,11 @@ static struct rqp *next_qp(struct rdma *t, struct rpeer *p)
 	return NULL;
 }
 
+/* One work request of op's next len bytes on q; from or into chunk c
+ * when staged (a WRITE's bytes already copied in). */
 static void stage(struct rdma *t, struct rqp *q, struct xop *op,
-		  uint32_t lkey, uint32_t rkey, uint32_t len)
+		  uint32_t lkey, uint32_t rkey, uint32_t len,
+		  struct staging_chunk *c)
 {
 	bool read = op->opcode == XFER_OP_READ;
 	uint32_t pos = q->head++;
@@ -702,10 +908,13 @@ static void stage(struct rdma *t, struct rqp *q, struct xop *op,
 		.deadline_ns = op->deadline_ns,
 		.bytes = len,
 		.read = read,
+		.chunk = c,
+		.local_off = op->local_off + op->rdma.posted,
 	};
 	*sge = (struct ibv_sge){
-		.addr = (uint64_t)(uintptr_t)region_map_at(
-			op->local, op->local_off + op->rdma.posted),
+		.addr = c ? (uint64_t)(uintptr_t)c->p
+			  : (uint64_t)(uintptr_t)region_map_at(
+				    op->local, op->local_off + op->rdma.posted),
 		.length = len,
 		.lkey = lkey,
 	};
@@ -722,7 +931,9 @@ static void stage(struct rdma *t, struct rqp *q, struct xop *op,
 	};
 	if (!read && len <= q->max_inline)
 		wr->send_flags |= IBV_SEND_INLINE;
-	if (++q->since_signal >= RDMA_SIGNAL_EVERY) {
+	/* A staged request's completion gives its chunk back: each asks
+	 * for one, so that chunks return one by one, not a batch late. */
+	if (++q->since_signal >= RDMA_SIGNAL_EVERY || c) {
 		wr->send_flags |= IBV_SEND_SIGNALED;
 		q->since_signal = 0;
 	}
@@ -739,36 +950,46 @@ static void stage(struct rdma *t, struct rqp *q, struct xop *op,
 	}
 }
 
-/* Post what each queue pair has staged, as one chain; its last work
- * request asks for a completion, so every one is accounted for. */
+/* Post what q has staged, as one chain; its last work request asks for
+ * a completion, so every one is accounted for.  False: the post failed
+ * (logged); the caller takes q down. */
+static bool post_chain(struct rqp *q)
+{
+	struct ibv_send_wr *bad = NULL;
+	uint32_t n = q->nstaged;
+
+	q->nstaged = 0;  /* the device copied the requests: wr[] is free */
+	if (n == 0)
+		return true;
+	for (uint32_t i = 0; i + 1 < n; i++)
+		q->wr[i].next = &q->wr[i + 1];
+	q->wr[n - 1].next = NULL;
+	if (!(q->wr[n - 1].send_flags & IBV_SEND_SIGNALED)) {
+		q->wr[n - 1].send_flags |= IBV_SEND_SIGNALED;
+		q->since_signal = 0;
+	}
+	int rc = ibv_post_send(q->qp, q->wr, &bad);
+	stat_add64(&q->wrs, n);
+	stat_add64(&rail_stats[q->rail].wrs, n);
+	if (rc) {
+		log_warnx("RDMA: ibv_post_send on QP %u to %s: %s",
+			  q->qp->qp_num, peer_label(q), strerror(rc));
+		stat_add64(&rail_stats[q->rail].errors, 1);
+		return false;
+	}
+	return true;
+}
+
+/* Post what each queue pair has staged. */
 static void flush(struct rdma *t)
 {
 	while (t->dirty) {
 		struct rqp *q = t->dirty;
-		struct ibv_send_wr *bad = NULL;
-		uint32_t n = q->nstaged;
 
 		t->dirty = q->next_dirty;
 		q->dirty = false;
-		q->nstaged = 0;
-		if (n == 0)
-			continue;
-		for (uint32_t i = 0; i + 1 < n; i++)
-			q->wr[i].next = &q->wr[i + 1];
-		q->wr[n - 1].next = NULL;
-		if (!(q->wr[n - 1].send_flags & IBV_SEND_SIGNALED)) {
-			q->wr[n - 1].send_flags |= IBV_SEND_SIGNALED;
-			q->since_signal = 0;
-		}
-		int rc = ibv_post_send(q->qp, q->wr, &bad);
-		stat_add64(&q->wrs, n);
-		stat_add64(&rail_stats[q->rail].wrs, n);
-		if (rc) {
-			log_warnx("RDMA: ibv_post_send on QP %u to %s: %s",
-				  q->qp->qp_num, peer_label(q), strerror(rc));
-			stat_add64(&rail_stats[q->rail].errors, 1);
+		if (!post_chain(q))
 			qp_fail(t, q, -EIO);
-		}
 	}
 }
 
@@ -833,15 +1054,23 @@ static void pump(struct rdma *t)
 		}
 		if (connecting(t, p))
 			continue;
+		bool read = op->opcode == XFER_OP_READ;
+		enum staging_half h = read ? STAGING_RECV : STAGING_SEND;
+		/* Staged operations take chunks in order: none overtakes
+		 * one that found no chunk in this pump. */
+		if (op->rdma.staged && t->swait[h].starved == t->pass)
+			continue;
 		bool gone = false;
 		while (op->rdma.posted < op->len) {
 			struct rqp *q = next_qp(t, p);
+			struct staging_chunk *c = NULL;
 			uint32_t lkey, rkey;
 			if (!q) {
 				p->full_in_pass = t->pass;
 				break;
 			}
-			if (!pair_usable(&p->pair[q->pair], op, &lkey, &rkey)) {
+			if (!pair_usable(t, &p->pair[q->pair], op,
+					 op->rdma.staged, &lkey, &rkey)) {
 				/* Its import lost its keys (a remote access
 				 * error): the owner must be asked over TCP. */
 				to_tcp_or_fail(t, op);
@@ -850,7 +1079,22 @@ static void pump(struct rdma *t)
 			}
 			uint64_t left = op->len - op->rdma.posted;
 			uint64_t len = left < t->cfg.stripe ? left : t->cfg.stripe;
-			stage(t, q, op, lkey, rkey, (uint32_t)len);
+			if (op->rdma.staged) {
+				if (len > t->stage_chunk)
+					len = t->stage_chunk;
+				if (!(c = stage_take(t, h)))
+					break;  /* the spare comes: waits */
+				int64_t rc = read ? 0 : stage_copy(op->local,
+					op->local_off + op->rdma.posted, c->p,
+					(uint32_t)len, true);
+				if (rc < 0) {
+					staging_give(c);
+					op_fail(t, op, (int)rc);
+					gone = true;
+					break;
+				}
+			}
+			stage(t, q, op, lkey, rkey, (uint32_t)len, c);
 		}
 		if (!gone && op->rdma.posted == op->len)
 			dequeue(t, op);
@@ -972,7 +1216,31 @@ static bool rdma_accepts(void *impl, const struct xop *op)
 	if (!p || p->npairs == 0)
 		return false;
 	for (size_t i = 0; i < p->npairs; i++)
-		if (!pair_usable(&p->pair[i], op, &lkey, &rkey))
+		if (!pair_usable(t, &p->pair[i], op, false, &lkey, &rkey))
+			return false;
+	return true;
+}
+
+/* Through the staging buffers: host memory here that no NIC registration
+ * covers (xfer_reg'd, or memfd not registered), toward a region the
+ * owner registered (its rkeys), on every rail pair to it. */
+static bool rdma_stage_accepts(void *impl, const struct xop *op)
+{
+	struct rdma *t = impl;
+	uint32_t lkey, rkey;
+
+	if (!t->stage ||
+	    (op->opcode != XFER_OP_WRITE && op->opcode != XFER_OP_READ) ||
+	    op->len == 0 || !op->local || !region_rdma(op->remote))
+		return false;
+	enum region_kind k = region_kind(op->local);
+	if (k != REGION_CMA && (k != REGION_MEMFD || region_nic_mr(op->local)))
+		return false;
+	struct rpeer *p = peer_of(t, op);
+	if (!p || p->npairs == 0)
+		return false;
+	for (size_t i = 0; i < p->npairs; i++)
+		if (!pair_usable(t, &p->pair[i], op, true, &lkey, &rkey))
 			return false;
 	return true;
 }
@@ -982,6 +1250,7 @@ static void rdma_submit(void *impl, struct xop *op)
 	struct rdma *t = impl;
 
 	op->path = XFER_PATH_RDMA;
+	op->rdma.staged = false;
 	op->rdma.posted = 0;
 	op->rdma.wrs = 0;
 	op->rdma.error = 0;
@@ -991,6 +1260,13 @@ static void rdma_submit(void *impl, struct xop *op)
 	op->rdma.queued = true;
 	TAILQ_INSERT_TAIL(&t->waiting, op, q);
 	t->submitted = true;  /* posted by rdma_poll, after the drain */
+}
+
+static void rdma_stage_submit(void *impl, struct xop *op)
+{
+	rdma_submit(impl, op);
+	op->path = XFER_PATH_RDMA_STAGED;
+	op->rdma.staged = true;
 }
 
 /* Collect op (once) for ending with an error after the walk. */
@@ -1350,6 +1626,7 @@ struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 		 "stripe %llu bytes", t->ndevs, t->ndevs == 1 ? "" : "s",
 		 t->cfg.qps, t->cfg.qps == 1 ? "" : "s",
 		 (unsigned long long)t->cfg.stripe);
+	stage_open(t);
 	return t;
 }
 
@@ -1374,6 +1651,8 @@ void rdma_destroy(struct rdma *t)
 		return;
 	while (t->peers)
 		peer_remove(t, t->peers, -ECONNRESET);
+	/* Every chunk is back: the queue pairs that held them are gone. */
+	stage_close(t);
 	for (int d = 0; d < t->ndevs; d++) {
 		if (!t->dev[d].ev)
 			continue;
@@ -1472,4 +1751,50 @@ const struct transport_ops rdma_transport_ops = {
 	.describe = tr_describe,
 	.set_cfg = tr_set_cfg,
 	.destroy = tr_destroy,
+};
+
+/* --- the staged route (ROUTE_RDMA_STAGED) ---
+ *
+ * The same transport, its queue pairs and completions, with another way
+ * in: the first table polls, arms, cancels, expires and follows peers
+ * for every operation of the transport, staged or not; this one only
+ * takes operations. */
+
+static void stage_cancel_client(void *impl, const struct prog_client *pc)
+{
+	(void)impl, (void)pc;  /* rdma_cancel_client ends them */
+}
+
+static bool stage_expire(void *impl, uint64_t now)
+{
+	(void)impl, (void)now;  /* rdma_expire does */
+	return false;
+}
+
+static void stage_set_cfg(void *impl, const struct transport_cfg *cfg)
+{
+	(void)impl, (void)cfg;
+}
+
+static void stage_destroy(void *impl)
+{
+	(void)impl;  /* rdma_destroy, through the first table */
+}
+
+const struct transport_ops rdma_staged_transport_ops = {
+	.version = TRANSPORT_OPS_VERSION,
+	.name = "rdma-staged",
+	.accepts = rdma_stage_accepts,
+	.submit = rdma_stage_submit,
+	.cancel_client = stage_cancel_client,
+	.expire = stage_expire,
+	.poll = transport_stub_poll,
+	.arm = transport_stub_arm,
+	.needs_loop = transport_stub_needs_loop,
+	.peer_up = transport_stub_peer_up,
+	.peer_down = transport_stub_peer_down,
+	.frame = transport_stub_frame,
+	.describe = transport_stub_describe,
+	.set_cfg = stage_set_cfg,
+	.destroy = stage_destroy,
 };

@@ -105,6 +105,14 @@ bool rdma_busy(const struct rdma *t);
 bool rdma_arm(struct rdma *t);
 
 extern const struct transport_ops rdma_transport_ops;
+/*
+ * The same transport for ROUTE_RDMA_STAGED: host memory here that no NIC
+ * registration covers (xfer_reg'd) goes through the transport's staging
+ * buffers, a copy on this side (rdma.c says how).  Only accepts and
+ * submit are its own; register it beside rdma_transport_ops with the
+ * same impl.
+ */
+extern const struct transport_ops rdma_staged_transport_ops;
 
 /* --- for xferctl (main thread; counters are atomics) --- */
 

@@ -50,6 +50,8 @@ GUEST_TESTS=(
 	single xferd_rdma_errors 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" errors'
 	single xferd_rdma_peer_death 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" peer_death'
 	single xferd_rdma_fallback 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" fallback'
+	single xferd_rdma_staged 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" staged'
+	single xferd_rdma_adaptive 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" adaptive'
 	pair xferd_rdma_data_pair 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" data'
 	pair xferd_rdma_stripe_pair 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" stripe'
 )

@@ -39,7 +39,10 @@ declare -A XD_IP=() XD_PORT=() XD_DEV=() XD_NETDEV=()
 declare -n G_PIDS=ND_PIDS G_RUNS=ND_RUNS
 
 # _nd_enter NODE: every node runs right here, in the one namespace.
-_nd_enter() { ND_ENTER=(); }
+# G_XFERD_WRAP: a command (env, prlimit, setpriv...) that execs the next
+# xferd started; empty by default.
+G_XFERD_WRAP=()
+_nd_enter() { ND_ENTER=("${G_XFERD_WRAP[@]}"); }
 
 G_T0=$(now_ms)
 # [12.3s] since the script started: the steps' own timings, under TCG.

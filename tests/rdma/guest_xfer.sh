@@ -40,13 +40,30 @@
 #               transfers both ways complete on path tcp, a's status
 #               counts no rdma op and a never reached b over a rail.
 #
+#   staged      xfer_reg'd (malloc, CMA) memory on the initiator, memfd at
+#               the owner: writes (notified) and reads back of 1 B, 4 KiB+1,
+#               1 MiB+7 and 64 MiB (more than the staging buffers hold:
+#               it waits for chunks) at odd offsets, 1000 independent
+#               descriptors, b -> a as well; every completion says
+#               rdma-staged, xferctl status counts it, and every staging
+#               chunk is back when xferd stops.
+#   adaptive    a runs with rdma_register = background and every
+#               registration held back 2 s (XFERD_TEST_REG_DELAY_MS): a
+#               write from a memfd region just registered goes
+#               rdma-staged (b checks the bytes); reads every 100 ms from
+#               one region go rdma-staged until its registration lands,
+#               then rdma to the end (bytes checked).  Then a restarted
+#               without CAP_IPC_LOCK and a memlock limit of 16 MiB: a
+#               12 MiB region's registration fails (one log line) and its
+#               write and read go rdma-staged, verified.
+#
 # Every part ends with both xferds stopping cleanly (SIGTERM, exit 0).
 # Exit 0 pass, 1 fail, 77 skip.
 set -u
 # shellcheck source-path=SCRIPTDIR source=guest_lib.sh
 . "$(dirname "$0")/guest_lib.sh"
 
-[ $# -ge 1 ] || { echo "usage: guest_xfer.sh data|stripe|errors|peer_death|fallback..." >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: guest_xfer.sh data|stripe|errors|peer_death|fallback|staged|adaptive..." >&2; exit 2; }
 
 # rails_json NODE: a's view of the rails, as JSON, shown compactly.
 rails_json() {
@@ -384,6 +401,106 @@ part_peer_death() {
 	stop_xferd b
 }
 
+# --- staged ------------------------------------------------------------------
+
+part_staged() {
+	local REGION=$((80 * MiB)) VEC_N=1000 VEC_LEN=$((1000 * 4096))
+	local VEC_OFF=$((70 * MiB))
+	local CASES=("1@3" "4097@4099" "$((MiB + 7))@12345"
+		"$((64 * MiB))@$((2 * MiB + 1))")
+	local exp=() i size off v seed ops
+
+	start_xferd b
+	start_xferd a
+	xferd_log_has a 'RDMA staging buffers' ||
+		fail "a made no staging buffers: $(xferd_log a | grep RDMA)"
+	for i in "${!CASES[@]}"; do
+		exp+=(--expect-notify "$((300 + i)):$((3000 + i)):${CASES[i]#*@}:${CASES[i]%@*}")
+	done
+	step "target: memfd region of $REGION bytes on b; sources xfer_reg'd on a"
+	serve_start b t --name t --size $REGION --kind memfd "${exp[@]}"
+	for i in "${!CASES[@]}"; do
+		size=${CASES[i]%@*} off=${CASES[i]#*@}
+		v=$((300 + i)) seed=$((3000 + i))
+		step "$size bytes at offset $off: a (malloc) -> b, then read back"
+		xnode_ok a write --lookup "$(addr b)/t" --size "$size" --offset "$off" \
+			--seed $seed --kind malloc --notify $v --expect-path rdma-staged
+		expect_notified t $v
+		xnode_ok a read --lookup "$(addr b)/t" --size "$size" --offset "$off" \
+			--seed $seed --kind malloc --expect-path rdma-staged
+	done
+	step "$VEC_N independent descriptors from malloc'd memory"
+	xnode_ok a write --lookup "$(addr b)/t" --size $VEC_LEN --offset $VEC_OFF \
+		--vector $VEC_N --seed 3010 --kind malloc --expect-path rdma-staged
+	grep -q "^wrote $VEC_N op(s), " "$LAST_OUT" || fail "not $VEC_N completions"
+	xnode_ok a read --lookup "$(addr b)/t" --size $VEC_LEN --offset $VEC_OFF \
+		--vector $VEC_N --seed 3010 --kind malloc --expect-path rdma-staged
+	serve_stop t
+
+	step "the other direction: b (malloc) -> a, 1 MiB+7 at offset 5, read back"
+	serve_start a t-a --name t-a --size $((2 * MiB)) --kind memfd \
+		--expect-notify "400:4000:5:$((MiB + 7))"
+	xnode_ok b write --lookup "$(addr a)/t-a" --size $((MiB + 7)) --offset 5 \
+		--seed 4000 --kind malloc --notify 400 --expect-path rdma-staged
+	expect_notified t-a 400
+	xnode_ok b read --lookup "$(addr a)/t-a" --size $((MiB + 7)) --offset 5 \
+		--seed 4000 --kind malloc --expect-path rdma-staged
+	serve_stop t-a
+
+	ops=$(status_path_ops a rdma-staged)
+	[ "$ops" -gt 0 ] || fail "a's status counts no rdma-staged ops: $(xferctl_on a --json status)"
+	note "a counts $ops rdma-staged op(s), b $(status_path_ops b rdma-staged)"
+	stop_xferd a
+	stop_xferd b
+	for n in a b; do
+		xferd_log_has $n 'staging: all [0-9]* chunks back at exit' ||
+			fail "$n: staging chunks not all back: $(xferd_log $n | grep 'staging:')"
+	done
+}
+
+# --- adaptive ----------------------------------------------------------------
+
+part_adaptive() {
+	local big=$((12 * MiB + 5)) big_off=$((8 * MiB + 1))
+
+	start_xferd b
+	G_XFERD_WRAP=(env XFERD_TEST_REG_DELAY_MS=2000)
+	start_xferd a rdma_register=background
+	G_XFERD_WRAP=()
+	serve_start b t --name t --size $((32 * MiB)) --kind memfd \
+		--expect-notify "600:6000:3:$((MiB + 7))" \
+		--expect-notify "601:6001:$big_off:$big"
+	step "a write from a region whose registration is pending: staged"
+	xnode_ok a write --lookup "$(addr b)/t" --size $((MiB + 7)) --offset 3 \
+		--seed 6000 --kind memfd --notify 600 --expect-path rdma-staged
+	expect_notified t 600
+	step "reads every 100 ms from one region: staged, zero-copy once registered"
+	xnode_ok a read --lookup "$(addr b)/t" --size $((MiB + 7)) --offset 3 \
+		--seed 6000 --kind memfd --repeat 40 --interval-ms 100 \
+		--expect-paths rdma-staged,rdma
+	note "$(grep -c 'path=rdma-staged ' "$LAST_OUT") read(s) staged, then" \
+		"$(grep -c 'path=rdma ' "$LAST_OUT") zero-copy"
+	stop_xferd a
+
+	step "a without CAP_IPC_LOCK, memlock 16 MiB: registration fails, staged"
+	G_XFERD_WRAP=(prlimit --memlock=$((16 * MiB)) setpriv --bounding-set=-ipc_lock)
+	start_xferd a
+	G_XFERD_WRAP=()
+	xferd_log_has a 'RDMA staging buffers' ||
+		fail "a made no staging buffers: $(xferd_log a | grep RDMA)"
+	xnode_ok a write --lookup "$(addr b)/t" --size $big --offset $big_off \
+		--seed 6001 --kind memfd --notify 601 --expect-path rdma-staged
+	expect_notified t 601
+	xnode_ok a read --lookup "$(addr b)/t" --size $big --offset $big_off \
+		--seed 6001 --kind memfd --expect-path rdma-staged
+	[ "$(xferd_log a | grep -c 'not registered with the RDMA NICs')" -ge 1 ] ||
+		fail "no log line for the failed registration"
+	note "$(xferd_log a | grep -m1 'not registered with the RDMA NICs')"
+	serve_stop t
+	stop_xferd a
+	stop_xferd b
+}
+
 # --- fallback ----------------------------------------------------------------
 
 part_fallback() {
@@ -426,7 +543,7 @@ part_fallback() {
 
 for part; do
 	case $part in
-	data | stripe | errors | peer_death | fallback) "part_$part" ;;
+	data | stripe | errors | peer_death | fallback | staged | adaptive) "part_$part" ;;
 	*) fail "unknown part '$part'" ;;
 	esac
 done

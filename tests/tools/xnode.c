@@ -108,6 +108,9 @@ struct opts {
 	struct errset allow_err;   /* write --repeat: these may happen too */
 	bool allow_err_set;
 	const char *expect_path;
+	/* --expect-paths A,B: A first, then B from some op on, to the end */
+	char expect_first[32], expect_then[32];
+	unsigned interval_ms;      /* --repeat: pause between submissions */
 	struct expect expects[MAX_EXPECT];
 	unsigned nexpects;
 	unsigned count;
@@ -252,6 +255,10 @@ static void usage(FILE *f)
 	      "  --allow-error LIST   write --repeat: a completion may also fail with one\n"
 	      "                       of these (links going down under the writes)\n"
 	      "  --expect-path PATH   every completion's path (tcp, memcpy, cma, ...)\n"
+	      "  --expect-paths A,B   --repeat: the first completions say A, then from\n"
+	      "                       one on B, to the last (both seen)\n"
+	      "  --interval-ms T      --repeat: pause between one op's completion and\n"
+	      "                       the next submission\n"
 	      "  --timeout-ms T       the descriptors' deadline (xfer_sqe_set_timeout)\n"
 	      "  --grace-ms G         how long past a deadline a completion may take\n"
 	      "                       before the descriptor counts as hung (default 10000)\n"
@@ -377,7 +384,8 @@ enum {
 	O_KIND, O_SEED, O_EXPORT_RANGE, O_NOTIFY, O_VECTOR, O_LINKED,
 	O_TIMEOUT, O_GRACE, O_EXPECT_ERROR, O_EXPECT_PATH, O_EXPECT_NOTIFY,
 	O_COUNT, O_VERIFY_UNCHANGED, O_REPEAT, O_DEPTH, O_UNTIL_ERROR,
-	O_MAX_MS, O_CLOBBER, O_UNMAP_AFTER, O_ALLOW_ERROR, O_HELP,
+	O_MAX_MS, O_CLOBBER, O_UNMAP_AFTER, O_ALLOW_ERROR, O_EXPECT_PATHS,
+	O_INTERVAL, O_HELP,
 };
 
 static void parse_args(int argc, char **argv)
@@ -404,6 +412,8 @@ static void parse_args(int argc, char **argv)
 		{ "verify-unchanged", no_argument, NULL, O_VERIFY_UNCHANGED },
 		{ "repeat", required_argument, NULL, O_REPEAT },
 		{ "depth", required_argument, NULL, O_DEPTH },
+		{ "expect-paths", required_argument, NULL, O_EXPECT_PATHS },
+		{ "interval-ms", required_argument, NULL, O_INTERVAL },
 		{ "until-error", no_argument, NULL, O_UNTIL_ERROR },
 		{ "max-ms", required_argument, NULL, O_MAX_MS },
 		{ "clobber-on-notify", no_argument, NULL, O_CLOBBER },
@@ -498,6 +508,20 @@ static void parse_args(int argc, char **argv)
 				usage_error("--depth must be at least 1");
 			break;
 		case O_UNTIL_ERROR: opt.until_error = true; break;
+		case O_EXPECT_PATHS: {
+			const char *comma = strchr(optarg, ',');
+			if (!comma || comma == optarg || !comma[1] ||
+			    (size_t)(comma - optarg) >= sizeof(opt.expect_first) ||
+			    strlen(comma + 1) >= sizeof(opt.expect_then))
+				usage_error("--expect-paths '%s' is not FIRST,THEN",
+					    optarg);
+			memcpy(opt.expect_first, optarg, (size_t)(comma - optarg));
+			strcpy(opt.expect_then, comma + 1);
+			break;
+		}
+		case O_INTERVAL:
+			opt.interval_ms = parse_u32("--interval-ms", optarg);
+			break;
 		case O_MAX_MS: opt.max_ms = parse_u32("--max-ms", optarg); break;
 		case O_CLOBBER: opt.clobber = true; break;
 		case O_ALLOW_ERROR:
@@ -557,6 +581,10 @@ static void parse_args(int argc, char **argv)
 		usage_error("--notify with --vector needs --linked (one notification per batch)");
 	if (opt.repeat_set && opt.vector > 1)
 		usage_error("--repeat goes with single descriptors (no --vector)");
+	if ((opt.expect_first[0] || opt.interval_ms) &&
+	    (!opt.repeat_set || opt.depth > 1 || opt.expect_path))
+		usage_error("--expect-paths and --interval-ms go with --repeat "
+			    "at depth 1 (no --expect-path)");
 	if (opt.cmd == CMD_SERVE)
 		for (unsigned i = 0; i < opt.nexpects; i++) {
 			const struct expect *e = &opt.expects[i];
@@ -872,6 +900,13 @@ static int cmd_rw(void)
 		while (!stopping && submitted < nunits &&
 		       submitted - done < depth &&
 		       xfer_sq_space(ctx) >= per_unit) {
+			if (opt.interval_ms && submitted) {
+				struct timespec gap = {
+					.tv_sec = opt.interval_ms / 1000,
+					.tv_nsec = opt.interval_ms % 1000 * 1000000L,
+				};
+				nanosleep(&gap, NULL);
+			}
 			prep_unit(ctx, local.handle, xfer_remote_handle(remote),
 				  submitted, nunits);
 			/* Stamped before the hand-over: xferd may run the
@@ -927,7 +962,24 @@ static int cmd_rw(void)
 			       un->complete_us);
 	}
 
-	/* Every completion, checked. */
+	/* Every completion, checked; with --expect-paths, in order. */
+	bool then_seen = false;
+	for (unsigned u = 0; u < done && opt.expect_first[0]; u++) {
+		const char *pn = xfer_path_name(units[u].path);
+		if (units[u].result < 0)
+			continue;
+		if (strcmp(pn, opt.expect_then) == 0)
+			then_seen = true;
+		else if (then_seen || strcmp(pn, opt.expect_first))
+			fail("op %u: path %s; want %s first, then %s to the end",
+			     u + 1, pn, opt.expect_first, opt.expect_then);
+	}
+	if (opt.expect_first[0] && !then_seen)
+		fail("no op went %s (all %s)", opt.expect_then, opt.expect_first);
+	if (opt.expect_first[0] && done &&
+	    strcmp(xfer_path_name(units[0].path), opt.expect_first))
+		fail("op 1: path %s, want %s", xfer_path_name(units[0].path),
+		     opt.expect_first);
 	for (unsigned u = 0; u < done; u++) {
 		const struct unit *un = &units[u];
 		if (un->flags & XFER_CQE_F_NOTIFY)

@@ -524,6 +524,12 @@ START_TEST(key_rdma)
 	ck_assert_uint_eq(c.rdma_stripe, 1u << 30);
 	bad_line("rdma_stripe = 1K", "4K..1G");
 	bad_line("rdma_stripe = 2G", "4K..1G");
+	ck_assert(!c.rdma_reg_background);  /* the default: wait */
+	c = good_line("rdma_register = background");
+	ck_assert(c.rdma_reg_background);
+	c = good_line("rdma_register = wait");
+	ck_assert(!c.rdma_reg_background);
+	bad_line("rdma_register = later", "wait or background");
 	bad_line("rdma_stripe = lots", "4K..1G");
 }
 END_TEST

@@ -85,25 +85,65 @@ START_TEST(other_node_every_combination)
 	for (unsigned m = 0; m < NKINDS; m++)
 	for (int gpus = 0; gpus < 2; gpus++)
 	for (int links = 0; links < 2; links++)
-	for (int rdma = 0; rdma < 2; rdma++) {
+	for (int rdma = 0; rdma < 2; rdma++)
+	for (int staged = 0; staged < 2; staged++) {
 		struct path_facts f = {
 			.opcode = ops[o], .local = host_gpu[l],
 			.target = REGION_REMOTE, .owner_mem = host_gpu[m],
 			.gpus = gpus, .links = links, .rdma = rdma,
+			.rdma_staged = staged,
 		};
 		enum path_route want = gpus ? other_node_gpus[l][m]
 					    : other_node_no_gpus[l][m];
+		/* Zero-copy RDMA first, then RDMA through staging buffers,
+		 * for host memory at both ends; GPU memory keeps its
+		 * staged link route. */
 		if (!links)
 			want = ROUTE_UNREACHABLE;
 		else if (want == ROUTE_LINK && rdma)
 			want = ROUTE_RDMA;
+		else if (want == ROUTE_LINK && staged)
+			want = ROUTE_RDMA_STAGED;
 		enum path_route got = path_choose(&f);
 		ck_assert_msg(got == want,
-			      "%s %s -> remote %s, gpus %d links %d rdma %d: "
-			      "%s, expected %s", o ? "read" : "write",
+			      "%s %s -> remote %s, gpus %d links %d rdma %d "
+			      "staged %d: %s, expected %s", o ? "read" : "write",
 			      kind(host_gpu[l]), kind(host_gpu[m]), gpus,
-			      links, rdma, path_route_name(got),
+			      links, rdma, staged, path_route_name(got),
 			      path_route_name(want));
+	}
+}
+END_TEST
+
+/* The rows of xfer_reg'd (CMA) memory toward a peer that RDMA reaches:
+ * zero-copy needs a NIC registration of it, which CMA memory never has;
+ * through the staging buffers it goes by RDMA all the same. */
+START_TEST(cma_to_rdma_peer_is_staged)
+{
+	const uint8_t ops[] = { XFER_OP_WRITE, XFER_OP_READ };
+
+	for (unsigned o = 0; o < 2; o++)
+	for (int gpus = 0; gpus < 2; gpus++) {
+		struct path_facts f = {
+			.opcode = ops[o], .local = REGION_CMA,
+			.target = REGION_REMOTE, .owner_mem = REGION_MEMFD,
+			.gpus = gpus, .links = true, .rdma_staged = true,
+		};
+		ck_assert_int_eq(path_choose(&f), ROUTE_RDMA_STAGED);
+		f.rdma_staged = false;  /* no staging buffers, or no rail */
+		ck_assert_int_eq(path_choose(&f), ROUTE_LINK);
+		/* A memfd region whose registration is there: zero-copy;
+		 * not yet there: staged. */
+		f.local = REGION_MEMFD;
+		f.rdma = true;
+		f.rdma_staged = false;
+		ck_assert_int_eq(path_choose(&f), ROUTE_RDMA);
+		f.rdma = false;
+		f.rdma_staged = true;
+		ck_assert_int_eq(path_choose(&f), ROUTE_RDMA_STAGED);
+		/* The owner's GPU memory is the owner's to stage. */
+		f.owner_mem = REGION_CUDA;
+		ck_assert_int_eq(path_choose(&f), ROUTE_LINK_STAGED);
 	}
 }
 END_TEST
@@ -117,7 +157,7 @@ START_TEST(notify_goes_on_the_link)
 		struct path_facts f = {
 			.opcode = XFER_OP_NOTIFY, .target = REGION_REMOTE,
 			.owner_mem = host_gpu[m], .gpus = true,
-			.links = links, .rdma = rdma,
+			.links = links, .rdma = rdma, .rdma_staged = rdma,
 		};
 		ck_assert_int_eq(path_choose(&f),
 				 links ? ROUTE_LINK : ROUTE_UNREACHABLE);
@@ -178,6 +218,7 @@ Suite *path_suite(void)
 
 	tcase_add_test(tc, same_node_every_combination);
 	tcase_add_test(tc, other_node_every_combination);
+	tcase_add_test(tc, cma_to_rdma_peer_is_staged);
 	tcase_add_test(tc, notify_goes_on_the_link);
 	tcase_add_test(tc, route_names);
 	suite_add_tcase(s, tc);
