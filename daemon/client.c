@@ -174,6 +174,17 @@ static int run_nic_mr(struct regworker_job *j)
 {
 	struct reg_job *rj = (struct reg_job *)j;
 
+	/* With GPUs, pin the mapping for GPU copies here too, not at its
+	 * first GPU copy on the progress thread (a multi-GiB region takes
+	 * long to pin, and every client of the node would wait).  Only
+	 * while no other thread sees the region: in the background the
+	 * progress thread may be pinning it at first use already.  A
+	 * failure is left to that first use, which reports it. */
+	if (!rj->background && gpu_count() > 0 && region_gpu_pin(rj->r))
+		log_warnx("client %llu: region of %llu bytes not pinned for "
+			  "GPU copies (pinned at first use instead)",
+			  (unsigned long long)j->owner,
+			  (unsigned long long)rj->length);
 	return rdma_mr_register(rj->rc, rj->r);
 }
 
