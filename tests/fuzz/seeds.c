@@ -15,7 +15,6 @@
 #include "common/wire.h"
 #include "peer.pb-c.h"
 #include "transport/link.h"
-#include "transport/link_int.h"
 #include "xfer_ring.h"
 
 static const char *root = "tests/fuzz/corpus";
@@ -165,11 +164,155 @@ static void client_msgs(void)
 #undef MSG
 }
 
+/* Peer frames, framed by link_frame_header (the link's own sender). */
+static uint8_t stream[1 << 16];
+static size_t nstream;
+
+static void frame_put(const char *name, Xfer__Peer__PeerMsg *m,
+		      uint32_t plen)
+{
+	uint8_t buf[8 + 4096 + 256];
+
+	m->proto_version = XFER_PROTO_VERSION;
+	int n = link_frame_header(&m->base, plen, buf);
+	if (n < 0 || (size_t)n + plen > sizeof(buf))
+		abort();
+	for (uint32_t i = 0; i < plen; i++)
+		buf[n + i] = (uint8_t)(i * 13);
+	put("fuzz_peer_frame", name, buf, (size_t)n + plen);
+	if (nstream + (size_t)n + plen <= sizeof(stream)) {
+		memcpy(stream + nstream, buf, (size_t)n + plen);
+		nstream += (size_t)n + plen;
+	}
+}
+
+static void peer_frames(void)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__Target tgt = XFER__PEER__TARGET__INIT;
+	Xfer__Peer__Ping ping = XFER__PEER__PING__INIT;
+	Xfer__Peer__Pong pong = XFER__PEER__PONG__INIT;
+	Xfer__Peer__WriteChunk w = XFER__PEER__WRITE_CHUNK__INIT;
+	Xfer__Peer__WriteAck ack = XFER__PEER__WRITE_ACK__INIT;
+	Xfer__Peer__Abort ab = XFER__PEER__ABORT__INIT;
+	Xfer__Peer__ReadRequest rq = XFER__PEER__READ_REQUEST__INIT;
+	Xfer__Peer__ReadData rd = XFER__PEER__READ_DATA__INIT;
+	Xfer__Peer__Notify nt = XFER__PEER__NOTIFY__INIT;
+	Xfer__Peer__CheckToken ck = XFER__PEER__CHECK_TOKEN__INIT;
+	Xfer__Peer__CheckReply cr = XFER__PEER__CHECK_REPLY__INIT;
+	Xfer__Peer__RdmaMemory mem = XFER__PEER__RDMA_MEMORY__INIT;
+	Xfer__Peer__QpEnd end = XFER__PEER__QP_END__INIT;
+	Xfer__Peer__QpConnect qc = XFER__PEER__QP_CONNECT__INIT;
+	Xfer__Peer__QpAccept qa = XFER__PEER__QP_ACCEPT__INIT;
+	Xfer__Peer__Lookup lk = XFER__PEER__LOOKUP__INIT;
+	Xfer__Peer__LookupReply lr = XFER__PEER__LOOKUP_REPLY__INIT;
+	Xfer__Peer__Error er = XFER__PEER__ERROR__INIT;
+	uint8_t key[TOKEN_KEY_LEN] = { 0x3c, 0x91, 7 }, gid[16] = { 0xfe, 0x80 };
+	uint8_t tok[512];
+	uint32_t rkeys[2] = { 0x1234, 0x5678 };
+
+#define MSG(field, val, body) \
+	(m = (Xfer__Peer__PeerMsg)XFER__PEER__PEER_MSG__INIT, \
+	 m.body_case = XFER__PEER__PEER_MSG__BODY_##body, m.field = (val))
+
+	tgt.region = 0x1234;
+	tgt.key = (ProtobufCBinaryData){ sizeof(key), key };
+	tgt.offset = 4096;
+	tgt.length = 8192;
+	tgt.region_length = 1u << 20;
+	tgt.mem_kind = 1;
+	ping.nonce = 5;
+	ping.sent_ns = 123456789;
+	MSG(ping, &ping, PING);
+	frame_put("ping", &m, 0);
+	pong.sent_ns = 123456789;
+	MSG(pong, &pong, PONG);
+	frame_put("pong", &m, 0);
+	w.op = 1;
+	w.target = &tgt;
+	w.at = 0;
+	w.total = 4096;
+	w.last = 1;
+	w.notify = 1;
+	w.notify_value = 42;
+	MSG(write, &w, WRITE);
+	frame_put("write", &m, 4096);
+	ack.op = 1;
+	ack.result = 4096;
+	MSG(write_ack, &ack, WRITE_ACK);
+	frame_put("write_ack", &m, 0);
+	ab.op = 2;
+	MSG(abort, &ab, ABORT);
+	frame_put("abort", &m, 0);
+	rq.op = 3;
+	rq.source = &tgt;
+	rq.at = 0;
+	rq.length = 4096;
+	MSG(read, &rq, READ);
+	frame_put("read", &m, 0);
+	rd.op = 3;
+	rd.last = 1;
+	rd.result = 256;
+	MSG(read_data, &rd, READ_DATA);
+	frame_put("read_data", &m, 256);
+	nt.op = 4;
+	nt.target = &tgt;
+	nt.value = 7;
+	nt.bytes = 4096;
+	MSG(notify, &nt, NOTIFY);
+	frame_put("notify", &m, 0);
+	ck.id = 5;
+	ck.target = &tgt;
+	MSG(check, &ck, CHECK);
+	frame_put("check", &m, 0);
+	cr.id = 5;
+	mem.addr = 0x7f0000000000;
+	mem.n_rkeys = 2;
+	mem.rkeys = rkeys;
+	cr.rdma = &mem;
+	MSG(check_reply, &cr, CHECK_REPLY);
+	frame_put("check_reply", &m, 0);
+	end.qpn = 0x11;
+	end.psn = 0x22;
+	end.gid = (ProtobufCBinaryData){ sizeof(gid), gid };
+	end.mtu = 5;
+	end.rd_atomic = 16;
+	qc.rail = 0;
+	qc.peer_rail = 1;
+	qc.epoch = 9;
+	qc.end = &end;
+	MSG(qp_connect, &qc, QP_CONNECT);
+	frame_put("qp_connect", &m, 0);
+	qa.rail = 0;
+	qa.peer_rail = 1;
+	qa.epoch = 9;
+	qa.end = &end;
+	MSG(qp_accept, &qa, QP_ACCEPT);
+	frame_put("qp_accept", &m, 0);
+	lk.id = 6;
+	lk.name = "kv.layer0";
+	MSG(lookup, &lk, LOOKUP);
+	frame_put("lookup", &m, 0);
+	lr.id = 6;
+	lr.token = (ProtobufCBinaryData){ sample_token(tok, sizeof(tok), true),
+					  tok };
+	MSG(lookup_reply, &lr, LOOKUP_REPLY);
+	frame_put("lookup_reply", &m, 0);
+	/* The rest in one stream, then an Error that ends it. */
+	put("fuzz_peer_frame", "stream", stream, nstream);
+	er.code = -EPROTO;
+	er.reason = "bye";
+	MSG(error, &er, ERROR);
+	frame_put("error", &m, 0);
+#undef MSG
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
 		root = argv[1];
 	tokens();
 	client_msgs();
+	peer_frames();
 	return 0;
 }
