@@ -307,6 +307,47 @@ static void peer_frames(void)
 #undef MSG
 }
 
+/*
+ * SQEs in fuzz_sqe's terms: the low 3 bits of a handle pick A's region
+ * (0), B's (1), the sub-range import of B (2), the whole import (3), A's
+ * CMA region (4), another xferd's region (5); user_data bit 0 folds
+ * offsets near the regions' size.
+ */
+static void sqes(void)
+{
+	struct xfer_sqe s[4];
+
+#define SQE(op, fl, l, lo, r, ro, n) \
+	((struct xfer_sqe){ .opcode = (op), .flags = (fl), .user_data = 1, \
+			    .local = (l), .local_off = (lo), .remote = (r), \
+			    .remote_off = (ro), .len = (n), \
+			    .notify_value = 99 })
+	s[0] = SQE(XFER_OP_WRITE, 0, 0, 0, 2, 0, 8192);
+	put("fuzz_sqe", "write_import", s, sizeof(s[0]));
+	s[0] = SQE(XFER_OP_READ, 0, 0, 100, 3, 4000, 30000);
+	put("fuzz_sqe", "read_import", s, sizeof(s[0]));
+	s[0] = SQE(XFER_OP_WRITE, XFER_SQE_F_NOTIFY, 0, 0, 3, 0, 4096);
+	put("fuzz_sqe", "write_notify", s, sizeof(s[0]));
+	s[0] = SQE(XFER_OP_NOTIFY, 0, 0, 0, 2, 0, 0);
+	put("fuzz_sqe", "notify", s, sizeof(s[0]));
+	s[0] = SQE(XFER_OP_NOP, 0, 0, 0, 0, 0, 0);
+	put("fuzz_sqe", "nop", s, sizeof(s[0]));
+	s[0] = SQE(XFER_OP_WRITE, 0, 4, 0, 3, 0, 65536);
+	put("fuzz_sqe", "write_cma", s, sizeof(s[0]));
+	s[0] = SQE(XFER_OP_READ, 0, 4, 512, 0, 0, 1000);
+	put("fuzz_sqe", "read_cma", s, sizeof(s[0]));
+	s[0] = SQE(XFER_OP_WRITE, 0, 0, 0, 5, 0, 4096);
+	put("fuzz_sqe", "write_remote", s, sizeof(s[0]));
+	s[0] = SQE(XFER_OP_WRITE, XFER_SQE_F_LINK, 0, 0, 3, 0, 4096);
+	s[1] = SQE(XFER_OP_READ, XFER_SQE_F_LINK, 0, 8192, 2, 0, 8192);
+	s[2] = SQE(XFER_OP_WRITE, XFER_SQE_F_LINK, 4, 0, 3, 4096, 4096);
+	s[3] = SQE(XFER_OP_WRITE, XFER_SQE_F_NOTIFY, 0, 0, 3, 8192, 100);
+	put("fuzz_sqe", "batch", s, sizeof(s));
+	s[1] = SQE(XFER_OP_READ, XFER_SQE_F_LINK, 0, 0, 2, 8000, 8192);
+	put("fuzz_sqe", "batch_error", s, sizeof(s));
+#undef SQE
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -314,5 +355,6 @@ int main(int argc, char **argv)
 	tokens();
 	client_msgs();
 	peer_frames();
+	sqes();
 	return 0;
 }
