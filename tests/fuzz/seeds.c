@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "client.pb-c.h"
+#include "ctl.pb-c.h"
 #include "common/token_codec.h"
 #include "common/wire.h"
 #include "peer.pb-c.h"
@@ -348,6 +349,55 @@ static void sqes(void)
 #undef SQE
 }
 
+/* xferctl's requests, tagged as on the control socket. */
+static void ctl_put(const char *name, Xfer__Ctl__CtlMsg *m)
+{
+	uint8_t buf[WIRE_TAG_LEN + 256];
+	uint32_t tag = WIRE_TAG_CTL;
+
+	m->proto_version = XFER_PROTO_VERSION;
+	if (xfer__ctl__ctl_msg__get_packed_size(m) > sizeof(buf) - WIRE_TAG_LEN)
+		abort();
+	memcpy(buf, &tag, WIRE_TAG_LEN);
+	size_t n = xfer__ctl__ctl_msg__pack(m, buf + WIRE_TAG_LEN);
+	put("fuzz_ctl_msg", name, buf, WIRE_TAG_LEN + n);
+}
+
+static void ctl_msgs(void)
+{
+	Xfer__Ctl__CtlMsg m;
+	Xfer__Ctl__StatusRequest st = XFER__CTL__STATUS_REQUEST__INIT;
+	Xfer__Ctl__ClientsRequest cl = XFER__CTL__CLIENTS_REQUEST__INIT;
+	Xfer__Ctl__RegionsRequest rg = XFER__CTL__REGIONS_REQUEST__INIT;
+	Xfer__Ctl__PeersRequest pr = XFER__CTL__PEERS_REQUEST__INIT;
+	Xfer__Ctl__GpusRequest gp = XFER__CTL__GPUS_REQUEST__INIT;
+	Xfer__Ctl__RailsRequest rl = XFER__CTL__RAILS_REQUEST__INIT;
+	Xfer__Ctl__PingRequest pg = XFER__CTL__PING_REQUEST__INIT;
+
+#define MSG(field, val, body) \
+	(m = (Xfer__Ctl__CtlMsg)XFER__CTL__CTL_MSG__INIT, \
+	 m.body_case = XFER__CTL__CTL_MSG__BODY_##body, m.field = (val))
+	MSG(status, &st, STATUS);
+	ctl_put("status", &m);
+	MSG(clients, &cl, CLIENTS);
+	ctl_put("clients", &m);
+	MSG(regions, &rg, REGIONS);
+	ctl_put("regions", &m);
+	MSG(peers, &pr, PEERS);
+	ctl_put("peers", &m);
+	MSG(gpus, &gp, GPUS);
+	ctl_put("gpus", &m);
+	MSG(rails, &rl, RAILS);
+	ctl_put("rails", &m);
+	pg.target = "node-b";
+	MSG(ping, &pg, PING);
+	ctl_put("ping_node", &m);
+	pg.target = "[fd00::2]:7474";
+	MSG(ping, &pg, PING);
+	ctl_put("ping_addr", &m);
+#undef MSG
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -356,5 +406,6 @@ int main(int argc, char **argv)
 	client_msgs();
 	peer_frames();
 	sqes();
+	ctl_msgs();
 	return 0;
 }
