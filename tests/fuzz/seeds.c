@@ -398,6 +398,96 @@ static void ctl_msgs(void)
 #undef MSG
 }
 
+/*
+ * Handshakes in fuzz_handshake's terms: a side byte (1: this side
+ * initiated), then the frames it receives, framed by link_frame_header.
+ */
+static size_t hs_frame(uint8_t *out, Xfer__Peer__PeerMsg *m)
+{
+	m->proto_version = XFER_PROTO_VERSION;
+	int n = link_frame_header(&m->base, 0, out);
+	if (n < 0)
+		abort();
+	return (size_t)n;
+}
+
+static void handshakes(void)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__Hello h = XFER__PEER__HELLO__INIT;
+	Xfer__Peer__Welcome w = XFER__PEER__WELCOME__INIT;
+	Xfer__Peer__Ready r = XFER__PEER__READY__INIT;
+	Xfer__Peer__Established e = XFER__PEER__ESTABLISHED__INIT;
+	Xfer__Token__Address a4 = XFER__TOKEN__ADDRESS__INIT,
+			     a6 = XFER__TOKEN__ADDRESS__INIT;
+	Xfer__Token__Address *addrs[2] = { &a4, &a6 };
+	Xfer__Peer__Rail rail = XFER__PEER__RAIL__INIT;
+	Xfer__Peer__Rail *rails[1] = { &rail };
+	uint8_t id[16], chal[32], proof[32], gid[16] = { 0xfe, 0x80 };
+	uint8_t ip4[4] = { 10, 0, 0, 2 }, ip6[16] = { 0xfd, 0, 0, 0, 0, 0, 0, 0,
+						    0, 0, 0, 0, 0, 0, 0, 2 };
+	uint8_t buf[8192];
+	size_t n;
+
+	memset(id, 0xb1, sizeof(id));
+	memset(chal, 0xc2, sizeof(chal));
+	memset(proof, 0xd3, sizeof(proof));
+	a4.ip = (ProtobufCBinaryData){ sizeof(ip4), ip4 };
+	a4.prefix_len = 24;
+	a4.port = 7474;
+	a4.ifname = "eth0";
+	a6.ip = (ProtobufCBinaryData){ sizeof(ip6), ip6 };
+	a6.prefix_len = 64;
+	a6.port = 7474;
+	rail.index = 0;
+	rail.device = 1;
+	rail.gid = (ProtobufCBinaryData){ sizeof(gid), gid };
+	rail.mtu = 5;
+	rail.ip = a4.ip;
+	rail.prefix_len = 24;
+
+	/* The acceptor's side: Hello, then Ready. */
+	h.instance_id = (ProtobufCBinaryData){ sizeof(id), id };
+	h.node_name = "node-b";
+	h.n_addresses = 2;
+	h.addresses = addrs;
+	h.challenge = (ProtobufCBinaryData){ sizeof(chal), chal };
+	h.n_rails = 1;
+	h.rails = rails;
+	buf[0] = 0;
+	m = (Xfer__Peer__PeerMsg)XFER__PEER__PEER_MSG__INIT;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_HELLO;
+	m.hello = &h;
+	n = 1 + hs_frame(buf + 1, &m);
+	r.proof = (ProtobufCBinaryData){ sizeof(proof), proof };
+	m = (Xfer__Peer__PeerMsg)XFER__PEER__PEER_MSG__INIT;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_READY;
+	m.ready = &r;
+	n += hs_frame(buf + n, &m);
+	put("fuzz_handshake", "acceptor", buf, n);
+
+	/* The initiator's side: Welcome, then Established. */
+	w.instance_id = h.instance_id;
+	w.node_name = "node-b";
+	w.n_addresses = 2;
+	w.addresses = addrs;
+	w.challenge = h.challenge;
+	w.proof = r.proof;
+	w.auth = 1;
+	w.n_rails = 1;
+	w.rails = rails;
+	buf[0] = 1;
+	m = (Xfer__Peer__PeerMsg)XFER__PEER__PEER_MSG__INIT;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_WELCOME;
+	m.welcome = &w;
+	n = 1 + hs_frame(buf + 1, &m);
+	m = (Xfer__Peer__PeerMsg)XFER__PEER__PEER_MSG__INIT;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_ESTABLISHED;
+	m.established = &e;
+	n += hs_frame(buf + n, &m);
+	put("fuzz_handshake", "initiator", buf, n);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -407,5 +497,6 @@ int main(int argc, char **argv)
 	peer_frames();
 	sqes();
 	ctl_msgs();
+	handshakes();
 	return 0;
 }
