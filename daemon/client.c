@@ -448,8 +448,9 @@ static int handle_remove(struct client *c, uint64_t seq, uint64_t handle,
 static int handle_publish(struct client *c, uint64_t seq,
 			  const Xfer__Client__PublishRequest *req)
 {
-	/* Name and token length: checked by client_msg_check.  The table keeps opaque bytes: a token is checked where it is
-	 * used, on import at the xferd that owns it. */
+	/* Name and token length: checked by client_msg_check.  The table
+	 * keeps opaque bytes: a token is checked where it is used, on
+	 * import at the xferd that owns it. */
 	int err = names_publish(c->d->names, req->name, c->pc.id,
 				req->token.data, req->token.len);
 	if (!err)
