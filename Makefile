@@ -5,6 +5,7 @@
 #   make demo       start xferd, move verified data between two clients
 #   make bench      xferbench beside its baselines -> BENCHMARKS.md
 #   make asan       the tests again under ASan/UBSan (build-asan/)
+#   make fuzz       libFuzzer harnesses (build-fuzz/), FUZZ_SECONDS each
 #   make install    PREFIX=/usr/local DESTDIR=
 #   V=1             show the commands
 
@@ -44,6 +45,8 @@ DEPS_PYTHON := python3-dev python3-setuptools python3-pip python3-pytest \
 DEPS_RDMA  := rdma-core ibverbs-providers ibverbs-utils libibverbs-dev \
 	librdmacm-dev rdmacm-utils perftest busybox-static qemu-system-x86 \
 	kmod cpio xz-utils iproute2
+# The fuzz harnesses (tests/fuzz/): clang's libFuzzer and sanitizers.
+DEPS_FUZZ  := clang libclang-rt-14-dev
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
@@ -52,6 +55,14 @@ WARN    += -Werror
 endif
 ifeq ($(SAN),1)
 CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+	-fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+# The code under test for libFuzzer: clang, coverage hooks, ASan/UBSan.
+ifeq ($(FUZZ),1)
+CC      := clang
+CFLAGS  := -O1 -g -fno-omit-frame-pointer \
+	-fsanitize=fuzzer-no-link,address,undefined \
 	-fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
@@ -139,7 +150,8 @@ endif
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 UNIT_BIN   := $(BUILD)/tests/unit_tests
 
-.PHONY: all deps check unit integration demo bench asan install clean python
+.PHONY: all deps check unit integration demo bench asan fuzz fuzz-run fuzz-corpus install \
+	clean python
 .DEFAULT_GOAL := all
 
 all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(XFERDEMO) $(LIBSO) $(LIBA) $(LIBPC) \
@@ -294,6 +306,27 @@ $(UNIT_BIN): $(call obj,$(UNIT_SRC)) $(UNIT_DEPS)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(shell $(PKG) --libs check) -levent -libverbs \
 		$(BASE_LIBS) $(SYSTEMD_LIBS)
 
+# libFuzzer harnesses (tests/fuzz/fuzz_*.c), each linked with the real
+# code it feeds: the daemon's objects, as the unit tests link them.
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+FUZZ_SECONDS ?= 60
+
+$(BUILD)/fuzz/%: $(OBJ)/tests/fuzz/%.o $(UNIT_DEPS)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ -levent -libverbs \
+		$(BASE_LIBS) $(SYSTEMD_LIBS)
+
+# The seed corpora (tests/fuzz/corpus/), packed by the real code.
+$(BUILD)/fuzz-seeds: $(OBJ)/tests/fuzz/seeds.o $(UNIT_DEPS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -levent -libverbs $(BASE_LIBS) \
+		$(SYSTEMD_LIBS)
+
+fuzz-corpus: $(BUILD)/fuzz-seeds
+	$(Q)$(BUILD)/fuzz-seeds tests/fuzz/corpus
+
 # --- the Python package --------------------------------------------------
 
 # xferd._core, built by setup.py against $(LIBA) into $(BUILD)/python/lib
@@ -339,6 +372,15 @@ bench:
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=1 check
 
+# Every harness for FUZZ_SECONDS from its seed corpus; a crash, leak,
+# sanitizer report or timeout fails the target and keeps its input in
+# build-fuzz/crashes/.
+fuzz:
+	$(Q)$(MAKE) --no-print-directory BUILD=build-fuzz FUZZ=1 fuzz-run
+
+fuzz-run: $(FUZZ_BIN)
+	$(Q)tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS) $(FUZZ_BIN)
+
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
 		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) \
@@ -365,4 +407,4 @@ install: all
 		$(if $(DESTDIR),--root=$(DESTDIR))
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-fuzz

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "client_msg.h"
 #include "common/pubname.h"
 #include "client.pb-c.h"
 #include "gpu/gpu.h"
@@ -286,20 +287,16 @@ static void reg_submit(struct client *c, struct reg_job *rj, uint64_t seq,
 }
 
 /*
- * GPU memory: check the description here; the import (once per
- * allocation and buffer id: the registration cache) runs on the
- * registration thread.
+ * GPU memory: the description (checked by client_msg_check) for the
+ * import (once per allocation and buffer id: the registration cache),
+ * which runs on the registration thread.
  */
-static int reg_cuda(const Xfer__Client__RegRequest *req, int *fds,
-		    unsigned *nfds, struct reg_job *rj)
+static void reg_cuda(const Xfer__Client__RegRequest *req, int *fds,
+		     unsigned *nfds, struct reg_job *rj)
 {
 	const Xfer__Client__CudaAlloc *a = req->cuda;
 	struct gpu_alloc_desc *d = &rj->desc;
 
-	if (!a || a->device_uuid.len != GPU_UUID_LEN || a->alloc_size == 0 ||
-	    (a->vmm ? *nfds != 1 : *nfds != 0) ||
-	    (!a->vmm && a->ipc_handle.len != GPU_IPC_HANDLE_LEN))
-		return -EINVAL;
 	memcpy(d->uuid, a->device_uuid.data, GPU_UUID_LEN);
 	d->base = a->alloc_base;
 	d->size = a->alloc_size;
@@ -313,7 +310,6 @@ static int reg_cuda(const Xfer__Client__RegRequest *req, int *fds,
 		rj->fd = fds[0];
 		*nfds = 0;  /* the job's now */
 	}
-	return 0;
 }
 
 static int handle_reg(struct client *c, uint64_t seq,
@@ -328,14 +324,12 @@ static int handle_reg(struct client *c, uint64_t seq,
 	if (c->handles >= cfg->max_handles)
 		return reply_status(c, seq, -ENOSPC,
 				    "too many regions and imports (max_handles)");
-	if (req->length == 0 || req->length > cfg->max_region_bytes)
+	if (req->length > cfg->max_region_bytes)
 		return reply_status(c, seq, -EINVAL,
 				    "region length is 0 or above max_region_bytes");
+	/* Kind, length and descriptors: checked by client_msg_check. */
 	switch (req->kind) {
 	case XFER__CLIENT__MEM_KIND__MEM_MEMFD:
-		if (*nfds != 1)
-			return reply_status(c, seq, -EINVAL,
-					    "a memfd region needs exactly one fd");
 		rj = calloc(1, sizeof(*rj));
 		if (!rj)
 			return reply_status(c, seq, -ENOMEM, "out of memory");
@@ -364,17 +358,10 @@ static int handle_reg(struct client *c, uint64_t seq,
 		rj = calloc(1, sizeof(*rj));
 		if (!rj)
 			return reply_status(c, seq, -ENOMEM, "out of memory");
-		err = reg_cuda(req, fds, nfds, rj);
-		if (err) {
-			free(rj);
-			break;
-		}
+		reg_cuda(req, fds, nfds, rj);
 		reg_submit(c, rj, seq, req->length, run_cuda_import);
 		return 0;
 	case XFER__CLIENT__MEM_KIND__MEM_CMA:
-		if (*nfds != 0)
-			return reply_status(c, seq, -EINVAL,
-					    "a cma region carries no fd");
 		err = c->pidfd < 0 ? -ESRCH
 			: region_create_cma(c->pid, c->pidfd, req->addr,
 					    req->length, c->pc.id, &r);
@@ -499,17 +486,12 @@ static int handle_remove(struct client *c, uint64_t seq, uint64_t handle,
 
 /* --- publish and lookup --- */
 
-#define BAD_NAME "names are 1-200 bytes of [A-Za-z0-9._:@+-]"
-
 static int handle_publish(struct client *c, uint64_t seq,
 			  const Xfer__Client__PublishRequest *req)
 {
-	if (!names_valid(req->name))
-		return reply_status(c, seq, -EINVAL, BAD_NAME);
-	if (req->token.len == 0 || req->token.len > NAMES_TOKEN_MAX)
-		return reply_status(c, seq, -EINVAL, "a token is 1-512 bytes");
-	/* The table keeps opaque bytes: a token is checked where it is
-	 * used, on import at the xferd that owns it. */
+	/* Name and token length: checked by client_msg_check.  The table
+	 * keeps opaque bytes: a token is checked where it is used, on
+	 * import at the xferd that owns it. */
 	int err = names_publish(c->d->names, req->name, c->pc.id,
 				req->token.data, req->token.len);
 	if (!err)
@@ -525,8 +507,6 @@ static int handle_publish(struct client *c, uint64_t seq,
 static int handle_unpublish(struct client *c, uint64_t seq,
 			    const Xfer__Client__UnpublishRequest *req)
 {
-	if (!names_valid(req->name))
-		return reply_status(c, seq, -EINVAL, BAD_NAME);
 	int err = names_unpublish(c->d->names, req->name, c->pc.id);
 	return reply_status(c, seq, err,
 			    err == -ENOENT ? "no such name"
@@ -595,17 +575,13 @@ static int handle_lookup(struct client *c, uint64_t seq,
 	const void *token;
 	size_t len;
 
+	/* "name" or "node/name", well-formed: client_msg_check. */
 	if (slash) {
 		size_t nlen = (size_t)(slash - name);
-		if (!pubname_node_valid(name, nlen))
-			return reply_status(c, seq, -EINVAL,
-					    "lookup is 'name' or 'node/name'");
 		memcpy(node, name, nlen);
 		node[nlen] = '\0';
 		name = slash + 1;
 	}
-	if (!names_valid(name))
-		return reply_status(c, seq, -EINVAL, BAD_NAME);
 	if (!slash || strcmp(node, peers_node_name(d->peers)) == 0) {
 		if (names_lookup(d->names, name, &token, &len) == 0)
 			return reply_token(c, seq, token, len);
@@ -642,16 +618,12 @@ static int dispatch(struct client *c, const uint8_t *pkt, size_t len,
 		*why = "malformed message";
 		return -EPROTO;
 	}
-	if (m->proto_version != XFER_PROTO_VERSION) {
-		*why = "protocol version mismatch";
-		rc = -EPROTO;
+	rc = client_msg_check(m, *nfds, why);
+	if (rc == -EPROTO)
 		goto out;
-	}
-	/* Only REG may carry descriptors. */
-	if (*nfds && m->body_case != XFER__CLIENT__CLIENT_MSG__BODY_REG) {
-		*why = "unexpected file descriptors";
-		rc = -EPROTO;
-		goto out;
+	if (rc) {
+		rc = reply_status(c, m->seq, rc, *why);
+		goto replied;
 	}
 	switch (m->body_case) {
 	case XFER__CLIENT__CLIENT_MSG__BODY_REG:
@@ -675,11 +647,12 @@ static int dispatch(struct client *c, const uint8_t *pkt, size_t len,
 	case XFER__CLIENT__CLIENT_MSG__BODY_LOOKUP:
 		rc = handle_lookup(c, m->seq, m->lookup);
 		break;
-	default:
+	default:  /* client_msg_check let no other type through */
 		*why = "unexpected message type";
 		rc = -EPROTO;
 		goto out;
 	}
+replied:
 	if (rc) {
 		/* The reply could not be sent: the client stopped reading. */
 		*why = "cannot send reply";

@@ -384,7 +384,7 @@ static int gpu_end(struct region *r, uint64_t off, int dev, uint64_t *addr,
 		*addr = region_gpu_ptr(r) + off;
 		*gpu = region_gpu_dev(r);  /* a peer copy between contexts */
 		return 0;
-	case REGION_MEMFD:
+	case REGION_MEMFD: {
 		/* Pinned on first use: DMA straight from the mapping. */
 		int err = region_gpu_pin(r);
 		if (err)
@@ -392,6 +392,7 @@ static int gpu_end(struct region *r, uint64_t off, int dev, uint64_t *addr,
 		*addr = (uint64_t)(uintptr_t)region_map_at(r, off);
 		*gpu = -1;
 		return 0;
+	}
 	default:
 		/* xfer_reg'd host memory lives in another process: no DMA. */
 		return -ENOTSUP;

@@ -22,6 +22,7 @@
 
 #include "client.h"
 #include "ops/ctl.h"
+#include "ops/ctl_msg.h"
 #include "ctl.pb-c.h"
 #include "gpu/gpu.h"
 #include "mem/rcache.h"
@@ -41,7 +42,6 @@
 /* The longest ping target: a node name or "host:port" of config.h's
  * CONFIG_HOST_MAX, with room to spare.  xferctl checks the same, and the
  * error message of start_ping() says it. */
-#define CTL_PING_TARGET_MAX 80
 /* Queue pairs xferctl rails lists (a reply is one 64 KiB packet). */
 #define CTL_QPS_MAX 256
 
@@ -537,27 +537,9 @@ static void on_ping_done(void *arg, int error, uint64_t rtt_ns,
 	ctl_put(cc);
 }
 
-/* What a node name, a hex id prefix or "host:port" can be made of:
- * printable ASCII, no spaces. */
-static bool valid_ping_target(const char *s)
-{
-	size_t n = s ? strlen(s) : 0;
-
-	if (n == 0 || n > CTL_PING_TARGET_MAX)
-		return false;
-	for (; *s; s++)
-		if (*s <= 0x20 || *s >= 0x7f)
-			return false;
-	return true;
-}
-
+/* rq->target was checked by ctl_msg_check. */
 static int start_ping(struct ctl_conn *cc, const Xfer__Ctl__PingRequest *rq)
 {
-	if (!valid_ping_target(rq->target)) {
-		reply_error(cc, -EINVAL, "ping: the peer must be 1-80 "
-			    "printable characters without spaces");
-		return -EINVAL;
-	}
 	snprintf(cc->ping_target, sizeof(cc->ping_target), "%s", rq->target);
 	log_debug("ctl: pid %d pings %s", (int)cc->pid, cc->ping_target);
 	/* Set before the call: the callback may run inside it. */
@@ -574,6 +556,7 @@ static int start_ping(struct ctl_conn *cc, const Xfer__Ctl__PingRequest *rq)
 static int dispatch(struct ctl_conn *cc, const uint8_t *pkt, size_t len)
 {
 	Xfer__Ctl__CtlMsg *m;
+	const char *why;
 	int rc;
 
 	if (wire_tag(pkt, len) != WIRE_TAG_CTL)
@@ -582,9 +565,9 @@ static int dispatch(struct ctl_conn *cc, const uint8_t *pkt, size_t len)
 				       pkt + WIRE_TAG_LEN);
 	if (!m)
 		return -EPROTO;
-	if (m->proto_version != XFER_PROTO_VERSION) {
-		reply_error(cc, -EPROTO, "protocol version mismatch");
-		rc = -EPROTO;
+	rc = ctl_msg_check(m, &why);
+	if (rc) {
+		reply_error(cc, rc, why);
 		goto out;
 	}
 	if (cc->ping_pending) {
@@ -615,7 +598,7 @@ static int dispatch(struct ctl_conn *cc, const uint8_t *pkt, size_t len)
 	case XFER__CTL__CTL_MSG__BODY_PING:
 		rc = start_ping(cc, m->ping);
 		break;
-	default:
+	default:  /* ctl_msg_check let no other type through */
 		reply_error(cc, -EPROTO, "unknown request");
 		rc = -EPROTO;
 		break;

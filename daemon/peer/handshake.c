@@ -44,7 +44,6 @@
 #include "xferd.h"
 
 /* Frames of the handshake are small; a bigger header is a broken peer. */
-#define HANDSHAKE_MAX_HEADER 4096
 
 /* --- what we say about ourselves, and what a peer said --- */
 
@@ -104,18 +103,20 @@ static void our_rails(struct pb_rails *out)
 }
 
 /* A peer's rails: the well-formed ones (others are left out, logged). */
-static void conn_set_rails(struct conn *c, Xfer__Peer__Rail *const *in,
-			   size_t n)
+size_t peer_rails_from_pb(struct rdma_peer_rail *out,
+			  Xfer__Peer__Rail *const *in, size_t n,
+			  const char *remote)
 {
-	c->their_nrails = 0;
-	for (size_t i = 0; i < n && c->their_nrails < RDMA_PEER_RAILS; i++) {
+	size_t k = 0;
+
+	for (size_t i = 0; i < n && k < RDMA_PEER_RAILS; i++) {
 		const Xfer__Peer__Rail *r = in[i];
-		struct rdma_peer_rail *o = &c->their_rails[c->their_nrails];
+		struct rdma_peer_rail *o = &out[k];
 		if (r->gid.len != 16 || (r->ip.len != 4 && r->ip.len != 16) ||
 		    r->prefix_len > r->ip.len * 8u || r->mtu < 1 ||
 		    r->mtu > 5 || r->lid > 0xffff) {
 			log_warnx("peer %s: rail %u is malformed; left out",
-				  c->remote, r->index);
+				  remote, r->index);
 			continue;
 		}
 		*o = (struct rdma_peer_rail){
@@ -131,8 +132,21 @@ static void conn_set_rails(struct conn *c, Xfer__Peer__Rail *const *in,
 		};
 		memcpy(o->gid, r->gid.data, 16);
 		memcpy(o->addr.ip, r->ip.data, r->ip.len);
-		c->their_nrails++;
+		k++;
 	}
+	return k;
+}
+
+static void conn_set_rails(struct conn *c, Xfer__Peer__Rail *const *in,
+			   size_t n)
+{
+	c->their_nrails = peer_rails_from_pb(c->their_rails, in, n, c->remote);
+}
+
+bool peer_intro_valid(const ProtobufCBinaryData *id,
+		      const ProtobufCBinaryData *challenge)
+{
+	return id->len == LINK_ID_LEN && challenge->len == AUTH_CHALLENGE_LEN;
 }
 
 /* --- frames on a handshaking connection --- */
@@ -335,8 +349,7 @@ static int on_hello(struct conn *c, const Xfer__Peer__Hello *h)
 	struct peers *ps = c->ps;
 	char label[128];
 
-	if (h->instance_id.len != LINK_ID_LEN ||
-	    h->challenge.len != AUTH_CHALLENGE_LEN)
+	if (!peer_intro_valid(&h->instance_id, &h->challenge))
 		return -EPROTO;
 	if (!auth_ok(ps, h->auth, c))
 		return -EPERM;
@@ -379,8 +392,7 @@ static int on_welcome(struct conn *c, const Xfer__Peer__Welcome *w)
 
 	if (!pe)
 		return -ECANCELED;
-	if (w->instance_id.len != LINK_ID_LEN ||
-	    w->challenge.len != AUTH_CHALLENGE_LEN)
+	if (!peer_intro_valid(&w->instance_id, &w->challenge))
 		return -EPROTO;
 	if (!auth_ok(ps, w->auth, c))
 		return -EPERM;
@@ -525,17 +537,21 @@ static int on_error(struct conn *c, const Xfer__Peer__Error *e)
  * The receiver of a handshaking connection: the next message, checked
  * against the step it must be; >0 when c was handed over (and is gone).
  */
+int peer_hs_expect(bool initiator, int step)
+{
+	return initiator ? (step == 0 ? XFER__PEER__PEER_MSG__BODY_WELCOME
+				      : XFER__PEER__PEER_MSG__BODY_ESTABLISHED)
+			 : (step == 0 ? XFER__PEER__PEER_MSG__BODY_HELLO
+				      : XFER__PEER__PEER_MSG__BODY_READY);
+}
+
 static int conn_step(struct conn *c, const Xfer__Peer__PeerMsg *m)
 {
 	if (m->proto_version != XFER_PROTO_VERSION)
 		return -EPROTO;
 	if (m->body_case == XFER__PEER__PEER_MSG__BODY_ERROR)
 		return on_error(c, m->error);
-	int expect = c->initiator
-		? (c->step == 0 ? XFER__PEER__PEER_MSG__BODY_WELCOME
-				: XFER__PEER__PEER_MSG__BODY_ESTABLISHED)
-		: (c->step == 0 ? XFER__PEER__PEER_MSG__BODY_HELLO
-				: XFER__PEER__PEER_MSG__BODY_READY);
+	int expect = peer_hs_expect(c->initiator, c->step);
 	if ((int)m->body_case != expect) {
 		log_debug("peer %s: handshake step %d: got message %d, expected %d",
 			  c->remote, c->step, (int)m->body_case, expect);
@@ -605,6 +621,14 @@ void conn_failed(struct conn *c, int err)
 
 /* --- libevent callbacks --- */
 
+int peer_hs_prefix(const uint8_t prefix[8], uint32_t *hlen, uint32_t *plen)
+{
+	memcpy(hlen, prefix, 4);
+	memcpy(plen, prefix + 4, 4);
+	return *hlen == 0 || *hlen > HANDSHAKE_MAX_HEADER || *plen ? -EPROTO
+								     : 0;
+}
+
 static void on_conn_read(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
@@ -614,9 +638,7 @@ static void on_conn_read(struct bufferevent *bev, void *arg)
 		uint32_t hlen, plen;
 		uint8_t prefix[8];
 		evbuffer_copyout(in, prefix, 8);
-		memcpy(&hlen, prefix, 4);
-		memcpy(&plen, prefix + 4, 4);
-		if (hlen == 0 || hlen > HANDSHAKE_MAX_HEADER || plen) {
+		if (peer_hs_prefix(prefix, &hlen, &plen)) {
 			log_debug("peer %s: bad handshake frame (%u, %u)",
 				  c->remote, hlen, plen);
 			conn_failed(c, -EPROTO);

@@ -192,6 +192,27 @@ void peer_set_addrs(struct peer *pe, const struct addr_set *a);
 
 /* --- handshake.c --- */
 
+/*
+ * The checks a handshake frame passes, each a function of the bytes so
+ * that tests/fuzz/fuzz_handshake.c runs them as on_conn_read and
+ * conn_step do:
+ *
+ * peer_hs_prefix: the 8-byte length prefix; 0 (*hlen, *plen set) or
+ * -EPROTO (no header, too long, or a payload: handshakes carry none).
+ * peer_hs_expect: the message the side expects at this step.
+ * peer_intro_valid: Hello's or Welcome's instance id and challenge.
+ * peer_rails_from_pb: the well-formed rails of a Hello or Welcome into
+ * out (RDMA_PEER_RAILS at most); the others are logged and left out.
+ */
+#define HANDSHAKE_MAX_HEADER 4096
+int peer_hs_prefix(const uint8_t prefix[8], uint32_t *hlen, uint32_t *plen);
+int peer_hs_expect(bool initiator, int step);
+bool peer_intro_valid(const ProtobufCBinaryData *id,
+		      const ProtobufCBinaryData *challenge);
+size_t peer_rails_from_pb(struct rdma_peer_rail *out,
+			  Xfer__Peer__Rail *const *in, size_t n,
+			  const char *remote);
+
 /* A handshake on connected (or connecting) socket fd; closes fd and
  * returns NULL on failure.  The initiator sends Hello once connected. */
 struct conn *conn_new(struct peers *ps, int fd, bool initiator);

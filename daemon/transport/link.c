@@ -107,6 +107,99 @@ struct rpeer *link_find_peer(struct linkset *ls, const uint8_t *id,
 	return rp;
 }
 
+int link_frame_prefix(const uint8_t *buf, size_t have, uint32_t *hlen,
+		      uint32_t *plen)
+{
+	if (have < FRAME_PREFIX)
+		return 0;
+	memcpy(hlen, buf, 4);
+	memcpy(plen, buf + 4, 4);
+	if (*hlen == 0 || *hlen > PEER_MAX_HEADER || *plen > PEER_MAX_PAYLOAD)
+		return -EPROTO;
+	return have >= FRAME_PREFIX + (size_t)*hlen;
+}
+
+Xfer__Peer__PeerMsg *link_frame_unpack(const uint8_t *hdr, size_t hlen,
+				       uint32_t plen, const char **why)
+{
+	Xfer__Peer__PeerMsg *m = xfer__peer__peer_msg__unpack(NULL, hlen, hdr);
+
+	*why = "malformed frame";
+	if (!m)
+		return NULL;
+	if (m->proto_version != XFER_PROTO_VERSION) {
+		*why = "protocol version mismatch";
+		goto bad;
+	}
+	bool payload_ok = m->body_case == XFER__PEER__PEER_MSG__BODY_WRITE ||
+			  m->body_case == XFER__PEER__PEER_MSG__BODY_READ_DATA;
+	if (plen && !payload_ok) {
+		*why = "payload on a frame that has none";
+		goto bad;
+	}
+	return m;
+bad:
+	xfer__peer__peer_msg__free_unpacked(m, NULL);
+	return NULL;
+}
+
+int link_frame_check(const uint8_t *buf, size_t have, uint32_t *plen,
+		     const char **why)
+{
+	uint32_t hlen;
+	int rc = link_frame_prefix(buf, have, &hlen, plen);
+
+	*why = "frame length out of bounds";
+	if (rc <= 0)
+		return rc;
+	Xfer__Peer__PeerMsg *m = link_frame_unpack(buf + FRAME_PREFIX, hlen,
+						   *plen, why);
+	if (!m)
+		return -EPROTO;
+	rc = (int)(FRAME_PREFIX + hlen);
+	*why = NULL;
+	switch (m->body_case) {
+	case XFER__PEER__PEER_MSG__BODY_WRITE:
+		*why = "bad write (key, range or size)";
+		if (*plen > m->write->total ||
+		    tcp_target_valid(m->write->target))
+			rc = -EPROTO;
+		break;
+	case XFER__PEER__PEER_MSG__BODY_READ:
+		*why = "bad read request (key or range)";
+		if (tcp_target_valid(m->read->source))
+			rc = -EPROTO;
+		break;
+	case XFER__PEER__PEER_MSG__BODY_NOTIFY:
+		*why = "bad notify (key or range)";
+		if (tcp_target_valid(m->notify->target))
+			rc = -EPROTO;
+		break;
+	case XFER__PEER__PEER_MSG__BODY_READ_DATA:  /* no such read: dropped */
+	case XFER__PEER__PEER_MSG__BODY_WRITE_ACK:  /* no such write: ignored */
+	case XFER__PEER__PEER_MSG__BODY_ABORT:
+	case XFER__PEER__PEER_MSG__BODY_CHECK:
+	case XFER__PEER__PEER_MSG__BODY_PING:
+	case XFER__PEER__PEER_MSG__BODY_PONG:
+	case XFER__PEER__PEER_MSG__BODY_LOOKUP:
+	case XFER__PEER__PEER_MSG__BODY_LOOKUP_REPLY:
+	case XFER__PEER__PEER_MSG__BODY_CHECK_REPLY:
+	case XFER__PEER__PEER_MSG__BODY_QP_CONNECT:
+	case XFER__PEER__PEER_MSG__BODY_QP_ACCEPT:
+		break;
+	case XFER__PEER__PEER_MSG__BODY_ERROR:
+		*why = "peer closed the link with an error";
+		rc = -EPROTO;
+		break;
+	default:
+		*why = "unexpected message on an established link";
+		rc = -EPROTO;
+		break;
+	}
+	xfer__peer__peer_msg__free_unpacked(m, NULL);
+	return rc;
+}
+
 /*
  * One frame: its header, and plen payload bytes that follow (a handler
  * of a frame with payload sets up l->sink for them).
@@ -115,24 +208,11 @@ struct rpeer *link_find_peer(struct linkset *ls, const uint8_t *id,
 static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
 		    uint32_t plen, const char **why)
 {
-	Xfer__Peer__PeerMsg *m = xfer__peer__peer_msg__unpack(NULL, hlen, hdr);
+	Xfer__Peer__PeerMsg *m = link_frame_unpack(hdr, hlen, plen, why);
 	int err = 0;
 
-	*why = "malformed frame";
 	if (!m)
 		return -EPROTO;
-	if (m->proto_version != XFER_PROTO_VERSION) {
-		*why = "protocol version mismatch";
-		err = -EPROTO;
-		goto out;
-	}
-	bool payload_ok = m->body_case == XFER__PEER__PEER_MSG__BODY_WRITE ||
-			  m->body_case == XFER__PEER__PEER_MSG__BODY_READ_DATA;
-	if (plen && !payload_ok) {
-		*why = "payload on a frame that has none";
-		err = -EPROTO;
-		goto out;
-	}
 	switch (m->body_case) {
 	case XFER__PEER__PEER_MSG__BODY_WRITE:
 		*why = "bad write (key, range or size)";
@@ -205,7 +285,6 @@ static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
 		err = -EPROTO;
 		break;
 	}
-out:
 	if (m)
 		xfer__peer__peer_msg__free_unpacked(m, NULL);
 	return err;
@@ -235,16 +314,13 @@ static bool consume(struct link *l)
 			continue;
 		}
 		uint32_t hlen, plen;
-		if (have < FRAME_PREFIX)
-			return true;
-		memcpy(&hlen, l->rxbuf + l->rx_off, 4);
-		memcpy(&plen, l->rxbuf + l->rx_off + 4, 4);
-		if (hlen == 0 || hlen > PEER_MAX_HEADER ||
-		    plen > PEER_MAX_PAYLOAD) {
+		int whole = link_frame_prefix(l->rxbuf + l->rx_off, have,
+					      &hlen, &plen);
+		if (whole < 0) {
 			link_fail(l, -EPROTO, "frame length out of bounds");
 			return false;
 		}
-		if (have < FRAME_PREFIX + (size_t)hlen)
+		if (!whole)
 			return true;
 		const uint8_t *hdr = l->rxbuf + l->rx_off + FRAME_PREFIX;
 		l->rx_off += FRAME_PREFIX + hlen;

@@ -114,4 +114,38 @@ struct ProtobufCMessage;
 int link_frame_header(const struct ProtobufCMessage *msg, uint32_t payload_len,
 		      uint8_t *out);
 
+/*
+ * Receiving, the checks every frame passes before its handler runs (the
+ * link's own, in consume() and dispatch()):
+ *
+ * link_frame_prefix: the 8-byte length prefix at buf (have bytes
+ * buffered).  Returns 1 when the prefix and the whole header are there
+ * (*hlen, *plen set), 0 when more bytes are needed, -EPROTO when a
+ * length is out of bounds.
+ *
+ * link_frame_unpack: the header of a frame with plen payload bytes:
+ * unpacked, of this protocol version, a payload only where one belongs.
+ * Returns the message (the caller frees it) or NULL with *why.
+ */
+int link_frame_prefix(const uint8_t *buf, size_t have, uint32_t *hlen,
+		      uint32_t *plen);
+struct Xfer__Peer__PeerMsg *link_frame_unpack(const uint8_t *hdr, size_t hlen,
+					      uint32_t plen, const char **why);
+
+/*
+ * What a link that has nothing out makes of the frame at the head of
+ * buf: link_frame_prefix, link_frame_unpack, then the checks of the
+ * frame's fields that need no state (tcp_target_valid on data frames'
+ * targets, a chunk no larger than its operation, a message type an
+ * established link takes).  For the fuzz harness
+ * (tests/fuzz/fuzz_peer_frame.c); the link runs the same checks in
+ * dispatch() and the tcp_on_* handlers.
+ *
+ * Returns the frame's header size (prefix included; *plen payload bytes
+ * follow), 0 when more bytes are needed, or -EPROTO with *why: the link
+ * would be dropped.
+ */
+int link_frame_check(const uint8_t *buf, size_t have, uint32_t *plen,
+		     const char **why);
+
 #endif /* XFERD_LINK_H */

@@ -207,6 +207,9 @@ void tcp_link_free(struct link *l);
 /* Queue frames while the socket's output buffer has room. */
 void tcp_fill(struct link *l);
 /* The data frames (link.c's dispatch calls them); 0 or -EPROTO. */
+/* A data frame's target as the token it stands for: a 16-byte key, a
+ * range inside the region.  0 or -EPROTO. */
+int tcp_target_valid(const Xfer__Peer__Target *t);
 int tcp_on_write(struct link *l, const Xfer__Peer__WriteChunk *w,
 		 uint32_t plen);
 int tcp_on_read_request(struct link *l, const Xfer__Peer__ReadRequest *rq);

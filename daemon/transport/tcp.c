@@ -56,11 +56,18 @@ static void target_from(const struct token *t, Xfer__Peer__Target *out)
 
 /* A Target received from the peer, as a token of ours; -EPROTO if it is
  * malformed. */
-static int token_from(const struct linkset *ls, const Xfer__Peer__Target *t,
-		      struct token *out)
+int tcp_target_valid(const Xfer__Peer__Target *t)
 {
 	if (!t || t->key.len != TOKEN_KEY_LEN || t->offset > t->region_length ||
 	    t->length > t->region_length - t->offset)
+		return -EPROTO;
+	return 0;
+}
+
+static int token_from(const struct linkset *ls, const Xfer__Peer__Target *t,
+		      struct token *out)
+{
+	if (tcp_target_valid(t))
 		return -EPROTO;
 	memset(out, 0, sizeof(*out));
 	memcpy(out->instance_id, ls->cfg.self_id, TOKEN_INSTANCE_LEN);

@@ -1,0 +1,105 @@
+/*
+ * client_msg.c - the state-free validation of a client's control message
+ * (client_msg.h): one switch over the message types, every field and
+ * bound checked before client.c acts.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "client_msg.h"
+#include "common/pubname.h"
+#include "common/wire.h"
+#include "gpu/gpu.h"
+#include "meta/names.h"
+
+#define BAD_NAME "names are 1-200 bytes of [A-Za-z0-9._:@+-]"
+
+/* GPU memory: the description of the allocation the client sends. */
+static bool cuda_alloc_valid(const Xfer__Client__CudaAlloc *a, unsigned nfds)
+{
+	return a && a->device_uuid.len == GPU_UUID_LEN && a->alloc_size != 0 &&
+	       (a->vmm ? nfds == 1 : nfds == 0) &&
+	       (a->vmm || a->ipc_handle.len == GPU_IPC_HANDLE_LEN);
+}
+
+static int check_reg(const Xfer__Client__RegRequest *req, unsigned nfds,
+		     const char **why)
+{
+	if (req->length == 0) {
+		*why = "region length is 0 or above max_region_bytes";
+		return -EINVAL;
+	}
+	switch (req->kind) {
+	case XFER__CLIENT__MEM_KIND__MEM_MEMFD:
+		*why = "a memfd region needs exactly one fd";
+		return nfds == 1 ? 0 : -EINVAL;
+	case XFER__CLIENT__MEM_KIND__MEM_CUDA:
+		*why = "Invalid argument";  /* strerror(EINVAL), as before */
+		return cuda_alloc_valid(req->cuda, nfds) ? 0 : -EINVAL;
+	case XFER__CLIENT__MEM_KIND__MEM_CMA:
+		*why = "a cma region carries no fd";
+		return nfds == 0 ? 0 : -EINVAL;
+	default:
+		*why = "unknown memory kind";
+		return -EINVAL;
+	}
+}
+
+/* "name" or "node/name". */
+static int check_lookup(const char *name, const char **why)
+{
+	const char *slash = strchr(name, '/');
+
+	if (slash) {
+		if (!pubname_node_valid(name, (size_t)(slash - name))) {
+			*why = "lookup is 'name' or 'node/name'";
+			return -EINVAL;
+		}
+		name = slash + 1;
+	}
+	*why = BAD_NAME;
+	return names_valid(name) ? 0 : -EINVAL;
+}
+
+int client_msg_check(const Xfer__Client__ClientMsg *m, unsigned nfds,
+		     const char **why)
+{
+	if (m->proto_version != XFER_PROTO_VERSION) {
+		*why = "protocol version mismatch";
+		return -EPROTO;
+	}
+	/* Only REG may carry descriptors. */
+	if (nfds && m->body_case != XFER__CLIENT__CLIENT_MSG__BODY_REG) {
+		*why = "unexpected file descriptors";
+		return -EPROTO;
+	}
+	*why = NULL;
+	switch (m->body_case) {
+	case XFER__CLIENT__CLIENT_MSG__BODY_REG:
+		return check_reg(m->reg, nfds, why);
+	case XFER__CLIENT__CLIENT_MSG__BODY_DEREG:
+	case XFER__CLIENT__CLIENT_MSG__BODY_UNIMPORT:
+		return 0;  /* a handle: the region table says if it is one */
+	case XFER__CLIENT__CLIENT_MSG__BODY_IMPORT:
+		return 0;  /* the token: token_decode() in handle_import */
+	case XFER__CLIENT__CLIENT_MSG__BODY_PUBLISH:
+		if (!names_valid(m->publish->name)) {
+			*why = BAD_NAME;
+			return -EINVAL;
+		}
+		if (m->publish->token.len == 0 ||
+		    m->publish->token.len > NAMES_TOKEN_MAX) {
+			*why = "a token is 1-512 bytes";
+			return -EINVAL;
+		}
+		return 0;
+	case XFER__CLIENT__CLIENT_MSG__BODY_UNPUBLISH:
+		*why = BAD_NAME;
+		return names_valid(m->unpublish->name) ? 0 : -EINVAL;
+	case XFER__CLIENT__CLIENT_MSG__BODY_LOOKUP:
+		return check_lookup(m->lookup->name, why);
+	default:
+		*why = "unexpected message type";
+		return -EPROTO;
+	}
+}
