@@ -306,6 +306,45 @@ void exec_op_done(void *arg, struct xop *op, int64_t result)
 }
 
 /*
+ * An operation of batch ab for descriptor sqe between local (may be
+ * NULL) and remote, holding a reference to each and counted out (the
+ * batch waits for it); NULL when out of memory.  The caller fills in
+ * what its engine needs.
+ */
+static struct xop *op_begin(struct progress *p, struct prog_client *pc,
+			    struct abatch *ab, const struct xfer_sqe *sqe,
+			    struct region *local, struct region *remote)
+{
+	struct xop *op = exec_xop_get(p);
+
+	if (!op)
+		return NULL;
+	if (local)
+		region_get(local);
+	region_get(remote);
+	*op = (struct xop){
+		.pc = pc,
+		.batch = ab,
+		.opcode = sqe->opcode,
+		.local = local,
+		.remote = remote,
+	};
+	ab->pending++;
+	progress_op_started(p);
+	return op;
+}
+
+/* An operation of op_begin() that never went out: undone, no CQE. */
+static void op_abandon(struct progress *p, struct xop *op)
+{
+	op->batch->pending--;
+	progress_op_ended(p);
+	region_put(op->local);
+	region_put(op->remote);
+	exec_xop_put(p, op);
+}
+
+/*
  * Send a WRITE, READ or NOTIFY to another xferd.  The notification of
  * the batch's last entry rides on its frame when nothing else of the
  * batch is still out (the peer notifies after the data landed); else it
@@ -338,29 +377,16 @@ static int64_t go_remote(struct progress *p, struct prog_client *pc,
 			return 0;
 		break;
 	}
-	struct xop *op = exec_xop_get(p);
+	struct xop *op = op_begin(p, pc, ab, sqe, local, remote);
 	if (!op)
 		return -ENOMEM;
-
-	if (local)
-		region_get(local);
-	region_get(remote);
-	*op = (struct xop){
-		.pc = pc,
-		.batch = ab,
-		.opcode = sqe->opcode,
-		.local = local,
-		.local_off = loff,
-		.remote = remote,
-		.remote_off = roff,
-		.len = sqe->opcode == XFER_OP_NOTIFY ? 0 : sqe->len,
-		.notify = wants_notify,
-		.notify_value = sqe->notify_value,
-		.deadline_ns = now_ns() + 1000000ull * timeout,
-	};
-	ab->pending++;
+	op->local_off = loff;
+	op->remote_off = roff;
+	op->len = sqe->opcode == XFER_OP_NOTIFY ? 0 : sqe->len;
+	op->notify = wants_notify;
+	op->notify_value = sqe->notify_value;
+	op->deadline_ns = now_ns() + 1000000ull * timeout;
 	*async = true;
-	progress_op_started(p);
 	via->ops->submit(via->impl, op);
 	return 0;
 }
@@ -437,32 +463,17 @@ static int64_t go_gpu(struct progress *p, struct prog_client *pc,
 	 */
 	struct xop *op = pc->batch.gpu_op;
 	if (!op || op->local != local || op->remote != remote) {
-		op = exec_xop_get(p);
+		op = op_begin(p, pc, ab, sqe, local, remote);
 		if (!op)
 			return -ENOMEM;
-		region_get(local);
-		region_get(remote);
-		*op = (struct xop){
-			.pc = pc,
-			.batch = ab,
-			.opcode = sqe->opcode,
-			.local = local,
-			.remote = remote,
-			.path = XFER_PATH_CUDA_IPC,
-		};
-		ab->pending++;
-		progress_op_started(p);
+		op->path = XFER_PATH_CUDA_IPC;
 		pc->batch.gpu_op = op;
 	}
 	err = gpu_copy(p->gpu, op, da, dgpu, sa, sgpu, sqe->len);
 	if (err && op->gpu.parts == 0) {
 		/* Nothing of it is out: it ends here, not through poll. */
 		pc->batch.gpu_op = NULL;
-		ab->pending--;
-		progress_op_ended(p);
-		region_put(op->local);
-		region_put(op->remote);
-		exec_xop_put(p, op);
+		op_abandon(p, op);
 		return err;
 	}
 	if (err) {
@@ -491,28 +502,13 @@ static int64_t go_gpu_staged(struct progress *p, struct prog_client *pc,
 	struct abatch *ab = batch_async(pc);
 	if (!ab)
 		return -ENOMEM;
-	struct xop *op = exec_xop_get(p);
+	struct xop *op = op_begin(p, pc, ab, sqe, local, remote);
 	if (!op)
 		return -ENOMEM;
-	region_get(local);
-	region_get(remote);
-	*op = (struct xop){
-		.pc = pc,
-		.batch = ab,
-		.opcode = sqe->opcode,
-		.local = local,
-		.remote = remote,
-		.len = sqe->len,
-	};
-	ab->pending++;
-	progress_op_started(p);
+	op->len = sqe->len;
 	int err = lstage_submit(p, op, loff, roff);
 	if (err) {
-		ab->pending--;
-		progress_op_ended(p);
-		region_put(local);
-		region_put(remote);
-		exec_xop_put(p, op);
+		op_abandon(p, op);
 		return err;
 	}
 	*async = true;
