@@ -140,19 +140,6 @@ static uint64_t slot_of(uint64_t i)
 	return (i * 7919u) % NSLOTS;
 }
 
-static struct xfer_sqe *get_sqe_wait(void)
-{
-	uint64_t deadline = tl_now_ms() + 10000;
-	struct xfer_sqe *sqe;
-
-	while (!(sqe = xfer_get_sqe(ctx))) {
-		T_ASSERT(tl_now_ms() < deadline, "the SQ never drained");
-		xfer_submit(ctx);
-		sched_yield();
-	}
-	return sqe;
-}
-
 static void expect_one_cqe(const char *what)
 {
 	struct xfer_cqe *cp;
@@ -167,7 +154,7 @@ static void expect_one_cqe(const char *what)
 		 SRC_LEN);
 	T_ASSERT(c.path == XFER_PATH_CUDA_STAGED, "%s: path %s", what,
 		 xfer_path_name(c.path));
-	xfer_prep_nop(get_sqe_wait(), FENCE);
+	xfer_prep_nop(gl_get_sqe(ctx), FENCE);
 	c = tl_submit_wait(ctx);
 	T_ASSERT(c.user_data == FENCE, "%s: a second CQE (user_data %llu)",
 		 what, (unsigned long long)c.user_data);
@@ -195,7 +182,7 @@ static void vector(uint64_t seed)
 	gl_owner_fill(&o, t, 0, TGT_LEN, bg, 0);
 	uint64_t t0 = tl_now_ms();
 	for (uint64_t i = 0; i < NBLK; i++) {
-		struct xfer_sqe *sqe = get_sqe_wait();
+		struct xfer_sqe *sqe = gl_get_sqe(ctx);
 		xfer_prep_write(sqe, h.handle, i * BLK, xfer_remote_handle(rem),
 				slot_of(i) * BLK, BLK, i + 1);
 		if (i + 1 < NBLK)
@@ -227,7 +214,7 @@ static void vector(uint64_t seed)
 		 BLK >> 10);
 	gl_fill(&h, 0, SRC_LEN, ~seed + 1, 0);
 	for (uint64_t i = 0; i < NBLK; i++) {
-		struct xfer_sqe *sqe = get_sqe_wait();
+		struct xfer_sqe *sqe = gl_get_sqe(ctx);
 		xfer_prep_read(sqe, h.handle, i * BLK, xfer_remote_handle(rem),
 			       slot_of(i) * BLK, BLK, i + 1);
 		if (i + 1 < NBLK)

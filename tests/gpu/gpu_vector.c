@@ -30,19 +30,6 @@ static uint64_t slot_of(uint64_t i)
 	return (i * 7919u) % NSLOTS;
 }
 
-static struct xfer_sqe *get_sqe_wait(void)
-{
-	uint64_t deadline = tl_now_ms() + 10000;
-	struct xfer_sqe *sqe;
-
-	while (!(sqe = xfer_get_sqe(ctx))) {
-		T_ASSERT(tl_now_ms() < deadline, "the SQ never drained");
-		xfer_submit(ctx);
-		sched_yield();
-	}
-	return sqe;
-}
-
 /* The batch's CQE, then nothing but the fence NOP. */
 static void expect_one_cqe(unsigned op, const char *what)
 {
@@ -58,7 +45,7 @@ static void expect_one_cqe(unsigned op, const char *what)
 		 SRC_LEN);
 	T_ASSERT(c.path == XFER_PATH_CUDA_IPC, "%s: path %s", what,
 		 xfer_path_name(c.path));
-	xfer_prep_nop(get_sqe_wait(), FENCE);
+	xfer_prep_nop(gl_get_sqe(ctx), FENCE);
 	c = tl_submit_wait(ctx);
 	T_ASSERT(c.user_data == FENCE, "%s: a second CQE (user_data %llu) for "
 		 "one %s batch", what, (unsigned long long)c.user_data,
@@ -80,7 +67,7 @@ static void scatter(struct gl_buf *l, int t, int rdev, uint64_t seed)
 	size_t tlen = gl_owner_export(&o, t, 0, TGT_LEN, tok);
 	T_OK(xfer_import(ctx, tok, tlen, &rem));
 	for (uint64_t i = 0; i < NBLK; i++) {
-		struct xfer_sqe *sqe = get_sqe_wait();
+		struct xfer_sqe *sqe = gl_get_sqe(ctx);
 		xfer_prep_write(sqe, l->handle, i * BLK,
 				xfer_remote_handle(rem), slot_of(i) * BLK, BLK,
 				i + 1);
@@ -126,7 +113,7 @@ static void gather(struct gl_buf *l, int t, int rdev, uint64_t seed)
 	size_t tlen = gl_owner_export(&o, t, 0, TGT_LEN, tok);
 	T_OK(xfer_import(ctx, tok, tlen, &rem));
 	for (uint64_t i = 0; i < NBLK; i++) {
-		struct xfer_sqe *sqe = get_sqe_wait();
+		struct xfer_sqe *sqe = gl_get_sqe(ctx);
 		xfer_prep_read(sqe, l->handle, i * BLK, xfer_remote_handle(rem),
 			       slot_of(i) * BLK, BLK, i + 1);
 		if (i + 1 < NBLK)

@@ -4,6 +4,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stddef.h>
@@ -358,6 +359,19 @@ size_t gl_dev_free(int dev)
 }
 
 /* --- one transfer --- */
+
+struct xfer_sqe *gl_get_sqe(struct xfer_ctx *ctx)
+{
+	uint64_t deadline = tl_now_ms() + 10000;
+	struct xfer_sqe *sqe;
+
+	while (!(sqe = xfer_get_sqe(ctx))) {
+		T_ASSERT(tl_now_ms() < deadline, "the SQ never drained");
+		xfer_submit(ctx);
+		sched_yield();
+	}
+	return sqe;
+}
 
 struct xfer_cqe gl_rw(struct xfer_ctx *ctx, unsigned op, uint64_t local,
 		      uint64_t local_off, uint64_t remote, uint64_t remote_off,

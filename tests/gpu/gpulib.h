@@ -101,6 +101,10 @@ size_t gl_dev_free(int dev);
 
 /* --- one transfer --- */
 
+/* A free SQE of ctx, submitting what is queued until one is free (10 s,
+ * then the test fails): for vectors longer than the SQ. */
+struct xfer_sqe *gl_get_sqe(struct xfer_ctx *ctx);
+
 /* Submit one write or read and wait for its CQE (30 s); returns it. */
 struct xfer_cqe gl_rw(struct xfer_ctx *ctx, unsigned op, uint64_t local,
 		      uint64_t local_off, uint64_t remote, uint64_t remote_off,
