@@ -31,6 +31,7 @@ extern const unsigned char xferd_copy_fatbin[];
 #define SPLIT_BYTES  (64ull << 20)   /* split copies this large */
 #define KERNEL_MAX_LEN (4ull << 20)  /* larger blocks: cuMemcpyAsync */
 #define DESC_SLOTS   32u              /* kernel launches in flight per GPU */
+#define PAIR_SLOTS   8u               /* indexed launches in flight per GPU */
 
 struct pending_copy {
 	struct xop *op;
@@ -44,6 +45,7 @@ struct flight {
 	CUevent ev;
 	int dev;
 	int slot;                     /* descriptor slot to free, or -1 */
+	int pair_slot;                /* pair slot to free, or -1 */
 	struct xop **ops;
 	unsigned nops;
 };
@@ -57,6 +59,9 @@ struct gpu_copies {
 		CUfunction kernel;        /* NULL: no batch kernel */
 		struct copy_desc *descs;  /* pinned, mapped: DESC_SLOTS slots */
 		bool slot_busy[DESC_SLOTS];
+		CUfunction indexed;       /* NULL: no indexed copies */
+		struct copy_pair *pairs;  /* pinned, mapped: PAIR_SLOTS slots */
+		bool pair_busy[PAIR_SLOTS];
 	} dev[GPU_MAX];
 	struct flight *fl;
 	unsigned nfl, capfl;
@@ -82,6 +87,20 @@ static void load_kernel(struct gpu_copies *g, int d)
 		log_warnx("GPU %d: no batch-copy kernel (%s); small copies go "
 			  "one by one", d, cu_err(r));
 		g->dev[d].kernel = NULL;
+		return;
+	}
+	r = cu.module_get_function(&g->dev[d].indexed, g->dev[d].mod,
+				   "xferd_copy_indexed");
+	if (!r)
+		r = cu.mem_host_alloc((void **)&g->dev[d].pairs,
+				      (size_t)PAIR_SLOTS * COPY_PAIRS_MAX *
+					      sizeof(struct copy_pair),
+				      CU_MEMHOSTALLOC_DEVICEMAP |
+					      CU_MEMHOSTALLOC_PORTABLE);
+	if (r) {
+		log_warnx("GPU %d: no indexed-copy kernel (%s); list transfers "
+			  "go block by block", d, cu_err(r));
+		g->dev[d].indexed = NULL;
 	}
 #else
 	(void)g, (void)d;
@@ -113,6 +132,8 @@ void gpu_copies_destroy(struct gpu_copies *g)
 			cu.module_unload(g->dev[d].mod);
 		if (g->dev[d].descs)
 			cu.mem_free_host(g->dev[d].descs);
+		if (g->dev[d].pairs)
+			cu.mem_free_host(g->dev[d].pairs);
 		free(g->dev[d].v);
 	}
 	for (unsigned i = 0; i < g->nfl; i++) {
@@ -171,7 +192,8 @@ static int add_flight(struct gpu_copies *g, int d, CUstream s, int slot,
 		g->capfl = cap;
 	}
 	g->fl[g->nfl++] = (struct flight){ .ev = ev, .dev = d, .slot = slot,
-					   .ops = ops, .nops = n };
+					   .pair_slot = -1, .ops = ops,
+					   .nops = n };
 	return 0;
 }
 
@@ -360,6 +382,105 @@ void gpu_copies_flush(struct gpu_copies *g)
 	}
 }
 
+/* --- prepared lists: indexed copies --- */
+
+struct gpu_list {
+	int dev;
+	CUdeviceptr off, lens;        /* lens 0: one length for all */
+};
+
+int gpu_list_upload(int dev, const uint64_t *off, const uint64_t *lens,
+		    uint32_t n, struct gpu_list **out)
+{
+	if (dev < 0 || dev >= gpu_count() || n == 0)
+		return -EINVAL;
+	struct gpu_list *l = calloc(1, sizeof(*l));
+	if (!l)
+		return -ENOMEM;
+	l->dev = dev;
+	size_t bytes = (size_t)n * sizeof(uint64_t);
+	CUresult r;
+	gpu_set_current(dev);
+	if ((r = cu.mem_alloc(&l->off, bytes)) ||
+	    (r = cu.memcpy_htod(l->off, off, bytes)) ||
+	    (lens && ((r = cu.mem_alloc(&l->lens, bytes)) ||
+		      (r = cu.memcpy_htod(l->lens, lens, bytes))))) {
+		log_warnx("GPU %d: list of %u entries not uploaded: %s", dev,
+			  n, cu_err(r));
+		gpu_list_free(l);
+		return r == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+	}
+	*out = l;
+	return 0;
+}
+
+void gpu_list_free(struct gpu_list *l)
+{
+	if (!l)
+		return;
+	gpu_set_current(l->dev);
+	if (l->off)
+		cu.mem_free(l->off);
+	if (l->lens)
+		cu.mem_free(l->lens);
+	free(l);
+}
+
+struct copy_pair *gpu_pairs_reserve(struct gpu_copies *g, int dev, int *slot)
+{
+	if (!g || dev < 0 || dev >= gpu_count() || !g->dev[dev].indexed)
+		return NULL;
+	for (unsigned i = 0; i < PAIR_SLOTS; i++) {
+		if (g->dev[dev].pair_busy[i])
+			continue;
+		g->dev[dev].pair_busy[i] = true;
+		*slot = (int)i;
+		return g->dev[dev].pairs + (size_t)i * COPY_PAIRS_MAX;
+	}
+	return NULL;
+}
+
+void gpu_pairs_release(struct gpu_copies *g, int dev, int slot)
+{
+	g->dev[dev].pair_busy[slot] = false;
+}
+
+int gpu_copy_indexed(struct gpu_copies *g, struct xop *op, int dev, int slot,
+		     uint64_t src_base, const struct gpu_list *src,
+		     uint64_t dst_base, const struct gpu_list *dst,
+		     uint64_t len, uint32_t n)
+{
+	struct xop **one = malloc(sizeof(*one));
+	/* Mapped pinned memory: the host pointer is valid on the GPU. */
+	void *pairs = g->dev[dev].pairs + (size_t)slot * COPY_PAIRS_MAX;
+	CUdeviceptr soff = src->off, doff = dst->off, lens = src->lens;
+	unsigned count = n;
+	void *args[] = { &src_base, &soff, &dst_base, &doff, &lens, &len,
+			 &pairs, &count };
+
+	gpu_set_current(dev);
+	CUstream s = next_stream(g, dev);
+	if (!one || cu.launch_kernel(g->dev[dev].indexed, n, 1, 1,
+				     COPY_THREADS, 1, 1, 0, s, args, NULL)) {
+		free(one);
+		gpu_pairs_release(g, dev, slot);
+		return -EIO;
+	}
+	one[0] = op;
+	op->gpu.parts++;
+	if (add_flight(g, dev, s, -1, one, 1)) {
+		/* Launched but not tracked: the kernel reads the slot, so
+		 * wait for it here before the slot goes back. */
+		cu.stream_synchronize(s);
+		free(one);
+		op->gpu.parts--;
+		gpu_pairs_release(g, dev, slot);
+		return -EIO;
+	}
+	g->fl[g->nfl - 1].pair_slot = slot;
+	return 0;
+}
+
 unsigned gpu_copies_poll(struct gpu_copies *g,
 			 void (*done)(void *arg, struct xop *op, int64_t res),
 			 void *arg)
@@ -381,6 +502,8 @@ unsigned gpu_copies_poll(struct gpu_copies *g,
 		cu.event_destroy(fin.ev);
 		if (fin.slot >= 0)
 			g->dev[fin.dev].slot_busy[fin.slot] = false;
+		if (fin.pair_slot >= 0)
+			g->dev[fin.dev].pair_busy[fin.pair_slot] = false;
 		if (r != CUDA_SUCCESS)
 			log_warnx("GPU %d: copy failed: %s", fin.dev, cu_err(r));
 		for (unsigned k = 0; k < fin.nops; k++) {
@@ -507,5 +630,38 @@ void gpu_copies_forget_client(struct gpu_copies *g,
 			      void *arg)
 {
 	(void)g, (void)pc, (void)forget, (void)arg;
+}
+
+int gpu_list_upload(int dev, const uint64_t *off, const uint64_t *lens,
+		    uint32_t n, struct gpu_list **out)
+{
+	(void)dev, (void)off, (void)lens, (void)n, (void)out;
+	return -ENOTSUP;
+}
+
+void gpu_list_free(struct gpu_list *l)
+{
+	(void)l;
+}
+
+struct copy_pair *gpu_pairs_reserve(struct gpu_copies *g, int dev, int *slot)
+{
+	(void)g, (void)dev, (void)slot;
+	return NULL;
+}
+
+void gpu_pairs_release(struct gpu_copies *g, int dev, int slot)
+{
+	(void)g, (void)dev, (void)slot;
+}
+
+int gpu_copy_indexed(struct gpu_copies *g, struct xop *op, int dev, int slot,
+		     uint64_t src_base, const struct gpu_list *src,
+		     uint64_t dst_base, const struct gpu_list *dst,
+		     uint64_t len, uint32_t n)
+{
+	(void)g, (void)op, (void)dev, (void)slot, (void)src_base, (void)src;
+	(void)dst_base, (void)dst, (void)len, (void)n;
+	return -ENOTSUP;
 }
 #endif /* HAVE_CUDA */

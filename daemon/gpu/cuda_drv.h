@@ -52,6 +52,9 @@ struct cuda_driver {
 	__typeof__(cuModuleUnload) *module_unload;
 	__typeof__(cuModuleGetFunction) *module_get_function;
 	__typeof__(cuLaunchKernel) *launch_kernel;
+	__typeof__(cuMemAlloc) *mem_alloc;
+	__typeof__(cuMemFree) *mem_free;
+	__typeof__(cuMemcpyHtoD) *memcpy_htod;
 	/* for entry points resolved later (dmabuf.c) */
 	__typeof__(cuGetProcAddress) *get_proc_address;
 };

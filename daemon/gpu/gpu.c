@@ -104,6 +104,9 @@ static int load_driver(void)
 	RESOLVE(module_unload, "cuModuleUnload");
 	RESOLVE(module_get_function, "cuModuleGetFunction");
 	RESOLVE(launch_kernel, "cuLaunchKernel");
+	RESOLVE(mem_alloc, "cuMemAlloc");
+	RESOLVE(mem_free, "cuMemFree");
+	RESOLVE(memcpy_htod, "cuMemcpyHtoD");
 	return 0;
 }
 

@@ -95,6 +95,42 @@ unsigned gpu_copies_poll(struct gpu_copies *g,
 			 void (*done)(void *arg, struct xop *op, int64_t res),
 			 void *arg);
 bool gpu_copies_busy(const struct gpu_copies *g);
+
+/*
+ * Prepared lists on a GPU (indexed copies).  A list transfer between
+ * two GPU regions moves thousands of blocks; resolving each block on the
+ * host and uploading its addresses costs more than the copy.  Instead a
+ * list's offsets (and lengths) are uploaded to a GPU once, and a
+ * transfer sends only its index pairs (8 bytes a block), resolved by
+ * the kernel: one launch per transfer.
+ */
+struct gpu_list;
+struct copy_pair;
+/* Upload n offsets (and lengths; NULL: every entry is the same length)
+ * to GPU dev.  Synchronous (a small host-to-device copy). */
+int gpu_list_upload(int dev, const uint64_t *off, const uint64_t *lens,
+		    uint32_t n, struct gpu_list **out);
+/* Accepts NULL; no copy may still use it. */
+void gpu_list_free(struct gpu_list *l);
+/*
+ * Pinned room for the pairs of one indexed launch on GPU dev
+ * (COPY_PAIRS_MAX at most); NULL when every slot is out (then copy the
+ * blocks one by one with gpu_copy).  *slot names it for the launch, or
+ * for gpu_pairs_release when nothing is launched after all.
+ */
+struct copy_pair *gpu_pairs_reserve(struct gpu_copies *g, int dev, int *slot);
+void gpu_pairs_release(struct gpu_copies *g, int dev, int slot);
+/*
+ * Launch n pairs written to slot: block pairs[i].src of the source list
+ * (at src_base on dev) to block pairs[i].dst of the destination list
+ * (at dst_base), each len bytes or the source list's own lengths.  Both
+ * bases must be addresses valid on dev.  Counts one part of op; the slot
+ * comes back when the launch is done (or at once on failure: -EIO).
+ */
+int gpu_copy_indexed(struct gpu_copies *g, struct xop *op, int dev, int slot,
+		     uint64_t src_base, const struct gpu_list *src,
+		     uint64_t dst_base, const struct gpu_list *dst,
+		     uint64_t len, uint32_t n);
 /*
  * Client pc is going: its copies queued or in flight still run to the
  * end (each op holds its regions), but none of them may reach pc or its

@@ -8,24 +8,18 @@
 #include "gpu/kernel.h"
 
 /*
- * One thread block per descriptor.  16-byte loads and stores when both
- * ends and the length allow them (the usual case for KV blocks), bytes
- * otherwise.  Source and destination may be on different GPUs (peer
- * access is enabled between them).
+ * One thread block copies one block of bytes: 16-byte loads and stores
+ * when both ends and the length allow them (the usual case for KV
+ * blocks), bytes otherwise.  Source and destination may be on different
+ * GPUs (peer access is enabled between them).
  */
-extern "C" __global__ void xferd_copy_batch(const struct copy_desc *d,
-					     unsigned n)
+static __device__ __forceinline__ void copy_block(const char *src, char *dst,
+						   uint64_t len)
 {
-	if (blockIdx.x >= n)
-		return;
-	const struct copy_desc c = d[blockIdx.x];
-	const char *src = (const char *)c.src;
-	char *dst = (char *)c.dst;
-
-	if (((c.src | c.dst | c.len) & 15) == 0) {
+	if ((((uint64_t)src | (uint64_t)dst | len) & 15) == 0) {
 		const uint4 *s = (const uint4 *)src;
 		uint4 *t = (uint4 *)dst;
-		const uint64_t n = c.len / 16, step = blockDim.x;
+		const uint64_t n = len / 16, step = blockDim.x;
 		uint64_t i = threadIdx.x;
 		/* Four loads in flight per thread before the stores: a copy
 		 * is latency-bound otherwise. */
@@ -41,6 +35,40 @@ extern "C" __global__ void xferd_copy_batch(const struct copy_desc *d,
 			t[i] = s[i];
 		return;
 	}
-	for (uint64_t i = threadIdx.x; i < c.len; i += blockDim.x)
+	for (uint64_t i = threadIdx.x; i < len; i += blockDim.x)
 		dst[i] = src[i];
+}
+
+/* One thread block per descriptor. */
+extern "C" __global__ void xferd_copy_batch(const struct copy_desc *d,
+					     unsigned n)
+{
+	if (blockIdx.x >= n)
+		return;
+	const struct copy_desc c = d[blockIdx.x];
+	copy_block((const char *)c.src, (char *)c.dst, c.len);
+}
+
+/*
+ * A prepared list transfer, resolved here: pair i copies entry
+ * pairs[i].src of the source list to entry pairs[i].dst of the
+ * destination list.  The lists' offsets (and lengths, or one length for
+ * all) live in device memory, uploaded once per list; only the pairs
+ * (8 bytes an entry) come with each transfer.  One thread block per pair.
+ */
+extern "C" __global__ void xferd_copy_indexed(uint64_t src_base,
+					       const uint64_t *src_off,
+					       uint64_t dst_base,
+					       const uint64_t *dst_off,
+					       const uint64_t *lens,
+					       uint64_t len,
+					       const struct copy_pair *pairs,
+					       unsigned n)
+{
+	if (blockIdx.x >= n)
+		return;
+	const struct copy_pair p = pairs[blockIdx.x];
+	copy_block((const char *)(src_base + src_off[p.src]),
+		   (char *)(dst_base + dst_off[p.dst]),
+		   lens ? lens[p.src] : len);
 }

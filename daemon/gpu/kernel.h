@@ -11,7 +11,16 @@ struct copy_desc {
 	uint64_t src, dst, len;   /* device (or peer) addresses */
 };
 
+/* A prepared list transfer: entry `src` of the source list to entry
+ * `dst` of the destination list (indices checked by xferd before). */
+struct copy_pair {
+	uint32_t src, dst;
+};
+
 #define COPY_BATCH_MAX 1024u      /* descriptors per launch */
+/* Pairs one indexed launch takes (a slot of pinned memory); longer
+ * transfers go as several launches. */
+#define COPY_PAIRS_MAX (1u << 17)
 #define COPY_THREADS   512u       /* threads per block */
 
 #endif /* XFERD_CUDA_COPY_H */
