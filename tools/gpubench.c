@@ -17,6 +17,11 @@
  *              (target: >= 0.80x), on one GPU and across two
  *   host       256 MiB host memfd -> GPU and back through xferd, against
  *              cudaMemcpyAsync from pinned host memory (reported)
+ *   staged     256 MiB of pinned host memory registered with xfer_reg
+ *              (cudaMallocHost: xferd reaches it only through the
+ *              process, so the bytes go through its staging chunks) ->
+ *              GPU and back, against cudaMemcpyAsync between pinned host
+ *              memory and the GPU in one process (target: >= 0.80x)
  *   import     the first transfer on a fresh allocation (registration or
  *              token import, then one 64 KiB write) against the same
  *              write once xferd has the allocation cached (reported)
@@ -839,8 +844,9 @@ int main(int argc, char **argv)
 	struct owner o;
 	owner_start(&o, opt.socket ? opt.socket : "");
 
-	void *src, *kvsrc;
-	struct xfer_mem *m_src = NULL, *m_kv = NULL, *m_host = NULL;
+	void *src, *kvsrc, *pinned;
+	struct xfer_mem *m_src = NULL, *m_kv = NULL, *m_host = NULL,
+			*m_pinned = NULL;
 	CK(cudaSetDevice(0));
 	CK(cudaMalloc(&src, BIG));
 	CK(cudaMalloc(&kvsrc, KV_LEN));
@@ -850,6 +856,9 @@ int main(int argc, char **argv)
 	int rc_src = xfer_reg(ctx, src, BIG, &m_src);
 	int rc_kv = xfer_reg(ctx, kvsrc, KV_LEN, &m_kv);
 	int rc_host = xfer_alloc_host(ctx, BIG, &m_host);
+	CK(cudaMallocHost(&pinned, BIG));
+	memset(pinned, 0x44, BIG);
+	int rc_pinned = xfer_reg(ctx, pinned, BIG, &m_pinned);
 	if (rc_src || rc_kv || rc_host)
 		printf("xferd refused this process's memory: GPU %s, host %s\n",
 		       xfer_strerror(rc_src ? rc_src : rc_kv),
@@ -899,6 +908,17 @@ int main(int argc, char **argv)
 			       xfer_remote_handle(r_same), BIG, &path));
 	add_row("gpu-to-host", "GPU0 -> host memfd, 256 MiB (vs pinned)", BIG,
 		x, d_d2h, 0, path);
+
+	x = ERR_OR(rc_pinned ? rc_pinned : rc_same,
+		   xfer_stream(ctx, XFER_OP_WRITE, xfer_mem_handle(m_pinned),
+			       xfer_remote_handle(r_same), BIG, &path));
+	add_row("staged-to-gpu", "xfer_reg'd pinned -> GPU0, 256 MiB", BIG,
+		x, d_h2d, 0.80, path);
+	x = ERR_OR(rc_pinned ? rc_pinned : rc_same,
+		   xfer_stream(ctx, XFER_OP_READ, xfer_mem_handle(m_pinned),
+			       xfer_remote_handle(r_same), BIG, &path));
+	add_row("staged-from-gpu", "GPU0 -> xfer_reg'd pinned, 256 MiB", BIG,
+		x, d_d2h, 0.80, path);
 
 	/* Import cost before the cross-GPU cases: the rest of the run
 	 * still measures something if one of those upsets a GPU. */
