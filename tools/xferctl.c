@@ -165,6 +165,8 @@ static void print_status_text(const Xfer__Ctl__CtlMsg *r)
 			 " misses, %" PRIu64 " evictions", rc->hits,
 			 rc->misses, rc->evictions);
 		table_kv(&kv, "rcache limits", "%s, %s", ent, byt);
+		table_kv(&kv, "registrations", "%" PRIu32 " pending",
+			 rc->pending);
 	}
 	table_print(&kv);
 	if (st->n_paths == 0)
@@ -239,6 +241,7 @@ static void print_status_json(const Xfer__Ctl__CtlMsg *r)
 		jv_set(c, "evictions", jv_u64(rc->evictions));
 		jv_set(c, "max_entries", jv_u64(rc->max_entries));
 		jv_set(c, "max_bytes", jv_u64(rc->max_bytes));
+		jv_set(c, "pending", jv_u64(rc->pending));
 		jv_set(o, "rcache", c);
 	}
 	for (size_t i = 0; i < st->n_paths; i++) {

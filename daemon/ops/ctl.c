@@ -26,6 +26,7 @@
 #include "ctl.pb-c.h"
 #include "gpu/gpu.h"
 #include "mem/rcache.h"
+#include "mem/regworker.h"
 #include "log.h"
 #include "peer/netaddr.h"
 #include "peer/peer.h"
@@ -163,6 +164,7 @@ static int reply_status(struct ctl_conn *cc)
 	rs.evictions = rcs.evictions;
 	rs.max_entries = rcs.max_entries;
 	rs.max_bytes = rcs.max_bytes;
+	rs.pending = regworker_pending(d->regworker);
 	st.rcache = &rs;
 	st.version = (char *)XFERD_VERSION;
 	st.instance_id.data = d->instance_id;

@@ -57,8 +57,9 @@ static int memfd_maps(void)
 	return n;
 }
 
-/* `xferctl status --json`: the regions it counts; *ms how long it took. */
-static unsigned xferctl_regions(uint64_t *ms)
+/* `xferctl status --json`: the count under "key" (the first one in its
+ * output); *ms how long it took. */
+static unsigned xferctl_count(const char *key, uint64_t *ms)
 {
 	char cmd[512], out[4096];
 	uint64_t t0 = tl_now_ms();
@@ -72,9 +73,11 @@ static unsigned xferctl_regions(uint64_t *ms)
 	int status = pclose(p);
 	*ms = tl_now_ms() - t0;
 	T_ASSERT(status == 0, "xferctl status exited %d: %s", status, out);
-	const char *r = strstr(out, "\"regions\":");
-	T_ASSERT(r, "no regions in: %s", out);
-	return (unsigned)strtoul(r + strlen("\"regions\":"), NULL, 10);
+	char quoted[64];
+	snprintf(quoted, sizeof(quoted), "\"%s\":", key);
+	const char *r = strstr(out, quoted);
+	T_ASSERT(r, "no %s in: %s", key, out);
+	return (unsigned)strtoul(r + strlen(quoted), NULL, 10);
 }
 
 static void wait_released(int fds, int maps, uint64_t since, const char *when)
@@ -169,9 +172,12 @@ static void served_while_pending(void)
 
 	/* Mapped on the main thread already, not in the table yet. */
 	T_ASSERT(memfd_maps() == maps0 + 1, "the pending region is not mapped");
-	unsigned regions = xferctl_regions(&ms);
+	unsigned regions = xferctl_count("regions", &ms);
 	T_ASSERT(regions == 0, "xferctl counts %u regions, the pending one?",
 		 regions);
+	unsigned pending = xferctl_count("pending", &ms);
+	T_ASSERT(pending == 1, "xferctl shows %u pending registrations, not 1",
+		 pending);
 	T_ASSERT(ms < QUICK_MS, "xferctl status took %llu ms",
 		 (unsigned long long)ms);
 	printf("pending: xferctl status answered in %llu ms\n",
@@ -199,7 +205,7 @@ static void served_while_pending(void)
 	ms = tl_now_ms() - t0;
 	T_ASSERT(ms < QUICK_MS, "another client's work took %llu ms",
 		 (unsigned long long)ms);
-	T_ASSERT(xferctl_regions(&ms) == 2, "the other client's 2 regions");
+	T_ASSERT(xferctl_count("regions", &ms) == 2, "the other client's 2 regions");
 	T_ASSERT(memfd_maps() == maps0 + 1, "the pending region went");
 	T_ASSERT(!has_answered(from) && tl_now_ms() < pending_since + DELAY_MS,
 		 "the registration was not pending throughout");
@@ -238,7 +244,7 @@ static void killed_while_running(void)
 	close(from);
 	wait_released(fds0, maps0, t0, "killed, registration running");
 	uint64_t ms;
-	T_ASSERT(xferctl_regions(&ms) == 0, "a region is left");
+	T_ASSERT(xferctl_count("regions", &ms) == 0, "a region is left");
 	/* xferctl's connection closes after it exits. */
 	wait_released(fds0, maps0, tl_now_ms(), "xferctl gone");
 }

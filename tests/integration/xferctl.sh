@@ -159,7 +159,7 @@ expect_rc 0 "status of the private xferd"
 
 for key in version 'instance id' pid uptime socket workers clients regions \
 	   imports 'ops completed' 'ops failed' 'bytes moved' rss staging \
-	   rcache 'rcache lookups' 'rcache limits'; do
+	   rcache 'rcache lookups' 'rcache limits' registrations; do
 	expect_out "^ *$key: [^ ]" "status has '$key'"
 done
 expect_out "^ *version: $version$" "status version"
@@ -176,6 +176,7 @@ expect_out '^ *rss: [0-9.]+ (KiB|MiB|GiB)$' "status rss"
 expect_out '^ *rcache: 0 entries \(0 unused\), 0 B$' "status rcache"
 expect_out '^ *rcache lookups: 0 hits, 0 misses, 0 evictions$' "status rcache lookups"
 expect_out '^ *rcache limits: 4096 entries, no byte limit$' "status rcache limits"
+expect_out '^ *registrations: 0 pending$' "status registrations"
 # The staging pool: none on a machine without GPUs, else its chunks.
 if grep -q '^ *staging: none' <<<"$out"; then
 	expect_out '^ *staging: none \((no GPUs|no memory)\)$' "status staging"
@@ -209,7 +210,8 @@ expect_json '.version == $v and .instance_id == $i and .pid == $p and
 	--arg s "$SOCK"
 expect_json "$staging_json" "staging in status --json"
 expect_json '.rcache == {"entries": 0, "unused": 0, "bytes": 0, "hits": 0,
-	"misses": 0, "evictions": 0, "max_entries": 4096, "max_bytes": 0}' \
+	"misses": 0, "evictions": 0, "max_entries": 4096, "max_bytes": 0,
+	"pending": 0}' \
 	"rcache in status --json"
 ctl clients
 expect_rc 0 clients; [ "$out" = "no clients" ] || fail "idle clients text"
