@@ -972,8 +972,10 @@ void tcp_on_check(struct link *l, const Xfer__Peer__CheckToken *c)
 						 &r, &off);
 	}
 	if (!rep.error) {
-		/* How the other transports reach it (RDMA's rkeys). */
-		if (l->ls->hooks.describe(l->ls->hooks.arg, r, &mem, rkeys,
+		/* How the other transports reach the token's range (RDMA:
+		 * the rkeys of a grant of it to this peer, on this link). */
+		if (l->ls->hooks.describe(l->ls->hooks.arg, r, off, tok.length,
+					  l->peer->id, l->gen, &mem, rkeys,
 					  REGION_RDMA_KEYS))
 			rep.rdma = &mem;
 		region_put(r);

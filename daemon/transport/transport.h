@@ -89,11 +89,14 @@ struct transport_ops {
 	/* A control frame of its own from the peer's link (true: taken). */
 	bool (*frame)(void *t, const uint8_t id[LINK_ID_LEN],
 		      const struct Xfer__Peer__PeerMsg *m);
-	/* What a peer needs to reach local region r without us (RDMA:
-	 * address and rkeys), put in a token check's reply; false: none. */
-	bool (*describe)(void *t, const struct region *r,
-			 struct Xfer__Peer__RdmaMemory *out, uint32_t *keys,
-			 size_t max_keys);
+	/* What peer (on its link link_gen) needs to reach the range [off,
+	 * off + len) of local region r without us (RDMA: address and the
+	 * rkeys of a grant of that range), put in a token check's reply;
+	 * false: none. */
+	bool (*describe)(void *t, const struct region *r, uint64_t off,
+			 uint64_t len, const uint8_t peer[LINK_ID_LEN],
+			 uint64_t link_gen, struct Xfer__Peer__RdmaMemory *out,
+			 uint32_t *keys, size_t max_keys);
 	void (*set_cfg)(void *t, const struct transport_cfg *cfg);
 	void (*destroy)(void *t);
 };
@@ -113,7 +116,9 @@ void transport_stub_peer_down(void *t, const uint8_t id[LINK_ID_LEN],
 			      uint64_t gen, int err);
 bool transport_stub_frame(void *t, const uint8_t id[LINK_ID_LEN],
 			  const struct Xfer__Peer__PeerMsg *m);
-bool transport_stub_describe(void *t, const struct region *r,
+bool transport_stub_describe(void *t, const struct region *r, uint64_t off,
+			     uint64_t len, const uint8_t peer[LINK_ID_LEN],
+			     uint64_t link_gen,
 			     struct Xfer__Peer__RdmaMemory *out,
 			     uint32_t *keys, size_t max_keys);
 
