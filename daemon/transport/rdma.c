@@ -1742,7 +1742,7 @@ static bool tr_describe(void *impl, const struct region *r, uint64_t off,
 	struct rpeer *p = find_peer(t, peer);
 	int n = rdma_dev_count();
 
-	if (!p || p->gen != link_gen || !region_nic_mr(r))
+	if (!p || p->gen != link_gen || p->npairs == 0 || !region_nic_mr(r))
 		return false;
 	if ((size_t)n > max_keys)
 		n = (int)max_keys;
