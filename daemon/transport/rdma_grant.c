@@ -20,6 +20,12 @@
 #include "transport/rdma_grant.h"
 #include "transport/rdma_mr.h"
 
+/* Grants alive at once, over all peers: a peer checking tokens in a
+ * loop must not pin and allocate without end (its imports are bounded
+ * by its clients' max_handles; a peer that is not honest is not).  Past
+ * it, imports go over TCP. */
+#define GRANTS_MAX (1u << 16)
+
 struct grant {
 	uint64_t id;
 	uint8_t peer[LINK_ID_LEN];
@@ -67,8 +73,17 @@ uint64_t rdma_grant_open(const struct region *r, uint64_t off, uint64_t len,
 	bool any = false;
 
 	if (region_kind(r) != REGION_MEMFD || len == 0 ||
-	    off > region_length(r) || len > region_length(r) - off ||
-	    !(g = calloc(1, sizeof(*g))))
+	    off > region_length(r) || len > region_length(r) - off)
+		return 0;
+	if (atomic_load_explicit(&nalive, memory_order_relaxed) >= GRANTS_MAX) {
+		/* Once: a peer looping on checks must not flood the log. */
+		static atomic_bool said;
+		if (!atomic_exchange_explicit(&said, true, memory_order_relaxed))
+			log_warnx("RDMA: %u token ranges granted already: "
+				  "imports past that go by TCP", GRANTS_MAX);
+		return 0;
+	}
+	if (!(g = calloc(1, sizeof(*g))))
 		return 0;
 	memcpy(g->peer, peer, LINK_ID_LEN);
 	g->link_gen = link_gen;
