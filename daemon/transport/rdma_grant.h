@@ -13,12 +13,15 @@
  *
  * The registration covers pages that the region's own registration
  * pinned already; it is a second pin of the same pages (it counts again
- * against the memlock limit).  A memory window (type 2) would be cheaper,
- * but a type-2 window is bound to one queue pair, and the token is
- * checked before the peer's queue pairs exist and is used on all of them,
- * on every rail pair, across their re-creation; so every device uses
- * registrations, and xferctl rails says which mode a rail is in and which
- * windows its device has.  Where a grant cannot be made (memlock), the
+ * against the memlock limit).  A memory window would be cheaper, but a
+ * type-2 window is bound to one queue pair, and the token is checked
+ * before the peer's queue pairs exist and is used on all of them, on every
+ * rail pair, across their re-creation; and rdma_rxe (Linux 6.1) checks a
+ * request through a window against the range of the registration under
+ * it, not the window's (type 1 and 2 alike: a write outside the window
+ * lands), so a window there confines nothing.  Every device therefore
+ * uses registrations; xferctl rails says which mode a rail is in and
+ * which windows its device has.  Where a grant cannot be made (memlock), the
  * check reply names no RDMA memory and the peer moves that token's bytes
  * over TCP, where the owner checks every frame.
  *
