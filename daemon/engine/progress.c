@@ -247,19 +247,20 @@ static bool hook_frame(void *arg, const uint8_t id[LINK_ID_LEN],
 	return false;
 }
 
-static bool hook_describe(void *arg, const struct region *r, uint64_t off,
-			  uint64_t len, const uint8_t peer[LINK_ID_LEN],
-			  uint64_t link_gen, struct Xfer__Peer__RdmaMemory *out,
-			  uint32_t *keys, size_t max_keys)
+static enum describe_result hook_describe(void *arg, struct region *r,
+					  const struct describe_req *q,
+					  struct Xfer__Peer__RdmaMemory *out,
+					  uint32_t *keys, size_t max_keys)
 {
 	struct progress *p = arg;
 
-	for (int i = 0; i < p->ntransports; i++)
-		if (p->transports[i].ops->describe(p->transports[i].impl, r,
-						   off, len, peer, link_gen,
-						   out, keys, max_keys))
-			return true;
-	return false;
+	for (int i = 0; i < p->ntransports; i++) {
+		enum describe_result d = p->transports[i].ops->describe(
+			p->transports[i].impl, r, q, out, keys, max_keys);
+		if (d != DESCRIBE_NONE)
+			return d;
+	}
+	return DESCRIBE_NONE;
 }
 
 /* A region's last reference goes, on any thread, before it is released:

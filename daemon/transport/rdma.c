@@ -179,6 +179,8 @@ struct rdma {
 	 * many bytes, every remote address plays a peer that ignores its
 	 * token's range, for the owner's NIC to refuse (rdma_grant.h). */
 	int64_t test_shift;
+	/* Makes the grants of token ranges that peers check (rdma_grant.h). */
+	struct rdma_grant_worker *grants;
 	uint64_t pass;            /* pumps so far */
 	bool submitted;           /* operations came since the last pump */
 	/* A queue pair was taken down: its completions may still sit in a
@@ -1594,6 +1596,8 @@ void rdma_on_frame(struct rdma *t, const uint8_t id[LINK_ID_LEN],
 
 /* --- life cycle --- */
 
+static void on_grant_made(void *arg, struct rdma_grant_job *j);
+
 struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 			 const struct rdma_cfg *cfg,
 			 const struct linkset_hooks *hooks)
@@ -1642,6 +1646,11 @@ struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 			log_warnx("RDMA: cannot watch a completion channel");
 		t->ndevs = d + 1;
 	}
+	/* Without it, peers reach our memory over TCP only. */
+	t->grants = rdma_grant_worker_create(base, on_grant_made, t);
+	if (!t->grants)
+		log_warnx("RDMA: no grant worker: peers reach this node's "
+			  "memory over TCP");
 	log_info("RDMA data path: %d device%s, %u queue pair%s per rail pair, "
 		 "stripe %llu bytes", t->ndevs, t->ndevs == 1 ? "" : "s",
 		 t->cfg.qps, t->cfg.qps == 1 ? "" : "s",
@@ -1671,7 +1680,9 @@ void rdma_destroy(struct rdma *t)
 		return;
 	while (t->peers)
 		peer_remove(t, t->peers, -ECONNRESET);
-	rdma_grant_end_all();
+	/* Every grant ends; checks still out get no answer (their links
+	 * are going down with us). */
+	rdma_grant_worker_destroy(t->grants);
 	/* Every chunk is back: the queue pairs that held them are gone. */
 	stage_close(t);
 	for (int d = 0; d < t->ndevs; d++) {
@@ -1729,32 +1740,64 @@ static bool tr_frame(void *impl, const uint8_t id[LINK_ID_LEN],
 	return true;
 }
 
-/* For a peer's one-sided access to [off, off + len) of region r: the
- * address of r in xferd and the rkeys of a grant of that range alone
- * (rdma_grant.h), one per device (0: not registered there).  None for a
- * peer without rail pairs to us: it could not use them. */
-static bool tr_describe(void *impl, const struct region *r, uint64_t off,
-			uint64_t len, const uint8_t peer[LINK_ID_LEN],
-			uint64_t link_gen, Xfer__Peer__RdmaMemory *out,
-			uint32_t *keys, size_t max_keys)
+/* For a peer's one-sided access to q's range of region r: the address
+ * of r in xferd and the rkeys of a grant of that range alone
+ * (rdma_grant.h), one per device (0: not registered there), in a reply
+ * sent when the grant worker made it (on_grant_made).  None for a peer
+ * without rail pairs to us: it could not use them. */
+static enum describe_result tr_describe(void *impl, struct region *r,
+					const struct describe_req *q,
+					Xfer__Peer__RdmaMemory *out,
+					uint32_t *keys, size_t max_keys)
 {
 	struct rdma *t = impl;
-	struct rpeer *p = find_peer(t, peer);
+	struct rpeer *p = find_peer(t, q->peer);
+	struct rdma_grant_job *j;
 	int n = rdma_dev_count();
+	(void)out, (void)keys;
 
-	if (!p || p->gen != link_gen || p->npairs == 0 || !region_nic_mr(r))
-		return false;
-	if ((size_t)n > max_keys)
-		n = (int)max_keys;
-	uint64_t grant = rdma_grant_open(r, off, len, peer, link_gen, keys,
-					 (size_t)n);
-	if (!grant)
-		return false;
-	out->addr = (uint64_t)(uintptr_t)region_map_at(r, 0);
-	out->rkeys = keys;
-	out->n_rkeys = (size_t)n;
-	out->grant = grant;
-	return true;
+	if (!t->grants || !p || p->gen != q->link_gen || p->npairs == 0 ||
+	    !region_nic_mr(r) || !(j = calloc(1, sizeof(*j))))
+		return DESCRIBE_NONE;
+	region_get(r);
+	j->r = r;
+	j->q = *q;
+	memcpy(j->peer, q->peer, LINK_ID_LEN);
+	j->q.peer = j->peer;
+	j->nkeys = (size_t)n < max_keys ? (size_t)n : max_keys;
+	if (j->nkeys > RDMA_DEV_MAX)
+		j->nkeys = RDMA_DEV_MAX;
+	rdma_grant_worker_submit(t->grants, j);
+	return DESCRIBE_LATER;
+}
+
+/* A grant asked for by tr_describe is made (or could not be): the
+ * check's reply goes to the peer, on the link it asked on.  If that link
+ * went meanwhile, the grant ends here: nobody can release it. */
+static void on_grant_made(void *arg, struct rdma_grant_job *j)
+{
+	struct rdma *t = arg;
+	struct rpeer *p = find_peer(t, j->peer);
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__CheckReply rep = XFER__PEER__CHECK_REPLY__INIT;
+	Xfer__Peer__RdmaMemory mem = XFER__PEER__RDMA_MEMORY__INIT;
+
+	if (!p || p->gen != j->q.link_gen) {
+		if (j->grant)
+			rdma_grant_release(j->peer, j->grant);
+		return;
+	}
+	rep.id = j->q.check_id;
+	if (j->grant) {
+		mem.addr = (uint64_t)(uintptr_t)region_map_at(j->r, 0);
+		mem.rkeys = j->keys;
+		mem.n_rkeys = j->nkeys;
+		mem.grant = j->grant;
+		rep.rdma = &mem;
+	}
+	m.body_case = XFER__PEER__PEER_MSG__BODY_CHECK_REPLY;
+	m.check_reply = &rep;
+	send_msg(t, j->peer, &m);
 }
 
 static void tr_set_cfg(void *impl, const struct transport_cfg *cfg)

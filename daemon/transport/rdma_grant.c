@@ -10,6 +10,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <event2/event.h>
 #include <infiniband/verbs.h>
 
 #include "log.h"
@@ -258,4 +261,146 @@ size_t rdma_grant_release_msg(const struct region *r,
 		return 0;
 	memcpy(owner, tok->instance_id, LINK_ID_LEN);
 	return rdma_grant_release_pack(rr->grant, buf, cap);
+}
+
+/* --- the grant worker --- */
+
+struct rdma_grant_worker {
+	pthread_t thread;
+	pthread_mutex_t lock;     /* leaf: the two lists and stop */
+	pthread_cond_t more;
+	struct rdma_grant_job *queue, **queue_tail;
+	struct rdma_grant_job *made, **made_tail;
+	bool stop;
+	int efd;                  /* the worker -> base's thread */
+	struct event *ev;
+	rdma_grant_done_fn done;
+	void *arg;
+};
+
+static void *worker_main(void *arg)
+{
+	struct rdma_grant_worker *w = arg;
+	struct rdma_grant_job *j;
+
+	pthread_mutex_lock(&w->lock);
+	while (!w->stop) {
+		if (!(j = w->queue)) {
+			pthread_cond_wait(&w->more, &w->lock);
+			continue;
+		}
+		if (!(w->queue = j->next))
+			w->queue_tail = &w->queue;
+		pthread_mutex_unlock(&w->lock);
+		j->grant = rdma_grant_open(j->r, j->q.off, j->q.len, j->peer,
+					   j->q.link_gen, j->keys, j->nkeys);
+		pthread_mutex_lock(&w->lock);
+		j->next = NULL;
+		*w->made_tail = j;
+		w->made_tail = &j->next;
+		pthread_mutex_unlock(&w->lock);
+		uint64_t one = 1;
+		if (write(w->efd, &one, sizeof(one)) < 0)
+			log_warn("RDMA grant worker: eventfd");
+		pthread_mutex_lock(&w->lock);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+static void job_free(struct rdma_grant_job *j)
+{
+	region_put(j->r);
+	free(j);
+}
+
+static void on_made(evutil_socket_t fd, short what, void *arg)
+{
+	struct rdma_grant_worker *w = arg;
+	struct rdma_grant_job *j, *next;
+	uint64_t n;
+	(void)what;
+
+	if (read(fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		log_warn("RDMA grant worker: eventfd");
+	pthread_mutex_lock(&w->lock);
+	j = w->made;
+	w->made = NULL;
+	w->made_tail = &w->made;
+	pthread_mutex_unlock(&w->lock);
+	for (; j; j = next) {
+		next = j->next;
+		w->done(w->arg, j);
+		job_free(j);
+	}
+}
+
+struct rdma_grant_worker *rdma_grant_worker_create(struct event_base *base,
+						   rdma_grant_done_fn done,
+						   void *arg)
+{
+	struct rdma_grant_worker *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return NULL;
+	w->queue_tail = &w->queue;
+	w->made_tail = &w->made;
+	w->done = done;
+	w->arg = arg;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->more, NULL);
+	w->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (w->efd < 0)
+		goto err_efd;
+	w->ev = event_new(base, w->efd, EV_READ | EV_PERSIST, on_made, w);
+	if (!w->ev || event_add(w->ev, NULL))
+		goto err_event;
+	if (pthread_create(&w->thread, NULL, worker_main, w))
+		goto err_event;
+	return w;
+
+err_event:
+	if (w->ev)
+		event_free(w->ev);
+	close(w->efd);
+err_efd:
+	pthread_cond_destroy(&w->more);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+	return NULL;
+}
+
+void rdma_grant_worker_submit(struct rdma_grant_worker *w,
+			      struct rdma_grant_job *j)
+{
+	j->next = NULL;
+	pthread_mutex_lock(&w->lock);
+	*w->queue_tail = j;
+	w->queue_tail = &j->next;
+	pthread_cond_signal(&w->more);
+	pthread_mutex_unlock(&w->lock);
+}
+
+void rdma_grant_worker_destroy(struct rdma_grant_worker *w)
+{
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stop = true;
+	pthread_cond_signal(&w->more);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->thread, NULL);
+	event_free(w->ev);
+	close(w->efd);
+	/* Grants first: the jobs' references may be their regions' last. */
+	rdma_grant_end_all();
+	struct rdma_grant_job *lists[2] = { w->queue, w->made };
+	for (int i = 0; i < 2; i++)
+		for (struct rdma_grant_job *j = lists[i], *next; j; j = next) {
+			next = j->next;
+			job_free(j);
+		}
+	pthread_cond_destroy(&w->more);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
 }

@@ -36,9 +36,17 @@
  *     gone), before the region is unmapped;
  *   - the transport stops.
  *
- * Any thread: grants are made on the progress thread (a token check),
- * ended there or wherever a region's last reference goes.  One mutex, a
- * leaf lock, held across the verbs calls (they never call back).
+ * Registering takes time (the pages are walked and written to the NIC's
+ * tables), so grants are made on a thread of their own (the grant
+ * worker), never on the progress thread: a token check the transport
+ * answers later (DESCRIBE_LATER), when its grant is made, on the
+ * progress thread again; a grant whose link went meanwhile is ended
+ * there instead of sent.
+ *
+ * Any thread: grants are made on the worker, ended on the progress thread
+ * or wherever a region's last reference goes.  One mutex, a leaf lock,
+ * held across the verbs calls (they never call back); the worker's own
+ * mutex is a leaf lock too, never held with it.
  */
 #ifndef XFERD_RDMA_GRANT_H
 #define XFERD_RDMA_GRANT_H
@@ -48,7 +56,9 @@
 #include <stdint.h>
 
 #include "transport/link.h"
+#include "transport/rdma_dev.h"
 
+struct event_base;
 struct region;
 
 /* Grant peer (on its link link_gen) the range [off, off + len) of memfd
@@ -87,5 +97,36 @@ size_t rdma_grant_release_msg(const struct region *r,
 /* The ReleaseGrant frame of grant, packed into buf; 0 if it does not
  * fit. */
 size_t rdma_grant_release_pack(uint64_t grant, uint8_t *buf, size_t cap);
+
+/* --- the grant worker --- */
+
+/* One grant to make: what a token check asked for. */
+struct rdma_grant_job {
+	struct region *r;              /* a reference, the job's */
+	struct describe_req q;         /* q.peer points at peer */
+	uint8_t peer[LINK_ID_LEN];
+	size_t nkeys;                  /* devices to grant on */
+	/* The result: the grant's id (0: none could be made) and rkeys. */
+	uint64_t grant;
+	uint32_t keys[RDMA_DEV_MAX];
+	struct rdma_grant_job *next;
+};
+
+/* Called on base's thread for every job made: it replies, or ends the
+ * grant if the job's link went; the worker then drops the job's
+ * reference to the region and frees it. */
+typedef void (*rdma_grant_done_fn)(void *arg, struct rdma_grant_job *j);
+
+struct rdma_grant_worker;
+/* Start the worker; its results arrive through base.  NULL on failure. */
+struct rdma_grant_worker *rdma_grant_worker_create(struct event_base *base,
+						   rdma_grant_done_fn done,
+						   void *arg);
+/* Queue j (base's thread); the worker owns it until done. */
+void rdma_grant_worker_submit(struct rdma_grant_worker *w,
+			      struct rdma_grant_job *j);
+/* Stop and join the worker, end every grant (rdma_grant_end_all) and drop
+ * the jobs left, done() not called (base's thread; accepts NULL). */
+void rdma_grant_worker_destroy(struct rdma_grant_worker *w);
 
 #endif /* XFERD_RDMA_GRANT_H */

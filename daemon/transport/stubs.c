@@ -40,13 +40,11 @@ bool transport_stub_frame(void *t, const uint8_t id[LINK_ID_LEN],
 	return false;
 }
 
-bool transport_stub_describe(void *t, const struct region *r, uint64_t off,
-			     uint64_t len, const uint8_t peer[LINK_ID_LEN],
-			     uint64_t link_gen,
-			     struct Xfer__Peer__RdmaMemory *out,
-			     uint32_t *keys, size_t max_keys)
+enum describe_result transport_stub_describe(void *t, struct region *r,
+					     const struct describe_req *q,
+					     struct Xfer__Peer__RdmaMemory *out,
+					     uint32_t *keys, size_t max_keys)
 {
-	(void)t, (void)r, (void)off, (void)len, (void)peer, (void)link_gen;
-	(void)out, (void)keys, (void)max_keys;
-	return false;
+	(void)t, (void)r, (void)q, (void)out, (void)keys, (void)max_keys;
+	return DESCRIBE_NONE;
 }
