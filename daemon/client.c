@@ -411,13 +411,22 @@ static void on_token_checked(void *arg, int error,
 	uint64_t handle, length;
 	int err;
 
-	if (!c)
-		goto out; /* it left before the answer came */
+	if (!c) {
+		/* It left before the answer came: the owner's grant of the
+		 * range for it ends. */
+		if (rdma)
+			peers_release_grant(w->d->peers, w->tok.instance_id,
+					    rdma->grant);
+		goto out;
+	}
 	if (error > 0)
 		error = -EIO;
 	if (!error)
 		error = regtab_add_remote_import(w->d->regs, c->pc.id, &w->tok,
 						 rdma, &handle, &length);
+	if (error && rdma)  /* not adopted (twice is harmless) */
+		peers_release_grant(w->d->peers, w->tok.instance_id,
+				    rdma->grant);
 	if (error)
 		c->handles--;  /* counted while the check was out */
 	if (error)

@@ -90,7 +90,8 @@ static void usage(void)
 		"  gpus      GPUs xferd opened, their memory, which reach which\n"
 		"            directly, and the imported client allocations\n"
 		"  rails     RDMA NIC ports xferd can use: state, link, MTU, GID,\n"
-		"            IP address and interface\n"
+		"            IP address and interface, how peers are held to\n"
+		"            token ranges\n"
 		"\n"
 		"options:\n"
 		"  -s, --socket PATH  xferd's socket (default: $XFERD_SOCKET, else\n"
@@ -587,7 +588,7 @@ static void print_rails_text(const Xfer__Ctl__CtlMsg *r)
 {
 	static const char *const head[] = {
 		"DEVICE", "PORT", "STATE", "LINK", "MTU", "GID", "ADDRESS",
-		"NETDEV", "QPS", "TX", "RX", "ERRORS", NULL
+		"NETDEV", "QPS", "TX", "RX", "ERRORS", "RANGES", "GRANTS", NULL
 	};
 	const Xfer__Ctl__RailsReply *rep = r->rails_reply;
 	char tx[32], rx[32];
@@ -598,7 +599,7 @@ static void print_rails_text(const Xfer__Ctl__CtlMsg *r)
 		return;
 	}
 	/* PORT, MTU and the counters are numbers, the rest text. */
-	table_init(&t, 0xed, head);
+	table_init(&t, 0x10ed, head);
 	for (size_t i = 0; i < rep->n_rails; i++) {
 		const Xfer__Ctl__RailInfo *l = rep->rails[i];
 
@@ -615,6 +616,8 @@ static void print_rails_text(const Xfer__Ctl__CtlMsg *r)
 		table_set(&t, 9, "%s", fmt_bytes(tx, sizeof(tx), l->bytes_tx));
 		table_set(&t, 10, "%s", fmt_bytes(rx, sizeof(rx), l->bytes_rx));
 		table_set(&t, 11, "%llu", (unsigned long long)l->errors);
+		table_set(&t, 12, "%s", *l->token_ranges ? l->token_ranges : "-");
+		table_set(&t, 13, "%u", l->grants);
 	}
 	table_print(&t);
 	print_qps_text(rep);
@@ -646,6 +649,10 @@ static void print_rails_json(const Xfer__Ctl__CtlMsg *r)
 		jv_set(j, "bytes_rx", jv_u64(l->bytes_rx));
 		jv_set(j, "wrs", jv_u64(l->wrs));
 		jv_set(j, "errors", jv_u64(l->errors));
+		jv_set(j, "token_ranges", jv_str(l->token_ranges));
+		jv_set(j, "windows", jv_str(l->windows));
+		jv_set(j, "grants", jv_u64(l->grants));
+		jv_set(j, "grants_made", jv_u64(l->grants_made));
 		for (size_t k = 0; k < l->n_qp; k++) {
 			const Xfer__Ctl__QpInfo *q = l->qp[k];
 			json_object *jq = jv_obj();

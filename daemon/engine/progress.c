@@ -21,6 +21,7 @@
 #include "engine/progress_int.h"
 #include "engine/xop.h"
 #include "peer.pb-c.h"
+#include "transport/rdma_grant.h"
 
 /* SQEs taken from one client before looking at the next (fairness);
  * as large as a typical KV-cache vector, so that one pass sees all of it
@@ -247,17 +248,35 @@ static bool hook_frame(void *arg, const uint8_t id[LINK_ID_LEN],
 	return false;
 }
 
-static bool hook_describe(void *arg, const struct region *r,
-			  struct Xfer__Peer__RdmaMemory *out, uint32_t *keys,
-			  size_t max_keys)
+static enum describe_result hook_describe(void *arg, struct region *r,
+					  const struct describe_req *q,
+					  struct Xfer__Peer__RdmaMemory *out,
+					  uint32_t *keys, size_t max_keys)
 {
 	struct progress *p = arg;
 
-	for (int i = 0; i < p->ntransports; i++)
-		if (p->transports[i].ops->describe(p->transports[i].impl, r,
-						   out, keys, max_keys))
-			return true;
-	return false;
+	for (int i = 0; i < p->ntransports; i++) {
+		enum describe_result d = p->transports[i].ops->describe(
+			p->transports[i].impl, r, q, out, keys, max_keys);
+		if (d != DESCRIBE_NONE)
+			return d;
+	}
+	return DESCRIBE_NONE;
+}
+
+/* A region's last reference goes, on any thread, before it is released:
+ * what the NICs granted peers of it ends (ours), or its owner is told to
+ * end the grant it made for us (an import's; transport/rdma_grant.h). */
+static void hook_region_released(void *arg, const struct region *r)
+{
+	struct progress *p = arg;
+	uint8_t owner[LINK_ID_LEN], msg[64];
+	size_t len;
+
+	if (region_kind(r) == REGION_MEMFD)
+		rdma_grant_end_region(r);
+	else if ((len = rdma_grant_release_msg(r, owner, msg, sizeof(msg))))
+		progress_link_send(p, owner, msg, len);
 }
 
 static void hook_notify_local(void *arg, struct region *r, uint64_t value,
@@ -721,6 +740,8 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 		/* The same queue pairs, through its staging buffers. */
 		p->transports[p->ntransports++] = (struct transport){
 			&rdma_staged_transport_ops, p->rdma, ROUTE_RDMA_STAGED };
+		/* Before the thread runs: any thread may then read it. */
+		region_set_release_hook(hook_region_released, p);
 	}
 	p->transports[p->ntransports++] = (struct transport){
 		&tcp_transport_ops, p->links, ROUTE_LINK };
@@ -790,6 +811,8 @@ void progress_destroy(struct progress *p)
 		push_cmd(p, CMD_STOP, NULL);
 		pthread_join(p->thread, NULL);
 	}
+	/* No link sends any more; the grants end with the transport. */
+	region_set_release_hook(NULL, NULL);
 	/* The thread is gone: its state is ours now.  Operations still out
 	 * end here (-ECONNRESET) so their regions are released. */
 	/* RDMA first: the links it sends on outlive it, and the links'

@@ -195,6 +195,16 @@ void region_get(struct region *r)
 	atomic_fetch_add_explicit(&r->refs, 1, memory_order_relaxed);
 }
 
+static void (*release_hook)(void *arg, const struct region *r);
+static void *release_arg;
+
+void region_set_release_hook(void (*fn)(void *arg, const struct region *r),
+			     void *arg)
+{
+	release_hook = fn;
+	release_arg = arg;
+}
+
 void region_put(struct region *r)
 {
 	if (!r)
@@ -203,6 +213,8 @@ void region_put(struct region *r)
 	 * free by whichever holder drops the last reference. */
 	if (atomic_fetch_sub_explicit(&r->refs, 1, memory_order_acq_rel) != 1)
 		return;
+	if (release_hook)
+		release_hook(release_arg, r);
 	if (r->gpu_pinned)
 		gpu_host_unregister(r->head.map);
 	for (int i = 0; i < 16; i++)

@@ -40,6 +40,10 @@ struct region_rdma {
 	uint64_t addr;
 	uint32_t nkeys;
 	uint32_t rkey[REGION_RDMA_KEYS];  /* 0: not registered there */
+	/* The owner's grant of the token's range (transport/rdma_grant.h),
+	 * 0 if the rkeys are none; valid only on the link it was made on. */
+	uint64_t grant;
+	uint64_t link_gen;
 };
 
 /*
@@ -113,6 +117,14 @@ void region_set_nic_mr(struct region *r, struct rcache *rc,
 		       struct rcache_entry *e);
 /* REMOTE: how the owner's NICs reach it (NULL: they don't). */
 struct region_rdma *region_rdma(const struct region *r);
+/*
+ * Called with every region whose last reference goes, on the thread that
+ * drops it, before anything of it is released (what the NICs were
+ * granted of it must end first: transport/rdma_grant.h).  Set before
+ * other threads run, cleared after; NULL: none.
+ */
+void region_set_release_hook(void (*fn)(void *arg, const struct region *r),
+			     void *arg);
 
 /*
  * Map a client's memfd of length bytes.  The memfd must be sealed against

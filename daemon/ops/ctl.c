@@ -33,6 +33,7 @@
 #include "engine/progress.h"
 #include "transport/rdma.h"
 #include "transport/rdma_dev.h"
+#include "transport/rdma_grant.h"
 #include "mem/region.h"
 #include "mem/staging.h"
 #include "common/paths.h"
@@ -464,6 +465,9 @@ static int reply_rails(struct ctl_conn *cc)
 		r->bytes_rx = st.bytes_rx;
 		r->wrs = st.wrs;
 		r->errors = st.errors;
+		r->token_ranges = (char *)rdma_grant_mode(ri[k].dev_index);
+		r->windows = (char *)ri[k].windows;
+		rdma_grant_count(ri[k].dev_index, &r->grants, &r->grants_made);
 		r->qp = &qptr[nqp];
 		for (size_t j = 0; j < total; j++) {
 			if (qi[j].rail != i)

@@ -59,6 +59,12 @@ typedef void (*peers_check_cb)(void *arg, int error,
  */
 void peers_check_token(struct peers *p, const struct token *tok,
 		       peers_check_cb cb, void *arg);
+/* The owner `owner` granted a range to a check whose answer nobody
+ * took (the importer left, the import failed): tell it to end the
+ * grant (transport/rdma_grant.h).  Sent if the link is up; a link that
+ * went down ended the grant already. */
+void peers_release_grant(struct peers *p, const uint8_t owner[16],
+			 uint64_t grant);
 
 /* A notice from the progress thread about links (progress.h). */
 struct net_notice;

@@ -26,6 +26,7 @@
 #include "log.h"
 #include "mem/region.h"
 #include "peer/peer_int.h"
+#include "transport/rdma_grant.h"
 #include "xferd.h"
 
 /* One lookup sent to every configured peer: first token wins. */
@@ -346,6 +347,16 @@ void peers_check_token(struct peers *ps, const struct token *tok,
 	request_start(ps, r, pe, &m);
 }
 
+void peers_release_grant(struct peers *ps, const uint8_t owner[16],
+			 uint64_t grant)
+{
+	uint8_t buf[64];
+	size_t len = rdma_grant_release_pack(grant, buf, sizeof(buf));
+
+	if (grant && len)
+		progress_link_send(ps->d->progress, owner, buf, len);
+}
+
 void peers_ping(struct peers *ps, const char *target, peers_ping_cb cb,
 		void *arg)
 {
@@ -415,9 +426,10 @@ static void answer_lookup(struct peers *ps, const uint8_t *id,
 	progress_link_send(ps->d->progress, id, buf, n);
 }
 
-/* What an owner said of its region's NIC registration (CheckReply). */
+/* What an owner said of its region's NIC registration (CheckReply),
+ * over the link link_gen (a grant is valid on that link only). */
 static bool check_reply_rdma(const Xfer__Peer__CheckReply *rep,
-			     struct region_rdma *out)
+			     uint64_t link_gen, struct region_rdma *out)
 {
 	const Xfer__Peer__RdmaMemory *m = rep->rdma;
 
@@ -425,7 +437,9 @@ static bool check_reply_rdma(const Xfer__Peer__CheckReply *rep,
 	    m->n_rkeys > REGION_RDMA_KEYS)
 		return false;
 	*out = (struct region_rdma){ .addr = m->addr,
-				     .nkeys = (uint32_t)m->n_rkeys };
+				     .nkeys = (uint32_t)m->n_rkeys,
+				     .grant = m->grant,
+				     .link_gen = link_gen };
 	for (size_t i = 0; i < m->n_rkeys; i++)
 		out->rkey[i] = m->rkeys[i];
 	return true;
@@ -461,9 +475,15 @@ void request_dispatch(struct peers *ps, const uint8_t *from,
 		r = inflight(ps, m->check_reply->id, REQ_CHECK, from);
 		if (r) {
 			struct region_rdma rr;
-			bool has = check_reply_rdma(m->check_reply, &rr);
+			bool has = check_reply_rdma(m->check_reply,
+						    r->peer->link_gen, &rr);
 			request_end(r, peer_errno(m->check_reply->error),
 				    has ? &rr : NULL, has ? sizeof(rr) : 0, 0);
+		} else if (m->check_reply->rdma &&
+			   m->check_reply->rdma->grant) {
+			/* Answered too late: nobody takes the grant. */
+			peers_release_grant(ps, from,
+					    m->check_reply->rdma->grant);
 		}
 		return;
 	case XFER__PEER__PEER_MSG__BODY_PONG:
@@ -488,6 +508,7 @@ void request_dispatch(struct peers *ps, const uint8_t *from,
 	case XFER__PEER__PEER_MSG__BODY_CHECK:
 	case XFER__PEER__PEER_MSG__BODY_QP_CONNECT:
 	case XFER__PEER__PEER_MSG__BODY_QP_ACCEPT:
+	case XFER__PEER__PEER_MSG__BODY_RELEASE_GRANT:
 	case XFER__PEER__PEER_MSG__BODY_ERROR:
 	case XFER__PEER__PEER_MSG__BODY__NOT_SET:
 	default:

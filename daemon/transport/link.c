@@ -186,6 +186,7 @@ int link_frame_check(const uint8_t *buf, size_t have, uint32_t *plen,
 	case XFER__PEER__PEER_MSG__BODY_CHECK_REPLY:
 	case XFER__PEER__PEER_MSG__BODY_QP_CONNECT:
 	case XFER__PEER__PEER_MSG__BODY_QP_ACCEPT:
+	case XFER__PEER__PEER_MSG__BODY_RELEASE_GRANT:
 		break;
 	case XFER__PEER__PEER_MSG__BODY_ERROR:
 		*why = "peer closed the link with an error";
@@ -269,7 +270,8 @@ static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
 		break;
 	case XFER__PEER__PEER_MSG__BODY_QP_CONNECT:
 	case XFER__PEER__PEER_MSG__BODY_QP_ACCEPT:
-		/* Queue pair set-up: the transports' own frames. */
+	case XFER__PEER__PEER_MSG__BODY_RELEASE_GRANT:
+		/* Queue pair set-up, grants: the transports' own frames. */
 		if (!l->ls->hooks.frame(l->ls->hooks.arg, l->peer->id, m))
 			log_debug("queue pair frame with no transport for it");
 		break;

@@ -62,10 +62,13 @@ struct linkset_hooks {
 	 * took it. */
 	bool (*frame)(void *arg, const uint8_t id[LINK_ID_LEN],
 		      const struct Xfer__Peer__PeerMsg *m);
-	/* Fill a token check's reply with how the transports reach r. */
-	bool (*describe)(void *arg, const struct region *r,
-			 struct Xfer__Peer__RdmaMemory *out, uint32_t *keys,
-			 size_t max_keys);
+	/* Fill a token check's reply with how the transports reach q's
+	 * range of r for its peer, or leave the reply to one of them
+	 * (transport.h). */
+	enum describe_result (*describe)(void *arg, struct region *r,
+					 const struct describe_req *q,
+					 struct Xfer__Peer__RdmaMemory *out,
+					 uint32_t *keys, size_t max_keys);
 	/* A transport cannot move op after all: offer it to the next. */
 	void (*reroute)(void *arg, struct xop *op);
 	void *arg;

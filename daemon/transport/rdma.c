@@ -50,6 +50,7 @@
 #include "peer.pb-c.h"
 #include "transport/rdma.h"
 #include "transport/rdma_dev.h"
+#include "transport/rdma_grant.h"
 #include "transport/rdma_mr.h"
 #include "mem/cma.h"
 #include "mem/region.h"
@@ -174,6 +175,12 @@ struct rdma {
 	uint64_t epoch;
 	uint64_t outstanding;     /* work requests out, all devices */
 	unsigned redone;          /* operations retire() marked for redo */
+	/* Test hook (XFERD_TEST_RDMA_SHIFT, unset in use): moved by this
+	 * many bytes, every remote address plays a peer that ignores its
+	 * token's range, for the owner's NIC to refuse (rdma_grant.h). */
+	int64_t test_shift;
+	/* Makes the grants of token ranges that peers check (rdma_grant.h). */
+	struct rdma_grant_worker *grants;
 	uint64_t pass;            /* pumps so far */
 	bool submitted;           /* operations came since the last pump */
 	/* A queue pair was taken down: its completions may still sit in a
@@ -847,14 +854,17 @@ static bool ensure_qps(struct rdma *t, struct rpeer *p)
 
 /* Can rail pair rp carry op: the owner's rkey on its device, and ours
  * of the local memory (staged: of the staging buffers)? */
-static bool pair_usable(const struct rdma *t, const struct rail_pair *rp,
-			const struct xop *op, bool staged, uint32_t *lkey,
-			uint32_t *rkey)
+static bool pair_usable(const struct rdma *t, const struct rpeer *p,
+			const struct rail_pair *rp, const struct xop *op,
+			bool staged, uint32_t *lkey, uint32_t *rkey)
 {
 	const struct region_rdma *rr = region_rdma(op->remote);
 
 	if (rp->failed || rp->theirs.device >= rr->nkeys ||
 	    !rr->rkey[rp->theirs.device])
+		return false;
+	/* A grant ended with the link it was made on. */
+	if (rr->grant && rr->link_gen != p->gen)
 		return false;
 	*rkey = rr->rkey[rp->theirs.device];
 	if (staged) {
@@ -925,7 +935,8 @@ static void stage(struct rdma *t, struct rqp *q, struct xop *op,
 		.opcode = read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
 		.wr.rdma = {
 			.remote_addr = region_rdma(op->remote)->addr + tok->offset +
-				       op->remote_off + op->rdma.posted,
+				       op->remote_off + op->rdma.posted +
+				       (uint64_t)t->test_shift,
 			.rkey = rkey,
 		},
 	};
@@ -1069,7 +1080,7 @@ static void pump(struct rdma *t)
 				p->full_in_pass = t->pass;
 				break;
 			}
-			if (!pair_usable(t, &p->pair[q->pair], op,
+			if (!pair_usable(t, p, &p->pair[q->pair], op,
 					 op->rdma.staged, &lkey, &rkey)) {
 				/* Its import lost its keys (a remote access
 				 * error): the owner must be asked over TCP. */
@@ -1216,7 +1227,7 @@ static bool rdma_accepts(void *impl, const struct xop *op)
 	if (!p || p->npairs == 0)
 		return false;
 	for (size_t i = 0; i < p->npairs; i++)
-		if (!pair_usable(t, &p->pair[i], op, false, &lkey, &rkey))
+		if (!pair_usable(t, p, &p->pair[i], op, false, &lkey, &rkey))
 			return false;
 	return true;
 }
@@ -1240,7 +1251,7 @@ static bool rdma_stage_accepts(void *impl, const struct xop *op)
 	if (!p || p->npairs == 0)
 		return false;
 	for (size_t i = 0; i < p->npairs; i++)
-		if (!pair_usable(t, &p->pair[i], op, true, &lkey, &rkey))
+		if (!pair_usable(t, p, &p->pair[i], op, true, &lkey, &rkey))
 			return false;
 	return true;
 }
@@ -1470,6 +1481,10 @@ void rdma_peer_down(struct rdma *t, const uint8_t id[LINK_ID_LEN],
 {
 	struct rpeer *p = t ? find_peer(t, id) : NULL;
 
+	/* What the peer was granted on that link ends with it; its
+	 * imports know (region_rdma.link_gen) and go by TCP. */
+	if (t)
+		rdma_grant_end_link(id, gen);
 	if (p && p->gen == gen)
 		peer_remove(t, p, err);
 }
@@ -1581,6 +1596,8 @@ void rdma_on_frame(struct rdma *t, const uint8_t id[LINK_ID_LEN],
 
 /* --- life cycle --- */
 
+static void on_grant_made(void *arg, struct rdma_grant_job *j);
+
 struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 			 const struct rdma_cfg *cfg,
 			 const struct linkset_hooks *hooks)
@@ -1597,6 +1614,13 @@ struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 	t->hooks = *hooks;
 	TAILQ_INIT(&t->waiting);
 	rdma_set_cfg(t, cfg);
+	const char *shift = getenv("XFERD_TEST_RDMA_SHIFT");
+	if (shift && *shift) {
+		t->test_shift = strtoll(shift, NULL, 0);
+		log_warnx("RDMA: remote addresses moved by %lld bytes "
+			  "(XFERD_TEST_RDMA_SHIFT, a test hook)",
+			  (long long)t->test_shift);
+	}
 	for (int d = 0; d < ndevs && d < RDMA_DEV_MAX; d++) {
 		struct rdev *rd = &t->dev[d];
 		struct ibv_device_attr da;
@@ -1622,6 +1646,11 @@ struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 			log_warnx("RDMA: cannot watch a completion channel");
 		t->ndevs = d + 1;
 	}
+	/* Without it, peers reach our memory over TCP only. */
+	t->grants = rdma_grant_worker_create(base, on_grant_made, t);
+	if (!t->grants)
+		log_warnx("RDMA: no grant worker: peers reach this node's "
+			  "memory over TCP");
 	log_info("RDMA data path: %d device%s, %u queue pair%s per rail pair, "
 		 "stripe %llu bytes", t->ndevs, t->ndevs == 1 ? "" : "s",
 		 t->cfg.qps, t->cfg.qps == 1 ? "" : "s",
@@ -1651,6 +1680,9 @@ void rdma_destroy(struct rdma *t)
 		return;
 	while (t->peers)
 		peer_remove(t, t->peers, -ECONNRESET);
+	/* Every grant ends; checks still out get no answer (their links
+	 * are going down with us). */
+	rdma_grant_worker_destroy(t->grants);
 	/* Every chunk is back: the queue pairs that held them are gone. */
 	stage_close(t);
 	for (int d = 0; d < t->ndevs; d++) {
@@ -1693,6 +1725,14 @@ static void tr_peer_down(void *impl, const uint8_t id[LINK_ID_LEN],
 static bool tr_frame(void *impl, const uint8_t id[LINK_ID_LEN],
 		     const Xfer__Peer__PeerMsg *m)
 {
+	if (m->body_case == XFER__PEER__PEER_MSG__BODY_RELEASE_GRANT) {
+		/* A grant it does not have (ended with an older link, or
+		 * never made): nothing to do. */
+		if (!rdma_grant_release(id, m->release_grant->grant))
+			log_debug("RDMA: release of grant %llu, not held",
+				  (unsigned long long)m->release_grant->grant);
+		return true;
+	}
 	if (m->body_case != XFER__PEER__PEER_MSG__BODY_QP_CONNECT &&
 	    m->body_case != XFER__PEER__PEER_MSG__BODY_QP_ACCEPT)
 		return false;
@@ -1700,28 +1740,64 @@ static bool tr_frame(void *impl, const uint8_t id[LINK_ID_LEN],
 	return true;
 }
 
-/* The region's NIC registration, for a peer's one-sided access: its
- * address in xferd and an rkey per device (0: not registered there). */
-static bool tr_describe(void *impl, const struct region *r,
-			Xfer__Peer__RdmaMemory *out, uint32_t *keys,
-			size_t max_keys)
+/* For a peer's one-sided access to q's range of region r: the address
+ * of r in xferd and the rkeys of a grant of that range alone
+ * (rdma_grant.h), one per device (0: not registered there), in a reply
+ * sent when the grant worker made it (on_grant_made).  None for a peer
+ * without rail pairs to us: it could not use them. */
+static enum describe_result tr_describe(void *impl, struct region *r,
+					const struct describe_req *q,
+					Xfer__Peer__RdmaMemory *out,
+					uint32_t *keys, size_t max_keys)
 {
+	struct rdma *t = impl;
+	struct rpeer *p = find_peer(t, q->peer);
+	struct rdma_grant_job *j;
 	int n = rdma_dev_count();
-	bool any = false;
-	(void)impl;
+	(void)out, (void)keys;
 
-	if ((size_t)n > max_keys)
-		n = (int)max_keys;
-	for (int d = 0; d < n; d++) {
-		keys[d] = 0;
-		any |= rdma_mr_keys(r, d, NULL, &keys[d]);
+	if (!t->grants || !p || p->gen != q->link_gen || p->npairs == 0 ||
+	    !region_nic_mr(r) || !(j = calloc(1, sizeof(*j))))
+		return DESCRIBE_NONE;
+	region_get(r);
+	j->r = r;
+	j->q = *q;
+	memcpy(j->peer, q->peer, LINK_ID_LEN);
+	j->q.peer = j->peer;
+	j->nkeys = (size_t)n < max_keys ? (size_t)n : max_keys;
+	if (j->nkeys > RDMA_DEV_MAX)
+		j->nkeys = RDMA_DEV_MAX;
+	rdma_grant_worker_submit(t->grants, j);
+	return DESCRIBE_LATER;
+}
+
+/* A grant asked for by tr_describe is made (or could not be): the
+ * check's reply goes to the peer, on the link it asked on.  If that link
+ * went meanwhile, the grant ends here: nobody can release it. */
+static void on_grant_made(void *arg, struct rdma_grant_job *j)
+{
+	struct rdma *t = arg;
+	struct rpeer *p = find_peer(t, j->peer);
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__CheckReply rep = XFER__PEER__CHECK_REPLY__INIT;
+	Xfer__Peer__RdmaMemory mem = XFER__PEER__RDMA_MEMORY__INIT;
+
+	if (!p || p->gen != j->q.link_gen) {
+		if (j->grant)
+			rdma_grant_release(j->peer, j->grant);
+		return;
 	}
-	if (!any)
-		return false;
-	out->addr = (uint64_t)(uintptr_t)region_map_at(r, 0);
-	out->rkeys = keys;
-	out->n_rkeys = (size_t)n;
-	return true;
+	rep.id = j->q.check_id;
+	if (j->grant) {
+		mem.addr = (uint64_t)(uintptr_t)region_map_at(j->r, 0);
+		mem.rkeys = j->keys;
+		mem.n_rkeys = j->nkeys;
+		mem.grant = j->grant;
+		rep.rdma = &mem;
+	}
+	m.body_case = XFER__PEER__PEER_MSG__BODY_CHECK_REPLY;
+	m.check_reply = &rep;
+	send_msg(t, j->peer, &m);
 }
 
 static void tr_set_cfg(void *impl, const struct transport_cfg *cfg)

@@ -38,6 +38,7 @@ struct rdma_dev {
 	struct ibv_comp_channel *channel;
 	struct ibv_cq *cq;
 	int cq_depth;             /* CQ_DEPTH, or less if the device says so */
+	const char *windows;      /* the memory windows it has, for xferctl */
 };
 
 struct rail {
@@ -320,6 +321,24 @@ static ssize_t read_gid_table(struct ibv_context *ctx,
 }
 
 /* Add the rails of an opened device (devs[ndevs]); returns how many. */
+/* The memory windows a device offers (xferctl rails; token ranges use
+ * registrations either way: transport/rdma_grant.h says why). */
+static const char *windows_name(const struct ibv_device_attr *a)
+{
+	bool t1 = a->device_cap_flags & IBV_DEVICE_MEM_WINDOW;
+	bool t2a = a->device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2A;
+	bool t2b = a->device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+
+	if (a->max_mw <= 0 || !(t1 || t2a || t2b))
+		return "none";
+	if (t2a && t2b)
+		return t1 ? "type1,type2a,type2b" : "type2a,type2b";
+	if (t2a || t2b)
+		return t1 ? (t2a ? "type1,type2a" : "type1,type2b")
+			  : (t2a ? "type2a" : "type2b");
+	return "type1";
+}
+
 static int find_rails(struct rdma_dev *dev, const struct netaddr *local,
 		      size_t nlocal)
 {
@@ -338,6 +357,7 @@ static int find_rails(struct rdma_dev *dev, const struct netaddr *local,
 	}
 	nports = attr.phys_port_cnt;
 	dev->cq_depth = attr.max_cqe < CQ_DEPTH ? attr.max_cqe : CQ_DEPTH;
+	dev->windows = windows_name(&attr);
 	ports = calloc(nports ? nports : 1, sizeof(*ports));
 	if (!ports) {
 		log_warnx("RDMA device %s: out of memory", dev->name);
@@ -581,6 +601,8 @@ int rdma_dev_rail(int i, struct rdma_rail_info *out)
 	gid_text(r->gid, out->gid_text, sizeof(out->gid_text));
 	out->addr = r->addr;
 	snprintf(out->netdev, sizeof(out->netdev), "%s", r->netdev);
+	out->dev_index = r->dev;
+	out->windows = devs[r->dev].windows ? devs[r->dev].windows : "none";
 	return 0;
 }
 

@@ -52,6 +52,8 @@ struct rdma_rail_info {
 	char gid_text[INET6_ADDRSTRLEN];
 	struct netaddr addr;      /* with its prefix length */
 	char netdev[IF_NAMESIZE];
+	int dev_index;            /* its device's number (rdma_dev_verbs) */
+	const char *windows;      /* "type1,type2b", ... or "none" */
 };
 
 /*

@@ -40,10 +40,11 @@ bool transport_stub_frame(void *t, const uint8_t id[LINK_ID_LEN],
 	return false;
 }
 
-bool transport_stub_describe(void *t, const struct region *r,
-			     struct Xfer__Peer__RdmaMemory *out,
-			     uint32_t *keys, size_t max_keys)
+enum describe_result transport_stub_describe(void *t, struct region *r,
+					     const struct describe_req *q,
+					     struct Xfer__Peer__RdmaMemory *out,
+					     uint32_t *keys, size_t max_keys)
 {
-	(void)t, (void)r, (void)out, (void)keys, (void)max_keys;
-	return false;
+	(void)t, (void)r, (void)q, (void)out, (void)keys, (void)max_keys;
+	return DESCRIBE_NONE;
 }

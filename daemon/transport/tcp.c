@@ -972,11 +972,19 @@ void tcp_on_check(struct link *l, const Xfer__Peer__CheckToken *c)
 						 &r, &off);
 	}
 	if (!rep.error) {
-		/* How the other transports reach it (RDMA's rkeys). */
-		if (l->ls->hooks.describe(l->ls->hooks.arg, r, &mem, rkeys,
-					  REGION_RDMA_KEYS))
-			rep.rdma = &mem;
+		/* How the other transports reach the token's range (RDMA:
+		 * the rkeys of a grant of it to this peer, on this link). */
+		const struct describe_req q = {
+			.peer = l->peer->id, .link_gen = l->gen,
+			.check_id = c->id, .off = off, .len = tok.length,
+		};
+		enum describe_result d = l->ls->hooks.describe(
+			l->ls->hooks.arg, r, &q, &mem, rkeys, REGION_RDMA_KEYS);
 		region_put(r);
+		if (d == DESCRIBE_LATER)
+			return;  /* that transport answers */
+		if (d == DESCRIBE_FILLED)
+			rep.rdma = &mem;
 	}
 	m.body_case = XFER__PEER__PEER_MSG__BODY_CHECK_REPLY;
 	m.check_reply = &rep;

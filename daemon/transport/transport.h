@@ -59,6 +59,22 @@ struct peer_info {
 	size_t nrails;
 };
 
+/* A peer's token check, as describe() sees it: the peer, the link it
+ * came on, the check's id (for a reply sent later) and the token's range
+ * in the region. */
+struct describe_req {
+	const uint8_t *peer;      /* LINK_ID_LEN bytes */
+	uint64_t link_gen;
+	uint64_t check_id;
+	uint64_t off, len;
+};
+
+enum describe_result {
+	DESCRIBE_NONE,            /* nothing: the peer goes by the link */
+	DESCRIBE_FILLED,          /* the reply says how to reach it */
+	DESCRIBE_LATER,           /* the transport replies itself, later */
+};
+
 struct transport_ops {
 	uint32_t version;         /* TRANSPORT_OPS_VERSION */
 	const char *name;
@@ -89,11 +105,15 @@ struct transport_ops {
 	/* A control frame of its own from the peer's link (true: taken). */
 	bool (*frame)(void *t, const uint8_t id[LINK_ID_LEN],
 		      const struct Xfer__Peer__PeerMsg *m);
-	/* What a peer needs to reach local region r without us (RDMA:
-	 * address and rkeys), put in a token check's reply; false: none. */
-	bool (*describe)(void *t, const struct region *r,
-			 struct Xfer__Peer__RdmaMemory *out, uint32_t *keys,
-			 size_t max_keys);
+	/* What q's peer needs to reach q's range of local region r without
+	 * us (RDMA: address and the rkeys of a grant of that range), put in
+	 * a token check's reply (DESCRIBE_FILLED), or none (DESCRIBE_NONE);
+	 * or DESCRIBE_LATER: the transport sends the reply itself, later
+	 * (slow work off this thread), with a reference to r of its own. */
+	enum describe_result (*describe)(void *t, struct region *r,
+					 const struct describe_req *q,
+					 struct Xfer__Peer__RdmaMemory *out,
+					 uint32_t *keys, size_t max_keys);
 	void (*set_cfg)(void *t, const struct transport_cfg *cfg);
 	void (*destroy)(void *t);
 };
@@ -113,8 +133,9 @@ void transport_stub_peer_down(void *t, const uint8_t id[LINK_ID_LEN],
 			      uint64_t gen, int err);
 bool transport_stub_frame(void *t, const uint8_t id[LINK_ID_LEN],
 			  const struct Xfer__Peer__PeerMsg *m);
-bool transport_stub_describe(void *t, const struct region *r,
-			     struct Xfer__Peer__RdmaMemory *out,
-			     uint32_t *keys, size_t max_keys);
+enum describe_result transport_stub_describe(void *t, struct region *r,
+					     const struct describe_req *q,
+					     struct Xfer__Peer__RdmaMemory *out,
+					     uint32_t *keys, size_t max_keys);
 
 #endif /* XFERD_TRANSPORT_H */

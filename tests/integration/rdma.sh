@@ -52,6 +52,7 @@ GUEST_TESTS=(
 	single xferd_rdma_fallback 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" fallback'
 	single xferd_rdma_staged 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" staged'
 	single xferd_rdma_adaptive 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" adaptive'
+	single xferd_rdma_ranges 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" ranges'
 	pair xferd_rdma_data_pair 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" data'
 	pair xferd_rdma_stripe_pair 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" stripe'
 )

@@ -6,7 +6,9 @@
 # (rxe0; rxe1 too in the pair setup): port 1, ACTIVE, Ethernet, RoCEv2,
 # the IPv4-mapped GID at $RXE_GID_INDEX ($RXE_GID_INDEX2) that is
 # ::ffff:$RXE_IP, the address $RXE_IP/24 on the netdev the kernel names
-# for that GID, and the active MTU ibv_devinfo reports.  The text table
+# for that GID, and the active MTU ibv_devinfo reports; token ranges
+# held by per-token registrations (token-mr), no grant yet, and in JSON
+# the memory windows ibv_devinfo -v lists for the device.  The text table
 # says the same as --json, the log has one "rail" line per rail and no
 # RDMA warning, and xferd stops cleanly (exit 0) after closing its
 # devices.
@@ -84,7 +86,7 @@ for i in "${!rows[@]}"; do
 	rows[i]=${rows[i]##+( )}
 	rows[i]=${rows[i]//  *( )/$'\t'}
 done
-[ "${rows[0]}" = $'DEVICE\tPORT\tSTATE\tLINK\tMTU\tGID\tADDRESS\tNETDEV\tQPS\tTX\tRX\tERRORS' ] ||
+[ "${rows[0]}" = $'DEVICE\tPORT\tSTATE\tLINK\tMTU\tGID\tADDRESS\tNETDEV\tQPS\tTX\tRX\tERRORS\tRANGES\tGRANTS' ] ||
 	fail "rails: table header"
 [ ${#rows[@]} = $((${#want[@]} + 1)) ] ||
 	fail "rails: want header + ${#want[@]} rows"
@@ -101,14 +103,25 @@ for w in "${want[@]}"; do
 	[[ $info =~ active_mtu:[[:space:]]+([0-9]+) ]] ||
 		fail "$dev: ibv_devinfo gave no active_mtu"
 	mtu=${BASH_REMATCH[1]}
-	echo "$dev: GID[$gidx] ::ffff:$ip on $netdev, active MTU $mtu"
+	# The memory windows its capability flags name, in xferd's words.
+	windows=''
+	while read -r flag; do
+		case $flag in
+		MEM_WINDOW) windows+=,type1 ;;
+		MEM_WINDOW_TYPE_2A) windows+=,type2a ;;
+		MEM_WINDOW_TYPE_2B) windows+=,type2b ;;
+		esac
+	done <<<"$(ibv_devinfo -v -d "$dev")"
+	windows=${windows#,}
+	echo "$dev: GID[$gidx] ::ffff:$ip on $netdev, active MTU $mtu," \
+		"windows ${windows:-none}"
 
 	row=''
 	for r in "${rows[@]:1}"; do
 		[ "${r%%$'\t'*}" = "$dev" ] && row=$r
 	done
 	# No peer yet: no queue pairs, nothing moved.
-	printf -v want_row '%s\t1\tACTIVE\tEthernet\t%s\t[%s] ::ffff:%s\t%s/24\t%s\t0\t0 B\t0 B\t0' \
+	printf -v want_row '%s\t1\tACTIVE\tEthernet\t%s\t[%s] ::ffff:%s\t%s/24\t%s\t0\t0 B\t0 B\t0\ttoken-mr\t0' \
 		"$dev" "$mtu" "$gidx" "$ip" "$ip" "$netdev"
 	[ "$row" = "$want_row" ] || fail "rails: $dev row '$row'"
 
@@ -120,8 +133,8 @@ for w in "${want[@]}"; do
 	done
 	[ $found = 1 ] || fail "xferd's log has no line '$line'"
 
-	printf -v item '{"device":"%s","ip":"%s","gid_index":%s,"netdev":"%s","mtu":%s}' \
-		"$dev" "$ip" "$gidx" "$netdev" "$mtu"
+	printf -v item '{"device":"%s","ip":"%s","gid_index":%s,"netdev":"%s","mtu":%s,"windows":"%s"}' \
+		"$dev" "$ip" "$gidx" "$netdev" "$mtu" "${windows:-none}"
 	want_json+=${want_json:+,}$item
 done
 
@@ -138,7 +151,9 @@ if command -v jq >/dev/null; then
 			 .link_layer == "Ethernet" and .transport == "RoCEv2" and
 			 .gid_index == $w.gid_index and .gid == "::ffff:" + $w.ip and
 			 .ip == $w.ip and .prefix_len == 24 and
-			 .netdev == $w.netdev and .mtu == $w.mtu and .lid == 0)))' \
+			 .netdev == $w.netdev and .mtu == $w.mtu and .lid == 0 and
+			 .token_ranges == "token-mr" and .windows == $w.windows and
+			 .grants == 0 and .grants_made == 0)))' \
 		>/dev/null <<<"$out" || fail "rails --json, want $want_json"
 else
 	echo "note: no jq here: the table alone is checked"

@@ -57,13 +57,28 @@
 #               12 MiB region's registration fails (one log line) and its
 #               write and read go rdma-staged, verified.
 #
+#   ranges      the owner's NIC holds a peer to its token's range: b hands
+#               a the rkeys of a registration of the token's range alone
+#               (xferctl rails: token-mr, a grant made).  a runs with
+#               XFERD_TEST_RDMA_SHIFT (a test hook: every RDMA remote
+#               address moved), so that a write or read a checks as inside
+#               the token [1 MiB, +2 MiB) of b's 4 MiB region reaches b's
+#               NIC as just past the range's end, then (shift -4096) just
+#               before its start: each fails with EIO (a remote access
+#               error, which a logs) and b's whole region is unchanged,
+#               byte for byte; both xferds stay up, and b's grants all end
+#               once a's clients are gone.  a restarted without the hook:
+#               a write and read inside the range go on rdma, verified.
+#               A stream from a holds a grant; a's xferd killed (SIGKILL):
+#               b's grants end with the link.
+#
 # Every part ends with both xferds stopping cleanly (SIGTERM, exit 0).
 # Exit 0 pass, 1 fail, 77 skip.
 set -u
 # shellcheck source-path=SCRIPTDIR source=guest_lib.sh
 . "$(dirname "$0")/guest_lib.sh"
 
-[ $# -ge 1 ] || { echo "usage: guest_xfer.sh data|stripe|errors|peer_death|fallback|staged|adaptive..." >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: guest_xfer.sh data|stripe|errors|peer_death|fallback|staged|adaptive|ranges..." >&2; exit 2; }
 
 # rails_json NODE: a's view of the rails, as JSON, shown compactly.
 rails_json() {
@@ -501,6 +516,86 @@ part_adaptive() {
 	stop_xferd b
 }
 
+# --- ranges ------------------------------------------------------------------
+
+# grants NODE [FIELD]: the token ranges NODE granted now (FIELD grants) or
+# since start (grants_made), over its rails' devices (one in this guest).
+grants() {
+	local out
+	out=$(xferctl_on "$1" --json rails) || return 1
+	jq -r --arg f "${2:-grants}" '[.rails[] | {(.device): .[$f]}] | add |
+		[.[]] | add // 0' <<<"$out"
+}
+grants_are() { [ "$(grants "$1")" = "$2" ]; }
+grants_at_least() { [ "$(grants "$1")" -ge "$2" ] 2>/dev/null; }
+
+part_ranges() {
+	local shift made0 out
+	start_xferd b
+	out=$(rails_json b)
+	jq -e '.rails | length > 0 and all(.token_ranges == "token-mr")' \
+		<<<"$out" >/dev/null || fail "b's rails do not say token-mr: $out"
+	note "b's rails: $(jq -c '[.rails[] | {device, token_ranges, windows,
+		grants}]' <<<"$out")"
+	step "a token for [1 MiB, +2 MiB) of b's 4 MiB region (seed 9)"
+	serve_start b r1 --name r1 --size $((4 * MiB)) --kind memfd --seed 9 \
+		--export-range "$MiB:$((2 * MiB))" --verify-unchanged
+	# The token's first 4 KiB, as a checks it; what b's NIC sees: the
+	# 4 KiB just past the range's end, then the page before its start.
+	for shift in $((2 * MiB)) -4096; do
+		step "a sends every RDMA address moved by $shift bytes"
+		G_XFERD_WRAP=(env "XFERD_TEST_RDMA_SHIFT=$shift")
+		start_xferd a
+		G_XFERD_WRAP=()
+		made0=$(grants b grants_made)
+		xnode_ok a write --lookup "$(addr b)/r1" --size 4096 --seed 10 \
+			--kind memfd --expect-error EIO
+		xnode_ok a read --lookup "$(addr b)/r1" --size 4096 --seed 10 \
+			--kind memfd --expect-error EIO
+		[ "$(grants b grants_made)" -ge $((made0 + 2)) ] ||
+			fail "b made no grant for a's imports: $(rails_json b)"
+		xferd_log_has a 'RDMA: (WRITE|READ) on QP .*remote access error' ||
+			fail "a logged no remote access error: $(xferd_log a | grep 'RDMA:')"
+		note "$(xferd_log a | grep -m1 -E 'RDMA: (WRITE|READ) on QP')"
+		xferd_running a || fail "a's xferd died"
+		xferd_running b || fail "b's xferd died"
+		xferctl_on b status >/dev/null || fail "b does not answer xferctl status"
+		# a's clients are gone: their imports, and b's grants, end.
+		wait_for 30 grants_are b 0 ||
+			fail "b still grants $(grants b) range(s) after a's clients left"
+		note "b granted $(($(grants b grants_made) - made0)) range(s), all ended"
+		stop_xferd a
+	done
+	serve_stop r1
+	note "b's region is unchanged, inside and outside the token's range"
+
+	step "a without the hook: inside the range, rdma, verified"
+	start_xferd a
+	# xnode's byte rule goes by region offset: this range starts at 0.
+	serve_start b r2 --name r2 --size $((4 * MiB)) --kind memfd \
+		--export-range "0:$((2 * MiB))" \
+		--expect-notify "7:77:$((2 * MiB - 4096)):4096"
+	xnode_ok a write --lookup "$(addr b)/r2" --offset $((2 * MiB - 4096)) \
+		--size 4096 --seed 77 --kind memfd --notify 7 --expect-path rdma
+	expect_notified r2 7
+	xnode_ok a read --lookup "$(addr b)/r2" --offset $((2 * MiB - 4096)) \
+		--size 4096 --seed 77 --kind memfd --expect-path rdma
+
+	step "a grant ends with its link: a's xferd killed under a stream"
+	bg_start st "$XNODE" stream --socket "${XD_SOCK[a]}" --lookup "$(addr b)/r2" \
+		--size 4096 --seed 78 --kind memfd --depth 1 --until-error \
+		--max-ms 60000 --expect-error any
+	bg_wait_line st '^streaming: first write ok' 60
+	grants_at_least b 1 || fail "b grants nothing to a's streaming client"
+	kill_xferd a
+	wait_for 30 grants_are b 0 ||
+		fail "b still grants $(grants b) range(s) after a's xferd died"
+	note "b's grants ended with the link"
+	bg_wait st 60 >/dev/null
+	serve_stop r2
+	stop_xferd b
+}
+
 # --- fallback ----------------------------------------------------------------
 
 part_fallback() {
@@ -543,7 +638,7 @@ part_fallback() {
 
 for part; do
 	case $part in
-	data | stripe | errors | peer_death | fallback | staged | adaptive) "part_$part" ;;
+	data | stripe | errors | peer_death | fallback | staged | adaptive | ranges) "part_$part" ;;
 	*) fail "unknown part '$part'" ;;
 	esac
 done
