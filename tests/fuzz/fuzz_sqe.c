@@ -75,7 +75,7 @@ static void open_client(struct fake_client *c, uint64_t id)
 	struct xfer_ring_offsets off;
 
 	c->pc.id = id;
-	if (ring_layout(SQ_ENTRIES, &off))
+	if (ring_layout(SQ_ENTRIES, 4096, &off))
 		die();
 	c->ring_mem = aligned_alloc(4096, (off.map_size + 4095) & ~4095u);
 	if (!c->ring_mem)
