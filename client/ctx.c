@@ -117,6 +117,8 @@ static void layout_from(const Xfer__Client__RingLayout *rl,
 		.cq_flags = rl->cq_flags,
 		.cq_overflow = rl->cq_overflow,
 		.cqes = rl->cqes,
+		.idx = rl->idx,
+		.idx_size = rl->idx_size,
 	};
 }
 
@@ -247,6 +249,7 @@ XFER_EXPORT void xfer_close(struct xfer_ctx *ctx)
 		return;
 	if (ctx->ring_map)
 		munmap(ctx->ring_map, ctx->ring_len);
+	free(ctx->idx_allocs);
 	if (ctx->sq_efd >= 0)
 		close(ctx->sq_efd);
 	if (ctx->cq_efd >= 0)

@@ -37,6 +37,15 @@ struct xfer_ctx {
 	char node_name[TOKEN_NODE_NAME_MAX];
 	unsigned spin_us;
 	unsigned empty_peeks;     /* since the last look at the socket */
+	/* The ring's index area, handed out as a circular buffer (dlist.c):
+	 * free-running byte counters, and the allocations not yet released
+	 * (the SQE each belongs to, where it ends), oldest first. */
+	uint64_t idx_head, idx_tail;
+	struct idx_alloc {
+		uint32_t sq_index;
+		uint64_t end;
+	} *idx_allocs;            /* sq_entries of them */
+	uint32_t idx_first, idx_count;
 	bool gone;                /* xferd said goodbye or closed the socket */
 };
 
@@ -57,6 +66,11 @@ struct xfer_mem {
 struct xfer_remote {
 	uint64_t handle;
 	uint64_t len;
+};
+
+struct xfer_dlist {
+	uint64_t handle;
+	uint32_t n;
 };
 
 /*

@@ -25,10 +25,12 @@ static bool is_pow2(uint32_t x)
 	return x && !(x & (x - 1));
 }
 
-int ring_layout(uint32_t sq_entries, struct xfer_ring_offsets *off)
+int ring_layout(uint32_t sq_entries, uint32_t idx_bytes,
+		struct xfer_ring_offsets *off)
 {
 	if (!is_pow2(sq_entries) || sq_entries < RING_MIN_SQ_ENTRIES ||
-	    sq_entries > RING_MAX_SQ_ENTRIES)
+	    sq_entries > RING_MAX_SQ_ENTRIES || idx_bytes % 8 ||
+	    idx_bytes > RING_MAX_IDX_BYTES)
 		return -EINVAL;
 	uint32_t cq_entries = 2 * sq_entries;
 	uint32_t sqes = HDR_SIZE;
@@ -49,6 +51,12 @@ int ring_layout(uint32_t sq_entries, struct xfer_ring_offsets *off)
 		.cqes = cqes,
 		.map_size = cqes + cq_entries * (uint32_t)sizeof(struct xfer_cqe),
 	};
+	if (idx_bytes) {
+		/* Its own pages, after the CQEs. */
+		off->idx = (off->map_size + 4095u) & ~4095u;
+		off->idx_size = idx_bytes;
+		off->map_size = off->idx + idx_bytes;
+	}
 	return 0;
 }
 
@@ -83,6 +91,14 @@ int ring_view_init(struct ring_view *v, void *base, size_t map_len,
 		if (!field_ok(fields[i], header_end))
 			return -EPROTO;
 
+	/* The index area, if any: aligned, inside, clear of both queues. */
+	uint64_t idx_end = (uint64_t)off->idx + off->idx_size;
+	if (off->idx_size &&
+	    (off->idx % 8 || off->idx_size % 8 || idx_end > off->map_size ||
+	     off->idx < header_end ||
+	     ((uint64_t)off->idx < sq_end && idx_end > off->sqes) ||
+	     ((uint64_t)off->idx < cq_end && idx_end > off->cqes)))
+		return -EPROTO;
 	if (*(const uint32_t *)(b + off->magic) != XFER_RING_MAGIC)
 		return -EPROTO;
 	*v = (struct ring_view){
@@ -97,6 +113,9 @@ int ring_view_init(struct ring_view *v, void *base, size_t map_len,
 		.cqes = (struct xfer_cqe *)(b + off->cqes),
 		.sq_entries = off->sq_entries,
 		.cq_entries = off->cq_entries,
+		.idx = off->idx_size ? (struct xfer_dlist_pair *)(b + off->idx)
+				     : NULL,
+		.idx_size = off->idx_size,
 	};
 	return 0;
 }

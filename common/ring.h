@@ -43,10 +43,17 @@ struct ring_view {
 	struct xfer_sqe *sqes;
 	struct xfer_cqe *cqes;
 	uint32_t sq_entries, cq_entries;
+	/* The index area of prepared-list descriptors (NULL, 0: none). */
+	struct xfer_dlist_pair *idx;
+	uint32_t idx_size;
 };
 
-/* Offsets for a ring of sq_entries (power of two); -EINVAL otherwise. */
-int ring_layout(uint32_t sq_entries, struct xfer_ring_offsets *off);
+/* Offsets for a ring of sq_entries (power of two) with an index area of
+ * idx_bytes (a multiple of 8, RING_MAX_IDX_BYTES at most; 0: none);
+ * -EINVAL otherwise. */
+#define RING_MAX_IDX_BYTES (64u << 20)
+int ring_layout(uint32_t sq_entries, uint32_t idx_bytes,
+		struct xfer_ring_offsets *off);
 
 /*
  * Resolve off against a mapping of map_len bytes at base.  Checks that

@@ -24,6 +24,7 @@
 #include "client.pb-c.h"
 #include "gpu/gpu.h"
 #include "log.h"
+#include "mem/dlist.h"
 #include "mem/regworker.h"
 #include "meta/names.h"
 #include "peer/peer.h"
@@ -486,11 +487,132 @@ static int handle_remove(struct client *c, uint64_t seq, uint64_t handle,
 {
 	int err = regtab_remove(c->d->regs, c->pc.id, handle, is_import);
 
-	if (!err)
+	if (!err) {
 		c->handles--;
+		/* Its prepared lists go with it. */
+		dltab_remove_target(c->d->dlists, c->pc.id, handle);
+	}
 	return reply_status(c, seq, err,
 			    err == -EACCES ? "no such handle of this client"
 			    : err ? "handle is of the other kind" : NULL);
+}
+
+/* --- prepared descriptor lists --- */
+
+/* Read exactly len bytes at off of fd into buf (a memfd the client may
+ * still change: what is read is what is checked and kept). */
+static int read_all(int fd, void *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = pread(fd, (char *)buf + done, len - done,
+				  off + (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -EINVAL;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+static int reply_dlist(struct client *c, uint64_t seq, uint64_t handle)
+{
+	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
+	Xfer__Client__DlistCreateReply rep =
+		XFER__CLIENT__DLIST_CREATE_REPLY__INIT;
+
+	rep.handle = handle;
+	m.seq = seq;
+	m.body_case = XFER__CLIENT__CLIENT_MSG__BODY_DLIST_CREATE_REPLY;
+	m.dlist_create_reply = &rep;
+	return send_msg(c, &m, NULL, 0);
+}
+
+/*
+ * A list over one of the client's regions or imports: its entries are
+ * read from the memfd once, checked against the handle's range, and
+ * kept by xferd.
+ */
+static int handle_dlist_create(struct client *c, uint64_t seq,
+			       const Xfer__Client__DlistCreateRequest *req,
+			       const int *fds)
+{
+	const struct xferd_config *cfg = &c->d->cfg;
+	uint32_t n = req->count;
+	uint64_t *off = NULL, *lens = NULL, end = 0, roff;
+	struct region *r;
+	bool is_import = false;
+	int err;
+	const char *why = NULL;
+
+	if (n > cfg->dlist_max_entries)
+		return reply_status(c, seq, -E2BIG,
+				    "more entries than dlist_max_entries");
+	off = malloc((size_t)n * sizeof(*off));
+	if (req->length == 0)
+		lens = malloc((size_t)n * sizeof(*lens));
+	if (!off || (req->length == 0 && !lens)) {
+		err = -ENOMEM;
+		why = "out of memory";
+		goto fail;
+	}
+	if (read_all(fds[0], off, (size_t)n * sizeof(*off), 0) ||
+	    (lens && read_all(fds[0], lens, (size_t)n * sizeof(*lens),
+			      (off_t)((size_t)n * sizeof(*off))))) {
+		err = -EINVAL;
+		why = "the fd holds fewer entries than count";
+		goto fail;
+	}
+	err = dlist_check(n, off, lens, req->length, UINT64_MAX, &end);
+	if (err) {
+		why = err == -ERANGE ? "an entry's offset + length overflows"
+				     : "an entry of length 0";
+		goto fail;
+	}
+	/* [0, end) inside the handle's range: its own region, or else an
+	 * import (the token's range). */
+	err = regtab_resolve(c->d->regs, c->pc.id, req->target, 0, end, false,
+			     &r, &roff);
+	if (err && err != -ERANGE) {
+		is_import = true;
+		err = regtab_resolve(c->d->regs, c->pc.id, req->target, 0, end,
+				     true, &r, &roff);
+	}
+	if (err) {
+		why = err == -ERANGE ? "an entry lies outside its region or token"
+				     : "the list's target is no region or "
+				       "import of this client";
+		goto fail;
+	}
+	region_put(r);
+	uint64_t handle;
+	err = dltab_add(c->d->dlists, c->pc.id, req->target, is_import, n, off,
+			lens, req->length, end, cfg->dlist_max_per_client,
+			&handle);
+	if (err) {
+		why = err == -ENOSPC ? "too many lists (dlist_max_per_client)"
+				     : "out of memory";
+		goto fail;
+	}
+	log_debug("client %llu: list %llx of %u entries over %llu",
+		  (unsigned long long)c->pc.id, (unsigned long long)handle, n,
+		  (unsigned long long)req->target);
+	return reply_dlist(c, seq, handle);
+fail:
+	free(off);
+	free(lens);
+	return reply_status(c, seq, err, why);
+}
+
+static int handle_dlist_destroy(struct client *c, uint64_t seq,
+				uint64_t handle)
+{
+	int err = dltab_remove(c->d->dlists, c->pc.id, handle);
+
+	return reply_status(c, seq, err, err ? "no such list of this client"
+					      : NULL);
 }
 
 /* --- publish and lookup --- */
@@ -656,6 +778,12 @@ static int dispatch(struct client *c, const uint8_t *pkt, size_t len,
 	case XFER__CLIENT__CLIENT_MSG__BODY_LOOKUP:
 		rc = handle_lookup(c, m->seq, m->lookup);
 		break;
+	case XFER__CLIENT__CLIENT_MSG__BODY_DLIST_CREATE:
+		rc = handle_dlist_create(c, m->seq, m->dlist_create, fds);
+		break;
+	case XFER__CLIENT__CLIENT_MSG__BODY_DLIST_DESTROY:
+		rc = handle_dlist_destroy(c, m->seq, m->dlist_destroy->handle);
+		break;
 	default:  /* client_msg_check let no other type through */
 		*why = "unexpected message type";
 		rc = -EPROTO;
@@ -756,6 +884,7 @@ static void client_drop(struct client *c, const char *why)
 		regworker_cancel(d->regworker, c->pc.id);
 	/* From here no descriptor of anyone reaches this client's memory. */
 	regtab_remove_client(d->regs, c->pc.id);
+	dltab_remove_client(d->dlists, c->pc.id);
 	names_remove_client(d->names, c->pc.id);
 	d->nclients--;
 	progress_detach(d->progress, &c->pc);
@@ -783,7 +912,7 @@ void client_on_notice(struct prog_client *pc, enum notice_kind kind,
 static int make_ring(struct client *c, uint32_t sq_entries,
 		     struct xfer_ring_offsets *off, int *ring_fd)
 {
-	int err = ring_layout(sq_entries, off);
+	int err = ring_layout(sq_entries, c->d->cfg.ring_index_kb << 10, off);
 
 	if (err)
 		return err;
@@ -795,11 +924,16 @@ static int make_ring(struct client *c, uint32_t sq_entries,
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
 		goto err_fd;
 	c->ring_map = mmap(NULL, off->map_size, PROT_READ | PROT_WRITE,
-			   MAP_SHARED | MAP_POPULATE, fd, 0);
+			   MAP_SHARED, fd, 0);
 	if (c->ring_map == MAP_FAILED) {
 		c->ring_map = NULL;
 		goto err_fd;
 	}
+	/* The queues' pages now, not on the first descriptors; the index
+	 * area's only when a client uses it (most never do). */
+	uint32_t queues = off->idx_size ? off->idx : off->map_size;
+	for (uint32_t at = 0; at < queues; at += 4096)
+		((volatile char *)c->ring_map)[at] = 0;
 	c->ring_len = off->map_size;
 	*(uint32_t *)((char *)c->ring_map + off->magic) = XFER_RING_MAGIC;
 	err = ring_view_init(&c->pc.ring, c->ring_map, c->ring_len, off);
@@ -866,6 +1000,8 @@ static int send_hello_reply(struct client *c, uint64_t seq,
 	rl.cq_flags = o->cq_flags;
 	rl.cq_overflow = o->cq_overflow;
 	rl.cqes = o->cqes;
+	rl.idx = o->idx;
+	rl.idx_size = o->idx_size;
 	rep.instance_id.data = c->d->instance_id;
 	rep.instance_id.len = sizeof(c->d->instance_id);
 	rep.client_id = c->pc.id;

@@ -68,8 +68,9 @@ int client_msg_check(const Xfer__Client__ClientMsg *m, unsigned nfds,
 		*why = "protocol version mismatch";
 		return -EPROTO;
 	}
-	/* Only REG may carry descriptors. */
-	if (nfds && m->body_case != XFER__CLIENT__CLIENT_MSG__BODY_REG) {
+	/* Only REG and DLIST_CREATE may carry descriptors. */
+	if (nfds && m->body_case != XFER__CLIENT__CLIENT_MSG__BODY_REG &&
+	    m->body_case != XFER__CLIENT__CLIENT_MSG__BODY_DLIST_CREATE) {
 		*why = "unexpected file descriptors";
 		return -EPROTO;
 	}
@@ -98,6 +99,18 @@ int client_msg_check(const Xfer__Client__ClientMsg *m, unsigned nfds,
 		return names_valid(m->unpublish->name) ? 0 : -EINVAL;
 	case XFER__CLIENT__CLIENT_MSG__BODY_LOOKUP:
 		return check_lookup(m->lookup->name, why);
+	case XFER__CLIENT__CLIENT_MSG__BODY_DLIST_CREATE:
+		if (nfds != 1) {
+			*why = "a list's entries come in exactly one fd";
+			return -EINVAL;
+		}
+		if (m->dlist_create->count == 0) {
+			*why = "a list has at least one entry";
+			return -EINVAL;
+		}
+		return 0;  /* the rest against the config and the table */
+	case XFER__CLIENT__CLIENT_MSG__BODY_DLIST_DESTROY:
+		return 0;
 	default:
 		*why = "unexpected message type";
 		return -EPROTO;

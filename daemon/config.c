@@ -20,6 +20,9 @@ void config_defaults(struct xferd_config *cfg)
 		.socket_path = "",
 		.sq_entries = 1024,
 		.max_sq_entries = 8192,
+		.ring_index_kb = 1024,
+		.dlist_max_entries = 1u << 20,
+		.dlist_max_per_client = 4096,
 		/* Long enough that back-to-back submissions of one client
 		 * find the thread awake; short enough that an idle xferd
 		 * costs no CPU. */
@@ -124,6 +127,15 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 			c.sq_entries = v;
 		else
 			c.max_sq_entries = v;
+	} else if (strcmp(key, "ring_index_kb") == 0) {
+		rc = parse_u32(key, value, 0, 65536, &c.ring_index_kb, err,
+			       errlen);
+	} else if (strcmp(key, "dlist_max_entries") == 0) {
+		rc = parse_u32(key, value, 1, 1u << 24, &c.dlist_max_entries,
+			       err, errlen);
+	} else if (strcmp(key, "dlist_max_per_client") == 0) {
+		rc = parse_u32(key, value, 0, 1u << 20,
+			       &c.dlist_max_per_client, err, errlen);
 	} else if (strcmp(key, "spin_us") == 0) {
 		rc = parse_u32(key, value, 0, 1000000, &c.spin_us, err, errlen);
 	} else if (strcmp(key, "progress_cpu") == 0) {

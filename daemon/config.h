@@ -24,6 +24,10 @@ struct xferd_config {
 	char socket_path[CONFIG_PATH_MAX]; /* "" = the default path */
 	uint32_t sq_entries;       /* ring size a client gets by default */
 	uint32_t max_sq_entries;   /* largest ring a client may ask for */
+	/* KiB of each ring for the index pairs of prepared lists */
+	uint32_t ring_index_kb;
+	uint32_t dlist_max_entries;    /* entries of one prepared list */
+	uint32_t dlist_max_per_client; /* prepared lists of one client */
 	uint32_t spin_us;          /* progress thread polls this long idle */
 	int progress_cpu;          /* pin the progress thread; -1 = no */
 	/* Threads copying xfer_reg'd memory into and out of staging

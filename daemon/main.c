@@ -29,6 +29,7 @@
 #include "peer/peer.h"
 #include "engine/progress.h"
 #include "mem/rcache.h"
+#include "mem/dlist.h"
 #include "mem/regworker.h"
 #include "transport/rdma_dev.h"
 #include "mem/region.h"
@@ -318,7 +319,8 @@ int main(int argc, char **argv)
 	if (!d->regs)
 		fatalx("out of memory");
 	d->names = names_create();
-	if (!d->names)
+	d->dlists = dltab_create();
+	if (!d->names || !d->dlists)
 		fatalx("out of memory");
 	/* GPUs are opened before anything uses them, and before READY:
 	 * a GPU that exists but cannot be opened stops xferd here. */
@@ -342,6 +344,7 @@ int main(int argc, char **argv)
 				      d->cfg.progress_cpu);
 	if (!d->progress)
 		fatal("cannot create the progress thread state");
+	progress_set_dlists(d->progress, d->dlists);
 	rt.ev_notice = event_new(d->base, progress_notice_fd(d->progress),
 				 EV_READ | EV_PERSIST, on_notice, &rt);
 	if (!rt.ev_notice || event_add(rt.ev_notice, NULL))
@@ -398,6 +401,8 @@ int main(int argc, char **argv)
 	peers_destroy(d->peers);
 	client_free_all(d);
 	names_destroy(d->names);
+	/* Before the GPUs go: lists hold copies of themselves there. */
+	dltab_destroy(d->dlists);
 	regtab_destroy(d->regs);
 	/* Regions held the imports: now the cache is empty. */
 	rcache_destroy(d->rcache);

@@ -27,6 +27,7 @@ extern "C" {
 struct xfer_ctx;    /* a connection to xferd with its ring */
 struct xfer_mem;    /* memory this context registered */
 struct xfer_remote; /* an imported token: a transfer target */
+struct xfer_dlist;  /* a prepared descriptor list */
 
 /* Largest token xfer_export() produces. */
 #define XFER_TOKEN_MAX 512
@@ -281,6 +282,86 @@ static inline void xfer_sqe_set_link(struct xfer_sqe *sqe)
 {
 	sqe->flags |= XFER_SQE_F_LINK;
 }
+
+/* --- prepared descriptor lists --- */
+
+/*
+ * A KV-cache transfer moves a few hundred blocks of every layer out of
+ * thousands.  Instead of one SQE per block, describe the blocks once (a
+ * list of ranges inside one region or one imported token) and move any
+ * of them by index, thousands per SQE, one CQE for all (the idea of
+ * NIXL's prepared transfers):
+ *
+ *   uint64_t off[NBLOCKS];            // block i at i * BLOCK
+ *   for (i = 0; i < NBLOCKS; i++) off[i] = i * BLOCK;
+ *   xfer_dlist_create(ctx, xfer_mem_handle(kv), NBLOCKS, off, NULL,
+ *                     BLOCK, &mine);
+ *   xfer_dlist_create(ctx, xfer_remote_handle(peer_kv), NBLOCKS, off,
+ *                     NULL, BLOCK, &theirs);
+ *   ...
+ *   sqe = xfer_get_sqe(ctx);
+ *   xfer_prep_dlist(ctx, sqe, XFER_OP_WRITE_DLIST, mine, theirs, n,
+ *                   src_blocks, dst_blocks, user_data);
+ *   xfer_sqe_set_notify(sqe, value);  // optional: after the last byte
+ *   xfer_submit(ctx);
+ *
+ * The CQE's result is the sum of the bytes moved (or the first error),
+ * its path the path that moved them.  Every pair is checked before any
+ * byte moves: an index past its list (-ERANGE), two entries of
+ * different lengths (-EINVAL), a list that is gone or not this
+ * context's (-EACCES) or whose region or import went (-EACCES, -ESTALE)
+ * fail the descriptor with nothing moved.  A list descriptor may be
+ * linked into a batch like any other.  Runs of pairs that are
+ * contiguous at both ends move as one range; between GPUs the pairs are
+ * resolved by one kernel launch against the lists, uploaded to the GPU
+ * on first use.
+ */
+
+/*
+ * Make a list of n ranges inside handle: a region of this context
+ * (xfer_mem_handle) or an imported token (xfer_remote_handle).  Entry i
+ * is [offsets[i], offsets[i] + lengths[i]) of the handle's range (the
+ * whole region, or the token's range: the same offsets an SQE takes);
+ * lengths NULL: every entry is `length` bytes.  xferd checks every
+ * entry once (-ERANGE: outside the range, or offset + length
+ * overflowing; -EINVAL: an entry of 0 bytes) and keeps the list (-E2BIG:
+ * more than xferd's dlist_max_entries; -ENOSPC: this context has
+ * dlist_max_per_client lists).  The arrays are copied: the caller may
+ * free them on return.  Blocks for one round trip.  A list lives until
+ * xfer_dlist_destroy(), or until its region or import is removed, or
+ * the context closes; *out is freed by xfer_dlist_destroy() only.
+ */
+int xfer_dlist_create(struct xfer_ctx *ctx, uint64_t handle, uint32_t n,
+		      const uint64_t *offsets, const uint64_t *lengths,
+		      uint64_t length, struct xfer_dlist **out);
+/* Remove the list and free dl (always, even on error: -EACCES when xferd
+ * had dropped it already with its region).  Transfers using it go on.
+ * Blocks for one round trip. */
+int xfer_dlist_destroy(struct xfer_ctx *ctx, struct xfer_dlist *dl);
+/* The handle list descriptors name it by; its number of entries. */
+uint64_t xfer_dlist_handle(const struct xfer_dlist *dl);
+uint32_t xfer_dlist_count(const struct xfer_dlist *dl);
+
+/*
+ * Fill sqe (from xfer_get_sqe) with op XFER_OP_WRITE_DLIST (local list
+ * entries -> remote list entries) or XFER_OP_READ_DLIST (the reverse),
+ * moving n blocks: pair k is entry local_idx[k] of local and entry
+ * remote_idx[k] of remote (local_idx NULL: 0..n-1; remote_idx NULL: the
+ * same as local_idx).  The indices are copied into the ring's index
+ * area, so the arrays may be reused at once; that room comes back once
+ * xferd has taken the SQE (it reads the pairs right away), so it is
+ * short only when many list SQEs are queued: -EAGAIN then (submit, let
+ * completions arrive, try again; the SQE is left untouched), -E2BIG if
+ * n pairs can never fit (8 bytes a pair; the area is xferd's
+ * ring_index_kb, 1 MiB by default), -EOPNOTSUPP if this xferd has no
+ * index area.  Set flags (notify, link, timeout) after this call.  Never
+ * blocks.
+ */
+int xfer_prep_dlist(struct xfer_ctx *ctx, struct xfer_sqe *sqe, unsigned op,
+		    const struct xfer_dlist *local,
+		    const struct xfer_dlist *remote, uint32_t n,
+		    const uint32_t *local_idx, const uint32_t *remote_idx,
+		    uint64_t user_data);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,9 @@
  * grow without breaking old clients: never compute offsets from the
  * structs below, always from the offsets you were given.
  *
+ * A fourth part, the index area, holds the index pairs of prepared-list
+ * descriptors (XFER_OP_WRITE_DLIST, _READ_DLIST; see below).
+ *
  * Indices are free-running 32-bit counters; entry i lives at slot
  * (i & (entries - 1)).  The producer of a queue owns its tail, the
  * consumer its head, and each lives on its own cache line.
@@ -29,7 +32,34 @@ enum xfer_op {
 	XFER_OP_WRITE = 1,  /* local[local_off..+len] -> remote[remote_off..] */
 	XFER_OP_READ = 2,   /* remote[remote_off..+len] -> local[local_off..] */
 	XFER_OP_NOTIFY = 3, /* no data: deliver notify_value to remote's owner */
+	/*
+	 * Prepared lists (xfer_dlist_create): local and remote name two
+	 * lists, len is a count of index pairs (struct xfer_dlist_pair) at
+	 * byte local_off of the ring's index area, remote_off must be 0.
+	 * Pair k moves entry pairs[k].local of the local list to entry
+	 * pairs[k].remote of the remote list (WRITE) or back (READ); the
+	 * two entries must have the same length.  One CQE for all of it,
+	 * with the sum of the bytes.
+	 */
+	XFER_OP_WRITE_DLIST = 4,
+	XFER_OP_READ_DLIST = 5,
 	XFER_OP__COUNT
+};
+
+/*
+ * One pair of a prepared-list descriptor, in the ring's index area.
+ *
+ * Why an area of the ring: it is mapped by both sides already, needs no
+ * registration and no handle, and it is reclaimed in SQ order.  xferd
+ * reads a descriptor's pairs exactly once, while it consumes that SQE
+ * (before sq_head moves past it), copying them out of shared memory
+ * before it checks them; so the bytes of an SQE's pairs are the
+ * client's again as soon as sq_head has passed that SQE, whatever the
+ * transfer is still doing.  libxfer hands the area out as a circular
+ * buffer released by sq_head (xfer_prep_dlist).
+ */
+struct xfer_dlist_pair {
+	uint32_t local, remote;  /* entry indices in the two lists */
 };
 
 /* SQE flags. */
@@ -145,6 +175,10 @@ struct xfer_ring_offsets {
 	uint32_t cq_flags;   /* client: XFER_CQ_* */
 	uint32_t cq_overflow;/* xferd: notifications dropped, CQ was full */
 	uint32_t cqes;       /* array of cq_entries struct xfer_cqe */
+	/* The index area (struct xfer_dlist_pair, 8-byte aligned); idx_size
+	 * 0: this xferd takes no prepared-list descriptors. */
+	uint32_t idx;
+	uint32_t idx_size;
 };
 
 #endif /* XFER_RING_H */

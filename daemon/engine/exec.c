@@ -17,10 +17,12 @@
 #include <string.h>
 
 #include "gpu/gpu.h"
+#include "gpu/kernel.h"
 #include "engine/path.h"
 #include "engine/path_staged.h"
 #include "engine/progress_int.h"
 #include "engine/xop.h"
+#include "mem/dlist.h"
 
 /* --- completions --- */
 
@@ -292,6 +294,8 @@ void exec_op_done(void *arg, struct xop *op, int64_t result)
 	uint16_t path = op->path;
 	region_put(op->local);
 	region_put(op->remote);
+	dlist_put(op->gpu.lists[0]);
+	dlist_put(op->gpu.lists[1]);
 	exec_xop_put(p, op);
 	progress_op_ended(p);
 	if (!ab)
@@ -539,27 +543,19 @@ static struct path_facts facts_of(struct progress *p,
 	return f;
 }
 
-static int64_t exec_copy(struct progress *p, struct prog_client *pc,
-			 const struct xfer_sqe *sqe, uint16_t *path,
-			 struct region **target, bool *async)
+/*
+ * Move sqe's bytes (a WRITE or READ of sqe->len) between local at loff
+ * and remote at roff, resolved already, on route: here and now (returns
+ * the bytes), or out (*async).  *target: the region to notify.
+ */
+static int64_t move_range(struct progress *p, struct prog_client *pc,
+			  const struct xfer_sqe *sqe, enum path_route route,
+			  struct region *local, uint64_t loff,
+			  struct region *remote, uint64_t roff, uint16_t *path,
+			  struct region **target, bool *async)
 {
-	struct region *local = NULL, *remote = NULL;
-	uint64_t loff, roff;
-	int64_t rc;
-
-	rc = regtab_resolve_memo(p->regs, &p->exec.memo, pc->id, sqe->local,
-				 sqe->local_off, sqe->len, false, &local,
-				 &loff);
-	if (rc)
-		return rc;
-	rc = regtab_resolve_memo(p->regs, &p->exec.memo, pc->id, sqe->remote,
-				 sqe->remote_off, sqe->len, true, &remote,
-				 &roff);
-	if (rc)
-		return rc;
-	struct path_facts f = facts_of(p, sqe, local, remote);
-	enum path_route route = path_choose(&f);
 	bool write = sqe->opcode == XFER_OP_WRITE;
+	int64_t rc;
 
 	switch (route) {
 	case ROUTE_RDMA:
@@ -594,6 +590,311 @@ static int64_t exec_copy(struct progress *p, struct prog_client *pc,
 		stat_add(&p->exec.paths.bytes[*path], (uint64_t)rc);
 		stat_add(&p->exec.paths.ops[*path], 1);
 	}
+	return rc;
+}
+
+static int64_t exec_copy(struct progress *p, struct prog_client *pc,
+			 const struct xfer_sqe *sqe, uint16_t *path,
+			 struct region **target, bool *async)
+{
+	struct region *local = NULL, *remote = NULL;
+	uint64_t loff, roff;
+	int64_t rc;
+
+	rc = regtab_resolve_memo(p->regs, &p->exec.memo, pc->id, sqe->local,
+				 sqe->local_off, sqe->len, false, &local,
+				 &loff);
+	if (rc)
+		return rc;
+	rc = regtab_resolve_memo(p->regs, &p->exec.memo, pc->id, sqe->remote,
+				 sqe->remote_off, sqe->len, true, &remote,
+				 &roff);
+	if (rc)
+		return rc;
+	struct path_facts f = facts_of(p, sqe, local, remote);
+	return move_range(p, pc, sqe, path_choose(&f), local, loff, remote,
+			  roff, path, target, async);
+}
+
+/* --- prepared lists (XFER_OP_WRITE_DLIST, _READ_DLIST) --- */
+
+/* A run of a list descriptor that is contiguous at both ends. */
+struct dl_seg {
+	uint64_t loff, roff, len;
+};
+
+/* The lists a descriptor names, and their targets resolved. */
+struct dl_ends {
+	struct dlist *l, *r;       /* references */
+	struct region *local, *remote; /* lent by the memo */
+	uint64_t lbase, rbase;     /* of the lists' ranges in the regions */
+};
+
+/* The pair at k of the descriptor's index area, read once. */
+static inline struct xfer_dlist_pair dl_pair(const uint64_t *area, uint64_t k)
+{
+	uint64_t w = __atomic_load_n(&area[k], __ATOMIC_RELAXED);
+	struct xfer_dlist_pair pr;
+
+	memcpy(&pr, &w, sizeof(pr));
+	return pr;
+}
+
+/* The descriptor's pairs in the ring's index area (untrusted: each is
+ * read once by dl_pair), or NULL with *err. */
+static const uint64_t *dl_area(const struct prog_client *pc,
+			       const struct xfer_sqe *sqe, int64_t *err)
+{
+	const struct ring_view *v = &pc->ring;
+	uint64_t at = sqe->local_off;
+
+	if (!v->idx) {
+		*err = -EOPNOTSUPP;
+		return NULL;
+	}
+	if (at % sizeof(struct xfer_dlist_pair) || at > v->idx_size ||
+	    sqe->len > (v->idx_size - at) / sizeof(struct xfer_dlist_pair)) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	return (const uint64_t *)(const void *)((const char *)v->idx + at);
+}
+
+/* Check one pair: both indices in their lists, the same length. */
+static inline int64_t dl_check_pair(const struct dl_ends *e,
+				    struct xfer_dlist_pair pr, uint64_t *len)
+{
+	if (pr.local >= e->l->n || pr.remote >= e->r->n)
+		return -ERANGE;
+	*len = dlist_len(e->l, pr.local);
+	return *len == dlist_len(e->r, pr.remote) ? 0 : -EINVAL;
+}
+
+/*
+ * Copy the descriptor's pairs out of the ring, check every one, and
+ * merge the runs that are contiguous at both ends into p->exec.segs.
+ * Returns the number of segments (*total their bytes), or -errno before
+ * anything moved.
+ */
+static int64_t dl_segments(struct progress *p, const struct prog_client *pc,
+			   const struct xfer_sqe *sqe, const struct dl_ends *e,
+			   uint64_t *total)
+{
+	int64_t err = 0;
+	const uint64_t *area = dl_area(pc, sqe, &err);
+
+	if (!area)
+		return err;
+	if (sqe->len > p->exec.segs_cap) {
+		struct dl_seg *s = realloc(p->exec.segs,
+					   sqe->len * sizeof(*s));
+		if (!s)
+			return -ENOMEM;
+		p->exec.segs = s;
+		p->exec.segs_cap = sqe->len;
+	}
+	struct dl_seg *s = p->exec.segs;
+	uint64_t ns = 0, sum = 0;
+	for (uint64_t k = 0; k < sqe->len; k++) {
+		struct xfer_dlist_pair pr = dl_pair(area, k);
+		uint64_t len;
+		if ((err = dl_check_pair(e, pr, &len)))
+			return err;
+		uint64_t lo = e->lbase + e->l->off[pr.local];
+		uint64_t ro = e->rbase + e->r->off[pr.remote];
+		if (sum + len < sum)
+			return -EOVERFLOW;
+		sum += len;
+		if (ns && s[ns - 1].loff + s[ns - 1].len == lo &&
+		    s[ns - 1].roff + s[ns - 1].len == ro) {
+			s[ns - 1].len += len;
+			continue;
+		}
+		s[ns++] = (struct dl_seg){ lo, ro, len };
+	}
+	*total = sum;
+	return (int64_t)ns;
+}
+
+/* List l's offsets on GPU dev, uploaded on first use; NULL if that
+ * cannot be done (then its transfers go block by block). */
+static struct gpu_list *dl_on_gpu(struct dlist *l, int dev)
+{
+	if (!l->gpu) {
+		l->gpu = calloc((size_t)gpu_count(), sizeof(*l->gpu));
+		if (!l->gpu)
+			return NULL;
+	}
+	if (!l->gpu[dev] &&
+	    gpu_list_upload(dev, l->off, l->lens, l->n, &l->gpu[dev]))
+		l->gpu[dev] = NULL;
+	return l->gpu[dev];
+}
+
+/*
+ * Both lists over GPU memory that the destination's GPU reaches
+ * directly: one indexed kernel launch per COPY_PAIRS_MAX pairs, the
+ * pairs resolved on the GPU against the lists uploaded once.  Returns
+ * the bytes queued (the op ends later), 0 when this way is not open
+ * (nothing done: the caller goes block by block), or -errno.
+ */
+static int64_t dl_gpu_indexed(struct progress *p, struct prog_client *pc,
+			      const struct xfer_sqe *sqe,
+			      const struct dl_ends *e, bool *async)
+{
+	bool write = sqe->opcode == XFER_OP_WRITE_DLIST;
+	struct region *src = write ? e->local : e->remote;
+	struct region *dst = write ? e->remote : e->local;
+	struct dlist *sl = write ? e->l : e->r, *dl = write ? e->r : e->l;
+	uint64_t sbase, dbase;
+	int64_t err = 0;
+
+	if (!p->gpu || region_kind(src) != REGION_CUDA ||
+	    region_kind(dst) != REGION_CUDA)
+		return 0;
+	int dev = region_gpu_dev(dst);
+	if (region_gpu_addr(src, dev, write ? e->lbase : e->rbase, &sbase) ||
+	    region_gpu_addr(dst, dev, write ? e->rbase : e->lbase, &dbase))
+		return 0;
+	struct gpu_list *sg = dl_on_gpu(sl, dev), *dg = dl_on_gpu(dl, dev);
+	const uint64_t *area = dl_area(pc, sqe, &err);
+	if (!sg || !dg || !area)
+		return area ? 0 : err;
+	/* Every pair checked before anything is launched. */
+	int slots[8];
+	struct copy_pair *bufs[8];
+	unsigned nslots = 0;
+	uint64_t total = 0;
+	for (uint64_t k = 0; k < sqe->len; k++) {
+		if (k % COPY_PAIRS_MAX == 0) {
+			if (nslots == 8 ||
+			    !(bufs[nslots] = gpu_pairs_reserve(p->gpu, dev,
+							       &slots[nslots]))) {
+				err = 1;  /* no room: block by block */
+				break;
+			}
+			nslots++;
+		}
+		struct xfer_dlist_pair pr = dl_pair(area, k);
+		uint64_t len;
+		if ((err = dl_check_pair(e, pr, &len)))
+			break;
+		total += len;
+		bufs[nslots - 1][k % COPY_PAIRS_MAX] = write
+			? (struct copy_pair){ pr.local, pr.remote }
+			: (struct copy_pair){ pr.remote, pr.local };
+	}
+	if (err) {
+		for (unsigned i = 0; i < nslots; i++)
+			gpu_pairs_release(p->gpu, dev, slots[i]);
+		return err > 0 ? 0 : err;
+	}
+	struct abatch *ab = batch_async(pc);
+	struct xop *op = ab ? op_begin(p, pc, ab, sqe, e->local, e->remote)
+			    : NULL;
+	if (!op) {
+		for (unsigned i = 0; i < nslots; i++)
+			gpu_pairs_release(p->gpu, dev, slots[i]);
+		return -ENOMEM;
+	}
+	op->opcode = write ? XFER_OP_WRITE : XFER_OP_READ;
+	op->path = XFER_PATH_CUDA_IPC;
+	op->len = total;
+	dlist_get(e->l);
+	dlist_get(e->r);
+	op->gpu.lists[0] = e->l;
+	op->gpu.lists[1] = e->r;
+	for (unsigned i = 0; i < nslots; i++) {
+		uint64_t first = (uint64_t)i * COPY_PAIRS_MAX;
+		uint32_t n = (uint32_t)(sqe->len - first < COPY_PAIRS_MAX
+					? sqe->len - first : COPY_PAIRS_MAX);
+		if (gpu_copy_indexed(p->gpu, op, dev, slots[i], sbase, sg,
+				     dbase, dg, sl->len, n))
+			err = -EIO;
+	}
+	if (op->gpu.parts == 0) {
+		op_abandon(p, op);  /* nothing went: it ends here */
+		return -EIO;
+	}
+	if (err)
+		op->gpu.error = (int)err;  /* the parts out end it, failed */
+	*async = true;
+	return (int64_t)total;
+}
+
+/*
+ * A prepared-list descriptor: both lists resolved once, their targets
+ * once, every pair checked before anything moves; then the segments go
+ * the way one WRITE or READ between the same two regions would, as one
+ * batch (one CQE, the notification after the last byte).
+ */
+static int64_t exec_dlist(struct progress *p, struct prog_client *pc,
+			  const struct xfer_sqe *sqe, uint16_t *path,
+			  struct region **target, bool *async)
+{
+	struct dl_ends e = { 0 };
+	int64_t rc = 0;
+
+	if (sqe->remote_off)
+		return -EINVAL;
+	e.l = dltab_get(p->dlists, pc->id, sqe->local);
+	e.r = dltab_get(p->dlists, pc->id, sqe->remote);
+	if (!e.l || !e.r) {
+		rc = -EACCES;  /* not a list of this client (any more) */
+		goto out;
+	}
+	if (e.l->is_import) {
+		rc = -EINVAL;  /* the local list must be of its own memory */
+		goto out;
+	}
+	if ((rc = regtab_resolve_memo(p->regs, &p->exec.memo, pc->id,
+				      e.l->target, 0, e.l->end, false,
+				      &e.local, &e.lbase)) ||
+	    (rc = regtab_resolve_memo(p->regs, &p->exec.memo, pc->id,
+				      e.r->target, 0, e.r->end, true,
+				      &e.remote, &e.rbase)))
+		goto out;
+	*target = e.remote;  /* the region notified, as for one WRITE */
+	if (sqe->len == 0)
+		goto out;
+
+	/* One WRITE or READ stands for every segment. */
+	struct xfer_sqe one = *sqe;
+	one.opcode = sqe->opcode == XFER_OP_WRITE_DLIST ? XFER_OP_WRITE
+							: XFER_OP_READ;
+	one.len = 1;
+	struct path_facts f = facts_of(p, &one, e.local, e.remote);
+	enum path_route route = path_choose(&f);
+	if (route == ROUTE_GPU) {
+		rc = dl_gpu_indexed(p, pc, sqe, &e, async);
+		if (rc) {
+			*path = XFER_PATH_CUDA_IPC;
+			rc = rc > 0 ? 0 : rc;  /* the bytes count when it ends */
+			goto out;
+		}
+	}
+	uint64_t total;
+	int64_t ns = dl_segments(p, pc, sqe, &e, &total);
+	if (ns < 0) {
+		rc = ns;
+		goto out;
+	}
+	int64_t moved = 0;
+	for (int64_t k = 0; k < ns; k++) {
+		const struct dl_seg *s = &p->exec.segs[k];
+		one.len = s->len;
+		/* The notification (if any) rides on the last segment. */
+		one.flags = k + 1 < ns ? 0 : sqe->flags & XFER_SQE_F_NOTIFY;
+		rc = move_range(p, pc, &one, route, e.local, s->loff, e.remote,
+				s->roff, path, target, async);
+		if (rc < 0)
+			goto out;
+		moved += rc;
+	}
+	rc = moved;
+out:
+	dlist_put(e.l);
+	dlist_put(e.r);
 	return rc;
 }
 
@@ -676,6 +977,10 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 			break;
 		case XFER_OP_NOTIFY:
 			rc = exec_notify_only(p, pc, sqe, &target, &async);
+			break;
+		case XFER_OP_WRITE_DLIST:
+		case XFER_OP_READ_DLIST:
+			rc = exec_dlist(p, pc, sqe, &path, &target, &async);
 			break;
 		}
 	}

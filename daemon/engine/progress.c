@@ -749,6 +749,11 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 	return 0;
 }
 
+void progress_set_dlists(struct progress *p, struct dltab *t)
+{
+	p->dlists = t;
+}
+
 int progress_enable_staging(struct progress *p, uint32_t staging_mb,
 			    uint32_t chunk)
 {
@@ -838,6 +843,7 @@ void progress_destroy(struct progress *p)
 	 * (those still out end here). */
 	staging_destroy(p->staging);
 	exec_xop_cache_free(p);
+	free(p->exec.segs);
 	regtab_memo_release(&p->exec.memo);
 	/* Commands queued behind STOP were never applied. */
 	for (struct cmd *c = p->cmds, *next; c; c = next) {

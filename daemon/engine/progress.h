@@ -104,6 +104,9 @@ struct progress;
 
 struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 				 int cpu);
+/* Before progress_start: the prepared lists descriptors name. */
+struct dltab;
+void progress_set_dlists(struct progress *p, struct dltab *t);
 /*
  * Before progress_enable_net: the pinned staging pool (staging_mb MiB in
  * chunks of chunk bytes, mem/staging.h) where GPU memory meets links and

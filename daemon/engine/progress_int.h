@@ -38,10 +38,14 @@ struct exec_state {
 	struct xop *xop_cache;     /* ended operations, for reuse */
 	unsigned nxop_cache;
 	uint32_t op_timeout_ms;    /* set by commands from main */
+	/* A prepared-list descriptor's ranges, checked (exec_dlist). */
+	struct dl_seg *segs;
+	size_t segs_cap;
 };
 
 struct progress {
 	struct regtab *regs;
+	struct dltab *dlists;      /* prepared lists (mem/dlist.h) */
 	pthread_t thread;
 	bool running;
 	int doorbell;              /* eventfd: SQ doorbell and commands */

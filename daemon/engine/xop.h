@@ -45,6 +45,9 @@ struct xop {
 			/* Set: its copies end here, not through the
 			 * executor (a staging chunk's copy, mem/staging.h). */
 			void (*on_done)(struct xop *op, int64_t result);
+			/* An indexed copy of two prepared lists: held
+			 * until it ends (the kernel reads their offsets). */
+			struct dlist *lists[2];
 		} gpu;
 		struct {              /* the RDMA transport's (rdma.c) */
 			uint64_t posted;  /* bytes handed to work requests */

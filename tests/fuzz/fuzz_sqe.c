@@ -13,6 +13,12 @@
  * is), and bit 0 of user_data folds offsets and length near the
  * regions' size.  The last entry of the input closes an open batch.
  *
+ * Prepared-list descriptors (WRITE_DLIST, READ_DLIST) pick lists the
+ * same way (the low 3 bits: lists of 16 blocks of 4 KiB over A's region,
+ * the two imports of B, A's CMA region, the other node's token, a
+ * region handle, or the bits as is), and their pairs come from A's index
+ * area, filled once with indices of which some are past the lists.
+ *
  * Invariants: a batch completes with exactly one CQE of A, carrying its
  * last entry's user_data, never flagged as a notification; its result
  * is a negative errno or at most the bytes its entries asked for.
@@ -20,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -30,6 +37,7 @@
 #include "common/token_codec.h"
 #include "engine/progress_int.h"
 #include "fuzz.h"
+#include "mem/dlist.h"
 #include "mem/region.h"
 
 #define SQ_ENTRIES 64u
@@ -50,10 +58,32 @@ static struct fake_client A, B;
 static struct prog_client *clients[2];
 static uint64_t handles[5];      /* what the low bits of a handle pick */
 static uint8_t *cma_buf;
-
 _Noreturn static void die(void)
 {
 	abort();
+}
+
+static struct dltab *dlists;
+static uint64_t lists[5];        /* what the low bits of a list pick */
+
+#define LIST_N   16u
+#define LIST_BLK 4096u
+
+/* A list of LIST_N blocks of LIST_BLK over handle h of A (the first
+ * block at `first`). */
+static uint64_t list_over(uint64_t h, bool is_import, uint64_t first)
+{
+	uint64_t *off = malloc(LIST_N * sizeof(*off)), handle;
+
+	if (!off)
+		die();
+	for (uint32_t i = 0; i < LIST_N; i++)
+		off[i] = first + (uint64_t)((i * 5) % LIST_N) * LIST_BLK / 2;
+	if (dltab_add(dlists, A.pc.id, h, is_import, LIST_N, off, NULL,
+		      LIST_BLK, first + LIST_N * LIST_BLK / 2 + LIST_BLK, 64,
+		      &handle))
+		die();
+	return handle;
 }
 
 static void add_memfd_region(struct fake_client *c)
@@ -75,7 +105,7 @@ static void open_client(struct fake_client *c, uint64_t id)
 	struct xfer_ring_offsets off;
 
 	c->pc.id = id;
-	if (ring_layout(SQ_ENTRIES, &off))
+	if (ring_layout(SQ_ENTRIES, 4096, &off))
 		die();
 	c->ring_mem = aligned_alloc(4096, (off.map_size + 4095) & ~4095u);
 	if (!c->ring_mem)
@@ -147,6 +177,29 @@ static void setup(void)
 	handles[2] = import_of_b(0, REGION_LEN);
 	handles[3] = region_handle(r);
 	handles[4] = remote_import();
+	dlists = dltab_create();
+	if (!dlists)
+		die();
+	progress_set_dlists(prog, dlists);
+	lists[0] = list_over(handles[0], false, 0);
+	lists[1] = list_over(handles[1], true, 0);       /* 8 KiB: past it */
+	lists[2] = list_over(handles[2], true, 4096);
+	lists[3] = list_over(handles[3], false, 1);
+	lists[4] = list_over(handles[4], true, 0);
+	/* Pairs everywhere in A's index area: indices 0..19 of lists of
+	 * 16, so some are past the end. */
+	uint32_t *idx = (uint32_t *)(void *)A.pc.ring.idx;
+	for (uint32_t i = 0; i < A.pc.ring.idx_size / 4; i++)
+		idx[i] = (i * 2654435761u >> 7) % (LIST_N + 4);
+}
+
+static uint64_t pick_list(uint64_t field)
+{
+	switch (field & 7) {
+	case 0: case 1: case 2: case 3: case 4: return lists[field & 7];
+	case 5: return handles[0];  /* a region handle: not a list */
+	default: return field >> 3;
+	}
 }
 
 static uint64_t pick_handle(uint64_t field)
@@ -178,8 +231,15 @@ static void run_one(struct xfer_sqe *sqe)
 {
 	uint32_t tail0 = A.pc.cq_tail;
 
-	if (sqe->len <= UINT64_MAX - batch_len)
-		batch_len += sqe->len;
+	/* A list descriptor moves up to len blocks. */
+	bool is_list = sqe->opcode == XFER_OP_WRITE_DLIST ||
+		       sqe->opcode == XFER_OP_READ_DLIST;
+	uint64_t want = sqe->len;
+	if (is_list)
+		want = sqe->len > UINT64_MAX / LIST_BLK ? UINT64_MAX
+							: sqe->len * LIST_BLK;
+	if (want <= UINT64_MAX - batch_len)
+		batch_len += want;
 	else
 		batch_len = UINT64_MAX;
 	exec_sqe(prog, &A.pc, sqe);
@@ -216,8 +276,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	for (size_t off = 0; off + sizeof(sqe) <= size; off += sizeof(sqe)) {
 		memcpy(&sqe, data + off, sizeof(sqe));
-		sqe.local = pick_handle(sqe.local);
-		sqe.remote = pick_handle(sqe.remote);
+		bool is_list = sqe.opcode == XFER_OP_WRITE_DLIST ||
+			       sqe.opcode == XFER_OP_READ_DLIST;
+		sqe.local = is_list ? pick_list(sqe.local)
+				    : pick_handle(sqe.local);
+		sqe.remote = is_list ? pick_list(sqe.remote)
+				     : pick_handle(sqe.remote);
 		if (sqe.user_data & 1) {
 			sqe.local_off %= REGION_LEN + 64;
 			sqe.remote_off %= REGION_LEN + 64;

@@ -11,8 +11,9 @@
 #    then (its range started as the complement of what must land); a
 #    standalone notify arrives with no data.
 #  - 1000 descriptors scattered in reverse order: one linked batch (one
-#    completion, one notification) and 1000 independent ones (1000
-#    completions), both read back the same way.
+#    completion, one notification), one prepared-list descriptor (one
+#    completion) and 1000 independent ones (1000 completions), all read
+#    back the same way.
 #  - publish/lookup: "b/NAME" asks b; a plain "NAME" is found through a's
 #    configured peer (-o peer=10.0.1.2:7474); "10.0.1.1:7474/NAME" asks a
 #    by address; names nobody published are -ENOENT, and b (no configured
@@ -83,6 +84,14 @@ for kind in memfd malloc; do
 	expect_notified "$tag" $v
 	xnode_ok a read --lookup "b/$tag" --size $VEC_LEN --offset $VEC_LINKED_OFF \
 		--vector $VEC_N --linked --seed $seed --kind $lkind --expect-path tcp
+
+	step "$kind target: the same $VEC_N blocks as one prepared-list descriptor"
+	seed=$((10 * base + 14))
+	xnode_ok a write --lookup "b/$tag" --size $VEC_LEN --offset $VEC_LINKED_OFF \
+		--vector $VEC_N --dlist --seed $seed --kind $lkind --expect-path tcp
+	grep -q '^wrote 1 op(s), ' "$LAST_OUT" || fail "the list descriptor did not complete as one op"
+	xnode_ok a read --lookup "b/$tag" --size $VEC_LEN --offset $VEC_LINKED_OFF \
+		--vector $VEC_N --dlist --seed $seed --kind $lkind --expect-path tcp
 
 	step "$kind target: $VEC_N independent descriptors"
 	seed=$((10 * base + 13))

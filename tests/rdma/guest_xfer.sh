@@ -10,7 +10,8 @@
 #               64 MiB at odd offsets, each with a notification that b's
 #               client checks the bytes against when it arrives; 1000
 #               descriptors as one linked batch (one completion, one
-#               notification) and as 1000 independent ones; a standalone
+#               notification), as one prepared-list descriptor, and as
+#               1000 independent ones; a standalone
 #               notification; b -> a as well.  xferctl status counts the
 #               rdma path; in the pair setup the bytes crossed the veth.
 #   stripe      fresh xferds with rdma_qps=2; once a small write has
@@ -179,6 +180,13 @@ part_data() {
 	expect_notified t 110
 	xnode_ok a read --lookup "$(addr b)/t" --size $VEC_LEN --offset $VEC_LINKED_OFF \
 		--vector $VEC_N --linked --seed 1010 --kind memfd --expect-path rdma
+
+	step "the same $VEC_N blocks as one prepared-list descriptor"
+	xnode_ok a write --lookup "$(addr b)/t" --size $VEC_LEN --offset $VEC_LINKED_OFF \
+		--vector $VEC_N --dlist --seed 1014 --kind memfd --expect-path rdma
+	grep -q '^wrote 1 op(s), ' "$LAST_OUT" || fail "the list descriptor did not complete as one op"
+	xnode_ok a read --lookup "$(addr b)/t" --size $VEC_LEN --offset $VEC_LINKED_OFF \
+		--vector $VEC_N --dlist --seed 1014 --kind memfd --expect-path rdma
 
 	step "$VEC_N independent descriptors"
 	xnode_ok a write --lookup "$(addr b)/t" --size $VEC_LEN --offset $VEC_INDEP_OFF \
@@ -444,6 +452,11 @@ part_staged() {
 		xnode_ok a read --lookup "$(addr b)/t" --size "$size" --offset "$off" \
 			--seed $seed --kind malloc --expect-path rdma-staged
 	done
+	step "$VEC_N blocks from malloc'd memory as one prepared-list descriptor"
+	xnode_ok a write --lookup "$(addr b)/t" --size $VEC_LEN --offset $VEC_OFF \
+		--vector $VEC_N --dlist --seed 3011 --kind malloc --expect-path rdma-staged
+	xnode_ok a read --lookup "$(addr b)/t" --size $VEC_LEN --offset $VEC_OFF \
+		--vector $VEC_N --dlist --seed 3011 --kind malloc --expect-path rdma-staged
 	step "$VEC_N independent descriptors from malloc'd memory"
 	xnode_ok a write --lookup "$(addr b)/t" --size $VEC_LEN --offset $VEC_OFF \
 		--vector $VEC_N --seed 3010 --kind malloc --expect-path rdma-staged

@@ -101,6 +101,8 @@ struct opts {
 	bool notify_set;
 	unsigned vector;
 	bool linked;
+	/* The vector as one prepared-list descriptor (--dlist). */
+	bool dlist;
 	uint32_t timeout_ms;
 	uint32_t grace_ms;
 	struct errset expect_err;
@@ -235,7 +237,8 @@ static void usage(FILE *f)
 	      "              [--export-range OFF:LEN] [--expect-notify V[:SEED:OFF:LEN]]...\n"
 	      "              [--count N] [--verify-unchanged] [--clobber-on-notify]\n"
 	      "  write|read  --lookup SPEC|--token-file F --size N [--offset O] [--kind K]\n"
-	      "              [--seed S] [--notify V] [--vector K [--linked]] [--repeat N]\n"
+	      "              [--seed S] [--notify V] [--vector K [--linked|--dlist]]\n"
+	      "              [--repeat N]\n"
 	      "              [--depth D] [--timeout-ms T] [--grace-ms G]\n"
 	      "              [--expect-error LIST] [--expect-path PATH]\n"
 	      "              [--allow-error LIST (write --repeat)]\n"
@@ -381,7 +384,7 @@ static void parse_range(const char *s, uint64_t *off, uint64_t *len)
 
 enum {
 	O_SOCKET = 256, O_NAME, O_LOOKUP, O_TOKEN_FILE, O_SIZE, O_OFFSET,
-	O_KIND, O_SEED, O_EXPORT_RANGE, O_NOTIFY, O_VECTOR, O_LINKED,
+	O_KIND, O_SEED, O_EXPORT_RANGE, O_NOTIFY, O_VECTOR, O_LINKED, O_DLIST,
 	O_TIMEOUT, O_GRACE, O_EXPECT_ERROR, O_EXPECT_PATH, O_EXPECT_NOTIFY,
 	O_COUNT, O_VERIFY_UNCHANGED, O_REPEAT, O_DEPTH, O_UNTIL_ERROR,
 	O_MAX_MS, O_CLOBBER, O_UNMAP_AFTER, O_ALLOW_ERROR, O_EXPECT_PATHS,
@@ -403,6 +406,7 @@ static void parse_args(int argc, char **argv)
 		{ "notify", required_argument, NULL, O_NOTIFY },
 		{ "vector", required_argument, NULL, O_VECTOR },
 		{ "linked", no_argument, NULL, O_LINKED },
+		{ "dlist", no_argument, NULL, O_DLIST },
 		{ "timeout-ms", required_argument, NULL, O_TIMEOUT },
 		{ "grace-ms", required_argument, NULL, O_GRACE },
 		{ "expect-error", required_argument, NULL, O_EXPECT_ERROR },
@@ -488,6 +492,7 @@ static void parse_args(int argc, char **argv)
 				usage_error("--vector must be at least 1");
 			break;
 		case O_LINKED: opt.linked = true; break;
+		case O_DLIST: opt.dlist = opt.linked = true; break;
 		case O_TIMEOUT: opt.timeout_ms = parse_u32("--timeout-ms", optarg); break;
 		case O_GRACE: opt.grace_ms = parse_u32("--grace-ms", optarg); break;
 		case O_EXPECT_ERROR:
@@ -828,9 +833,52 @@ static void check_local(const uint8_t *p)
 	}
 }
 
+/* --dlist: the vector's chunks as two prepared lists, made once. */
+static struct xfer_dlist *dl_local, *dl_remote;
+
+static void make_lists(struct xfer_ctx *ctx, uint64_t lh, uint64_t rh)
+{
+	uint64_t chunk = opt.size / opt.vector;
+	uint64_t *lo = calloc(opt.vector, sizeof(*lo));
+	uint64_t *ro = calloc(opt.vector, sizeof(*ro));
+
+	if (!lo || !ro)
+		fail("out of memory");
+	for (unsigned i = 0; i < opt.vector; i++) {
+		lo[i] = (uint64_t)i * chunk;
+		ro[i] = remote_chunk_off(i, chunk);
+	}
+	int rc = xfer_dlist_create(ctx, lh, opt.vector, lo, NULL, chunk,
+				   &dl_local);
+	if (!rc)
+		rc = xfer_dlist_create(ctx, rh, opt.vector, ro, NULL, chunk,
+				       &dl_remote);
+	if (rc)
+		fail("xfer_dlist_create: %s", xfer_strerror(rc));
+	free(lo);
+	free(ro);
+}
+
 static void prep_unit(struct xfer_ctx *ctx, uint64_t lh, uint64_t rh,
 		      unsigned u, unsigned nunits)
 {
+	if (opt.dlist) {
+		/* Pair i: local chunk i -> remote list entry i (the chunk at
+		 * remote_chunk_off(i)), as the linked vector moves it. */
+		struct xfer_sqe *sqe = get_sqe(ctx);
+		int rc = xfer_prep_dlist(ctx, sqe, opt.cmd == CMD_WRITE
+					 ? XFER_OP_WRITE_DLIST
+					 : XFER_OP_READ_DLIST, dl_local,
+					 dl_remote, opt.vector, NULL, NULL,
+					 (uint64_t)u + 1);
+		if (rc)
+			fail("xfer_prep_dlist: %s", xfer_strerror(rc));
+		if (opt.timeout_ms)
+			xfer_sqe_set_timeout(sqe, opt.timeout_ms);
+		if (opt.notify_set && u == nunits - 1)
+			xfer_sqe_set_notify(sqe, opt.notify);
+		return;
+	}
 	bool write = opt.cmd == CMD_WRITE;
 	uint64_t chunk = opt.size / opt.vector;
 	unsigned first = 0, last = opt.vector - 1;
@@ -855,13 +903,13 @@ static int cmd_rw(void)
 {
 	const bool write = opt.cmd == CMD_WRITE;
 	const bool repeat = opt.repeat_set;
-	const unsigned per_unit = opt.linked ? opt.vector : 1;
+	const unsigned per_unit = opt.dlist ? 1 : opt.linked ? opt.vector : 1;
 	unsigned nunits = opt.linked ? 1 : opt.vector;
 	uint8_t tok[XFER_TOKEN_MAX];
 	struct tl_buf local;
 	struct unit *units;
 	unsigned depth, submitted = 0, done = 0, failed = 0, oldest = 0;
-	uint64_t bytes = opt.size / opt.vector * per_unit;
+	uint64_t bytes = opt.dlist ? opt.size : opt.size / opt.vector * per_unit;
 	uint64_t t_start, stop_at;
 
 	if (repeat)
@@ -879,6 +927,8 @@ static int cmd_rw(void)
 		     " bytes", opt.offset, opt.size, xfer_remote_len(remote));
 
 	tl_buf_alloc(ctx, opt.kind, opt.size, &local);
+	if (opt.dlist)
+		make_lists(ctx, local.handle, xfer_remote_handle(remote));
 	/* Writes carry the pattern; reads start from its complement. */
 	fill_local(local.ptr, !write);
 	units = calloc(nunits, sizeof(*units));

@@ -102,7 +102,7 @@ static void open_client(struct fake_client *c, uint64_t id, uint32_t start,
 
 	memset(c, 0, sizeof(*c));
 	c->pc.id = id;
-	ck_assert_int_eq(ring_layout(SQ_ENTRIES, &off), 0);
+	ck_assert_int_eq(ring_layout(SQ_ENTRIES, 0, &off), 0);
 	c->ring_mem = aligned_alloc(4096, (off.map_size + 4095) & ~4095u);
 	ck_assert_ptr_nonnull(c->ring_mem);
 	memset(c->ring_mem, 0, off.map_size);

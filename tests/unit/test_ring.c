@@ -24,7 +24,7 @@ struct test_ring {
 
 static void test_ring_open(struct test_ring *r, uint32_t sq_entries)
 {
-	ck_assert_int_eq(ring_layout(sq_entries, &r->off), 0);
+	ck_assert_int_eq(ring_layout(sq_entries, 0, &r->off), 0);
 	r->mem = aligned_alloc(4096, (r->off.map_size + 4095) & ~4095u);
 	ck_assert_ptr_nonnull(r->mem);
 	memset(r->mem, 0, r->off.map_size);
@@ -52,7 +52,7 @@ START_TEST(layout_every_size)
 	     n *= 2) {
 		struct xfer_ring_offsets o;
 
-		ck_assert_int_eq(ring_layout(n, &o), 0);
+		ck_assert_int_eq(ring_layout(n, 0, &o), 0);
 		ck_assert_uint_eq(o.sq_entries, n);
 		ck_assert_uint_eq(o.cq_entries, 2 * n);
 
@@ -116,7 +116,7 @@ START_TEST(layout_rejects_bad_sizes)
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		memset(&o, 0xa5, sizeof(o));
-		ck_assert_msg(ring_layout(bad[i], &o) == -EINVAL,
+		ck_assert_msg(ring_layout(bad[i], 0, &o) == -EINVAL,
 			      "ring_layout(%u) accepted", bad[i]);
 	}
 }
@@ -130,7 +130,7 @@ static void *good_mem;
 
 static void view_setup(void)
 {
-	ck_assert_int_eq(ring_layout(64, &good), 0);
+	ck_assert_int_eq(ring_layout(64, 4096, &good), 0);
 	good_mem = aligned_alloc(4096, (good.map_size + 4095) & ~4095u);
 	ck_assert_ptr_nonnull(good_mem);
 	memset(good_mem, 0, good.map_size);
@@ -148,6 +148,45 @@ static int try_view(const struct xfer_ring_offsets *o, size_t map_len)
 
 	return ring_view_init(&v, good_mem, map_len, o);
 }
+
+/* The index area of prepared lists: inside, aligned, clear of both
+ * queues; or absent. */
+START_TEST(view_checks_index_area)
+{
+	struct xfer_ring_offsets o = good;
+	struct ring_view v;
+
+	ck_assert_uint_eq(good.idx % 4096, 0);
+	ck_assert_uint_eq(good.idx_size, 4096);
+	ck_assert_uint_eq(good.map_size, good.idx + good.idx_size);
+	ck_assert_int_eq(ring_view_init(&v, good_mem, good.map_size, &o), 0);
+	ck_assert_ptr_eq(v.idx, (char *)good_mem + good.idx);
+	ck_assert_uint_eq(v.idx_size, 4096);
+
+	o.idx_size = 0;  /* none: fine, and no pointer */
+	ck_assert_int_eq(ring_view_init(&v, good_mem, good.map_size, &o), 0);
+	ck_assert_ptr_null(v.idx);
+
+	o = good;
+	o.idx += 4;       /* unaligned */
+	o.idx_size -= 8;
+	ck_assert_int_eq(try_view(&o, good.map_size), -EPROTO);
+	o = good;
+	o.idx_size += 8;  /* past the mapping */
+	ck_assert_int_eq(try_view(&o, good.map_size), -EPROTO);
+	o = good;
+	o.idx = good.cqes; /* over the CQEs */
+	ck_assert_int_eq(try_view(&o, good.map_size), -EPROTO);
+	o = good;
+	o.idx = good.sqes + 64; /* over the SQEs */
+	ck_assert_int_eq(try_view(&o, good.map_size), -EPROTO);
+	o = good;
+	o.idx = 0;        /* over the header */
+	ck_assert_int_eq(try_view(&o, good.map_size), -EPROTO);
+	ck_assert_int_eq(ring_layout(64, 12, &o), -EINVAL);
+	ck_assert_int_eq(ring_layout(64, RING_MAX_IDX_BYTES + 8, &o), -EINVAL);
+}
+END_TEST
 
 START_TEST(view_accepts_good_layout)
 {
@@ -708,6 +747,7 @@ Suite *ring_suite(void)
 	tc = tcase_create("view_init");
 	tcase_add_checked_fixture(tc, view_setup, view_teardown);
 	tcase_add_test(tc, view_accepts_good_layout);
+	tcase_add_test(tc, view_checks_index_area);
 	tcase_add_test(tc, view_rejects_outside_mapping);
 	tcase_add_test(tc, view_rejects_misaligned);
 	tcase_add_test(tc, view_rejects_overlap);

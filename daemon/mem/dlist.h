@@ -1,0 +1,98 @@
+/*
+ * dlist.h - prepared descriptor lists: ranges inside one region or one
+ * imported token, checked once when made and named by a handle, so that
+ * one SQE can move thousands of them by index (XFER_OP_WRITE_DLIST,
+ * _READ_DLIST in include/xfer_ring.h).
+ *
+ * A list ranges over a target: a handle of its client, either a region
+ * it registered or a token it imported.  Offsets are relative to the
+ * handle's range (the whole region, or the token's range), exactly as an
+ * SQE's local_off/remote_off are.  Bounds are checked against that range
+ * when the list is made; the target itself is resolved again on every
+ * use (so a list whose region or import went fails then, -EACCES or
+ * -ESTALE, and moves nothing).  Lists also go when their target is
+ * removed and when their client goes.
+ *
+ * List handles have bit 63 set and region handles never do, so that a
+ * region handle where a list is expected (or the reverse) is refused,
+ * never taken for something else.
+ *
+ * The table is made and changed on the main thread and read by the
+ * progress thread; its mutex is a leaf lock.  Lists are refcounted: a
+ * transfer holds the lists it uses, so destroying one under a transfer
+ * frees it only when the transfer is done.
+ */
+#ifndef XFERD_DLIST_H
+#define XFERD_DLIST_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define DLIST_HANDLE_BIT (1ull << 63)
+
+struct gpu_list;
+
+struct dlist {
+	uint64_t handle;
+	uint64_t owner;           /* client id */
+	uint64_t target;          /* region or import handle */
+	bool is_import;
+	uint32_t n;
+	uint64_t len;             /* every entry's length, or 0: lens[] */
+	uint64_t *off;            /* n offsets within the target's range */
+	uint64_t *lens;           /* n lengths, or NULL */
+	uint64_t end;             /* max(off + length): within the range */
+	/* Uploaded to GPU i for indexed copies (progress thread only; see
+	 * gpu/gpu.h), NULL until first used there. */
+	struct gpu_list **gpu;
+	_Atomic unsigned refs;
+};
+
+/* Entry i's length. */
+static inline uint64_t dlist_len(const struct dlist *l, uint32_t i)
+{
+	return l->lens ? l->lens[i] : l->len;
+}
+
+/*
+ * Check n entries (offsets off[], lengths lens[] or each len when lens
+ * is NULL) against a range of range_len bytes: every entry non-empty,
+ * no offset + length overflowing or past the range.  Returns 0 and the
+ * largest end in *end, or -EINVAL (an empty entry) / -ERANGE.  Pure.
+ */
+int dlist_check(uint32_t n, const uint64_t *off, const uint64_t *lens,
+		uint64_t len, uint64_t range_len, uint64_t *end);
+
+struct dltab;
+
+struct dltab *dltab_create(void);
+/* Frees every list; no thread may use the table any more. */
+void dltab_destroy(struct dltab *t);
+
+/*
+ * Add a list of client owner over target (already checked with
+ * dlist_check against it); the table takes off and lens (malloc'd).
+ * max_per_client bounds the client's lists (-ENOSPC past it).  Sets
+ * *handle.
+ */
+int dltab_add(struct dltab *t, uint64_t owner, uint64_t target,
+	      bool is_import, uint32_t n, uint64_t *off, uint64_t *lens,
+	      uint64_t len, uint64_t end, uint32_t max_per_client,
+	      uint64_t *handle);
+/* Remove one list of owner: -EACCES if it has none of that handle. */
+int dltab_remove(struct dltab *t, uint64_t owner, uint64_t handle);
+/* Remove owner's lists over target (the region or import went). */
+void dltab_remove_target(struct dltab *t, uint64_t owner, uint64_t target);
+/* Remove every list of owner (the client went). */
+void dltab_remove_client(struct dltab *t, uint64_t owner);
+/* Lists of owner (0: all clients). */
+unsigned dltab_count(struct dltab *t, uint64_t owner);
+
+/* A reference to owner's list handle, or NULL. */
+struct dlist *dltab_get(struct dltab *t, uint64_t owner, uint64_t handle);
+void dlist_get(struct dlist *l);
+/* Drop a reference; the last frees (GPU copies too).  Accepts NULL. */
+void dlist_put(struct dlist *l);
+
+#endif /* XFERD_DLIST_H */
