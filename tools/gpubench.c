@@ -15,6 +15,14 @@
  *              another process's paged buffer, one linked vector each,
  *              against one cudaMemcpyAsync of the same bytes (62.5 MiB)
  *              (target: >= 0.80x), on one GPU and across two
+ *   dlist      the same 1000 blocks as one prepared-list descriptor
+ *              (target: >= 0.80x); and a vLLM-shaped cache (32 layers x
+ *              K/V x 1024 blocks of 32 KiB per process, 2 GiB): 256
+ *              random blocks of every layer and K/V to 256 random blocks
+ *              of the other process's cache, 16384 blocks as one list
+ *              descriptor, against one cudaMemcpyAsync of the same 512
+ *              MiB (target: >= 0.80x) and beside the per-block
+ *              cudaMemcpyAsync loop a library copying per descriptor runs
  *   host       256 MiB host memfd -> GPU and back through xferd, against
  *              cudaMemcpyAsync from pinned host memory (reported)
  *   staged     256 MiB of pinned host memory registered with xfer_reg
@@ -439,6 +447,133 @@ static double xfer_kv(struct xfer_ctx *ctx, uint64_t local, uint64_t remote,
 	return median(v, opt.reps);
 }
 
+/* --- prepared lists: the vLLM shape and the 1000-block vector --- */
+
+/* A vLLM-shaped paged cache: 32 layers x K/V x 1024 blocks of 32 KiB in
+ * one allocation per process; a transfer moves 256 random blocks of every
+ * layer and K/V to 256 random blocks of the other cache. */
+#define VL_GROUPS (32u * 2u)
+#define VL_BLOCKS 1024u
+#define VL_PICK   256u
+#define VL_BLK    (32ull << 10)
+#define VL_SLOTS  (VL_GROUPS * VL_BLOCKS)
+#define VL_LEN    ((uint64_t)VL_SLOTS * VL_BLK)
+#define VL_PAIRS  (VL_GROUPS * VL_PICK)
+#define VL_BYTES  ((uint64_t)VL_PAIRS * VL_BLK)
+
+/* For each group, VL_PICK distinct blocks of its VL_BLOCKS, shuffled. */
+static void vl_pick(uint32_t *out, uint64_t seed)
+{
+	uint32_t perm[VL_BLOCKS];
+
+	for (uint32_t g = 0; g < VL_GROUPS; g++) {
+		for (uint32_t i = 0; i < VL_BLOCKS; i++)
+			perm[i] = i;
+		for (uint32_t i = 0; i < VL_PICK; i++) {
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			uint32_t j = i + (uint32_t)((seed >> 33) % (VL_BLOCKS - i));
+			uint32_t t = perm[i];
+			perm[i] = perm[j];
+			perm[j] = t;
+			out[g * VL_PICK + i] = g * VL_BLOCKS + perm[i];
+		}
+	}
+}
+
+/* The per-block copy loop a library that copies per descriptor runs:
+ * one cudaMemcpyAsync per block, in one process; median GB/s. */
+static double direct_blocks(const uint32_t *s, const uint32_t *d, unsigned n,
+			    uint64_t blk, uint64_t slots)
+{
+	char *a, *b;
+	cudaStream_t st;
+	double v[MAX_REPS];
+
+	CK(cudaSetDevice(0));
+	CK(cudaMalloc((void **)&a, slots * blk));
+	CK(cudaMalloc((void **)&b, slots * blk));
+	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	for (unsigned r = 0; r < opt.reps + 1; r++) {
+		uint64_t t0 = now_ns();
+		for (unsigned i = 0; i < opt.iters; i++)
+			for (unsigned k = 0; k < n; k++)
+				CK(cudaMemcpyAsync(b + d[k] * blk, a + s[k] * blk,
+						   blk, cudaMemcpyDeviceToDevice,
+						   st));
+		CK(cudaStreamSynchronize(st));
+		if (r)
+			v[r - 1] = (double)n * blk * opt.iters /
+				   (double)(now_ns() - t0);
+	}
+	CK(cudaStreamDestroy(st));
+	CK(cudaFree(a));
+	CK(cudaFree(b));
+	return median(v, opt.reps);
+}
+
+/* A list of every block of a region (or token) of `slots` blocks. */
+static int make_list(struct xfer_ctx *ctx, uint64_t handle, uint64_t slots,
+		     uint64_t blk, struct xfer_dlist **out)
+{
+	uint64_t *off = malloc(slots * sizeof(*off));
+	if (!off)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < slots; i++)
+		off[i] = i * blk;
+	int rc = xfer_dlist_create(ctx, handle, (uint32_t)slots, off, NULL,
+				   blk, out);
+	free(off);
+	return rc;
+}
+
+/* iters WRITE_DLIST transfers of n pairs, `ahead` in flight; median
+ * GB/s over reps runs, or -errno. */
+static double xfer_dlist_rate(struct xfer_ctx *ctx, struct xfer_dlist *l,
+			      struct xfer_dlist *r, const uint32_t *li,
+			      const uint32_t *ri, unsigned n, uint64_t bytes,
+			      unsigned ahead, unsigned *path)
+{
+	double v[MAX_REPS];
+
+	for (unsigned rep = 0; rep < opt.reps + 1; rep++) {
+		unsigned sub = 0, done = 0;
+		uint64_t t0 = now_ns();
+		while (done < opt.iters) {
+			while (sub < opt.iters && sub - done < ahead) {
+				struct xfer_sqe *sqe = xfer_get_sqe(ctx);
+				if (!sqe)
+					break;
+				int rc = xfer_prep_dlist(ctx, sqe,
+							 XFER_OP_WRITE_DLIST,
+							 l, r, n, li, ri, sub);
+				if (rc == -EAGAIN) {
+					/* index area full: give the SQE back */
+					xfer_prep_nop(sqe, ~0ull);
+					break;
+				}
+				if (rc)
+					return rc;
+				sub++;
+			}
+			xfer_submit(ctx);
+			struct xfer_cqe c;
+			int rc = wait_cqe(ctx, &c);
+			if (rc)
+				return rc;
+			if (c.user_data == ~0ull)
+				continue;
+			if (c.result != (int64_t)bytes)
+				return c.result < 0 ? (double)c.result : -EIO;
+			*path = c.path;
+			done++;
+		}
+		if (rep)
+			v[rep - 1] = (double)bytes * opt.iters /
+				     (double)(now_ns() - t0);
+	}
+	return median(v, opt.reps);
+}
+
 /* One write of len and its CQE, in ns; negative: -errno. */
 static double one_write(struct xfer_ctx *ctx, uint64_t local,
 			uint64_t remote, uint64_t len)
@@ -471,7 +606,7 @@ struct row {
 	unsigned want;          /* the path it must have taken */
 };
 
-static struct row rows[16];
+static struct row rows[24];
 static unsigned nrows;
 static int misses;
 
@@ -898,6 +1033,72 @@ int main(int argc, char **argv)
 			   1, &path));
 	add_row("kv-same-gpu-serial", "  the same, one batch at a time",
 		KV_BYTES, x, d_kv, 0, path);
+	{
+		/* The 1000-block vector as one list descriptor. */
+		struct xfer_dlist *lk = NULL, *rk = NULL;
+		uint32_t ks[KV_N], kd[KV_N];
+		for (uint32_t i = 0; i < KV_N; i++) {
+			ks[i] = (uint32_t)src_slot(i);
+			kd[i] = (uint32_t)dst_slot(i);
+		}
+		int rc_l = rc_kv ? rc_kv : rc_rkv;
+		if (!rc_l)
+			rc_l = make_list(ctx, xfer_mem_handle(m_kv), KV_SLOTS,
+				       KV_BLK, &lk);
+		if (!rc_l)
+			rc_l = make_list(ctx, xfer_remote_handle(r_kv), KV_SLOTS,
+				       KV_BLK, &rk);
+		x = ERR_OR(rc_l, xfer_dlist_rate(ctx, lk, rk, ks, kd, KV_N,
+						KV_BYTES, 2, &path));
+		add_row("kv-dlist", "KV 1000 x 64 KiB, one list descriptor",
+			KV_BYTES, x, d_kv, 0.80, path);
+		if (lk)
+			xfer_dlist_destroy(ctx, lk);
+		if (rk)
+			xfer_dlist_destroy(ctx, rk);
+	}
+	{
+		/* The vLLM shape: 2 GiB caches, 16384 random blocks. */
+		static uint32_t vs[VL_PAIRS], vd[VL_PAIRS];
+		void *vl;
+		struct xfer_mem *m_vl = NULL;
+		struct xfer_remote *r_vl = NULL;
+		struct xfer_dlist *lv = NULL, *rv = NULL;
+		vl_pick(vs, 1);
+		vl_pick(vd, 2);
+		double d_vl = direct_copy(0, 0, VL_BYTES);
+		double d_loop = direct_blocks(vs, vd, VL_PAIRS, VL_BLK,
+					      VL_SLOTS);
+		CK(cudaSetDevice(0));
+		CK(cudaMalloc(&vl, VL_LEN));
+		CK(cudaMemset(vl, 0x33, VL_LEN));
+		CK(cudaDeviceSynchronize());
+		int rc_v = xfer_reg(ctx, vl, VL_LEN, &m_vl);
+		if (!rc_v)
+			rc_v = owner_region(&o, ctx, 0, VL_LEN, &r_vl);
+		if (!rc_v)
+			rc_v = make_list(ctx, xfer_mem_handle(m_vl), VL_SLOTS,
+				       VL_BLK, &lv);
+		if (!rc_v)
+			rc_v = make_list(ctx, xfer_remote_handle(r_vl), VL_SLOTS,
+				       VL_BLK, &rv);
+		x = ERR_OR(rc_v, xfer_dlist_rate(ctx, lv, rv, vs, vd, VL_PAIRS,
+						VL_BYTES, 2, &path));
+		add_row("vllm-dlist",
+			"vLLM 16384 x 32 KiB, one list descriptor", VL_BYTES, x,
+			d_vl, 0.80, path);
+		add_row("vllm-loop", "  per-block cudaMemcpyAsync loop",
+			VL_BYTES, d_loop, d_vl, 0, XFER_PATH_CUDA_IPC);
+		if (lv)
+			xfer_dlist_destroy(ctx, lv);
+		if (rv)
+			xfer_dlist_destroy(ctx, rv);
+		if (r_vl)
+			xfer_unimport(ctx, r_vl);
+		if (m_vl)
+			xfer_dereg(ctx, m_vl);
+		CK(cudaFree(vl));
+	}
 	x = ERR_OR(rc_host ? rc_host : rc_same,
 		   xfer_stream(ctx, XFER_OP_WRITE, xfer_mem_handle(m_host),
 			       xfer_remote_handle(r_same), BIG, &path));
