@@ -124,6 +124,7 @@ LIB_OBJ    := $(call obj,$(LIB_SRC))
 XFERD     := $(BUILD)/xferd
 XFERCTL   := $(BUILD)/xferctl
 XFERBENCH := $(BUILD)/xferbench
+DLISTBENCH := $(BUILD)/dlistbench
 XFERDEMO  := $(BUILD)/xferdemo
 LIBSO     := $(BUILD)/libxfer.so.$(SOVERSION)
 LIBA      := $(BUILD)/libxfer.a
@@ -154,7 +155,7 @@ UNIT_BIN   := $(BUILD)/tests/unit_tests
 	clean python
 .DEFAULT_GOAL := all
 
-all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(XFERDEMO) $(LIBSO) $(LIBA) $(LIBPC) \
+all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(DLISTBENCH) $(XFERDEMO) $(LIBSO) $(LIBA) $(LIBPC) \
 	$(TEST_PROGS) $(TEST_TOOLS) $(UNIT_BIN) $(GPU_TESTS) $(GPUBENCH)
 
 # --- dependencies --------------------------------------------------------
@@ -266,6 +267,10 @@ $(XFERCTL): $(OBJ)/tools/xferctl.o $(OBJ)/common/rendezvous.o $(OBJ)/tools/xferc
 		$(OBJ)/common/wire.o $(CTL_PB_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(XFERCTL_LIBS) $(BASE_LIBS)
+
+$(DLISTBENCH): $(OBJ)/tools/dlistbench.o $(LIBA)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
 
 $(XFERBENCH): $(OBJ)/tools/xferbench.o $(LIBA)
 	@echo "  LD      $@"
