@@ -99,8 +99,12 @@ int cluster_kv(struct json_object *kv, char **key, uint8_t **value,
 	if (!json_object_is_type(v, json_type_string))
 		goto bad;
 	size_t b64 = (size_t)json_object_get_string_len(v);
-	*vlen = b64 / 4 * 3;
-	if (*vlen > max + 2)
+	const char *s = json_object_get_string(v);
+	if (b64 % 4)
+		goto bad;
+	*vlen = b64 / 4 * 3 - (b64 && s[b64 - 1] == '=') -
+		(b64 > 1 && s[b64 - 2] == '=');
+	if (*vlen > max)
 		return 0;  /* too large: the caller says so */
 	if (etcd_b64_decode(json_object_get_string(v), max, value, vlen))
 		goto bad;
@@ -367,6 +371,32 @@ static void registration_start(struct cluster *c)
 
 /* --- keepalive --- */
 
+void cluster_unreached(struct cluster *c, int err)
+{
+	if (err == -ECANCELED || err == -ENOMEM)
+		return;
+	if (c->reachable)
+		log_warnx("etcd: unreachable (%s, last tried %s): lookups of "
+			  "other nodes' names fail until it answers; local "
+			  "names still work", strerror(-err),
+			  etcd_current(c->etcd));
+	c->reachable = false;
+}
+
+void cluster_reached(struct cluster *c)
+{
+	if (!c->reachable)
+		log_info("etcd: reachable again at %s", etcd_current(c->etcd));
+	c->reachable = true;
+	if (c->state != CLUSTER_UP)
+		return;
+	if (c->names_dirty) {
+		c->names_dirty = false;
+		cnames_write_all(c);
+	}
+	cnames_flush_deletes(c);
+}
+
 static void on_keepalive(void *arg, int err, struct json_object *reply)
 {
 	struct cluster *c = step_take(arg, err);
@@ -377,12 +407,7 @@ static void on_keepalive(void *arg, int err, struct json_object *reply)
 		return;
 	c->keepalive_out = false;
 	if (err) {
-		if (c->reachable)
-			log_warnx("etcd: unreachable (%s, last tried %s): "
-				  "lookups of other nodes' names fail until "
-				  "it answers; local names still work",
-				  strerror(-err), etcd_current(c->etcd));
-		c->reachable = false;
+		cluster_unreached(c, err);
 		/* The watch's connection may be as dead: read again. */
 		membership_resync(c);
 		return;
@@ -397,17 +422,10 @@ static void on_keepalive(void *arg, int err, struct json_object *reply)
 		registration_start(c);
 		return;
 	}
-	if (!c->reachable) {
-		log_info("etcd: reachable again at %s; lease %llx still held",
-			 etcd_current(c->etcd), (unsigned long long)c->lease);
-		c->reachable = true;
+	bool was = c->reachable;
+	cluster_reached(c);
+	if (!was)
 		membership_resync(c);
-	}
-	if (c->names_dirty) {
-		c->names_dirty = false;
-		cnames_write_all(c);
-	}
-	cnames_flush_deletes(c);
 }
 
 static void on_keepalive_timer(evutil_socket_t fd, short what, void *arg)
@@ -498,7 +516,7 @@ void cluster_destroy(struct cluster *c)
 	/* Our names and record go now rather than a TTL later: one try,
 	 * bounded, on a loop that runs little else by then (xferd stopped
 	 * accepting and said goodbye to its clients). */
-	if (c->etcd && c->state == CLUSTER_UP && c->reachable) {
+	if (c->etcd && c->state == CLUSTER_UP) {
 		struct json_object *body = json_object_new_object();
 		bool done = false, waited = false;
 		struct timeval tv = ms_to_timeval(DESTROY_WAIT_MS);

@@ -78,6 +78,11 @@ struct json_object *cluster_key_json(const char *key, bool prefix);
 void cluster_add_b64(struct json_object *o, const char *field,
 		     const void *p, size_t n);
 
+/* etcd did not answer a call (err) / answered one: logged once per
+ * change; an answer writes what waited for it (names, deletes). */
+void cluster_unreached(struct cluster *c, int err);
+void cluster_reached(struct cluster *c);
+
 /* --- membership.c --- */
 void membership_start(struct cluster *c);
 void membership_stop(struct cluster *c);

@@ -74,6 +74,7 @@ static void publish_end(struct publish *p, int err)
 /* etcd did not answer: keep the name locally, write it again later. */
 static void publish_unreached(struct publish *p, int err)
 {
+	cluster_unreached(p->c, err);
 	log_warnx("etcd: '%s' not stored (%s): kept in this xferd, written "
 		  "to etcd once it answers", p->name, strerror(-err));
 	p->c->names_dirty = true;
@@ -105,6 +106,7 @@ static void on_published(void *arg, int err, struct json_object *reply)
 		return publish_end(p, 0);
 	if (err)
 		return publish_unreached(p, err);
+	cluster_reached(c);
 	if (p->gen != c->gen) {
 		/* Registered again meanwhile: written again with the new
 		 * lease by cnames_write_all. */
@@ -373,8 +375,11 @@ static void on_lookup(void *arg, int err, struct json_object *reply)
 		if (err != -ECANCELED)
 			log_warnx("etcd: lookup of '%s' failed: %s", l->name,
 				  strerror(-err));
+		if (err == -ETIMEDOUT || err == -EHOSTUNREACH)
+			cluster_unreached(c, err);
 		goto out;
 	}
+	cluster_reached(c);
 	err = -ENOENT;
 	if (!json_object_object_get_ex(reply, "kvs", &kvs) ||
 	    !json_object_is_type(kvs, json_type_array) ||

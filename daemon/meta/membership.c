@@ -4,7 +4,9 @@
  * a node whose instance changed is a restart: the old instance is
  * retired in the peer table (peers_member_gone), so what targets it
  * fails -ESTALE at once.  A DELETE is a node that stopped or whose lease
- * ran out.  When the watch ends (etcd restarted, a member died, the
+ * ran out; its entry stays (not present) with the instance it had, so
+ * that a restart seen as DELETE then PUT (the new instance revoked the
+ * old lease first) is still a restart.  When the watch ends (etcd restarted, a member died, the
  * revision was compacted) the range is read again, the table is brought
  * to it (nodes no longer there are dropped), and a new watch starts.
  *
@@ -36,6 +38,9 @@ struct member {
 	UT_hash_handle hh;            /* cluster.members, key: node */
 	struct node_record rec;
 	bool seen;                    /* in the range being applied */
+	/* false: its record went (stopped, lease expired).  The entry
+	 * stays so that its next instance is seen as a restart. */
+	bool present;
 };
 
 static void watch_start(struct cluster *c);
@@ -48,11 +53,11 @@ static struct member *member_find(struct cluster *c, const char *node)
 	return m;
 }
 
-static void member_drop(struct cluster *c, struct member *m, const char *why)
+static void member_left(struct member *m, const char *why)
 {
-	log_info("etcd: node %s left (%s)", m->rec.node, why);
-	HASH_DEL(c->members, m);
-	free(m);
+	if (m->present)
+		log_info("etcd: node %s left (%s)", m->rec.node, why);
+	m->present = false;
 }
 
 /* A node record etcd holds under key. */
@@ -97,14 +102,19 @@ static void apply_put(struct cluster *c, const char *key, const uint8_t *val,
 				 hex);
 			peers_member_gone(c->d->peers, m->rec.instance,
 					  "its node restarted (etcd)");
+		} else if (!m->present) {
+			log_info("etcd: node %s is back (instance %.8s)", node,
+				 hex);
 		}
 		m->rec = rec;
+		m->present = true;
 	} else {
 		m = calloc(1, sizeof(*m));
 		if (!m)
 			return;
 		m->rec = rec;
 		m->seen = true;
+		m->present = true;
 		HASH_ADD_STR(c->members, rec.node, m);
 		if (!htable_added(m)) {
 			free(m);
@@ -144,8 +154,8 @@ static void apply_kv(struct cluster *c, struct json_object *kv, bool deleted,
 	} else if (deleted) {
 		struct member *m = member_find(c, key + plen);
 		if (m)
-			member_drop(c, m, "its record is gone: stopped, or "
-				    "its lease expired");
+			member_left(m, "its record is gone: stopped, or its "
+				    "lease expired");
 	} else {
 		apply_put(c, key, val, vlen, from_range);
 	}
@@ -260,6 +270,8 @@ static void on_range(void *arg, int err, struct json_object *reply)
 	if (err == -ECANCELED)
 		return;
 	c->resync_out = false;
+	if (err)
+		cluster_unreached(c, err);
 	if (err || !json_object_object_get_ex(reply, "header", &header) ||
 	    etcd_json_i64(header, "revision", &rev) || rev <= 0) {
 		if (!err)
@@ -267,6 +279,7 @@ static void on_range(void *arg, int err, struct json_object *reply)
 		schedule_resync(c);
 		return;
 	}
+	cluster_reached(c);
 	HASH_ITER(hh, c->members, m, tmp)
 		m->seen = false;
 	if (json_object_object_get_ex(reply, "kvs", &kvs) &&
@@ -277,8 +290,8 @@ static void on_range(void *arg, int err, struct json_object *reply)
 	/* Deleted while we were not watching. */
 	HASH_ITER(hh, c->members, m, tmp)
 		if (!m->seen)
-			member_drop(c, m, "its record is gone");
-	log_debug("etcd: %u other nodes at revision %lld",
+			member_left(m, "its record is gone");
+	log_debug("etcd: %u other nodes known at revision %lld",
 		  HASH_COUNT(c->members), (long long)rev);
 	c->watch_rev = rev + 1;
 	if (c->watch)
@@ -347,14 +360,14 @@ const uint8_t *membership_instance(struct cluster *c, const char *node)
 {
 	struct member *m = member_find(c, node);
 
-	return m ? m->rec.instance : NULL;
+	return m && m->present ? m->rec.instance : NULL;
 }
 
 bool membership_resolve(struct cluster *c, const char *node)
 {
 	struct member *m = member_find(c, node);
 
-	if (!m)
+	if (!m || !m->present)
 		return false;
 	peers_member_seen(c->d->peers, node, m->rec.instance, m->rec.addrs,
 			  m->rec.ports, m->rec.naddrs);
