@@ -264,7 +264,7 @@ $(LIBPC): client/libxfer.pc.in Makefile
 # bufferevents for https endpoints.  Recursive (=) as SYSTEMD_CFLAGS.
 ETCD_CFLAGS = $(shell $(PKG) --cflags json-c libevent_openssl)
 ETCD_LIBS   = $(shell $(PKG) --libs json-c libevent_openssl libssl)
-$(call obj,$(wildcard daemon/meta/*.c) tests/fuzz/fuzz_etcd_record.c \
+$(call obj,$(wildcard daemon/meta/*.c) tests/fuzz/fuzz_etcd_record.c tests/unit/test_meta.c \
 	tools/etcdbench.c): OBJ_LIB_CFLAGS = $(ETCD_CFLAGS)
 
 # xferctl's tables (libsmartcols) and JSON (json-c).  Recursive (=) for
