@@ -37,7 +37,7 @@ DEPS_BUILD := build-essential pkg-config libibverbs-dev libevent-dev \
 	uthash-dev libsmartcols-dev libjson-c-dev
 # metadata = etcd: the tests start real etcd servers (etcdctl writes bad
 # records by hand).
-DEPS_TEST  := iproute2 procps psmisc python3 systemd jq etcd-server \
+DEPS_TEST  := iproute2 procps psmisc python3 systemd jq openssl etcd-server \
 	etcd-client
 DEPS_BENCH := ucx-utils iperf3
 # The Python package (python/): Debian's python3 builds and tests it.

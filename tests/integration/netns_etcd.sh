@@ -19,6 +19,8 @@
 #    -ETIMEDOUT with a log line, local names and transfers on known
 #    tokens still work, a name published meanwhile is kept; etcd back:
 #    lookups work again and the name published meanwhile is in etcd.
+#  - etcd with TLS and client certificates: xferds with a certificate
+#    register and move data, one without is refused (a log line).
 # Every xferd stops cleanly; a stopped xferd's record leaves etcd.
 #
 # Exit 0 pass, 1 fail, 77 skip.
@@ -183,4 +185,52 @@ done
 wait_for 10 _nodes_are 0 ||
 	fail "node records left in etcd: $(etcdctl_on e get --prefix --keys-only /xferd/)"
 etcd_kill e
+
+step "TLS: etcd asks for client certificates; a and c have one"
+pki=$TMP/pki
+mkdir -p "$pki"
+_cert() { # NAME EXT: a key and a certificate signed by the test CA
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+		-keyout "$pki/$1.key" -out "$pki/$1.csr" -subj "/CN=$1" 2>/dev/null &&
+	printf '%b' "$2" >"$pki/$1.ext" &&
+	openssl x509 -req -in "$pki/$1.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" \
+		-CAcreateserial -out "$pki/$1.pem" -days 1 -extfile "$pki/$1.ext" \
+		2>/dev/null
+}
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+	-keyout "$pki/ca.key" -out "$pki/ca.pem" -days 1 -subj /CN=xfert-ca \
+	2>/dev/null || fail "openssl: CA"
+# etcd's JSON gateway dials etcd itself with this one: clientAuth too.
+_cert etcd "subjectAltName=IP:10.0.9.10\nextendedKeyUsage=serverAuth,clientAuth\n" ||
+	fail "openssl: server certificate"
+_cert client "extendedKeyUsage=clientAuth\n" || fail "openssl: client certificate"
+rm -rf "$TMP/etcd-e"
+_nd_bg_start etcd-tls ip netns exec "$(ns_name e)" etcd --name e \
+	--data-dir "$TMP/etcd-e" \
+	--listen-client-urls https://10.0.9.10:2379 \
+	--advertise-client-urls https://10.0.9.10:2379 \
+	--listen-peer-urls http://10.0.9.10:2380 \
+	--initial-advertise-peer-urls http://10.0.9.10:2380 \
+	--initial-cluster e=http://10.0.9.10:2380 \
+	--cert-file "$pki/etcd.pem" --key-file "$pki/etcd.key" \
+	--client-cert-auth --trusted-ca-file "$pki/ca.pem" \
+	--logger zap --log-outputs "$TMP/etcd-tls.log"
+TLS=(etcd_ca="$pki/ca.pem" etcd_cert="$pki/client.pem" etcd_key="$pki/client.key")
+xferd_etcd a a https://10.0.9.10:2379 5 "${OPTS[@]}" "${TLS[@]}"
+xferd_etcd c c https://10.0.9.10:2379 5 "${OPTS[@]}" "${TLS[@]}"
+xferd_etcd b b https://10.0.9.10:2379 5 "${OPTS[@]}" etcd_ca="$pki/ca.pem"
+wait_for 30 registered a || fail "a did not register over TLS"
+wait_for 30 registered c || fail "c did not register over TLS"
+serve_start a kv-tls --name kv-tls --size $MiB --expect-notify "13:113:0:100000"
+xnode_ok c write --lookup kv-tls --size 100000 --seed 113 --notify 13 \
+	--expect-path tcp
+expect_notified kv-tls 13
+serve_stop kv-tls
+wait_for 10 xferd_log_has b 'etcd: cannot get a lease' ||
+	fail "b, without a client certificate, did not say it cannot register"
+registered b && fail "b registered without a client certificate"
+for n in a b c; do
+	stop_xferd "$n"
+done
+bg_stop etcd-tls KILL
 echo "pass: names and membership in etcd, no peer lines"
