@@ -545,13 +545,16 @@ void etcd_call(struct etcd *e, const char *method, struct json_object *body,
 
 /* --- watches --- */
 
+/* Never from inside an evhttp callback of w (the closer event, open's
+ * failure, etcd_destroy): its connection goes now, and with it the
+ * request that would call back with w. */
 static void watch_free(struct etcd_watch *w)
 {
 	LIST_REMOVE(w, link);
 	if (w->closer)
 		event_free(w->closer);
 	if (w->evcon)
-		free_evcon_later(w->e, w->evcon);
+		evhttp_connection_free(w->evcon);
 	if (w->pending)
 		evbuffer_free(w->pending);
 	free(w->body);
@@ -812,15 +815,9 @@ void etcd_destroy(struct etcd *e)
 		}
 		call_finish(c, -ECANCELED, NULL);
 	}
-	while ((w = LIST_FIRST(&e->watches))) {
-		/* Freed with its connection, right now: nothing of evhttp
-		 * is on the stack here. */
-		if (w->evcon) {
-			evhttp_connection_free(w->evcon);
-			w->evcon = NULL;
-		}
+	/* Nothing of evhttp is on the stack here. */
+	while ((w = LIST_FIRST(&e->watches)))
 		watch_free(w);
-	}
 	for (int i = 0; i < e->neps; i++)
 		for (int k = 0; k < ETCD_CONNS; k++)
 			if (e->eps[i].conns[k])

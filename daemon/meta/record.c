@@ -281,15 +281,15 @@ int record_node_parse(const char *p, size_t len, struct node_record *out,
 	if (check_version(o, why) ||
 	    get_node_id(o, out->node, out->instance, why))
 		goto out;
-	if (get_int(o, "port", 1, 65535, &port)) {
-		*why = "\"port\" missing or not in 1-65535";
+	/* 0 and no addresses: a node that takes no links (listen = off). */
+	if (get_int(o, "port", 0, 65535, &port)) {
+		*why = "\"port\" missing or not in 0-65535";
 		goto out;
 	}
 	out->port = (uint16_t)port;
 	addrs = get(o, "addrs", json_type_array);
-	if (!addrs || json_object_array_length(addrs) == 0 ||
-	    json_object_array_length(addrs) > NETADDR_MAX) {
-		*why = "\"addrs\" is not an array of 1-16 addresses";
+	if (!addrs || json_object_array_length(addrs) > NETADDR_MAX) {
+		*why = "\"addrs\" is not an array of at most 16 addresses";
 		goto out;
 	}
 	for (size_t i = 0; i < json_object_array_length(addrs); i++)

@@ -121,6 +121,13 @@ START_TEST(test_node_record)
 	ck_assert_uint_eq(back.rails[0].gid[15], 9);
 	ck_assert(back.rails[0].infiniband);
 	free(s);
+	/* listen = off: no port, no address, still a member. */
+	r.port = 0;
+	r.naddrs = 0;
+	s = record_node_encode(&r);
+	ck_assert_int_eq(record_node_parse(s, strlen(s), &back, &why), 0);
+	ck_assert_uint_eq(back.naddrs, 0);
+	free(s);
 
 	static const char *const bad[] = {
 		"", "{", "[]", "42", "{\"v\":1}", "garbage{",
@@ -133,7 +140,7 @@ START_TEST(test_node_record)
 		"{\"v\":1,\"node\":\"a\",\"instance\":\"00112233445566778899aabbccddeeff\","
 		"\"port\":\"1\",\"addrs\":[{\"ip\":\"10.0.0.1\",\"prefix\":8,\"port\":1}]}",
 		"{\"v\":1,\"node\":\"a\",\"instance\":\"00112233445566778899aabbccddeeff\","
-		"\"port\":1,\"addrs\":[]}",
+		"\"port\":1,\"addrs\":{}}",
 		"{\"v\":1,\"node\":\"a\",\"instance\":\"00112233445566778899aabbccddeeff\","
 		"\"port\":1,\"addrs\":[{\"ip\":\"10.0.0.1\",\"prefix\":33,\"port\":1}]}",
 		"{\"v\":1,\"node\":\"a\",\"instance\":\"00112233445566778899aabbccddeeff\","
