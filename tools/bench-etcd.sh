@@ -22,12 +22,12 @@ TTL=${TTL:-10}
 REST=${REST:-10}
 PORT=${PORT:-23791}
 TMP=$(mktemp -d /tmp/bench-etcd.XXXXXX)
-ETCD_PID= XFERD_PID=
+ETCD_PID='' XFERD_PID=''
 
 cleanup() {
 	[ -n "$XFERD_PID" ] && kill "$XFERD_PID" 2>/dev/null && wait "$XFERD_PID"
 	[ -n "$ETCD_PID" ] && kill "$ETCD_PID" 2>/dev/null && wait "$ETCD_PID"
-	XFERD_PID= ETCD_PID=
+	XFERD_PID='' ETCD_PID=''
 }
 trap 'cleanup; rm -rf "$TMP"' EXIT
 
