@@ -30,6 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -781,6 +783,12 @@ struct etcd *etcd_create(struct event_base *base,
 			evutil_freeaddrinfo(ai);
 		tls |= eps[i].tls;
 	}
+	/* Each xferd starts at a member of its own: the nodes of a cluster
+	 * spread their calls over the members, not all on the first. */
+	uint32_t r = 0;
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+		r = (uint32_t)getpid();
+	e->cur = (int)(r % (uint32_t)n);
 	/* Names resolve through evdns, never a blocking getaddrinfo. */
 	if (names && !(e->dns = evdns_base_new(base,
 					EVDNS_BASE_INITIALIZE_NAMESERVERS))) {
