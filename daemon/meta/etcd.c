@@ -114,6 +114,7 @@ struct etcd {
 	int api;                       /* index into api_paths */
 	bool api_auto;
 	uint32_t timeout_ms, retry_ms;
+	unsigned long last_tls_error;  /* logged already */
 	LIST_HEAD(, etcd_call) calls;
 	LIST_HEAD(, etcd_watch) watches;
 	SLIST_HEAD(, grave) graves;    /* connections to free */
@@ -384,6 +385,21 @@ static void on_call_error(enum evhttp_request_error error, void *arg)
 		       : -EHOSTUNREACH;
 }
 
+/* A TLS connection that failed: say why (once per reason), as the
+ * errno the caller sees cannot. */
+static void tls_why(struct etcd *e, int ep, struct evhttp_connection *evcon)
+{
+	struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+	unsigned long err = bev ? bufferevent_get_openssl_error(bev) : 0;
+
+	if (!err || err == e->last_tls_error)
+		return;
+	e->last_tls_error = err;
+	log_warnx("etcd: %s: TLS: %s", e->eps[ep].url,
+		  ERR_reason_error_string(err) ? ERR_reason_error_string(err)
+					       : "handshake failed");
+}
+
 static void on_call_done(struct evhttp_request *req, void *arg)
 {
 	struct etcd_call *c = arg;
@@ -394,6 +410,8 @@ static void on_call_done(struct evhttp_request *req, void *arg)
 	c->req = NULL;
 	if (c->conn >= 0 && e->eps[c->ep].busy[c->conn])
 		e->eps[c->ep].busy[c->conn]--;
+	if (code == 0 && c->own)
+		tls_why(e, c->ep, c->own);
 	if (code == 0) {
 		/* No answer: refused, reset, or a timeout evhttp saw. */
 		call_retry(c, c->req_error ? c->req_error : -EHOSTUNREACH,

@@ -229,6 +229,9 @@ serve_stop kv-tls
 wait_for 10 xferd_log_has b 'etcd: cannot get a lease' ||
 	fail "b, without a client certificate, did not say it cannot register"
 registered b && fail "b registered without a client certificate"
+xferd_log_has b 'etcd: https://10.0.9.10:2379: TLS: ' ||
+	fail "b does not say that TLS failed"
+xferd_log b | grep 'TLS: ' | head -n 1 | sed 's/^/    | /'
 for n in a b c; do
 	stop_xferd "$n"
 done
