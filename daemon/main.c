@@ -4,9 +4,10 @@
  * Start-up: settings -> handle table -> GPUs and RDMA NICs -> progress
  * thread -> registration thread -> socket -> READY.  Shut-down
  * (SIGTERM/SIGINT): STOPPING -> stop accepting -> goodbye to every client
- * -> etcd lease revoked (metadata = etcd) -> stop the registration thread (queued registrations cancelled and
- * released) -> stop the progress thread -> free clients and regions ->
- * GPUs and NICs.  SIGHUP re-reads the config file.
+ * -> etcd lease revoked (metadata = etcd) -> stop the registration thread
+ * (queued registrations cancelled and released) -> stop the progress
+ * thread -> free clients and regions -> GPUs and NICs.  SIGHUP re-reads
+ * the config file.
  */
 #include <errno.h>
 #include <event2/event.h>
