@@ -35,7 +35,10 @@ endif
 DEPS_BUILD := build-essential pkg-config libibverbs-dev libevent-dev \
 	libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libssl-dev check \
 	uthash-dev libsmartcols-dev libjson-c-dev
-DEPS_TEST  := iproute2 procps psmisc python3 systemd jq
+# metadata = etcd: the tests start real etcd servers (etcdctl writes bad
+# records by hand).
+DEPS_TEST  := iproute2 procps psmisc python3 systemd jq openssl etcd-server \
+	etcd-client
 DEPS_BENCH := ucx-utils iperf3
 # The Python package (python/): Debian's python3 builds and tests it.
 DEPS_PYTHON := python3-dev python3-setuptools python3-pip python3-pytest \
@@ -236,7 +239,8 @@ endif
 $(XFERD): $(DAEMON_OBJ) $(COMMON_OBJ) $(CTL_PB_OBJ) $(OBJ)/gen/peer.pb-c.o \
 		$(CUDA_KERNEL_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -levent -libverbs $(BASE_LIBS) $(SYSTEMD_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -levent -libverbs $(BASE_LIBS) $(SYSTEMD_LIBS) \
+		$(ETCD_LIBS)
 
 $(LIBSO): $(LIB_OBJ) $(COMMON_OBJ) client/libxfer.map
 	@echo "  LD      $@"
@@ -256,6 +260,13 @@ $(LIBPC): client/libxfer.pc.in Makefile
 	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 		-e 's|@INCLUDEDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' \
 		$< > $@
+
+# The etcd backend (daemon/meta/etcd.c): json-c, and libevent's OpenSSL
+# bufferevents for https endpoints.  Recursive (=) as SYSTEMD_CFLAGS.
+ETCD_CFLAGS = $(shell $(PKG) --cflags json-c libevent_openssl)
+ETCD_LIBS   = $(shell $(PKG) --libs json-c libevent_openssl libssl)
+$(call obj,$(wildcard daemon/meta/*.c) tests/fuzz/fuzz_etcd_record.c tests/unit/test_meta.c \
+	tools/etcdbench.c): OBJ_LIB_CFLAGS = $(ETCD_CFLAGS)
 
 # xferctl's tables (libsmartcols) and JSON (json-c).  Recursive (=) for
 # the same reason as SYSTEMD_CFLAGS: read after `deps` installed them.
@@ -309,7 +320,7 @@ $(UNIT_BIN): $(call obj,$(UNIT_SRC)) $(UNIT_DEPS)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(shell $(PKG) --libs check) -levent -libverbs \
-		$(BASE_LIBS) $(SYSTEMD_LIBS)
+		$(BASE_LIBS) $(SYSTEMD_LIBS) $(ETCD_LIBS)
 
 # libFuzzer harnesses (tests/fuzz/fuzz_*.c), each linked with the real
 # code it feeds: the daemon's objects, as the unit tests link them.
@@ -321,13 +332,13 @@ $(BUILD)/fuzz/%: $(OBJ)/tests/fuzz/%.o $(UNIT_DEPS)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ -levent -libverbs \
-		$(BASE_LIBS) $(SYSTEMD_LIBS)
+		$(BASE_LIBS) $(SYSTEMD_LIBS) $(ETCD_LIBS)
 
 # The seed corpora (tests/fuzz/corpus/), packed by the real code.
 $(BUILD)/fuzz-seeds: $(OBJ)/tests/fuzz/seeds.o $(UNIT_DEPS)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -levent -libverbs $(BASE_LIBS) \
-		$(SYSTEMD_LIBS)
+		$(SYSTEMD_LIBS) $(ETCD_LIBS)
 
 fuzz-corpus: $(BUILD)/fuzz-seeds
 	$(Q)$(BUILD)/fuzz-seeds tests/fuzz/corpus

@@ -26,6 +26,7 @@
 #include "log.h"
 #include "mem/dlist.h"
 #include "mem/regworker.h"
+#include "meta/cluster.h"
 #include "meta/names.h"
 #include "peer/peer.h"
 #include "transport/rdma_mr.h"
@@ -617,6 +618,47 @@ static int handle_dlist_destroy(struct client *c, uint64_t seq,
 
 /* --- publish and lookup --- */
 
+/* A publish that waits for etcd (metadata = etcd): whom to answer. */
+struct publish_wait {
+	struct xferd *d;
+	uint64_t client;
+	uint64_t seq;
+	char name[NAMES_NAME_MAX + 1];
+};
+
+static void on_cluster_published(void *arg, int error)
+{
+	struct publish_wait *w = arg;
+	struct client *c = client_by_id(w->d, w->client);
+
+	if (c) {
+		/* Another node has the name: it is not ours here either. */
+		if (error)
+			names_unpublish(w->d->names, w->name, c->pc.id);
+		if (reply_status(c, w->seq, error,
+				 error == -EEXIST ? "name published by another node"
+				 : error ? strerror(-error) : NULL))
+			client_drop(c, "cannot send reply");
+	}
+	free(w);
+}
+
+static int publish_in_cluster(struct client *c, uint64_t seq,
+			      const Xfer__Client__PublishRequest *req)
+{
+	struct publish_wait *w = malloc(sizeof(*w));
+
+	if (!w)
+		return reply_status(c, seq, 0, NULL); /* local only, for now */
+	*w = (struct publish_wait){ .d = c->d, .client = c->pc.id, .seq = seq };
+	snprintf(w->name, sizeof(w->name), "%s", req->name);
+	if (cluster_publish(c->d->cluster, req->name, req->token.data,
+			    req->token.len, on_cluster_published, w) == 1)
+		return 0;
+	free(w);
+	return reply_status(c, seq, 0, NULL);
+}
+
 static int handle_publish(struct client *c, uint64_t seq,
 			  const Xfer__Client__PublishRequest *req)
 {
@@ -629,6 +671,8 @@ static int handle_publish(struct client *c, uint64_t seq,
 		log_debug("client %llu: published '%s' (%zu bytes)",
 			  (unsigned long long)c->pc.id, req->name,
 			  req->token.len);
+	if (!err && c->d->cluster)
+		return publish_in_cluster(c, seq, req);
 	return reply_status(c, seq, err,
 			    err == -EEXIST ? "name published by another client"
 			    : err == -ENOSPC ? "too many names of this client"
@@ -639,6 +683,8 @@ static int handle_unpublish(struct client *c, uint64_t seq,
 			    const Xfer__Client__UnpublishRequest *req)
 {
 	int err = names_unpublish(c->d->names, req->name, c->pc.id);
+	if (!err)
+		cluster_unpublish(c->d->cluster, req->name);
 	return reply_status(c, seq, err,
 			    err == -ENOENT ? "no such name"
 			    : err == -EACCES ? "name published by another client"
@@ -717,7 +763,7 @@ static int handle_lookup(struct client *c, uint64_t seq,
 		if (names_lookup(d->names, name, &token, &len) == 0)
 			return reply_token(c, seq, token, len);
 		/* With no peers configured, nobody else could have it. */
-		if (slash || d->cfg.npeers == 0)
+		if (slash || (d->cfg.npeers == 0 && !d->cluster))
 			return reply_status(c, seq, -ENOENT, "no such name");
 	}
 
@@ -725,6 +771,14 @@ static int handle_lookup(struct client *c, uint64_t seq,
 	if (!w)
 		return reply_status(c, seq, -ENOMEM, "out of memory");
 	*w = (struct lookup_wait){ .d = d, .client = c->pc.id, .seq = seq };
+	/* With etcd: one read there for "name"; a node it knows gets a
+	 * peer record for "node/name". */
+	if (d->cluster && !slash) {
+		cluster_lookup(d->cluster, name, on_peer_lookup, w);
+		return 0;
+	}
+	if (d->cluster)
+		cluster_resolve_node(d->cluster, node);
 	peers_lookup(d->peers, slash ? node : NULL, name, on_peer_lookup, w);
 	return 0;
 }
@@ -885,6 +939,7 @@ static void client_drop(struct client *c, const char *why)
 	/* From here no descriptor of anyone reaches this client's memory. */
 	regtab_remove_client(d->regs, c->pc.id);
 	dltab_remove_client(d->dlists, c->pc.id);
+	cluster_client_gone(d->cluster, c->pc.id);
 	names_remove_client(d->names, c->pc.id);
 	d->nclients--;
 	progress_detach(d->progress, &c->pc);

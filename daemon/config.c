@@ -46,6 +46,7 @@ void config_defaults(struct xferd_config *cfg)
 		.rdma_qps = 2,
 		.rdma_stripe = 1u << 20,
 	};
+	meta_config_defaults(&cfg->meta);
 }
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -270,6 +271,8 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 				    "rdma_stripe: '%s' is not a size in 4K..1G",
 				    value);
 		c.rdma_stripe = (uint32_t)v;
+	} else if (meta_config_owns(key)) {
+		rc = meta_config_set(&c.meta, key, value, err, errlen);
 	} else {
 		return fail(err, errlen, "unknown key '%s'", key);
 	}

@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "meta/meta_config.h"
+
 #define CONFIG_DEFAULT_PATH "/etc/xferd/xferd.conf"
 #define CONFIG_PATH_MAX     108 /* sizeof(sockaddr_un.sun_path) */
 #define CONFIG_FILE_MAX     256
@@ -62,6 +64,8 @@ struct xferd_config {
 	/* rdma_register = background: a memfd region's reply goes before
 	 * its NIC registration is done (staged until then) */
 	bool rdma_reg_background;
+	/* where published names and node records live (meta_config.h) */
+	struct meta_config meta;
 };
 
 /*

@@ -4,9 +4,10 @@
  * Start-up: settings -> handle table -> GPUs and RDMA NICs -> progress
  * thread -> registration thread -> socket -> READY.  Shut-down
  * (SIGTERM/SIGINT): STOPPING -> stop accepting -> goodbye to every client
- * -> stop the registration thread (queued registrations cancelled and
- * released) -> stop the progress thread -> free clients and regions ->
- * GPUs and NICs.  SIGHUP re-reads the config file.
+ * -> etcd lease revoked (metadata = etcd) -> stop the registration thread
+ * (queued registrations cancelled and released) -> stop the progress
+ * thread -> free clients and regions -> GPUs and NICs.  SIGHUP re-reads
+ * the config file.
  */
 #include <errno.h>
 #include <event2/event.h>
@@ -25,6 +26,7 @@
 #include "gpu/gpu.h"
 #include "listener.h"
 #include "log.h"
+#include "meta/cluster.h"
 #include "meta/names.h"
 #include "peer/peer.h"
 #include "engine/progress.h"
@@ -372,6 +374,9 @@ int main(int argc, char **argv)
 	/* Peers before the client socket: tokens carry our addresses. */
 	if (peers_create(d, &d->peers))
 		return 1;
+	/* metadata = etcd: registers in the background, never waits. */
+	if (cluster_create(d, &d->cluster))
+		return 1;
 	rt.ev_term = add_signal(&rt, SIGTERM, on_terminate);
 	rt.ev_int = add_signal(&rt, SIGINT, on_terminate);
 	rt.ev_hup = add_signal(&rt, SIGHUP, on_reload);
@@ -394,6 +399,9 @@ int main(int argc, char **argv)
 
 	listener_close(rt.listener);
 	client_goodbye_all(d, "xferd is shutting down");
+	/* Our names and node record leave etcd now, not a lease later. */
+	cluster_destroy(d->cluster);
+	d->cluster = NULL;
 	/* Before anything a registration holds (regions, cache, NICs). */
 	regworker_destroy(d->regworker);
 	/* The progress thread first: its links write the peers' counters. */

@@ -21,6 +21,7 @@ struct progress;
 struct client;
 struct peers;
 struct names;
+struct cluster;
 struct rcache;
 struct regworker;
 struct dltab;
@@ -42,6 +43,8 @@ struct xferd {
 	struct progress *progress;
 	struct peers *peers;        /* other xferds (peer.h) */
 	struct names *names;        /* published tokens (names.h) */
+	struct cluster *cluster;    /* names and nodes in etcd, or NULL
+				     * (meta/cluster.h) */
 	struct rcache *rcache;      /* imports of GPU memory (rcache.h) */
 	struct regworker *regworker; /* the registration thread (regworker.h) */
 	struct dltab *dlists;       /* prepared descriptor lists (dlist.h) */

@@ -292,3 +292,22 @@ size_t names_count(const struct names *n)
 {
 	return HASH_COUNT(n->by_name);
 }
+
+void names_foreach(const struct names *n, names_fn fn, void *arg)
+{
+	const struct name_entry *e, *tmp;
+
+	HASH_ITER(hh, n->by_name, e, tmp)
+		fn(arg, e->name, e->token, e->token_len);
+}
+
+void names_foreach_client(const struct names *n, uint64_t client,
+			  names_fn fn, void *arg)
+{
+	const struct name_owner *o = owner_find(n, client);
+	const struct name_entry *e;
+
+	if (o)
+		LIST_FOREACH(e, &o->names, by_owner)
+			fn(arg, e->name, e->token, e->token_len);
+}

@@ -41,4 +41,12 @@ int names_lookup(const struct names *n, const char *name,
 void names_remove_client(struct names *n, uint64_t client);
 size_t names_count(const struct names *n);
 
+/* Every name (of one client), with its token: for the copies of the
+ * table elsewhere (meta/cluster_names.c).  fn must not change the table. */
+typedef void (*names_fn)(void *arg, const char *name, const void *token,
+			 size_t len);
+void names_foreach(const struct names *n, names_fn fn, void *arg);
+void names_foreach_client(const struct names *n, uint64_t client,
+			  names_fn fn, void *arg);
+
 #endif /* XFERD_NAMES_H */

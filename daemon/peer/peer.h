@@ -77,6 +77,17 @@ typedef void (*peers_ping_cb)(void *arg, int error, uint64_t rtt_ns,
 void peers_ping(struct peers *p, const char *target, peers_ping_cb cb,
 		void *arg);
 
+/*
+ * The cluster's membership (metadata = etcd): node `node` is instance id
+ * at these addresses (the record is made or updated, no connect), or an
+ * instance is gone because its node restarted: what targets it fails
+ * -ESTALE now and later.
+ */
+void peers_member_seen(struct peers *p, const char *node, const uint8_t *id,
+		       const struct netaddr *addrs, const uint16_t *ports,
+		       size_t n);
+void peers_member_gone(struct peers *p, const uint8_t *id, const char *why);
+
 /* What xferctl shows of a peer. */
 struct peer_view {
 	uint8_t instance_id[16];

@@ -15,6 +15,7 @@
  *   requests.c   request_…  lookup, token check, ping, fan-out, and the
  *                           control frames that answer them
  *   listen.c     listen_…   the TCP listener and the addresses we advertise
+ *   members.c    peers_member_… what etcd's membership says of nodes
  *
  * Threads and locks: everything here runs on the main thread and takes no
  * lock.  The one exception is peer.stats, written by the progress thread
@@ -49,6 +50,7 @@
  * for a name is pubname_node_valid(), common/pubname.h). */
 #define NAME_MAX_LEN CONFIG_HOST_MAX
 #define MAX_PEERS    4096           /* peer records kept */
+#define PEERS_RETIRED 64            /* instance ids known replaced */
 
 enum peer_state { PEER_DOWN, PEER_CONNECTING, PEER_UP };
 
@@ -157,6 +159,9 @@ struct peers {
 	struct request_list inflight; /* sent, awaiting a reply */
 	struct request_list unresolved; /* node name not known yet */
 	uint64_t next_request;
+	/* Instances whose node restarted (members.c), a ring. */
+	uint8_t retired[PEERS_RETIRED][LINK_ID_LEN];
+	size_t nretired;
 };
 
 /* --- table.c --- */
@@ -251,6 +256,11 @@ void request_dispatch(struct peers *ps, const uint8_t *from,
 		      const Xfer__Peer__PeerMsg *m);
 /* peers_destroy: every request ends with -ECANCELED. */
 void request_cancel_all(struct peers *ps);
+
+/* --- members.c --- */
+
+/* Is id an instance whose node restarted since (etcd said so)? */
+bool peer_retired(const struct peers *ps, const uint8_t *id);
 
 /* --- listen.c --- */
 

@@ -312,6 +312,10 @@ void peers_check_token(struct peers *ps, const struct token *tok,
 {
 	struct peer *pe = peer_by_id(ps, tok->instance_id);
 
+	if (peer_retired(ps, tok->instance_id)) {
+		cb(arg, -ESTALE, NULL);  /* its node restarted (members.c) */
+		return;
+	}
 	if (!pe) {
 		pe = peer_new(ps);
 		if (!pe) {

@@ -320,6 +320,11 @@ void peers_on_notice(const struct net_notice *n, void *arg)
 
 	switch (n->kind) {
 	case NET_NEED_PEER:
+		if (peer_retired(ps, n->id)) {
+			progress_link_close(ps->d->progress, n->id, -ESTALE,
+					    "that xferd's node restarted");
+			return;
+		}
 		pe = peer_by_id(ps, n->id);
 		if (!pe) {
 			pe = peer_new(ps);

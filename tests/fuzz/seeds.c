@@ -14,6 +14,7 @@
 #include "ctl.pb-c.h"
 #include "common/token_codec.h"
 #include "common/wire.h"
+#include "meta/record.h"
 #include "peer.pb-c.h"
 #include "transport/link.h"
 #include "xfer_ring.h"
@@ -488,6 +489,46 @@ static void handshakes(void)
 	put("fuzz_handshake", "initiator", buf, n);
 }
 
+/* etcd records (meta/record.h), as xferd writes them, and a kv of a
+ * range answer; the first byte picks the parser (fuzz_etcd_record.c). */
+static void etcd_put(const char *name, char kind, const char *json)
+{
+	char buf[RECORD_MAX + 1];
+	size_t n = strlen(json);
+
+	buf[0] = kind;
+	memcpy(buf + 1, json, n);
+	put("fuzz_etcd_record", name, buf, n + 1);
+}
+
+static void etcd_records(void)
+{
+	struct node_record nr = { .node = "node-a", .port = 7474, .naddrs = 2,
+				  .nrails = 1 };
+	struct name_record mr = { .node = "node-a" };
+	uint8_t tok[512];
+	char *s;
+
+	memset(nr.instance, 0xab, sizeof(nr.instance));
+	netaddr_parse("10.0.1.1/24", &nr.addrs[0]);
+	netaddr_parse("fd00::1/64", &nr.addrs[1]);
+	nr.ports[0] = nr.ports[1] = 7474;
+	netaddr_parse("192.168.7.1/24", &nr.rails[0].addr);
+	nr.rails[0].mtu = 5;
+	s = record_node_encode(&nr);
+	etcd_put("node", 0, s);
+	free(s);
+	memcpy(mr.instance, nr.instance, sizeof(mr.instance));
+	mr.token_len = sample_token(tok, sizeof(tok), true);
+	memcpy(mr.token, tok, mr.token_len);
+	s = record_name_encode(&mr);
+	etcd_put("name", 1, s);
+	free(s);
+	etcd_put("kv", 2, "{\"key\":\"L3hmZXJkL25vZGVzL2E=\",\"create_revision\":"
+		 "\"2\",\"mod_revision\":\"3\",\"version\":\"1\",\"value\":"
+		 "\"eyJ2IjoxfQ==\",\"lease\":\"7587899136781873419\"}");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -498,5 +539,6 @@ int main(int argc, char **argv)
 	sqes();
 	ctl_msgs();
 	handshakes();
+	etcd_records();
 	return 0;
 }

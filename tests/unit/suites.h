@@ -25,5 +25,6 @@ Suite *dlist_suite(void);
 Suite *copy_workers_suite(void);
 Suite *common_suite(void);
 Suite *regworker_suite(void);
+Suite *meta_suite(void);
 
 #endif /* XFER_UNIT_SUITES_H */

@@ -1,0 +1,247 @@
+/*
+ * meta_config.c - parse and validate the metadata backend's settings
+ * (`metadata`, `etcd_*`; xferd.conf(5)).  config.c hands these keys
+ * here, so that the etcd settings stay beside the code that uses them.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "meta/meta_config.h"
+
+void meta_config_defaults(struct meta_config *mc)
+{
+	*mc = (struct meta_config){
+		.backend = META_LOCAL,
+		.prefix = "/xferd/",
+		/* Long enough to ride out an etcd leader election (about a
+		 * second) with keepalives at a third of it; short enough
+		 * that a dead node's names go within seconds. */
+		.lease_ttl_s = 10,
+		.timeout_ms = 1000,
+		.retry_ms = 5000,
+		.api = META_API_AUTO,
+	};
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+bool meta_config_owns(const char *key)
+{
+	return strcmp(key, "metadata") == 0 || strncmp(key, "etcd_", 5) == 0;
+}
+
+/* One "http[s]://host:port" (host a name, an IPv4 or a [v6] address). */
+static int endpoint_parse(const char *s, size_t n, struct meta_endpoint *out)
+{
+	const char *host, *end, *colon;
+	size_t hlen;
+
+	*out = (struct meta_endpoint){ 0 };
+	if (n > 7 && strncmp(s, "http://", 7) == 0) {
+		host = s + 7;
+	} else if (n > 8 && strncmp(s, "https://", 8) == 0) {
+		host = s + 8;
+		out->tls = true;
+	} else {
+		return -EINVAL;
+	}
+	end = s + n;
+	if (end[-1] == '/')   /* "http://h:2379/" as etcdctl accepts */
+		end--;
+	if (*host == '[') {
+		const char *rb = memchr(host, ']', (size_t)(end - host));
+		if (!rb || rb + 1 >= end || rb[1] != ':')
+			return -EINVAL;
+		hlen = (size_t)(rb - host - 1);
+		host++;
+		colon = rb + 1;
+	} else {
+		colon = NULL;
+		for (const char *p = host; p < end; p++)
+			if (*p == ':')
+				colon = p;
+		if (!colon)
+			return -EINVAL;
+		hlen = (size_t)(colon - host);
+	}
+	if (hlen == 0 || hlen >= sizeof(out->host))
+		return -EINVAL;
+	for (size_t i = 0; i < hlen; i++)
+		if (!isalnum((unsigned char)host[i]) && !strchr(".-:", host[i]))
+			return -EINVAL;
+	memcpy(out->host, host, hlen);
+	out->host[hlen] = '\0';
+	unsigned long port = 0;
+	const char *p = colon + 1;
+	if (p >= end)
+		return -EINVAL;
+	for (; p < end; p++) {
+		if (!isdigit((unsigned char)*p))
+			return -EINVAL;
+		port = port * 10 + (unsigned long)(*p - '0');
+		if (port > 65535)
+			return -EINVAL;
+	}
+	if (port == 0)
+		return -EINVAL;
+	out->port = (uint16_t)port;
+	return 0;
+}
+
+int meta_endpoints_parse(const char *list, struct meta_endpoint *out,
+			 char *err, size_t errlen)
+{
+	int n = 0;
+
+	for (const char *s = list; *s;) {
+		const char *comma = strchr(s, ',');
+		size_t len = comma ? (size_t)(comma - s) : strlen(s);
+		if (n == META_ENDPOINTS_MAX)
+			return fail(err, errlen,
+				    "etcd_endpoints: more than %d endpoints",
+				    META_ENDPOINTS_MAX);
+		if (endpoint_parse(s, len, &out[n]))
+			return fail(err, errlen,
+				    "etcd_endpoints: '%.*s' is not http://HOST:PORT "
+				    "or https://HOST:PORT", (int)len, s);
+		n++;
+		if (!comma)
+			break;
+		s = comma + 1;
+		if (!*s)
+			return fail(err, errlen,
+				    "etcd_endpoints: empty entry after ','");
+	}
+	if (n == 0)
+		return fail(err, errlen, "etcd_endpoints: no endpoint");
+	return n;
+}
+
+static int set_file(char *dst, size_t cap, const char *key,
+		    const char *value, char *err, size_t errlen)
+{
+	if (value[0] != '/' || strlen(value) >= cap)
+		return fail(err, errlen, "%s: '%s' is not an absolute path",
+			    key, value);
+	snprintf(dst, cap, "%s", value);
+	return 0;
+}
+
+static int set_u32(uint32_t *dst, const char *key, const char *value,
+		   unsigned long min, unsigned long max, char *err,
+		   size_t errlen)
+{
+	char *end;
+
+	errno = 0;
+	unsigned long v = strtoul(value, &end, 10);
+	if (!isdigit((unsigned char)value[0]) || errno || *end || v < min ||
+	    v > max)
+		return fail(err, errlen, "%s: '%s' is not a number in [%lu, %lu]",
+			    key, value, min, max);
+	*dst = (uint32_t)v;
+	return 0;
+}
+
+int meta_config_set(struct meta_config *mc, const char *key,
+		    const char *value, char *err, size_t errlen)
+{
+	struct meta_config c = *mc;
+	int rc = 0;
+
+	if (strcmp(key, "metadata") == 0) {
+		if (strcmp(value, "local") == 0)
+			c.backend = META_LOCAL;
+		else if (strcmp(value, "etcd") == 0)
+			c.backend = META_ETCD;
+		else
+			return fail(err, errlen,
+				    "metadata: '%s' is not local or etcd", value);
+	} else if (strcmp(key, "etcd_endpoints") == 0) {
+		struct meta_endpoint eps[META_ENDPOINTS_MAX];
+		if (strlen(value) >= sizeof(c.endpoints))
+			return fail(err, errlen,
+				    "etcd_endpoints: longer than %zu bytes",
+				    sizeof(c.endpoints) - 1);
+		rc = meta_endpoints_parse(value, eps, err, errlen);
+		if (rc < 0)
+			return rc;
+		rc = 0;
+		snprintf(c.endpoints, sizeof(c.endpoints), "%s", value);
+	} else if (strcmp(key, "etcd_prefix") == 0) {
+		size_t n = strlen(value);
+		bool ok = n > 0 && n < sizeof(c.prefix) - 1;
+		/* Printable and without '"' or '\\': it goes into logs and
+		 * is compared byte for byte with what etcd returns. */
+		for (size_t i = 0; ok && i < n; i++)
+			ok = isgraph((unsigned char)value[i]) &&
+			     value[i] != '"' && value[i] != '\\';
+		if (!ok)
+			return fail(err, errlen,
+				    "etcd_prefix: '%s' is not 1-%zu printable "
+				    "characters", value, sizeof(c.prefix) - 2);
+		/* Always a directory: "/xferd" and "/xferd/" are one prefix,
+		 * and "/xferd" does not cover "/xferd2/". */
+		snprintf(c.prefix, sizeof(c.prefix), "%s%s", value,
+			 value[n - 1] == '/' ? "" : "/");
+	} else if (strcmp(key, "etcd_lease_ttl") == 0) {
+		rc = set_u32(&c.lease_ttl_s, key, value, 2, 3600, err, errlen);
+	} else if (strcmp(key, "etcd_timeout_ms") == 0) {
+		rc = set_u32(&c.timeout_ms, key, value, 10, 600000, err, errlen);
+	} else if (strcmp(key, "etcd_retry_ms") == 0) {
+		rc = set_u32(&c.retry_ms, key, value, 0, 3600000, err, errlen);
+	} else if (strcmp(key, "etcd_api") == 0) {
+		if (strcmp(value, "auto") == 0)
+			c.api = META_API_AUTO;
+		else if (strcmp(value, "v3") == 0)
+			c.api = META_API_V3;
+		else if (strcmp(value, "v3beta") == 0)
+			c.api = META_API_V3BETA;
+		else if (strcmp(value, "v3alpha") == 0)
+			c.api = META_API_V3ALPHA;
+		else
+			return fail(err, errlen, "etcd_api: '%s' is not auto, "
+				    "v3, v3beta or v3alpha", value);
+	} else if (strcmp(key, "etcd_cert") == 0) {
+		rc = set_file(c.cert, sizeof(c.cert), key, value, err, errlen);
+	} else if (strcmp(key, "etcd_key") == 0) {
+		rc = set_file(c.key, sizeof(c.key), key, value, err, errlen);
+	} else if (strcmp(key, "etcd_ca") == 0) {
+		rc = set_file(c.ca, sizeof(c.ca), key, value, err, errlen);
+	} else {
+		return fail(err, errlen, "unknown key '%s'", key);
+	}
+	if (rc)
+		return rc;
+	*mc = c;
+	return 0;
+}
+
+int meta_config_check(const struct meta_config *mc, char *err,
+		      size_t errlen)
+{
+	if (mc->backend != META_ETCD)
+		return 0;
+	if (!mc->endpoints[0])
+		return fail(err, errlen,
+			    "metadata = etcd needs etcd_endpoints");
+	if (!mc->cert[0] != !mc->key[0])
+		return fail(err, errlen,
+			    "etcd_cert and etcd_key go together");
+	return 0;
+}
