@@ -401,7 +401,8 @@ install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
 		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) \
 		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man1 \
-		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
+		$(DESTDIR)$(MANDIR)/man3
 	install -m 0755 $(XFERD) $(DESTDIR)$(SBINDIR)/xferd
 	install -m 0755 $(XFERCTL) $(XFERBENCH) $(DESTDIR)$(BINDIR)/
 	install -m 0755 $(LIBSO) $(DESTDIR)$(LIBDIR)/
@@ -412,6 +413,7 @@ install: all
 		$(DESTDIR)$(UNITDIR)/xferd.service
 	install -m 0644 systemd/xferd.socket $(DESTDIR)$(UNITDIR)/
 	install -m 0644 tools/xferctl.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 client/libxfer.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 0644 daemon/xferd.conf.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 daemon/xferd.8 $(DESTDIR)$(MANDIR)/man8/
 	@# The Python package into Debian's python3 (dist-packages under
