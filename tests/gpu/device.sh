@@ -115,6 +115,7 @@ build() {
 		PROTOC=false DEPS_BUILD= DEPS_TEST= DEPS_BENCH= DEPS_RDMA= DEPS_PYTHON= \
 		EXTRA_DEPS= XFERCTL_CFLAGS="-I$CARRY/include/libsmartcols" \
 		XFERCTL_LIBS="-lsmartcols -l:libjson-c.a" \
+		ETCD_CFLAGS= ETCD_LIBS="-l:libjson-c.a -levent_openssl -lssl -lcrypto" \
 		$targets >"$TMP/build.log" 2>&1
 	local rc=$?
 	if [ $rc -ne 0 ]; then
