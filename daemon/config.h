@@ -55,6 +55,8 @@ struct xferd_config {
 	/* rdma_register = background: a memfd region's reply goes before
 	 * its NIC registration is done (staged until then) */
 	bool rdma_reg_background;
+	/* The Prometheus endpoint: "ADDR:PORT", "*:PORT" or "off" */
+	char metrics_listen[CONFIG_HOST_MAX];
 };
 
 /*

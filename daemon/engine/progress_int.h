@@ -91,6 +91,7 @@ struct abatch {
 	/* Notification to send once the whole batch succeeded. */
 	struct region *notify_target; /* a reference, local or remote */
 	uint64_t notify_value;
+	uint64_t start_ns;         /* its first SQE was taken (latency) */
 };
 
 static inline void cpu_relax_hint(void)

@@ -313,6 +313,7 @@ static void conn_established(struct conn *c, struct peer *pe)
 	memcpy(rails, c->their_rails, nrails * sizeof(rails[0]));
 	conn_free(c);
 	pe->state = PEER_UP;
+	pe->links_up++;
 	pe->failures = 0;
 	pe->last_error[0] = '\0';
 	clock_gettime(CLOCK_MONOTONIC, &pe->up_since);

@@ -489,6 +489,7 @@ void peers_foreach(struct peers *ps,
 			.up_ms = pe->state == PEER_UP
 					 ? xferd_ms_since(&pe->up_since) : 0,
 			.last_error = pe->last_error,
+			.links_up = pe->links_up,
 		};
 		memcpy(v.instance_id, pe->id, LINK_ID_LEN);
 		fn(&v, arg);
