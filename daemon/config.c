@@ -265,6 +265,16 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 				    "rdma_stripe: '%s' is not a size in 4K..1G",
 				    value);
 		c.rdma_stripe = (uint32_t)v;
+	} else if (strcmp(key, "log_target") == 0) {
+		if (strcmp(value, "auto") == 0)
+			c.log_target = LOG_TARGET_AUTO;
+		else if (strcmp(value, "stderr") == 0)
+			c.log_target = LOG_TARGET_STDERR;
+		else if (strcmp(value, "journal") == 0)
+			c.log_target = LOG_TARGET_JOURNAL;
+		else
+			return fail(err, errlen, "log_target: '%s' is not auto, "
+				    "stderr or journal", value);
 	} else if (strcmp(key, "metrics_listen") == 0) {
 		char host[CONFIG_HOST_MAX];
 		uint16_t port;

@@ -57,6 +57,7 @@ struct xferd_config {
 	bool rdma_reg_background;
 	/* The Prometheus endpoint: "ADDR:PORT", "*:PORT" or "off" */
 	char metrics_listen[CONFIG_HOST_MAX];
+	int log_target;            /* enum log_target */
 };
 
 /*

@@ -264,6 +264,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 		memcpy(old_metrics, cur->metrics_listen, sizeof(old_metrics));
 		*cur = cfg;
 		log_set_level(cfg.log_level);
+		log_set_target((enum log_target)cfg.log_target);
 		progress_set_spin(rt->d.progress, cfg.spin_us);
 		rcache_set_limits(rt->d.rcache, cfg.rcache_max_entries,
 				  cfg.rcache_max_bytes);
@@ -309,6 +310,7 @@ int main(int argc, char **argv)
 	if (load_settings(&rt, &d->cfg))
 		return 1;
 	log_set_level(d->cfg.log_level);
+	log_set_target((enum log_target)d->cfg.log_target);
 	if (d->cfg.socket_path[0])
 		snprintf(d->socket_path, sizeof(d->socket_path), "%s",
 			 d->cfg.socket_path);

@@ -322,9 +322,10 @@ static void conn_established(struct conn *c, struct peer *pe)
 			     &pe->stats, pending, left, pe->node_name, rails,
 			     nrails);
 	free(pending);
-	log_info("peer %s: link up via %s (%s, %s)",
-		 peer_label(pe, label, sizeof(label)), pe->address,
-		 pe->initiated ? "we connected" : "it connected", pe->why);
+	log_info_f(&((struct log_fields){
+			   .peer = peer_label(pe, label, sizeof(label)) }),
+		   "peer %s: link up via %s (%s, %s)", label, pe->address,
+		   pe->initiated ? "we connected" : "it connected", pe->why);
 
 	request_send_waiting(ps, pe);
 	request_resolve_waiting(ps);
