@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 #ifdef HAVE_SYSTEMD
+/* The location is the call site's (struct log_site), not log.c's. */
+#define SD_JOURNAL_SUPPRESS_LOCATION
 #include <systemd/sd-journal.h>
 #endif
 
@@ -155,10 +157,10 @@ static int journal_send(const struct log_site *site, int level,
 		fe = err;
 		fn = errno_f;
 	}
-	return sd_journal_send("MESSAGE=%s", msg, "PRIORITY=%d",
-			       level_prio[level], "%s", file, "%s", line,
-			       "%s", ident, "%s", fp, "%s", fq, "%s", fe,
-			       "%s", fn, NULL);
+	return sd_journal_send_with_location(
+		file, line, site && site->func ? site->func : "",
+		"MESSAGE=%s", msg, "PRIORITY=%d", level_prio[level], "%s",
+		ident, "%s", fp, "%s", fq, "%s", fe, "%s", fn, NULL);
 }
 #endif
 

@@ -55,6 +55,7 @@ struct log_fields {
 struct log_site {
 	const char *file;
 	int line;
+	const char *func;
 	uint64_t last_ns;     /* tokens were counted up to here */
 	uint32_t tokens;      /* x1000, to refill fractions */
 	uint32_t suppressed;
@@ -67,8 +68,8 @@ void log_at(struct log_site *site, int level, bool with_errno,
 
 #define LOG_AT(level, with_errno, f, ...)                                  \
 	do {                                                               \
-		static struct log_site log_site_ = { __FILE__, __LINE__,  \
-						     0, 0, 0, false };     \
+		static struct log_site log_site_ = {                      \
+			__FILE__, __LINE__, __func__, 0, 0, 0, false };    \
 		log_at(&log_site_, level, with_errno, f, __VA_ARGS__);     \
 	} while (0)
 
