@@ -182,8 +182,9 @@ int metrics_open(struct xferd *d, struct metrics **out)
 	evhttp_set_gencb(m->http, on_other, m);
 	rc = bind_listener(m, spec);
 	if (rc) {
-		log_warnx("metrics: cannot listen on %s: %s; no metrics "
-			  "endpoint", spec, strerror(-rc));
+		log_warnx_f(&((struct log_fields){ .err = -rc }),
+			    "metrics: cannot listen on %s: %s; no metrics "
+			    "endpoint", spec, strerror(-rc));
 		goto fail;
 	}
 	log_info("metrics on http://%s/metrics", spec);

@@ -322,9 +322,9 @@ static void conn_established(struct conn *c, struct peer *pe)
 			     &pe->stats, pending, left, pe->node_name, rails,
 			     nrails);
 	free(pending);
-	log_info_f(&((struct log_fields){
-			   .peer = peer_label(pe, label, sizeof(label)) }),
-		   "peer %s: link up via %s (%s, %s)", label, pe->address,
+	log_info_f(&((struct log_fields){ .peer = peer_log_name(pe) }),
+		   "peer %s: link up via %s (%s, %s)",
+		   peer_label(pe, label, sizeof(label)), pe->address,
 		   pe->initiated ? "we connected" : "it connected", pe->why);
 
 	request_send_waiting(ps, pe);

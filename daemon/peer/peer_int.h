@@ -163,6 +163,10 @@ struct peers {
 /* --- table.c --- */
 
 /* "name (1a2b3c4d)" for logs; returns buf. */
+/* What XFERD_PEER says in the journal: the node name, else the first
+ * 8 hex digits of the instance id.  Main thread; valid until the next
+ * call. */
+const char *peer_log_name(const struct peer *pe);
 const char *peer_label(const struct peer *pe, char *buf, size_t len);
 struct peer *peer_by_id(struct peers *ps, const uint8_t *id);
 struct peer *peer_by_name(struct peers *ps, const char *name);

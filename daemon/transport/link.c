@@ -559,9 +559,7 @@ void link_fail(struct link *l, int err, const char *why)
 		return;
 	snprintf(id, sizeof(id), "%02x%02x%02x%02x", rp->id[0], rp->id[1],
 		 rp->id[2], rp->id[3]);
-	log_info_f(&((struct log_fields){ .peer = id,
-					  .err = err < 0 ? -err : err }),
-		   "link to %s: %s", id, why);
+	log_info("link to %s: %s", id, why);
 	/* No more frames: Aborts are pointless now. */
 	event_free(l->ev_read);
 	l->ev_read = NULL;
