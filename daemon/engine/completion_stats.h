@@ -46,15 +46,11 @@ struct completion_stats {
 	_Atomic uint64_t errors[XFER_PATH__COUNT][ERRNO_SLOTS];
 };
 
-/*
- * A completion on path with result (bytes or -errno) of a submission
- * whose first SQE was taken at start_ns (now_ns()).  Progress thread.
- */
-static inline void completion_record(struct completion_stats *cs,
-				     unsigned path, int64_t result,
-				     uint64_t start_ns)
+/* A completion on path with result (bytes or -errno) that took ns. */
+static inline void completion_record_ns(struct completion_stats *cs,
+					unsigned path, int64_t result,
+					uint64_t ns)
 {
-	uint64_t ns = now_ns() - start_ns;
 	unsigned b = 0;
 
 	if (path >= XFER_PATH__COUNT)
@@ -66,6 +62,17 @@ static inline void completion_record(struct completion_stats *cs,
 	if (result < 0)
 		stat_add(&cs->errors[path][-result < ERRNO_SLOTS ? -result : 0],
 			 1);
+}
+
+/*
+ * The same for a submission whose first SQE was taken at start_ns
+ * (now_ns()).  Progress thread.
+ */
+static inline void completion_record(struct completion_stats *cs,
+				     unsigned path, int64_t result,
+				     uint64_t start_ns)
+{
+	completion_record_ns(cs, path, result, now_ns() - start_ns);
 }
 
 #endif /* XFERD_COMPLETION_STATS_H */
