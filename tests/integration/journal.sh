@@ -33,7 +33,7 @@ if [ -z "${XFERD_JOURNAL_NS:-}" ] && [ ! -S /run/systemd/journal/socket ]; then
 	command -v unshare >/dev/null || skip "no journal runs here and no unshare"
 	unshare -m --propagation private true 2>/dev/null ||
 		skip "no journal runs here and no mount namespace can be made"
-	exec unshare -m --propagation private env XFERD_JOURNAL_NS=1 "$0" "$@"
+	exec unshare -m --propagation private env XFERD_JOURNAL_NS=1 bash "$0" "$@"
 fi
 
 TMP=$(mktemp -d /tmp/xferd-journal.XXXXXX)
