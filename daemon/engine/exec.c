@@ -667,7 +667,7 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 	if (!pc->batch.open) {
 		pc->batch.error = 0, pc->batch.bytes = 0,
 		pc->batch.path = XFER_PATH_NONE;
-		pc->batch.start_ns = now_ns();
+		pc->batch.start_ns = p->exec.pass.start_ns;
 		stat_add(&pc->stats.ops_submitted, 1);
 	}
 	/* After a failure the rest of a batch moves nothing. */
@@ -711,8 +711,8 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 	    notify_choose(sqe, false, false) == NOTIFY_NOW)
 		exec_notify_owner(p, target, sqe->notify_value, result);
 	count_completion(p, pc, result);
-	completion_record(&p->exec.paths.done, pc->batch.path, result,
-			  pc->batch.start_ns);
+	completion_pass_add(&p->exec.pass, &p->exec.paths.done, pc->batch.path,
+			    result, pc->batch.start_ns);
 }
 
 /* A batch of a departed client whose GPU copies are still out: freed

@@ -58,8 +58,10 @@ static int connect_endpoint(void)
 	return fd;
 }
 
-/* Send req, read the whole answer (the server closes); malloc'd. */
-static char *http(const char *req, size_t req_len)
+/* Send req, read the whole answer (the server closes); malloc'd.
+ * half_close: then say that nothing more comes (a request cut short
+ * ends there, not at the server's timeout). */
+static char *http(const char *req, size_t req_len, bool half_close)
 {
 	int fd = connect_endpoint();
 	size_t cap = 1 << 16, n = 0;
@@ -69,9 +71,8 @@ static char *http(const char *req, size_t req_len)
 	T_ASSERT(buf, "out of memory");
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	tl_write_full(fd, req, req_len);
-	/* Nothing more comes: a request cut short ends here, not at the
-	 * server's timeout. */
-	shutdown(fd, SHUT_WR);
+	if (half_close)
+		shutdown(fd, SHUT_WR);
 	for (;;) {
 		if (n + 1 == cap) {
 			buf = realloc(buf, cap *= 2);
@@ -93,7 +94,7 @@ static char *scrape(void)
 {
 	static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n"
 				  "Connection: close\r\n\r\n";
-	char *all = http(req, sizeof(req) - 1);
+	char *all = http(req, sizeof(req) - 1, false);
 	char *body = strstr(all, "\r\n\r\n");
 
 	T_ASSERT(!strncmp(all, "HTTP/1.1 200", 12), "answer: %.80s", all);
@@ -113,7 +114,7 @@ static double value(const char *text, const char *key)
 	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : p)
 		if (!strncmp(p, key, kl) && p[kl] == ' ')
 			return strtod(p + kl + 1, NULL);
-	T_ASSERT(0, "no series %s in the scrape", key);
+	T_ASSERT(0, "no series %s in the scrape:\n%s", key, text);
 	return 0;
 }
 
@@ -179,7 +180,7 @@ static void garbage(void)
 		"GET /metrics?x=%zz HTTP/1.0\r\n\r\n",
 	};
 	for (size_t i = 0; i < sizeof(reqs) / sizeof(reqs[0]); i++)
-		free(http(reqs[i], strlen(reqs[i])));
+		free(http(reqs[i], strlen(reqs[i]), true));
 	/* 64 KiB of header: past the limit. */
 	size_t big = 65536;
 	char *req = malloc(big + 64);
@@ -187,13 +188,13 @@ static void garbage(void)
 	int n = snprintf(req, 64, "GET /metrics HTTP/1.1\r\nX: ");
 	memset(req + n, 'a', big);
 	memcpy(req + n + big, "\r\n\r\n", 4);
-	free(http(req, (size_t)n + big + 4));
+	free(http(req, (size_t)n + big + 4, true));
 	/* Random bytes. */
 	for (size_t i = 0; i < big; i++)
 		req[i] = (char)(rand() & 0xff);
-	free(http(req, big));
+	free(http(req, big, true));
 	free(req);
-	char *nf = http("GET /nothing HTTP/1.0\r\n\r\n", 25);
+	char *nf = http("GET /nothing HTTP/1.0\r\n\r\n", 25, false);
 	T_ASSERT(!strncmp(nf, "HTTP/1.", 7) && !strncmp(nf + 9, "404", 3),
 		 "not 404: %.80s", nf);
 	free(nf);

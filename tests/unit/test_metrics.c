@@ -44,6 +44,37 @@ START_TEST(test_buckets)
 }
 END_TEST
 
+START_TEST(test_pass)
+{
+	struct completion_pass pp = { .start_ns = 1000000 };
+
+	memset(&cs, 0, sizeof(cs));
+	/* Three of this pass (one failed), timed when it ends. */
+	completion_pass_add(&pp, &cs, XFER_PATH_MEMCPY, 64, pp.start_ns);
+	completion_pass_add(&pp, &cs, XFER_PATH_MEMCPY, 64, pp.start_ns);
+	completion_pass_add(&pp, &cs, XFER_PATH_NONE, -EINVAL, pp.start_ns);
+	ck_assert_uint_eq(cs.lat[XFER_PATH_MEMCPY][0], 0);
+	ck_assert_uint_eq(cs.errors[XFER_PATH_NONE][EINVAL], 1);
+	completion_pass_end(&pp, &cs, 1000000 + 3000);   /* 3 us */
+	ck_assert_uint_eq(cs.lat[XFER_PATH_MEMCPY][2], 2); /* <= 5 us */
+	ck_assert_uint_eq(cs.lat_sum_ns[XFER_PATH_MEMCPY], 6000);
+	ck_assert_uint_eq(cs.lat[XFER_PATH_NONE][2], 1);
+	ck_assert_uint_eq(pp.start_ns, 1003000);
+	ck_assert_uint_eq(pp.touched, 0);
+	/* An empty pass only moves the start. */
+	completion_pass_end(&pp, &cs, 1005000);
+	ck_assert_uint_eq(cs.lat[XFER_PATH_MEMCPY][2], 2);
+	ck_assert_uint_eq(pp.start_ns, 1005000);
+	/* Begun in an earlier pass: timed at once, with the clock. */
+	completion_pass_add(&pp, &cs, XFER_PATH_CMA, 64, 0);
+	ck_assert_uint_eq(pp.touched, 0);
+	uint64_t n = 0;
+	for (unsigned b = 0; b <= LAT_BOUNDS; b++)
+		n += cs.lat[XFER_PATH_CMA][b];
+	ck_assert_uint_eq(n, 1);
+}
+END_TEST
+
 START_TEST(test_errors)
 {
 	struct stats_path sp;
@@ -293,6 +324,7 @@ Suite *metrics_suite(void)
 	TCase *tc = tcase_create("metrics");
 
 	tcase_add_test(tc, test_buckets);
+	tcase_add_test(tc, test_pass);
 	tcase_add_test(tc, test_errors);
 	tcase_add_test(tc, test_text_valid);
 	tcase_add_test(tc, test_text_histogram);
