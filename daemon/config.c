@@ -26,6 +26,7 @@ void config_defaults(struct xferd_config *cfg)
 		 * costs no CPU. */
 		.spin_us = 50,
 		.progress_cpu = -1,
+		.copy_workers = -1,
 		.log_level = LOG_LVL_INFO,
 		.max_clients = 1024,
 		.max_handles = 65536,
@@ -145,6 +146,12 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 			c.progress_cpu = -1;
 		else if (!(rc = parse_u32(key, value, 0, 4095, &v, err, errlen)))
 			c.progress_cpu = (int)v;
+	} else if (strcmp(key, "copy_workers") == 0) {
+		uint32_t v = 0;
+		if (strcmp(value, "auto") == 0)
+			c.copy_workers = -1;
+		else if (!(rc = parse_u32(key, value, 0, 64, &v, err, errlen)))
+			c.copy_workers = (int)v;
 	} else if (strcmp(key, "log_level") == 0) {
 		int lvl = log_level_parse(value);
 		if (lvl < 0)

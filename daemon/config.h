@@ -26,6 +26,9 @@ struct xferd_config {
 	uint32_t max_sq_entries;   /* largest ring a client may ask for */
 	uint32_t spin_us;          /* progress thread polls this long idle */
 	int progress_cpu;          /* pin the progress thread; -1 = no */
+	/* Threads copying xfer_reg'd memory into and out of staging
+	 * (engine/copy_workers.h); -1 = chosen from the CPU count. */
+	int copy_workers;
 	int log_level;             /* enum log_level */
 	uint32_t max_clients;
 	uint32_t max_handles;      /* regions + imports per client */

@@ -366,6 +366,10 @@ int main(int argc, char **argv)
 	 * memfd memory on this node. */
 	(void)progress_enable_staging(d->progress, d->cfg.staging_mb,
 				      d->cfg.tcp_chunk);
+	int workers = progress_enable_copy_workers(d->progress,
+						   d->cfg.copy_workers);
+	if (workers > 0)
+		log_info("staging: %d copy workers", workers);
 	struct transport_cfg net = net_cfg(d);
 	if (progress_enable_net(d->progress, &net, d->cfg.op_timeout_ms))
 		fatalx("cannot set up links");

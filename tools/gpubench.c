@@ -914,11 +914,13 @@ int main(int argc, char **argv)
 			       xfer_remote_handle(r_same), BIG, &path));
 	add_row("staged-to-gpu", "xfer_reg'd pinned -> GPU0, 256 MiB", BIG,
 		x, d_h2d, 0.80, path);
+	rows[nrows - 1].want = XFER_PATH_CUDA_STAGED;
 	x = ERR_OR(rc_pinned ? rc_pinned : rc_same,
 		   xfer_stream(ctx, XFER_OP_READ, xfer_mem_handle(m_pinned),
 			       xfer_remote_handle(r_same), BIG, &path));
 	add_row("staged-from-gpu", "GPU0 -> xfer_reg'd pinned, 256 MiB", BIG,
 		x, d_d2h, 0.80, path);
+	rows[nrows - 1].want = XFER_PATH_CUDA_STAGED;
 
 	/* Import cost before the cross-GPU cases: the rest of the run
 	 * still measures something if one of those upsets a GPU. */

@@ -6,10 +6,16 @@
  * descriptor's bytes chunk by chunk, in order, keeping up to LSTAGE_AHEAD
  * chunks in flight; each chunk is one CMA call and one GPU copy:
  *
- *   CMA -> GPU: take a receive chunk, cma_copy into it (here, at once),
- *               queue the H2D copy; h2d_done gives the chunk back.
+ *   CMA -> GPU: take a receive chunk, cma_copy into it, queue the H2D
+ *               copy; h2d_done gives the chunk back.
  *   GPU -> CMA: take a send chunk, queue the D2H copy; d2h_done copies
  *               the chunk out with cma_copy and gives it back.
+ *
+ * The CMA copies run on the copy workers (engine/copy_workers.h) when
+ * xferd has some: one core copies another process's memory at a fraction
+ * of what a copy engine moves, so several chunks are copied at once
+ * (cma_read_done / cma_write_done take over from there).  Without
+ * workers they run here, at once, as the chunk is staged.
  *
  * The chunk in a GPU copy holds a reference to the GPU region (c->r):
  * a descriptor cancelled meanwhile (its client died) leaves the chunk
@@ -64,6 +70,8 @@ uint32_t lstage_chunk_len(uint32_t chunk_bytes)
 }
 
 static void advance(struct lstage *ls);
+static void h2d_done(struct xop *cop, int64_t res);
+static void d2h_done(struct xop *cop, int64_t res);
 
 /* Everything handed out came back (or it failed and nothing is out). */
 static void maybe_end(struct lstage *ls)
@@ -100,6 +108,98 @@ static void release_copy(struct staging_chunk *c)
 	c->owner = NULL;
 }
 
+/* Queue the chunk's GPU copy (its bytes are in it for an H2D copy). */
+static int start_gpu_copy(struct lstage *ls, struct staging_chunk *c)
+{
+	struct progress *p = ls->p;
+
+	c->xop.len = c->len;
+	c->xop.gpu.on_done = ls->to_gpu ? h2d_done : d2h_done;
+	region_get(ls->gpu);
+	c->r = ls->gpu;
+	c->in_copy = true;
+	uint64_t gaddr = region_gpu_ptr(ls->gpu) + ls->gpu_off + c->at;
+	int dev = region_gpu_dev(ls->gpu);
+	int err = ls->to_gpu
+		? gpu_copy(p->gpu, &c->xop, gaddr, dev,
+			   (uint64_t)(uintptr_t)c->p, -1, c->len)
+		: gpu_copy(p->gpu, &c->xop, (uint64_t)(uintptr_t)c->p, -1,
+			   gaddr, dev, c->len);
+	if (err)
+		release_copy(c);  /* c->owner stays: the caller decides */
+	return err;
+}
+
+static int64_t cma_run(struct copy_job *j)
+{
+	struct staging_chunk *c = container_of(j, struct staging_chunk,
+					       cma_job);
+	/* A receive chunk is filled from the region, a send chunk
+	 * emptied into it. */
+	return cma_copy(c->cma_r, c->half == STAGING_SEND, c->p, c->cma_off,
+			c->len);
+}
+
+/* The chunk's CMA copy on a worker is over: its region goes back. */
+static struct lstage *cma_over(struct staging_chunk *c)
+{
+	c->in_cma = false;
+	region_put(c->cma_r);
+	c->cma_r = NULL;
+	return c->owner;
+}
+
+/* CMA -> GPU: the chunk holds its bytes; on to the H2D copy. */
+static void cma_read_done(struct copy_job *j, int64_t res)
+{
+	struct staging_chunk *c = container_of(j, struct staging_chunk,
+					       cma_job);
+	struct lstage *ls = cma_over(c);
+
+	if (!ls) {
+		staging_give(c);  /* its descriptor was cancelled */
+		return;
+	}
+	int err = res < 0 ? (int)res : ls->err ? ls->err : start_gpu_copy(ls, c);
+	if (!err)
+		return;           /* h2d_done takes it from here */
+	c->owner = NULL;
+	chunk_back(ls, c);
+	fail(ls, err);
+	advance(ls);
+	staging_give(c);
+}
+
+/* GPU -> CMA: the chunk's bytes are out in the region. */
+static void cma_write_done(struct copy_job *j, int64_t res)
+{
+	struct staging_chunk *c = container_of(j, struct staging_chunk,
+					       cma_job);
+	struct lstage *ls = cma_over(c);
+
+	c->owner = NULL;
+	if (ls) {
+		chunk_back(ls, c);
+		if (res < 0)
+			fail(ls, (int)res);
+		advance(ls);
+	}
+	staging_give(c);
+}
+
+/* Hand chunk c's CMA copy to a worker (c stays in ls's list). */
+static void start_cma_copy(struct lstage *ls, struct staging_chunk *c)
+{
+	region_get(ls->cma);
+	c->cma_r = ls->cma;
+	c->cma_off = ls->cma_off + c->at;
+	c->in_cma = true;
+	c->owner = ls;
+	c->cma_job.run = cma_run;
+	c->cma_job.done = ls->to_gpu ? cma_read_done : cma_write_done;
+	copy_workers_submit(ls->p->workers, &c->cma_job);
+}
+
 static void h2d_done(struct xop *cop, int64_t res)
 {
 	struct staging_chunk *c = container_of(cop, struct staging_chunk, xop);
@@ -121,6 +221,10 @@ static void d2h_done(struct xop *cop, int64_t res)
 	struct lstage *ls = c->owner;
 
 	release_copy(c);
+	if (ls && res >= 0 && !ls->err && copy_workers_count(ls->p->workers)) {
+		start_cma_copy(ls, c);  /* cma_write_done gives it back */
+		return;
+	}
 	if (ls) {
 		chunk_back(ls, c);
 		if (res < 0) {
@@ -140,13 +244,20 @@ static void d2h_done(struct xop *cop, int64_t res)
  * is still the caller's to give back. */
 static bool stage_chunk(struct lstage *ls, struct staging_chunk *c)
 {
-	struct progress *p = ls->p;
 	uint64_t n = ls->op->len - ls->next;
 
 	if (n > ls->chunk_len)
 		n = ls->chunk_len;
 	c->at = ls->next;
 	c->len = (uint32_t)n;
+	if (ls->to_gpu && copy_workers_count(ls->p->workers)) {
+		/* In flight from now on: cma_read_done goes on. */
+		TAILQ_INSERT_TAIL(&ls->chunks, c, q);
+		ls->out++;
+		ls->next += n;
+		start_cma_copy(ls, c);
+		return true;
+	}
 	if (ls->to_gpu) {
 		int64_t rc = cma_copy(ls->cma, false, c->p,
 				      ls->cma_off + c->at, n);
@@ -156,20 +267,9 @@ static bool stage_chunk(struct lstage *ls, struct staging_chunk *c)
 		}
 	}
 	c->owner = ls;
-	c->xop.len = n;
-	c->xop.gpu.on_done = ls->to_gpu ? h2d_done : d2h_done;
-	region_get(ls->gpu);
-	c->r = ls->gpu;
-	c->in_copy = true;
-	uint64_t gaddr = region_gpu_ptr(ls->gpu) + ls->gpu_off + c->at;
-	int dev = region_gpu_dev(ls->gpu);
-	int err = ls->to_gpu
-		? gpu_copy(p->gpu, &c->xop, gaddr, dev,
-			   (uint64_t)(uintptr_t)c->p, -1, n)
-		: gpu_copy(p->gpu, &c->xop, (uint64_t)(uintptr_t)c->p, -1,
-			   gaddr, dev, n);
+	int err = start_gpu_copy(ls, c);
 	if (err) {
-		release_copy(c);
+		c->owner = NULL;
 		fail(ls, err);
 		return false;
 	}

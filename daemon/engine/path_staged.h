@@ -25,7 +25,7 @@
 #include "mem/staging.h"
 
 #define LSTAGE_CHUNK_MAX (1u << 20)
-#define LSTAGE_AHEAD 4u
+#define LSTAGE_AHEAD 8u
 
 struct progress;
 struct prog_client;

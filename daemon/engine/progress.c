@@ -17,6 +17,7 @@
 #include "gpu/gpu.h"
 #include "mem/staging.h"
 #include "engine/path_staged.h"
+#include "engine/copy_workers.h"
 #include "engine/progress_int.h"
 #include "engine/xop.h"
 #include "peer.pb-c.h"
@@ -612,6 +613,9 @@ static void *progress_main(void *arg)
 		}
 		busy |= poll_net(p, busy);
 		busy |= poll_gpu(p);
+		/* CMA copies on the workers: keep polling while any is out. */
+		copy_workers_poll(p->workers);
+		busy |= copy_workers_busy(p->workers);
 		if (busy) {
 			idle_since = now_ns();
 			completion_pass_end(&p->exec.pass, &p->exec.paths.done,
@@ -745,6 +749,25 @@ int progress_enable_staging(struct progress *p, uint32_t staging_mb,
 	return 0;
 }
 
+int progress_enable_copy_workers(struct progress *p, int n)
+{
+	if (!p->staging)
+		return 0;  /* nothing to copy into */
+	if (n < 0) {
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		n = cpus >= 16 ? 4 : cpus >= 4 ? (int)(cpus / 4) : 1;
+	}
+	if (n == 0)
+		return 0;
+	p->workers = copy_workers_create((unsigned)n);
+	if (!p->workers) {
+		log_warnx("no copy workers: staged copies run on the progress "
+			  "thread");
+		return 0;
+	}
+	return (int)copy_workers_count(p->workers);
+}
+
 bool progress_staging_stats(const struct progress *p,
 			    struct staging_stats *out)
 {
@@ -777,6 +800,9 @@ void progress_destroy(struct progress *p)
 	 * last reports (link down) must find it gone, not freed. */
 	exec_run_deferred(p);
 	lstage_cancel_client(p, NULL);
+	/* Their chunks go back to the pool as their copies end. */
+	copy_workers_destroy(p->workers);
+	p->workers = NULL;
 	/* Forgotten before they go: what they report while going (link
 	 * down) must not reach one already freed. */
 	struct transport gone[TRANSPORTS_MAX];

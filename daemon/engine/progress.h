@@ -116,6 +116,10 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
  */
 int progress_enable_staging(struct progress *p, uint32_t staging_mb,
 			    uint32_t chunk);
+/* With the staging pool: n copy workers (engine/copy_workers.h) for
+ * the CMA copies of staged transfers; -1 chooses from the CPU count.
+ * Returns how many run (0: the progress thread copies). */
+int progress_enable_copy_workers(struct progress *p, int n);
 struct staging_stats;
 /* For ctl, from any thread: false (and zeros) when there is no pool. */
 bool progress_staging_stats(const struct progress *p,

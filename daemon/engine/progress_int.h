@@ -73,6 +73,9 @@ struct progress {
 	/* Pinned chunks where GPU memory meets the links and xfer_reg'd
 	 * memory (NULL: no GPUs); outlives the links and the GPU copies. */
 	struct staging_pool *staging;
+	/* Threads for the CMA copies of staged transfers (NULL: none,
+	 * they run on this thread). */
+	struct copy_workers *workers;
 	uint64_t async_ops;        /* operations out on links */
 	uint64_t last_net_poll_ns;
 };

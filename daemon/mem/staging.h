@@ -45,6 +45,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "engine/copy_workers.h"
 #include "engine/xop.h"
 
 enum staging_half {
@@ -68,6 +69,12 @@ struct staging_chunk {
 	void *owner;                 /* whose bytes; NULL once it ended */
 	struct region *r;            /* a reference while in_copy */
 	struct xop xop;              /* the GPU copy's operation */
+	/* A CMA copy of its bytes on a copy worker (engine/path_staged.c):
+	 * the region it copies from or to, a reference, and where. */
+	bool in_cma;
+	struct region *cma_r;
+	uint64_t cma_off;
+	struct copy_job cma_job;
 	struct staging_pool *pool;
 	TAILQ_ENTRY(staging_chunk) q; /* the free list, or its user's list */
 };

@@ -21,7 +21,8 @@
 # Each program gets an xferd of its own; after it, xferd must hold no
 # import (xferctl gpus) and stop cleanly.
 #
-# Environment: BUILD (default /tmp/xferd-gpu), OUT (logs are copied
+# Environment: XFERD_EXTRA (more xferd options, e.g. "-o copy_workers=2"
+# for every single-node xferd), BUILD (default /tmp/xferd-gpu), OUT (logs are copied
 # there when set), PER_TEST_TIMEOUT (s, default 240), BENCH=0 skips the
 # benchmarks (BENCH=staged runs only the two-node one: gpubench
 # --remote-socket between two xferds on loopback), ONLY="gpu_remote
@@ -132,8 +133,9 @@ start_xferd() { # name
 	rm -f "$XFERD_SOCKET"
 	# A deeper SQ than the default lets gpubench keep two 1000-entry
 	# batches queued.
+	# shellcheck disable=SC2086 # XFERD_EXTRA: "-o key=value ..."
 	"$BUILD/xferd" -s "$XFERD_SOCKET" -l debug -o listen=off \
-		-o sq_entries=4096 >"$TMP/xferd.cur" 2>&1 &
+		-o sq_entries=4096 ${XFERD_EXTRA:-} >"$TMP/xferd.cur" 2>&1 &
 	daemon_pid=$!
 	daemon_for=$1
 	for _ in $(seq 300); do

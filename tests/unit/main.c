@@ -27,6 +27,7 @@ int main(void)
 	srunner_add_suite(sr, rdma_dev_suite());
 	srunner_add_suite(sr, path_suite());
 	srunner_add_suite(sr, staging_suite());
+	srunner_add_suite(sr, copy_workers_suite());
 	srunner_add_suite(sr, common_suite());
 	srunner_add_suite(sr, regworker_suite());
 	srunner_add_suite(sr, metrics_suite());

@@ -21,6 +21,7 @@ Suite *rcache_suite(void);
 Suite *rdma_dev_suite(void);
 Suite *path_suite(void);
 Suite *staging_suite(void);
+Suite *copy_workers_suite(void);
 Suite *common_suite(void);
 Suite *regworker_suite(void);
 Suite *metrics_suite(void);

@@ -199,6 +199,24 @@ START_TEST(key_progress_cpu)
 }
 END_TEST
 
+START_TEST(key_copy_workers)
+{
+	struct xferd_config c;
+
+	config_defaults(&c);
+	ck_assert_int_eq(c.copy_workers, -1);
+	c = good_line("copy_workers = 0");
+	ck_assert_int_eq(c.copy_workers, 0);
+	c = good_line("copy_workers = 64");
+	ck_assert_int_eq(c.copy_workers, 64);
+	c = good_line("copy_workers = auto");
+	ck_assert_int_eq(c.copy_workers, -1);
+	bad_line("copy_workers = 65", "copy_workers");
+	bad_line("copy_workers = -1", "copy_workers");
+	bad_line("copy_workers = many", "copy_workers");
+}
+END_TEST
+
 START_TEST(key_log_level)
 {
 	const char *names[] = { "error", "warn", "info", "debug" };
@@ -562,6 +580,7 @@ Suite *config_suite(void)
 	tcase_add_test(tc, key_max_sq_entries);
 	tcase_add_test(tc, key_spin_us);
 	tcase_add_test(tc, key_progress_cpu);
+	tcase_add_test(tc, key_copy_workers);
 	tcase_add_test(tc, key_log_level);
 	tcase_add_test(tc, key_limits);
 	tcase_add_test(tc, line_syntax);

@@ -1,0 +1,56 @@
+/*
+ * copy_workers.h - threads that run the progress thread's long CPU
+ * copies (process_vm_readv/writev of xfer_reg'd memory into and out of
+ * staging chunks), so that several chunks are copied at once.
+ *
+ * One core copying another process's memory moves 6-10 GB/s; a GPU's
+ * copy engine moves 55 GB/s between pinned host memory and the GPU.  A
+ * staged transfer done on the progress thread alone runs at the speed of
+ * its CMA copies, one chunk at a time.  Handing each chunk's copy to one
+ * of N workers keeps N copies going while the progress thread goes on
+ * serving rings.
+ *
+ * A job is a struct the submitter embeds (struct copy_job) and fills:
+ * run() on a worker (no lock held; it may only touch what the job owns,
+ * e.g. a staging chunk and region references the submitter took), done()
+ * back on the progress thread, from copy_workers_poll(), with run()'s
+ * result.  Jobs start in submission order; they end in any order.
+ * There is no cancelling: a job whose submitter went keeps running, and
+ * its done() releases what it holds.
+ *
+ * The progress thread polls for finished jobs each pass and keeps
+ * polling (does not sleep) while any is out, as it does for GPU copies.
+ * With 0 workers nothing is created and copy_workers_submit() runs the
+ * job inline (run, then done), as before the pool existed.
+ */
+#ifndef XFERD_COPY_WORKERS_H
+#define XFERD_COPY_WORKERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct copy_job {
+	int64_t (*run)(struct copy_job *j);              /* a worker */
+	void (*done)(struct copy_job *j, int64_t result); /* progress */
+	/* Private to copy_workers.c. */
+	int64_t result;
+	struct copy_job *next;
+};
+
+struct copy_workers;
+
+/* n threads (0: none, jobs run inline).  NULL on failure. */
+struct copy_workers *copy_workers_create(unsigned n);
+/* Waits for running and queued jobs, calls their done(), joins the
+ * threads.  Progress thread (or after it stopped).  Accepts NULL. */
+void copy_workers_destroy(struct copy_workers *w);
+unsigned copy_workers_count(const struct copy_workers *w);
+/* Progress thread.  With no workers (w NULL or 0 threads), runs the job
+ * and calls its done() before returning. */
+void copy_workers_submit(struct copy_workers *w, struct copy_job *j);
+/* Progress thread: done() for every finished job; returns how many. */
+unsigned copy_workers_poll(struct copy_workers *w);
+/* Progress thread: jobs submitted whose done() has not run yet. */
+bool copy_workers_busy(const struct copy_workers *w);
+
+#endif /* XFERD_COPY_WORKERS_H */

@@ -1,0 +1,156 @@
+/*
+ * test_copy_workers.c - the copy worker threads (engine/copy_workers.h):
+ * every job's done() runs exactly once, on the polling thread, after its
+ * run(); done() may submit more; destroy drains what is queued; with no
+ * workers a job runs inline.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/copy_workers.h"
+#include "suites.h"
+
+#define NJOBS 2000u
+
+struct tjob {
+	struct copy_job job;
+	unsigned id;
+	_Atomic unsigned runs;
+	unsigned dones;
+	int64_t result;
+	pthread_t ran_on;
+	uint8_t buf[4096];         /* a "copy" to do */
+};
+
+static pthread_t poller;
+static unsigned resubmits;     /* done() submits this many more */
+static struct copy_workers *cw;
+static struct tjob extra[16];
+static unsigned nextra;
+
+static int64_t run_job(struct copy_job *j)
+{
+	struct tjob *t = (struct tjob *)j;
+	atomic_fetch_add(&t->runs, 1);
+	t->ran_on = pthread_self();
+	memset(t->buf, (int)(t->id & 0xff), sizeof(t->buf));
+	return t->id;
+}
+
+static void done_job(struct copy_job *j, int64_t result)
+{
+	struct tjob *t = (struct tjob *)j;
+	ck_assert(pthread_equal(pthread_self(), poller));
+	ck_assert_uint_eq(atomic_load(&t->runs), 1);
+	t->dones++;
+	t->result = result;
+	if (resubmits && nextra < sizeof(extra) / sizeof(extra[0])) {
+		resubmits--;
+		struct tjob *e = &extra[nextra];
+		*e = (struct tjob){ .id = 100000 + nextra };
+		nextra++;
+		e->job.run = run_job;
+		e->job.done = done_job;
+		copy_workers_submit(cw, &e->job);
+	}
+}
+
+static void submit_all(struct tjob *jobs, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		jobs[i] = (struct tjob){ .id = i };
+		jobs[i].job.run = run_job;
+		jobs[i].job.done = done_job;
+		copy_workers_submit(cw, &jobs[i].job);
+	}
+}
+
+static void check_all(const struct tjob *jobs, unsigned n, bool off_thread)
+{
+	for (unsigned i = 0; i < n; i++) {
+		ck_assert_uint_eq(jobs[i].dones, 1);
+		ck_assert_int_eq(jobs[i].result, jobs[i].id);
+		ck_assert_uint_eq(jobs[i].buf[4095], i & 0xff);
+		if (off_thread)
+			ck_assert(!pthread_equal(jobs[i].ran_on, poller));
+	}
+}
+
+START_TEST(each_job_ends_once)
+{
+	static struct tjob jobs[NJOBS];
+
+	poller = pthread_self();
+	cw = copy_workers_create(3);
+	ck_assert_ptr_nonnull(cw);
+	ck_assert_uint_eq(copy_workers_count(cw), 3);
+	resubmits = 5;
+	nextra = 0;
+	submit_all(jobs, NJOBS);
+	ck_assert(copy_workers_busy(cw));
+	while (copy_workers_busy(cw))
+		copy_workers_poll(cw);
+	check_all(jobs, NJOBS, true);
+	ck_assert_uint_eq(nextra, 5);
+	for (unsigned i = 0; i < nextra; i++)
+		ck_assert_uint_eq(extra[i].dones, 1);
+	ck_assert_uint_eq(copy_workers_poll(cw), 0);
+	copy_workers_destroy(cw);
+}
+END_TEST
+
+START_TEST(destroy_drains_the_queue)
+{
+	static struct tjob jobs[NJOBS];
+
+	poller = pthread_self();
+	cw = copy_workers_create(2);
+	resubmits = 3;  /* done() during destroy submits: runs inline */
+	nextra = 0;
+	submit_all(jobs, NJOBS);
+	copy_workers_destroy(cw);
+	check_all(jobs, NJOBS, false);
+	ck_assert_uint_eq(nextra, 3);
+	for (unsigned i = 0; i < nextra; i++)
+		ck_assert_uint_eq(extra[i].dones, 1);
+}
+END_TEST
+
+START_TEST(no_workers_run_inline)
+{
+	static struct tjob jobs[8];
+
+	poller = pthread_self();
+	resubmits = 0;
+	cw = NULL;
+	submit_all(jobs, 8);
+	check_all(jobs, 8, false);
+	for (unsigned i = 0; i < 8; i++)
+		ck_assert(pthread_equal(jobs[i].ran_on, poller));
+	ck_assert(!copy_workers_busy(NULL));
+	ck_assert_uint_eq(copy_workers_poll(NULL), 0);
+
+	cw = copy_workers_create(0);
+	ck_assert_ptr_nonnull(cw);
+	ck_assert_uint_eq(copy_workers_count(cw), 0);
+	submit_all(jobs, 8);
+	check_all(jobs, 8, false);
+	ck_assert(!copy_workers_busy(cw));
+	copy_workers_destroy(cw);
+}
+END_TEST
+
+Suite *copy_workers_suite(void)
+{
+	Suite *s = suite_create("copy_workers");
+	TCase *tc = tcase_create("pool");
+
+	tcase_add_test(tc, each_job_ends_once);
+	tcase_add_test(tc, destroy_drains_the_queue);
+	tcase_add_test(tc, no_workers_run_inline);
+	suite_add_tcase(s, tc);
+	return s;
+}
