@@ -105,15 +105,14 @@ struct completion_pass {
 };
 _Static_assert(XFER_PATH__COUNT <= 32, "a bit per path in touched");
 
-/* A completion of a submission begun at start_ns (the start_ns of the
- * pass it began in); counted now, timed at the end of the pass. */
+/* A completion on path (< XFER_PATH__COUNT: a CQE's path) of a
+ * submission begun at start_ns (the start_ns of the pass it began in);
+ * counted now, timed at the end of the pass. */
 static inline void completion_pass_add(struct completion_pass *pp,
 				       struct completion_stats *cs,
 				       unsigned path, int64_t result,
 				       uint64_t start_ns)
 {
-	if (path >= XFER_PATH__COUNT)
-		path = XFER_PATH_NONE;
 	if (start_ns != pp->start_ns) {
 		/* Begun in an earlier pass (a batch split over passes). */
 		completion_record(cs, path, result, start_ns);

@@ -132,6 +132,7 @@ static struct abatch *batch_async(struct prog_client *pc)
 		return NULL;
 	ab->pc = pc;
 	ab->start_ns = pc->batch.start_ns;
+	stat_add(&pc->stats.batches_out, 1);
 	/* The CQE of this batch will come later: keep its slot. */
 	pc->cq_reserved++;
 	pc->batch.ab = ab;
@@ -220,6 +221,7 @@ static void batch_complete(struct progress *p, struct abatch *ab)
 	region_put(ab->notify_target);
 	count_completion(p, pc, result);
 	completion_record(&p->exec.paths.done, ab->path, result, ab->start_ns);
+	stat_add(&pc->stats.batches_back, 1);
 	free(ab);
 }
 
@@ -668,7 +670,6 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 		pc->batch.error = 0, pc->batch.bytes = 0,
 		pc->batch.path = XFER_PATH_NONE;
 		pc->batch.start_ns = p->exec.pass.start_ns;
-		stat_add(&pc->stats.ops_submitted, 1);
 	}
 	/* After a failure the rest of a batch moves nothing. */
 	if (!rc && !pc->batch.error) {

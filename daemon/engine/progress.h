@@ -45,7 +45,9 @@ struct client_stats {
 	_Atomic uint64_t ops_completed;
 	_Atomic uint64_t ops_failed;
 	_Atomic uint64_t bytes_moved;
-	_Atomic uint64_t ops_submitted; /* batches begun: in flight = this - ops_completed */
+	/* Batches that went out (links, GPUs, staging) and came back: the
+	 * difference is what the client has in flight. */
+	_Atomic uint64_t batches_out, batches_back;
 };
 
 /*

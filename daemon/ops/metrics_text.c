@@ -212,7 +212,8 @@ static void write_clients(struct writer *w, const struct stats_snapshot *s)
 	client_rows(w, s, "xferd_client_failed_total",
 		    offsetof(struct stats_client, failed));
 	family(w, "xferd_client_in_flight", "gauge",
-	       "Submissions of a client process not completed yet.");
+	       "Batches of a client process out on links, GPUs or staging "
+	       "(taken, not completed).");
 	client_rows(w, s, "xferd_client_in_flight",
 		    offsetof(struct stats_client, in_flight));
 	family(w, "xferd_client_connections", "gauge",

@@ -97,17 +97,17 @@ static void add_client(const struct client_view *v, void *arg)
 		acc->cap = cap;
 	}
 	struct stats_client *c = &acc->rows[acc->n++];
-	uint64_t done = load(&v->stats->ops_completed);
-	uint64_t begun = load(&v->stats->ops_submitted);
+	uint64_t out = load(&v->stats->batches_out);
+	uint64_t back = load(&v->stats->batches_back);
 
 	memset(c, 0, sizeof(*c));
 	c->pid = (uint32_t)v->pid;
 	snprintf(c->name, sizeof(c->name), "%s", v->name ? v->name : "");
-	c->ops = done;
+	c->ops = load(&v->stats->ops_completed);
 	c->failed = load(&v->stats->ops_failed);
 	c->bytes = load(&v->stats->bytes_moved);
-	/* Read racily: completed may be ahead of submitted as read. */
-	c->in_flight = begun > done ? begun - done : 0;
+	/* Read racily: back may be ahead of out as read. */
+	c->in_flight = out > back ? out - back : 0;
 	c->count = 1;
 }
 
