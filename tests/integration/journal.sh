@@ -46,7 +46,6 @@ cleanup() {
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
-[ -n "${KEEP:-}" ] && trap - EXIT
 fail() {
 	echo "FAIL: $*"
 	for f in "$TMP"/*.log; do
