@@ -36,9 +36,9 @@ DEPS_BUILD := build-essential pkg-config libibverbs-dev libevent-dev \
 	libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libssl-dev check \
 	uthash-dev libsmartcols-dev libjson-c-dev
 # metadata = etcd: the tests start real etcd servers (etcdctl writes bad
-# records by hand).
+# records by hand); the metrics tests a real Prometheus (and promtool).
 DEPS_TEST  := iproute2 procps psmisc python3 systemd jq openssl etcd-server \
-	etcd-client
+	etcd-client prometheus curl
 DEPS_BENCH := ucx-utils iperf3
 # The Python package (python/): Debian's python3 builds and tests it.
 DEPS_PYTHON := python3-dev python3-setuptools python3-pip python3-pytest \
@@ -272,10 +272,11 @@ $(call obj,$(wildcard daemon/meta/*.c) tests/fuzz/fuzz_etcd_record.c tests/unit/
 # the same reason as SYSTEMD_CFLAGS: read after `deps` installed them.
 XFERCTL_CFLAGS = $(shell $(PKG) --cflags smartcols json-c)
 XFERCTL_LIBS   = $(shell $(PKG) --libs smartcols json-c)
-$(OBJ)/tools/xferctl.o $(OBJ)/tools/xferctl_out.o: OBJ_LIB_CFLAGS = $(XFERCTL_CFLAGS)
+$(OBJ)/tools/xferctl.o $(OBJ)/tools/xferctl_out.o $(OBJ)/tools/xferctl_stats.o: \
+	OBJ_LIB_CFLAGS = $(XFERCTL_CFLAGS)
 
 $(XFERCTL): $(OBJ)/tools/xferctl.o $(OBJ)/common/rendezvous.o $(OBJ)/tools/xferctl_out.o \
-		$(OBJ)/common/wire.o $(CTL_PB_OBJ)
+		$(OBJ)/tools/xferctl_stats.o $(OBJ)/common/wire.o $(CTL_PB_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(XFERCTL_LIBS) $(BASE_LIBS)
 

@@ -924,8 +924,9 @@ static void client_drop(struct client *c, const char *why)
 
 	if (c->state != CLIENT_ACTIVE)
 		return;
-	log_info("client %llu (pid %d, %s) dropped: %s",
-		 (unsigned long long)c->pc.id, (int)c->pid, c->name, why);
+	log_info_f(&((struct log_fields){ .client_pid = (int)c->pid }),
+		   "client %llu (pid %d, %s) dropped: %s",
+		   (unsigned long long)c->pc.id, (int)c->pid, c->name, why);
 	c->state = CLIENT_DETACHING;
 	event_free(c->ev);
 	c->ev = NULL;
@@ -1168,9 +1169,10 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	TAILQ_INSERT_TAIL(&d->clients, c, link);
 	d->nclients++;
 	progress_attach(d->progress, &c->pc);
-	log_info("client %llu connected: pid %d uid %d '%s', %u SQ entries",
-		 (unsigned long long)c->pc.id, (int)c->pid, (int)c->uid,
-		 c->name, want);
+	log_info_f(&((struct log_fields){ .client_pid = (int)c->pid }),
+		   "client %llu connected: pid %d uid %d '%s', %u SQ entries",
+		   (unsigned long long)c->pc.id, (int)c->pid, (int)c->uid,
+		   c->name, want);
 out:
 	if (m)
 		xfer__client__client_msg__free_unpacked(m, NULL);

@@ -1,6 +1,7 @@
 /*
  * config.c - parse and validate xferd settings.
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -45,6 +46,8 @@ void config_defaults(struct xferd_config *cfg)
 		.rdma = true,
 		.rdma_qps = 2,
 		.rdma_stripe = 1u << 20,
+		/* Off: a TCP port is opened only when asked for (README). */
+		.metrics_listen = "off",
 	};
 	meta_config_defaults(&cfg->meta);
 }
@@ -52,6 +55,17 @@ void config_defaults(struct xferd_config *cfg)
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static bool valid_name(const char *s);
+
+/* "*", an IPv4 or an IPv6 address: xferd resolves no names on its main
+ * thread. */
+static bool numeric_host(const char *host)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	return strcmp(host, "*") == 0 || inet_pton(AF_INET, host, &a4) == 1 ||
+	       inet_pton(AF_INET6, host, &a6) == 1;
+}
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -273,6 +287,27 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 		c.rdma_stripe = (uint32_t)v;
 	} else if (meta_config_owns(key)) {
 		rc = meta_config_set(&c.meta, key, value, err, errlen);
+	} else if (strcmp(key, "log_target") == 0) {
+		if (strcmp(value, "auto") == 0)
+			c.log_target = LOG_TARGET_AUTO;
+		else if (strcmp(value, "stderr") == 0)
+			c.log_target = LOG_TARGET_STDERR;
+		else if (strcmp(value, "journal") == 0)
+			c.log_target = LOG_TARGET_JOURNAL;
+		else
+			return fail(err, errlen, "log_target: '%s' is not auto, "
+				    "stderr or journal", value);
+	} else if (strcmp(key, "metrics_listen") == 0) {
+		char host[CONFIG_HOST_MAX];
+		uint16_t port;
+		if (strcmp(value, "off") != 0 &&
+		    (config_split_hostport(value, host, &port, 0) || port == 0 ||
+		     !numeric_host(host)))
+			return fail(err, errlen,
+				    "metrics_listen: '%s' is not ADDR:PORT, *:PORT "
+				    "or off (ADDR numeric)", value);
+		snprintf(c.metrics_listen, sizeof(c.metrics_listen), "%s",
+			 value);
 	} else {
 		return fail(err, errlen, "unknown key '%s'", key);
 	}

@@ -66,6 +66,9 @@ struct xferd_config {
 	bool rdma_reg_background;
 	/* where published names and node records live (meta_config.h) */
 	struct meta_config meta;
+	/* The Prometheus endpoint: "ADDR:PORT", "*:PORT" or "off" */
+	char metrics_listen[CONFIG_HOST_MAX];
+	int log_target;            /* enum log_target */
 };
 
 /*

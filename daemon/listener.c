@@ -88,8 +88,9 @@ static void on_first_packet(evutil_socket_t fd, short what, void *arg)
 		return;
 	default:
 		wire_close_fds(fds, &nfds);
-		log_info("connection from pid %d: unknown channel tag, closed",
-			 (int)cred.pid);
+		log_info_f(&((struct log_fields){ .client_pid = (int)cred.pid }),
+			   "connection from pid %d: unknown channel tag, closed",
+			   (int)cred.pid);
 		close(sock);
 	}
 }

@@ -23,6 +23,7 @@
 #include "common/clock.h"
 #include "config.h"
 #include "ops/ctl.h"
+#include "ops/metrics.h"
 #include "gpu/gpu.h"
 #include "listener.h"
 #include "log.h"
@@ -53,6 +54,7 @@ struct runtime {
 	struct xferd d;
 	struct overrides flags;
 	struct listener *listener;
+	struct metrics *metrics;   /* NULL: metrics_listen = off (or failed) */
 	struct event *ev_term, *ev_int, *ev_hup, *ev_notice, *ev_status,
 		*ev_watchdog;
 };
@@ -232,6 +234,15 @@ static struct transport_cfg net_cfg(const struct xferd *d)
 	return net;
 }
 
+/* A changed metrics_listen takes effect at once. */
+static void reload_metrics(struct runtime *rt, const char *old)
+{
+	if (strcmp(old, rt->d.cfg.metrics_listen) == 0)
+		return;
+	metrics_close(rt->metrics);
+	(void)metrics_open(&rt->d, &rt->metrics); /* a failure is logged */
+}
+
 static void on_reload(evutil_socket_t sig, short what, void *arg)
 {
 	struct runtime *rt = arg;
@@ -252,13 +263,17 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 		cfg.rdma = cur->rdma;
 		memcpy(cfg.rdma_devices, cur->rdma_devices,
 		       sizeof(cfg.rdma_devices));
+		char old_metrics[CONFIG_HOST_MAX];
+		memcpy(old_metrics, cur->metrics_listen, sizeof(old_metrics));
 		*cur = cfg;
 		log_set_level(cfg.log_level);
+		log_set_target((enum log_target)cfg.log_target);
 		progress_set_spin(rt->d.progress, cfg.spin_us);
 		rcache_set_limits(rt->d.rcache, cfg.rcache_max_entries,
 				  cfg.rcache_max_bytes);
 		struct transport_cfg net = net_cfg(&rt->d);
 		progress_net_cfg(rt->d.progress, &net, cfg.op_timeout_ms);
+		reload_metrics(rt, old_metrics);
 		peers_reload(rt->d.peers);
 		log_info("configuration reloaded");
 	} else {
@@ -298,6 +313,7 @@ int main(int argc, char **argv)
 	if (load_settings(&rt, &d->cfg))
 		return 1;
 	log_set_level(d->cfg.log_level);
+	log_set_target((enum log_target)d->cfg.log_target);
 	if (d->cfg.socket_path[0])
 		snprintf(d->socket_path, sizeof(d->socket_path), "%s",
 			 d->cfg.socket_path);
@@ -383,6 +399,8 @@ int main(int argc, char **argv)
 	rt.listener = listener_open(d);
 	if (!rt.listener)
 		return 1;
+	/* A failure is logged; xferd serves its clients without it. */
+	(void)metrics_open(d, &rt.metrics);
 
 	uint64_t wd = sdnotify_watchdog_usec();
 	if (wd)
@@ -398,6 +416,7 @@ int main(int argc, char **argv)
 	event_base_dispatch(d->base);
 
 	listener_close(rt.listener);
+	metrics_close(rt.metrics);
 	client_goodbye_all(d, "xferd is shutting down");
 	/* Our names and node record leave etcd now, not a lease later. */
 	cluster_destroy(d->cluster);

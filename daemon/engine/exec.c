@@ -133,6 +133,8 @@ static struct abatch *batch_async(struct prog_client *pc)
 	if (!ab)
 		return NULL;
 	ab->pc = pc;
+	ab->start_ns = pc->batch.start_ns;
+	stat_add(&pc->stats.batches_out, 1);
 	/* The CQE of this batch will come later: keep its slot. */
 	pc->cq_reserved++;
 	pc->batch.ab = ab;
@@ -220,6 +222,8 @@ static void batch_complete(struct progress *p, struct abatch *ab)
 	}
 	region_put(ab->notify_target);
 	count_completion(p, pc, result);
+	completion_record(&p->exec.paths.done, ab->path, result, ab->start_ns);
+	stat_add(&pc->stats.batches_back, 1);
 	free(ab);
 }
 
@@ -979,9 +983,11 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 	int64_t rc = sqe_check(sqe);
 
 	regtab_memo_sync(p->regs, &p->exec.memo);
-	if (!pc->batch.open)
+	if (!pc->batch.open) {
 		pc->batch.error = 0, pc->batch.bytes = 0,
 		pc->batch.path = XFER_PATH_NONE;
+		pc->batch.start_ns = p->exec.pass.start_ns;
+	}
 	/* After a failure the rest of a batch moves nothing. */
 	if (!rc && !pc->batch.error) {
 		switch (sqe->opcode) {
@@ -1027,6 +1033,8 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 	    notify_choose(sqe, false, false) == NOTIFY_NOW)
 		exec_notify_owner(p, target, sqe->notify_value, result);
 	count_completion(p, pc, result);
+	completion_pass_add(&p->exec.pass, &p->exec.paths.done, pc->batch.path,
+			    result, pc->batch.start_ns);
 }
 
 /* A batch of a departed client whose GPU copies are still out: freed

@@ -610,7 +610,7 @@ static bool poll_net(struct progress *p, bool busy)
 static void *progress_main(void *arg)
 {
 	struct progress *p = arg;
-	uint64_t idle_since = now_ns();
+	uint64_t idle_since = p->exec.pass.start_ns = now_ns();
 
 	if (p->cpu >= 0) {
 		cpu_set_t set;
@@ -637,16 +637,20 @@ static void *progress_main(void *arg)
 		busy |= copy_workers_busy(p->workers);
 		if (busy) {
 			idle_since = now_ns();
+			completion_pass_end(&p->exec.pass, &p->exec.paths.done,
+					    idle_since);
 			continue;
 		}
 		uint64_t spin = 1000ull *
 			atomic_load_explicit(&p->spin_us, memory_order_relaxed);
-		if (now_ns() - idle_since < spin) {
+		/* Each clock reading starts the next pass (latency). */
+		p->exec.pass.start_ns = now_ns();
+		if (p->exec.pass.start_ns - idle_since < spin) {
 			cpu_relax_hint();
 			continue;
 		}
 		sleep_until_rung(p);
-		idle_since = now_ns();
+		idle_since = p->exec.pass.start_ns = now_ns();
 	}
 	return NULL;
 }

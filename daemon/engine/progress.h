@@ -21,6 +21,7 @@
 
 #include "common/ring.h"
 #include "common/token_codec.h"
+#include "engine/completion_stats.h"
 #include "transport/transport.h"
 #include "xfer_ring.h"
 
@@ -36,6 +37,7 @@ struct path_stats {
 	_Atomic uint64_t bytes[XFER_PATH__COUNT];
 	_Atomic uint64_t completed; /* CQEs posted for submissions */
 	_Atomic uint64_t failed;    /* of which with an error */
+	struct completion_stats done; /* latency and errno per path */
 };
 
 /* Counters of one client, written by the progress thread, read by ctl. */
@@ -43,6 +45,9 @@ struct client_stats {
 	_Atomic uint64_t ops_completed;
 	_Atomic uint64_t ops_failed;
 	_Atomic uint64_t bytes_moved;
+	/* Batches that went out (links, GPUs, staging) and came back: the
+	 * difference is what the client has in flight. */
+	_Atomic uint64_t batches_out, batches_back;
 };
 
 /*
@@ -65,6 +70,7 @@ struct prog_client {
 		uint16_t path;
 		struct abatch *ab; /* set once an entry went out on a link */
 		struct xop *gpu_op; /* its GPU copies so far (this pass) */
+		uint64_t start_ns; /* its first SQE was taken (latency) */
 	} batch;
 	bool cq_dirty;            /* CQEs written, tail not yet published */
 	uint32_t cq_reserved;     /* CQ slots promised to async batches */

@@ -32,6 +32,7 @@ struct exec_state {
 	struct regtab_memo memo;   /* handles of the latest descriptors */
 	struct local_staging staging; /* CMA -> CMA bounce buffer */
 	struct path_stats paths;   /* read by ctl from the main thread */
+	struct completion_pass pass; /* this pass's completions (latency) */
 	struct xop_list deferred;  /* to submit after this pass */
 	/* Same-node descriptors going through staging (path_staged.c). */
 	TAILQ_HEAD(lstage_list, lstage) lstages;
@@ -98,6 +99,7 @@ struct abatch {
 	/* Notification to send once the whole batch succeeded. */
 	struct region *notify_target; /* a reference, local or remote */
 	uint64_t notify_value;
+	uint64_t start_ns;         /* its first SQE was taken (latency) */
 };
 
 static inline void cpu_relax_hint(void)
