@@ -65,5 +65,6 @@ if [ "${1:-}" = --guest ]; then
 	exit $?
 fi
 [ -x "$XFER_BUILD/dlistbench" ] || { echo "build first (make)" >&2; exit 1; }
+"$ROOT/tests/rdma/vm.sh" build || exit 1
 RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-480} \
 	"$ROOT/tests/rdma/vm.sh" run bash "$ROOT/tools/bench-rdma-dlist.sh" --guest
