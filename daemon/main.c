@@ -23,6 +23,7 @@
 #include "config.h"
 #include "ops/ctl.h"
 #include "gpu/gpu.h"
+#include "quota.h"
 #include "listener.h"
 #include "log.h"
 #include "meta/names.h"
@@ -252,6 +253,8 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 		*cur = cfg;
 		log_set_level(cfg.log_level);
 		progress_set_spin(rt->d.progress, cfg.spin_us);
+		progress_set_max_inflight(rt->d.progress, cfg.max_inflight);
+		names_set_limit(rt->d.names, cfg.max_names);
 		rcache_set_limits(rt->d.rcache, cfg.rcache_max_entries,
 				  cfg.rcache_max_bytes);
 		struct transport_cfg net = net_cfg(&rt->d);
@@ -318,8 +321,10 @@ int main(int argc, char **argv)
 	if (!d->regs)
 		fatalx("out of memory");
 	d->names = names_create();
-	if (!d->names)
+	d->uids = uid_table_create();
+	if (!d->names || !d->uids)
 		fatalx("out of memory");
+	names_set_limit(d->names, d->cfg.max_names);
 	/* GPUs are opened before anything uses them, and before READY:
 	 * a GPU that exists but cannot be opened stops xferd here. */
 	int ngpus = gpu_init();
@@ -342,6 +347,7 @@ int main(int argc, char **argv)
 				      d->cfg.progress_cpu);
 	if (!d->progress)
 		fatal("cannot create the progress thread state");
+	progress_set_max_inflight(d->progress, d->cfg.max_inflight);
 	rt.ev_notice = event_new(d->base, progress_notice_fd(d->progress),
 				 EV_READ | EV_PERSIST, on_notice, &rt);
 	if (!rt.ev_notice || event_add(rt.ev_notice, NULL))
@@ -394,6 +400,7 @@ int main(int argc, char **argv)
 	peers_destroy(d->peers);
 	client_free_all(d);
 	names_destroy(d->names);
+	uid_table_destroy(d->uids);
 	regtab_destroy(d->regs);
 	/* Regions held the imports: now the cache is empty. */
 	rcache_destroy(d->rcache);

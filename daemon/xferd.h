@@ -23,6 +23,7 @@ struct peers;
 struct names;
 struct rcache;
 struct regworker;
+struct uid_table;
 
 #define XFERD_VERSION "0.1.0"
 
@@ -43,6 +44,7 @@ struct xferd {
 	struct names *names;        /* published tokens (names.h) */
 	struct rcache *rcache;      /* imports of GPU memory (rcache.h) */
 	struct regworker *regworker; /* the registration thread (regworker.h) */
+	struct uid_table *uids;     /* connections per user (quota.h) */
 	struct client_list clients;
 	uint32_t nclients;          /* attached, not yet dropped */
 	uint64_t next_client_id;

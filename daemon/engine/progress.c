@@ -111,6 +111,14 @@ struct prog_client *progress_find_client(struct progress *p, uint64_t id)
 	return NULL;
 }
 
+/* Below max_inflight: may take more of its SQEs. */
+static bool client_may_start(struct progress *p,
+			     const struct prog_client *pc)
+{
+	return pc->ops_out <
+	       atomic_load_explicit(&p->max_inflight, memory_order_relaxed);
+}
+
 /* Run what one client submitted; true if anything was done. */
 static bool drain(struct progress *p, struct prog_client *pc)
 {
@@ -135,7 +143,7 @@ static bool drain(struct progress *p, struct prog_client *pc)
 	uint32_t n = avail < DRAIN_BUDGET ? avail : DRAIN_BUDGET;
 	uint32_t tail0 = pc->cq_tail, res0 = pc->cq_reserved, i;
 	for (i = 0; i < n && (pc->cq_tail - tail0) + (pc->cq_reserved - res0) <
-				     room; i++) {
+				     room && client_may_start(p, pc); i++) {
 		struct xfer_sqe sqe;
 		ring_sqe_copy(&pc->ring, pc->sq_head + i, &sqe);
 		exec_sqe(p, pc, &sqe);
@@ -471,11 +479,13 @@ void progress_net_cfg(struct progress *p, const struct transport_cfg *cfg,
 
 /* --- sleeping --- */
 
-/* SQEs waiting and CQ room to complete them: work we can do now. */
-static bool client_has_work(const struct prog_client *pc)
+/* SQEs waiting, CQ room to complete them and room under max_inflight:
+ * work we can do now.  (At max_inflight an ending operation wakes the
+ * thread, as at a full CQ the client's doorbell does.) */
+static bool client_has_work(struct progress *p, const struct prog_client *pc)
 {
 	return !pc->broken && ring_sq_avail(&pc->ring, pc->sq_head) &&
-	       exec_cq_room(pc);
+	       exec_cq_room(pc) && client_may_start(p, pc);
 }
 
 static bool any_work(struct progress *p)
@@ -484,7 +494,7 @@ static bool any_work(struct progress *p)
 	    (p->gpu && gpu_copies_busy(p->gpu)))
 		return true;
 	for (size_t i = 0; i < p->nclients; i++)
-		if (client_has_work(p->clients[i]))
+		if (client_has_work(p, p->clients[i]))
 			return true;
 	return false;
 }
@@ -640,6 +650,7 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 	p->regs = regs;
 	p->cpu = cpu;
 	atomic_init(&p->spin_us, spin_us);
+	atomic_init(&p->max_inflight, UINT32_MAX);
 	p->cmds_tail = &p->cmds;
 	TAILQ_INIT(&p->exec.deferred);
 	TAILQ_INIT(&p->exec.lstages);
@@ -882,6 +893,13 @@ void progress_set_spin(struct progress *p, uint32_t spin_us)
 {
 	atomic_store_explicit(&p->spin_us, spin_us, memory_order_relaxed);
 }
+
+void progress_set_max_inflight(struct progress *p, uint32_t max)
+{
+	/* Relaxed: a plain setting, read once per drain. */
+	atomic_store_explicit(&p->max_inflight, max, memory_order_relaxed);
+}
+
 
 const struct path_stats *progress_path_stats(const struct progress *p)
 {

@@ -47,6 +47,7 @@ struct progress {
 	int doorbell;              /* eventfd: SQ doorbell and commands */
 	int notice_efd;            /* eventfd: notices for the main thread */
 	_Atomic uint32_t spin_us;
+	_Atomic uint32_t max_inflight; /* per client (progress.h) */
 	int cpu;
 
 	pthread_mutex_t lock;      /* guards cmds and both notice lists */
