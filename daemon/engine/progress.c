@@ -167,12 +167,22 @@ void progress_op_started(struct progress *p)
 		struct timeval tv = us_to_timeval(EXPIRE_NS / 1000);
 		event_add(p->ev_expire, &tv);
 	}
+	/* Relaxed: a gauge for xferctl, ordered with nothing. */
+	atomic_store_explicit(&p->ops_in_flight, p->async_ops,
+			      memory_order_relaxed);
 }
 
 void progress_op_ended(struct progress *p)
 {
 	if (--p->async_ops == 0 && p->ev_expire)
 		event_del(p->ev_expire);
+	atomic_store_explicit(&p->ops_in_flight, p->async_ops,
+			      memory_order_relaxed);
+}
+
+uint64_t progress_ops_in_flight(const struct progress *p)
+{
+	return atomic_load_explicit(&p->ops_in_flight, memory_order_relaxed);
 }
 
 static void on_expire(evutil_socket_t fd, short what, void *arg)
@@ -651,6 +661,7 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 	p->cpu = cpu;
 	atomic_init(&p->spin_us, spin_us);
 	atomic_init(&p->max_inflight, UINT32_MAX);
+	atomic_init(&p->ops_in_flight, 0);
 	p->cmds_tail = &p->cmds;
 	TAILQ_INIT(&p->exec.deferred);
 	TAILQ_INIT(&p->exec.lstages);

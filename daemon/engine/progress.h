@@ -164,6 +164,8 @@ void progress_set_spin(struct progress *p, uint32_t spin_us);
  * cover a long linked batch, whose entries all go out before it ends.
  */
 void progress_set_max_inflight(struct progress *p, uint32_t max);
+/* Operations out now (links, GPU copies, staging), from any thread. */
+uint64_t progress_ops_in_flight(const struct progress *p);
 const struct path_stats *progress_path_stats(const struct progress *p);
 
 #endif /* XFERD_PROGRESS_H */

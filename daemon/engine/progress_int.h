@@ -74,6 +74,7 @@ struct progress {
 	 * memory (NULL: no GPUs); outlives the links and the GPU copies. */
 	struct staging_pool *staging;
 	uint64_t async_ops;        /* operations out on links */
+	_Atomic uint64_t ops_in_flight; /* async_ops, for other threads */
 	uint64_t last_net_poll_ns;
 };
 

@@ -178,6 +178,7 @@ static int reply_status(struct ctl_conn *cc)
 	st.ops_completed = atomic_load_explicit(&ps->completed,
 						memory_order_relaxed);
 	st.ops_failed = atomic_load_explicit(&ps->failed, memory_order_relaxed);
+	st.ops_in_flight = progress_ops_in_flight(d->progress);
 	st.workers = 1;
 	st.rss_bytes = ctl_rss_bytes();
 	for (unsigned p = XFER_PATH_NONE + 1; p < XFER_PATH__COUNT; p++) {
