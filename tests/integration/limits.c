@@ -18,6 +18,8 @@
  *    what it had (its bytes still move), room comes back after a free,
  *    and another client of the same xferd registers and moves verified
  *    bytes meanwhile;
+ *  - max_inflight: a linked batch of 512 writes to another xferd never
+ *    has more than that many operations out (xferctl), and completes;
  *  - xferctl status and clients still answer while every limit is hit.
  */
 #include <errno.h>
@@ -27,6 +29,8 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include "testlib.h"
@@ -405,6 +409,107 @@ static void out_of_fds(void)
 	T_ASSERT(tl_daemon_stop(&xd) == 0, "xferd did not exit cleanly");
 }
 
+static unsigned free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	T_ASSERT(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+		 getsockname(fd, (struct sockaddr *)&sa, &len) == 0,
+		 "bind: %s", strerror(errno));
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+/* "ops_in_flight" of `xferctl status --json` at socket. */
+static long ops_in_flight(const char *socket)
+{
+	char cmd[512], out[8192];
+	const char *bin = getenv("XFERCTL_BIN");
+	size_t n;
+
+	snprintf(cmd, sizeof(cmd), "%s -s %s --json status", bin, socket);
+	FILE *p = popen(cmd, "r");
+	T_ASSERT(p, "popen");
+	n = fread(out, 1, sizeof(out) - 1, p);
+	pclose(p);
+	out[n] = '\0';
+	const char *at = strstr(out, "\"ops_in_flight\"");
+	T_ASSERT(at, "no ops_in_flight in: %s", out);
+	return strtol(strchr(at, ':') + 1, NULL, 10);
+}
+
+/*
+ * max_inflight: one linked batch of 512 writes to another xferd (over
+ * TCP on loopback) from a client of an xferd with max_inflight=8.  The
+ * batch completes with every byte in place, and xferctl never sees more
+ * than 8 operations out while it runs.
+ */
+static void inflight_limit(void)
+{
+	struct tl_daemon a, b;
+	char listen_b[64];
+	const char *args_a[] = { "max_inflight=8", NULL };
+	const char *args_b[] = { listen_b, NULL };
+	const enum tl_kind kinds[] = { TL_HOST };
+	const size_t lens[] = { 4u << 20 };
+	const unsigned n = 512, chunk = (4u << 20) / 512;
+	struct tl_owner owner;
+	struct xfer_ctx *ctx;
+	struct xfer_remote *rem;
+	struct tl_buf src;
+
+	if (!getenv("XFERCTL_BIN"))
+		return;
+	snprintf(listen_b, sizeof(listen_b), "listen=127.0.0.1:%u",
+		 free_port());
+	tl_daemon_start(&b, args_b);
+	tl_daemon_start(&a, args_a);
+	tl_owner_start(&owner, b.socket, kinds, lens, 1);
+	T_OK(xfer_open(a.socket, &ctx));
+	tl_buf_alloc(ctx, TL_HOST, 4u << 20, &src);
+	T_OK(xfer_import(ctx, owner.token[0], owner.token_len[0], &rem));
+
+	long most = 0;
+	for (int round = 0; round < 3; round++) {
+		tl_fill(src.ptr, src.len, 500 + round);
+		for (unsigned i = 0; i < n; i++) {
+			struct xfer_sqe *sqe = xfer_get_sqe(ctx);
+			T_ASSERT(sqe, "no SQE for %u", i);
+			xfer_prep_write(sqe, src.handle, (uint64_t)i * chunk,
+					xfer_remote_handle(rem),
+					(uint64_t)i * chunk, chunk, 77);
+			xfer_sqe_set_timeout(sqe, 30000);
+			if (i + 1 < n)
+				xfer_sqe_set_link(sqe);
+		}
+		T_ASSERT(xfer_submit(ctx) == (int)n, "submit");
+		struct xfer_cqe *cqe;
+		int rc;
+		while ((rc = xfer_peek_cqe(ctx, &cqe)) == -EAGAIN) {
+			long now = ops_in_flight(a.socket);
+			most = now > most ? now : most;
+		}
+		T_OK(rc);
+		T_ASSERT(cqe->user_data == 77 && cqe->result == (int64_t)src.len,
+			 "batch -> %lld (%s)", (long long)cqe->result,
+			 xfer_strerror((int)cqe->result));
+		xfer_cq_advance(ctx, 1);
+		T_ASSERT(!tl_owner_check(&owner, 0, 0, src.len, 500 + round, 0),
+			 "round %d: the bytes on the other xferd", round);
+		T_ASSERT(most <= 8, "%ld operations in flight with "
+			 "max_inflight=8", most);
+	}
+	printf("max_inflight=8: 3 linked batches of %u writes, at most %ld "
+	       "seen in flight\n", n, most);
+	xfer_close(ctx);
+	tl_owner_stop(&owner);
+	T_ASSERT(tl_daemon_stop(&a) == 0, "xferd a did not exit cleanly");
+	T_ASSERT(tl_daemon_stop(&b) == 0, "xferd b did not exit cleanly");
+}
+
 int main(void)
 {
 	if (!getenv("XFERD_BIN")) {
@@ -413,6 +518,7 @@ int main(void)
 	}
 	connection_limits();
 	region_limits();
+	inflight_limit();
 	pending_limit();
 	out_of_fds();
 	silent_flood();

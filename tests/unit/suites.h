@@ -23,5 +23,6 @@ Suite *path_suite(void);
 Suite *staging_suite(void);
 Suite *common_suite(void);
 Suite *regworker_suite(void);
+Suite *quota_suite(void);
 
 #endif /* XFER_UNIT_SUITES_H */
