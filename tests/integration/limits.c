@@ -101,6 +101,23 @@ static int wait_fds(pid_t pid, int want)
 	return n;
 }
 
+/* A client gets in again (once xferd has seen the silent ones go, 5 s at
+ * most), and xferd stops cleanly. */
+static void serves_then_stops(struct tl_daemon *xd)
+{
+	struct xfer_ctx *ctx;
+	int rc = -1;
+
+	for (int i = 0; i < 100 && rc; i++) {
+		rc = xfer_open(xd->socket, &ctx);
+		if (rc)
+			usleep(50000);
+	}
+	T_OK(rc);
+	xfer_close(ctx);
+	T_ASSERT(tl_daemon_stop(xd) == 0, "xferd did not exit cleanly");
+}
+
 static void silent_flood(void)
 {
 	struct rlimit rl;
@@ -158,12 +175,8 @@ static void silent_flood(void)
 	printf("xferd fds: %d after the deadline\n", now);
 	T_ASSERT(now == base, "xferd has %d fds, %d before the flood", now,
 		 base);
-	/* And it still serves. */
-	struct xfer_ctx *ctx;
-	T_OK(xfer_open(xd.socket, &ctx));
-	xfer_close(ctx);
-	T_ASSERT(tl_daemon_stop(&xd) == 0, "xferd did not exit cleanly");
 	free(fds);
+	serves_then_stops(&xd);
 }
 
 static void pending_limit(void)
@@ -172,7 +185,6 @@ static void pending_limit(void)
 	const char *args[] = { "handshake_timeout_ms=600000",
 			       "max_pending_per_uid=16", NULL };
 	int fds[40];
-	struct xfer_ctx *ctx;
 
 	tl_daemon_start(&xd, args);
 	for (unsigned i = 0; i < 40; i++)
@@ -189,15 +201,7 @@ static void pending_limit(void)
 	for (unsigned i = 0; i < 40; i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
-	int rc = -1;
-	for (int i = 0; i < 100 && rc; i++) {
-		rc = xfer_open(xd.socket, &ctx);
-		if (rc)
-			usleep(50000);
-	}
-	T_OK(rc);
-	xfer_close(ctx);
-	T_ASSERT(tl_daemon_stop(&xd) == 0, "xferd did not exit cleanly");
+	serves_then_stops(&xd);
 }
 
 /* rc must be err and xfer_strerror(err) must name key. */
@@ -383,7 +387,6 @@ static void out_of_fds(void)
 			       "max_pending_per_uid=1000", NULL };
 	struct rlimit saved, low;
 	int fds[60];
-	struct xfer_ctx *ctx;
 
 	/* xferd alone gets 40 fds: it starts with about 15. */
 	T_ASSERT(getrlimit(RLIMIT_NOFILE, &saved) == 0, "getrlimit");
@@ -398,15 +401,7 @@ static void out_of_fds(void)
 	unsigned closed = wait_closed(fds, 60, 60, 30000);
 	T_ASSERT(closed == 60, "xferd closed %u of 60 connections while out "
 		 "of fds", closed);
-	int rc = -1;
-	for (int i = 0; i < 100 && rc; i++) {
-		rc = xfer_open(xd.socket, &ctx);
-		if (rc)
-			usleep(50000);
-	}
-	T_OK(rc);
-	xfer_close(ctx);
-	T_ASSERT(tl_daemon_stop(&xd) == 0, "xferd did not exit cleanly");
+	serves_then_stops(&xd);
 }
 
 static unsigned free_port(void)
