@@ -215,7 +215,6 @@ static void worker_main(const struct opts *o, unsigned slot, unsigned gen)
 	enum tl_kind kind = slot % 2 ? TL_MALLOC : TL_HOST;
 	int rc;
 
-	signal(SIGUSR1, on_stop);
 	rc = xfer_open(o->socket, &w.ctx);
 	if (rc)
 		die("slot %u: xfer_open: %s", slot, xfer_strerror(rc));
@@ -338,6 +337,9 @@ static int storm_run(const struct opts *o)
 		     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (tally == MAP_FAILED)
 		die("mmap: %s", strerror(errno));
+	/* Before the first fork: a worker inherits it, so that a stop sent
+	 * the moment it was born is not its death. */
+	signal(SIGUSR1, on_stop);
 	s.start_ms = tl_now_ms();
 	for (unsigned i = 0; i < o->workers; i++)
 		spawn(&s, i);
