@@ -368,6 +368,12 @@ static void region_limits(void)
 	T_OK(xfer_reg(b, p, 4096, &m));
 	T_OK(xfer_dereg(b, m));
 
+	for (int i = 0; i < 3; i++)
+		tl_buf_free(a, &r[i]);
+	tl_buf_free(b, &big);
+	tl_buf_free(b, &q1);
+	tl_buf_free(other, &other_src);
+	tl_buf_free(other, &other_dst);
 	xfer_close(a);
 	xfer_close(b);
 	xfer_close(other);
@@ -499,6 +505,7 @@ static void inflight_limit(void)
 	}
 	printf("max_inflight=8: 3 linked batches of %u writes, at most %ld "
 	       "seen in flight\n", n, most);
+	tl_buf_free(ctx, &src);
 	xfer_close(ctx);
 	tl_owner_stop(&owner);
 	T_ASSERT(tl_daemon_stop(&a) == 0, "xferd a did not exit cleanly");
