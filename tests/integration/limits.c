@@ -368,6 +368,8 @@ static void region_limits(void)
 	T_OK(xfer_reg(b, p, 4096, &m));
 	T_OK(xfer_dereg(b, m));
 
+	T_OK(xfer_unimport(a, imp[1]));
+	T_OK(xfer_unimport(a, imp[2]));
 	for (int i = 0; i < 3; i++)
 		tl_buf_free(a, &r[i]);
 	tl_buf_free(b, &big);
@@ -505,6 +507,7 @@ static void inflight_limit(void)
 	}
 	printf("max_inflight=8: 3 linked batches of %u writes, at most %ld "
 	       "seen in flight\n", n, most);
+	T_OK(xfer_unimport(ctx, rem));
 	tl_buf_free(ctx, &src);
 	xfer_close(ctx);
 	tl_owner_stop(&owner);

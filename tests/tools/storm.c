@@ -205,6 +205,16 @@ static void round_trip(struct worker *w, uint64_t round)
 	atomic_fetch_add(&tally->bytes, len);
 }
 
+/* Everything given back, as a well-behaved client does at its end. */
+static void worker_release(struct worker *w)
+{
+	if (w->target && xfer_unimport(w->ctx, w->target))
+		die("slot %u: unimport", w->slot);
+	tl_buf_free(w->ctx, &w->src);
+	tl_buf_free(w->ctx, &w->dst);
+	xfer_close(w->ctx);
+}
+
 static void worker_main(const struct opts *o, unsigned slot, unsigned gen)
 {
 	struct worker w = { .o = o, .slot = slot, .gen = gen,
@@ -237,7 +247,7 @@ static void worker_main(const struct opts *o, unsigned slot, unsigned gen)
 		    o->workers);
 	for (uint64_t r = 0; !stop; r++)
 		round_trip(&w, r);
-	xfer_close(w.ctx);
+	worker_release(&w);
 	exit(0);
 }
 
@@ -435,6 +445,8 @@ static int storm_mute(const struct opts *o)
 	}
 	printf("cq_waiting=%u cq_overflow=%u\n", waiting,
 	       xfer_cq_overflow(ctx));
+	T_OK(xfer_unpublish(ctx, o->name));
+	tl_buf_free(ctx, &b);
 	xfer_close(ctx);
 	return 0;
 }
@@ -483,7 +495,8 @@ static int storm_notify(const struct opts *o)
 		done++;
 	}
 	printf("notified %u times\n", done);
-	xfer_close(w.ctx);
+	worker_release(&w);
+	free(tally);
 	return 0;
 }
 
