@@ -6,6 +6,7 @@
 #   make bench      xferbench beside its baselines -> BENCHMARKS.md
 #   make asan       the tests again under ASan/UBSan (build-asan/)
 #   make fuzz       libFuzzer harnesses (build-fuzz/), FUZZ_SECONDS each
+#   make soak       the storm test for SOAK_MINUTES (default 30), not in check
 #   make install    PREFIX=/usr/local DESTDIR=
 #   V=1             show the commands
 
@@ -155,7 +156,7 @@ UNIT_SRC   := $(wildcard tests/unit/*.c)
 UNIT_BIN   := $(BUILD)/tests/unit_tests
 
 .PHONY: all deps check unit integration demo bench asan fuzz fuzz-run fuzz-corpus install \
-	clean python
+	clean python soak
 .DEFAULT_GOAL := all
 
 all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(DLISTBENCH) $(XFERDEMO) $(LIBSO) $(LIBA) $(LIBPC) \
@@ -397,6 +398,12 @@ fuzz:
 
 fuzz-run: $(FUZZ_BIN)
 	$(Q)tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS) $(FUZZ_BIN)
+
+# Clients storming two xferds under kill -9 and faults, every byte checked
+# (tests/integration/netns_storm.sh), for SOAK_MINUTES; a line a minute.
+SOAK_MINUTES ?= 30
+soak: all
+	$(Q)tests/soak.sh $(BUILD) $(SOAK_MINUTES)
 
 install: all
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \

@@ -25,6 +25,7 @@
 #include "ops/ctl.h"
 #include "ops/metrics.h"
 #include "gpu/gpu.h"
+#include "quota.h"
 #include "listener.h"
 #include "log.h"
 #include "meta/cluster.h"
@@ -269,6 +270,8 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 		log_set_level(cfg.log_level);
 		log_set_target((enum log_target)cfg.log_target);
 		progress_set_spin(rt->d.progress, cfg.spin_us);
+		progress_set_max_inflight(rt->d.progress, cfg.max_inflight);
+		names_set_limit(rt->d.names, cfg.max_names);
 		rcache_set_limits(rt->d.rcache, cfg.rcache_max_entries,
 				  cfg.rcache_max_bytes);
 		struct transport_cfg net = net_cfg(&rt->d);
@@ -338,8 +341,10 @@ int main(int argc, char **argv)
 		fatalx("out of memory");
 	d->names = names_create();
 	d->dlists = dltab_create();
-	if (!d->names || !d->dlists)
+	d->uids = uid_table_create();
+	if (!d->names || !d->dlists || !d->uids)
 		fatalx("out of memory");
+	names_set_limit(d->names, d->cfg.max_names);
 	/* GPUs are opened before anything uses them, and before READY:
 	 * a GPU that exists but cannot be opened stops xferd here. */
 	int ngpus = gpu_init();
@@ -363,6 +368,7 @@ int main(int argc, char **argv)
 	if (!d->progress)
 		fatal("cannot create the progress thread state");
 	progress_set_dlists(d->progress, d->dlists);
+	progress_set_max_inflight(d->progress, d->cfg.max_inflight);
 	rt.ev_notice = event_new(d->base, progress_notice_fd(d->progress),
 				 EV_READ | EV_PERSIST, on_notice, &rt);
 	if (!rt.ev_notice || event_add(rt.ev_notice, NULL))
@@ -430,6 +436,7 @@ int main(int argc, char **argv)
 	names_destroy(d->names);
 	/* Before the GPUs go: lists hold copies of themselves there. */
 	dltab_destroy(d->dlists);
+	uid_table_destroy(d->uids);
 	regtab_destroy(d->regs);
 	/* Regions held the imports: now the cache is empty. */
 	rcache_destroy(d->rcache);

@@ -140,6 +140,7 @@ static void print_status_text(const Xfer__Ctl__CtlMsg *r)
 	table_kv(&kv, "imports", "%" PRIu32, st->imports);
 	table_kv(&kv, "ops completed", "%" PRIu64, st->ops_completed);
 	table_kv(&kv, "ops failed", "%" PRIu64, st->ops_failed);
+	table_kv(&kv, "ops in flight", "%" PRIu64, st->ops_in_flight);
 	table_kv(&kv, "bytes moved", "%s",
 		 fmt_bytes(b, sizeof(b), st->bytes_moved));
 	table_kv(&kv, "rss", "%s", fmt_bytes(b, sizeof(b), st->rss_bytes));
@@ -218,6 +219,7 @@ static void print_status_json(const Xfer__Ctl__CtlMsg *r)
 	jv_set(o, "imports", jv_u64(st->imports));
 	jv_set(o, "ops_completed", jv_u64(st->ops_completed));
 	jv_set(o, "ops_failed", jv_u64(st->ops_failed));
+	jv_set(o, "ops_in_flight", jv_u64(st->ops_in_flight));
 	jv_set(o, "bytes_moved", jv_u64(st->bytes_moved));
 	jv_set(o, "rss_bytes", jv_u64(st->rss_bytes));
 	const Xfer__Ctl__StagingPool *sp = st->staging;

@@ -309,6 +309,7 @@ void exec_op_done(void *arg, struct xop *op, int64_t result)
 	else if (result > 0)
 		ab->bytes += (uint64_t)result;
 	ab->path = path;
+	ab->pc->ops_out--;
 	if (--ab->pending == 0 && ab->closed)
 		batch_complete(p, ab);
 }
@@ -338,6 +339,7 @@ static struct xop *op_begin(struct progress *p, struct prog_client *pc,
 		.remote = remote,
 	};
 	ab->pending++;
+	pc->ops_out++;
 	progress_op_started(p);
 	return op;
 }
@@ -346,6 +348,7 @@ static struct xop *op_begin(struct progress *p, struct prog_client *pc,
 static void op_abandon(struct progress *p, struct xop *op)
 {
 	op->batch->pending--;
+	op->batch->pc->ops_out--;
 	progress_op_ended(p);
 	region_put(op->local);
 	region_put(op->remote);

@@ -74,6 +74,8 @@ struct prog_client {
 	} batch;
 	bool cq_dirty;            /* CQEs written, tail not yet published */
 	uint32_t cq_reserved;     /* CQ slots promised to async batches */
+	uint32_t ops_out;         /* its operations out (op_begin), against
+				   * max_inflight */
 
 	/* progress <-> main hand-over */
 	struct prog_client *cmd_next;
@@ -168,6 +170,15 @@ void progress_net_cfg(struct progress *p, const struct transport_cfg *cfg,
 		      uint32_t op_timeout_ms);
 
 void progress_set_spin(struct progress *p, uint32_t spin_us);
+/*
+ * Operations one client may have out on links, GPU copies and staging
+ * at once (max_inflight): at the limit its ring is not drained further
+ * until some end.  The ring's own bound (one CQ slot per batch) does not
+ * cover a long linked batch, whose entries all go out before it ends.
+ */
+void progress_set_max_inflight(struct progress *p, uint32_t max);
+/* Operations out now (links, GPU copies, staging), from any thread. */
+uint64_t progress_ops_in_flight(const struct progress *p);
 const struct path_stats *progress_path_stats(const struct progress *p);
 
 #endif /* XFERD_PROGRESS_H */

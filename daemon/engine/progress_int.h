@@ -52,6 +52,7 @@ struct progress {
 	int doorbell;              /* eventfd: SQ doorbell and commands */
 	int notice_efd;            /* eventfd: notices for the main thread */
 	_Atomic uint32_t spin_us;
+	_Atomic uint32_t max_inflight; /* per client (progress.h) */
 	int cpu;
 
 	pthread_mutex_t lock;      /* guards cmds and both notice lists */
@@ -81,6 +82,7 @@ struct progress {
 	 * they run on this thread). */
 	struct copy_workers *workers;
 	uint64_t async_ops;        /* operations out on links */
+	_Atomic uint64_t ops_in_flight; /* async_ops, for other threads */
 	uint64_t last_net_poll_ns;
 };
 

@@ -731,3 +731,18 @@ void regtab_destroy(struct regtab *t)
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
+
+int regtab_region_length(struct regtab *t, uint64_t client, uint64_t handle,
+			 uint64_t *length)
+{
+	int err = -EACCES;
+
+	pthread_mutex_lock(&t->lock);
+	struct entry *e = find(t, handle);
+	if (e && e->client == client && !e->is_import) {
+		*length = region_length(e->region);
+		err = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return err;
+}

@@ -216,6 +216,10 @@ int regtab_resolve_token(struct regtab *t, const struct token *tok,
  */
 int regtab_remove(struct regtab *t, uint64_t client, uint64_t handle,
 		  bool is_import);
+/* The length of the client's own region handle (what it counts against
+ * max_client_bytes); -EACCES if it has no such region. */
+int regtab_region_length(struct regtab *t, uint64_t client, uint64_t handle,
+			 uint64_t *length);
 /* Remove every region and import of a client (it has gone). */
 void regtab_remove_client(struct regtab *t, uint64_t client);
 

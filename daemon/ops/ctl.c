@@ -180,6 +180,7 @@ static void fill_status(struct xferd *d, const struct stats_snapshot *s,
 	st->imports = s->imports;
 	st->ops_completed = s->ops_completed;
 	st->ops_failed = s->ops_failed;
+	st->ops_in_flight = progress_ops_in_flight(d->progress);
 	st->workers = 1;
 	st->rss_bytes = s->rss_bytes;
 	for (unsigned p = XFER_PATH_NONE + 1; p < XFER_PATH__COUNT; p++) {

@@ -27,5 +27,6 @@ Suite *common_suite(void);
 Suite *regworker_suite(void);
 Suite *meta_suite(void);
 Suite *metrics_suite(void);
+Suite *quota_suite(void);
 
 #endif /* XFER_UNIT_SUITES_H */
