@@ -103,7 +103,7 @@ build() {
 	cp "$CARRY"/gen/* "$BUILD/gen/"
 	# Newer than the .proto files, so that make never wants protoc-c.
 	touch "$BUILD"/gen/*
-	targets="$BUILD/xferd $BUILD/xferctl $BUILD/gpubench $BUILD/dlistbench"
+	targets="$BUILD/xferd $BUILD/xferctl $BUILD/gpubench $BUILD/dlistbench $BUILD/xferbench"
 	for src in tests/gpu/gpu_*.c; do
 		targets="$targets $BUILD/tests/$(basename "$src" .c)"
 	done
