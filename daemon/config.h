@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config.h - xferd settings: embedded defaults, /etc/xferd/xferd.conf,
  * command-line flags, in that order of precedence (last wins).

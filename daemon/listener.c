@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * listener.c - bind or inherit the socket, accept, route first packets.
  */
