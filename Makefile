@@ -45,6 +45,8 @@ DEPS_BUILD := build-essential pkg-config libibverbs-dev libevent-dev \
 # records by hand).
 DEPS_TEST  := iproute2 procps psmisc python3 systemd jq openssl etcd-server \
 	etcd-client
+# man_pages.sh renders every man page with man --warnings.
+DEPS_TEST  += man-db
 DEPS_BENCH := ucx-utils iperf3
 # The Python package (python/): Debian's python3 builds and tests it.
 DEPS_PYTHON := python3-dev python3-setuptools python3-pip python3-pytest \
@@ -163,7 +165,7 @@ endif
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 UNIT_BIN   := $(BUILD)/tests/unit_tests
 
-.PHONY: deb install-python
+.PHONY: deb install-python installed
 .PHONY: all deps check unit integration demo bench asan fuzz fuzz-run fuzz-corpus install \
 	clean python
 .DEFAULT_GOAL := all
@@ -414,9 +416,13 @@ fuzz:
 fuzz-run: $(FUZZ_BIN)
 	$(Q)tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS) $(FUZZ_BIN)
 
+# What install needs built: not the tests (debian/rules builds only this).
+INSTALLED := $(XFERD) $(XFERCTL) $(XFERBENCH) $(LIBSO) $(LIBA) $(LIBPC)
+installed: $(INSTALLED)
+
 # NO_PYTHON=1 leaves the Python package out (debian/rules installs it
 # with pybuild).
-install: all $(if $(filter 1,$(NO_PYTHON)),,install-python)
+install: $(INSTALLED) $(if $(filter 1,$(NO_PYTHON)),,install-python)
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
 		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) \
 		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man1 \
@@ -442,7 +448,7 @@ install: all $(if $(filter 1,$(NO_PYTHON)),,install-python)
 	install -m 0644 daemon/xferd.conf.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 daemon/xferd.8 $(DESTDIR)$(MANDIR)/man8/
 
-install-python: all
+install-python: $(LIBA)
 	@# The Python package into Debian's python3 (dist-packages under
 	@# PREFIX), built in $(BUILD)/python, libxfer linked statically.
 	@# PREFIX=/usr: Debian's own layout (/usr/lib/python3/dist-packages;
