@@ -37,7 +37,7 @@ ls "$OUT"/*.deb
 echo "== lintian (errors fail)"
 if command -v lintian >/dev/null; then
 	# --fail-on error: warnings and info are printed, not fatal.
-	lintian --fail-on error --no-tag-display-limit "$OUT"/*.changes
+	lintian --fail-on error --tag-display-limit 0 "$OUT"/*.changes
 else
 	echo "build-deb: lintian missing (make deb installs it)"; exit 1
 fi
