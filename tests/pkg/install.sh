@@ -3,7 +3,8 @@
 #
 # install.sh [BUILD] - what `make install` puts where, used from there.
 #
-# Installs the built tree (no rebuild, NO_DEPS=1) into a scratch DESTDIR
+# Installs the built tree (no rebuild; NO_DEPS=1, and an apt-get that
+# fails on PATH to prove it is not called) into a scratch DESTDIR
 # twice, for PREFIX=/usr and PREFIX=/opt/xferd, and checks for each:
 # libxfer.pc names that PREFIX (not the build's default /usr/local); the
 # files a user looks for are there; a program compiled with nothing but
@@ -26,11 +27,19 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# NO_DEPS=1 must keep make away from apt-get even where packages are
+# missing: first on PATH, a dpkg-query that finds no package and an
+# apt-get that fails and says so.  (Without NO_DEPS=1 this make fails.)
+mkdir -p "$TMP/bin"
+printf '#!/bin/sh\nexit 1\n' >"$TMP/bin/dpkg-query"
+printf '#!/bin/sh\necho "apt-get called despite NO_DEPS=1: $*" >&2\nexit 1\n' >"$TMP/bin/apt-get"
+chmod +x "$TMP/bin/dpkg-query" "$TMP/bin/apt-get"
+
 check_prefix() { # prefix
 	local prefix=$1 dest=$TMP/root${1//\//_}
 	local lib=$dest$prefix/lib
 	echo "== make install PREFIX=$prefix DESTDIR=$dest"
-	make -C "$ROOT" -s --no-print-directory BUILD="$BUILD" NO_DEPS=1 \
+	PATH=$TMP/bin:$PATH make -C "$ROOT" -s --no-print-directory BUILD="$BUILD" NO_DEPS=1 \
 		PREFIX="$prefix" DESTDIR="$dest" install >"$TMP/install.log" 2>&1 ||
 		{ cat "$TMP/install.log"; fail "make install PREFIX=$prefix failed"; }
 
