@@ -7,6 +7,7 @@
 #   make bench      xferbench beside its baselines -> BENCHMARKS.md
 #   make asan       the tests again under ASan/UBSan (build-asan/)
 #   make fuzz       libFuzzer harnesses (build-fuzz/), FUZZ_SECONDS each
+#   make soak       the storm test for SOAK_MINUTES (default 30), not in check
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make deb        Debian packages (dpkg-buildpackage) into ..
 #   V=1             show the commands
@@ -42,9 +43,9 @@ DEPS_BUILD := build-essential pkg-config libibverbs-dev libevent-dev \
 	libprotobuf-c-dev protobuf-c-compiler libsystemd-dev libssl-dev check \
 	uthash-dev libsmartcols-dev libjson-c-dev
 # metadata = etcd: the tests start real etcd servers (etcdctl writes bad
-# records by hand).
+# records by hand); the metrics tests a real Prometheus (and promtool).
 DEPS_TEST  := iproute2 procps psmisc python3 systemd jq openssl etcd-server \
-	etcd-client
+	etcd-client prometheus curl
 # man_pages.sh renders every man page with man --warnings.
 DEPS_TEST  += man-db
 DEPS_BENCH := ucx-utils iperf3
@@ -167,7 +168,7 @@ UNIT_BIN   := $(BUILD)/tests/unit_tests
 
 .PHONY: deb install-python installed
 .PHONY: all deps check unit integration demo bench asan fuzz fuzz-run fuzz-corpus install \
-	clean python
+	clean python soak
 .DEFAULT_GOAL := all
 
 all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(DLISTBENCH) $(XFERDEMO) $(LIBSO) $(LIBA) $(LIBPC) \
@@ -291,10 +292,11 @@ $(call obj,$(wildcard daemon/meta/*.c) tests/fuzz/fuzz_etcd_record.c tests/unit/
 # the same reason as SYSTEMD_CFLAGS: read after `deps` installed them.
 XFERCTL_CFLAGS = $(shell $(PKG) --cflags smartcols json-c)
 XFERCTL_LIBS   = $(shell $(PKG) --libs smartcols json-c)
-$(OBJ)/tools/xferctl.o $(OBJ)/tools/xferctl_out.o: OBJ_LIB_CFLAGS = $(XFERCTL_CFLAGS)
+$(OBJ)/tools/xferctl.o $(OBJ)/tools/xferctl_out.o $(OBJ)/tools/xferctl_stats.o: \
+	OBJ_LIB_CFLAGS = $(XFERCTL_CFLAGS)
 
 $(XFERCTL): $(OBJ)/tools/xferctl.o $(OBJ)/common/rendezvous.o $(OBJ)/tools/xferctl_out.o \
-		$(OBJ)/common/wire.o $(CTL_PB_OBJ)
+		$(OBJ)/tools/xferctl_stats.o $(OBJ)/common/wire.o $(CTL_PB_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(XFERCTL_LIBS) $(BASE_LIBS)
 
@@ -415,6 +417,12 @@ fuzz:
 
 fuzz-run: $(FUZZ_BIN)
 	$(Q)tests/fuzz/run.sh $(BUILD) $(FUZZ_SECONDS) $(FUZZ_BIN)
+
+# Clients storming two xferds under kill -9 and faults, every byte checked
+# (tests/integration/netns_storm.sh), for SOAK_MINUTES; a line a minute.
+SOAK_MINUTES ?= 30
+soak: all
+	$(Q)tests/soak.sh $(BUILD) $(SOAK_MINUTES)
 
 # What install needs built: not the tests (debian/rules builds only this).
 INSTALLED := $(XFERD) $(XFERCTL) $(XFERBENCH) $(LIBSO) $(LIBA) $(LIBPC)

@@ -41,7 +41,14 @@ XFER_EXPORT const char *xfer_strerror(int err)
 	case -ENODEV: return "a GPU this xferd does not see";
 	case -ESRCH: return "the process owning the memory has exited";
 	case -EFAULT: return "the registered memory is no longer mapped";
-	case -ENOSPC: return "limit reached (handles, or buffer too small)";
+	case -ENOSPC: return "too many regions of this client (xferd's max_regions), or a buffer too small";
+	/* xferd's limits (xferd.conf(5)), one code each. */
+	case -EMFILE: return "too many connections of this user to xferd (max_connections_per_uid)";
+	case -EUSERS: return "xferd serves its maximum number of clients (max_clients)";
+	case -EDQUOT: return "bytes registered by this client would exceed xferd's max_client_bytes";
+	case -EFBIG: return "region larger than xferd's max_region_bytes";
+	case -ETOOMANYREFS: return "too many imported tokens of this client (xferd's max_imports)";
+	case -EMLINK: return "too many names published by this client (xferd's max_names)";
 	}
 	return err < 0 ? strerror(-err) : "not an error code";
 }

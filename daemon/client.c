@@ -23,6 +23,7 @@
 #include "common/pubname.h"
 #include "client.pb-c.h"
 #include "gpu/gpu.h"
+#include "quota.h"
 #include "log.h"
 #include "mem/dlist.h"
 #include "mem/regworker.h"
@@ -55,7 +56,7 @@ struct client {
 	struct timespec connected;
 	void *ring_map;
 	size_t ring_len;
-	uint32_t handles;        /* regions + imports, against max_handles */
+	struct client_usage use; /* against the limits (quota.h) */
 	TAILQ_ENTRY(client) link;
 };
 
@@ -251,7 +252,9 @@ static void reg_job_done(struct regworker_job *j, int result)
 		result = 0;
 	}
 	if (result) {
-		c->handles--;  /* counted while the job was out */
+		/* counted while the job was out */
+		c->use.regions--;
+		c->use.region_bytes -= rj->length;
 		err = reply_status(c, rj->seq, result,
 				   result != -ENOTSUP ? strerror(-result)
 				   : gpu_count()
@@ -269,7 +272,7 @@ static void reg_job_done(struct regworker_job *j, int result)
 /*
  * Hand rj (filled but for the job's fields) to the registration thread;
  * the reply goes when it is done.  Counted now, so that registrations in
- * flight respect max_handles.
+ * flight respect the limits.
  */
 static void reg_submit(struct client *c, struct reg_job *rj, uint64_t seq,
 		       uint64_t length,
@@ -282,7 +285,8 @@ static void reg_submit(struct client *c, struct reg_job *rj, uint64_t seq,
 	rj->job.owner = c->pc.id;
 	rj->job.run = run;
 	rj->job.done = reg_job_done;
-	c->handles++;
+	c->use.regions++;
+	c->use.region_bytes += length;
 	if (!rj->background)
 		client_pause(c);  /* until done() replies */
 	regworker_submit(c->d->regworker, &rj->job);
@@ -321,14 +325,12 @@ static int handle_reg(struct client *c, uint64_t seq,
 	const struct xferd_config *cfg = &c->d->cfg;
 	struct region *r = NULL;
 	struct reg_job *rj;
+	const char *why;
 	int err;
 
-	if (c->handles >= cfg->max_handles)
-		return reply_status(c, seq, -ENOSPC,
-				    "too many regions and imports (max_handles)");
-	if (req->length > cfg->max_region_bytes)
-		return reply_status(c, seq, -EINVAL,
-				    "region length is 0 or above max_region_bytes");
+	err = quota_check_region(cfg, &c->use, req->length, &why);
+	if (err)
+		return reply_status(c, seq, err, why);
 	/* Kind, length and descriptors: checked by client_msg_check. */
 	switch (req->kind) {
 	case XFER__CLIENT__MEM_KIND__MEM_MEMFD:
@@ -372,14 +374,15 @@ static int handle_reg(struct client *c, uint64_t seq,
 		return reply_status(c, seq, -EINVAL, "unknown memory kind");
 	}
 	if (err) {
-		const char *why =
+		why =
 			err == -EPERM && req->kind == XFER__CLIENT__MEM_KIND__MEM_MEMFD
 				? "memfd is not sealed against shrink and grow"
 			: err == -EPERM ? "xferd may not access this process (ptrace)"
 					: strerror(-err);
 		return reply_status(c, seq, err, why);
 	}
-	c->handles++;
+	c->use.regions++;
+	c->use.region_bytes += req->length;
 	return reply_reg(c, seq, r);
 }
 
@@ -430,7 +433,7 @@ static void on_token_checked(void *arg, int error,
 		peers_release_grant(w->d->peers, w->tok.instance_id,
 				    rdma->grant);
 	if (error)
-		c->handles--;  /* counted while the check was out */
+		c->use.imports--;  /* counted while the check was out */
 	if (error)
 		err = reply_status(c, w->seq, error,
 				   error == -EACCES
@@ -457,10 +460,11 @@ static int handle_import(struct client *c, uint64_t seq,
 {
 	struct token tok;
 	uint64_t handle, length;
+	const char *why;
+	int lim = quota_check_import(&c->d->cfg, &c->use, &why);
 
-	if (c->handles >= c->d->cfg.max_handles)
-		return reply_status(c, seq, -ENOSPC,
-				    "too many regions and imports (max_handles)");
+	if (lim)
+		return reply_status(c, seq, lim, why);
 	if (token_decode(req->token.data, req->token.len, &tok))
 		return reply_status(c, seq, -EINVAL, "not a valid token");
 	if (memcmp(tok.instance_id, c->d->instance_id, sizeof(tok.instance_id))) {
@@ -469,8 +473,8 @@ static int handle_import(struct client *c, uint64_t seq,
 			return reply_status(c, seq, -ENOMEM, "out of memory");
 		*w = (struct import_wait){ .d = c->d, .client = c->pc.id,
 					   .seq = seq, .tok = tok };
-		/* Counted now, so imports in flight respect max_handles. */
-		c->handles++;
+		/* Counted now, so imports in flight respect max_imports. */
+		c->use.imports++;
 		peers_check_token(c->d->peers, &tok, on_token_checked, w);
 		return 0;
 	}
@@ -479,20 +483,29 @@ static int handle_import(struct client *c, uint64_t seq,
 	if (err)
 		return reply_status(c, seq, err,
 				    "token key does not match a live region");
-	c->handles++;
+	c->use.imports++;
 	return reply_import(c, seq, handle, length);
 }
 
 static int handle_remove(struct client *c, uint64_t seq, uint64_t handle,
 			 bool is_import)
 {
-	int err = regtab_remove(c->d->regs, c->pc.id, handle, is_import);
+	uint64_t length = 0;
+	int err;
 
-	if (!err) {
-		c->handles--;
-		/* Its prepared lists go with it. */
-		dltab_remove_target(c->d->dlists, c->pc.id, handle);
+	/* What the region counted against max_client_bytes. */
+	if (!is_import)
+		regtab_region_length(c->d->regs, c->pc.id, handle, &length);
+	err = regtab_remove(c->d->regs, c->pc.id, handle, is_import);
+	if (!err && is_import) {
+		c->use.imports--;
+	} else if (!err) {
+		c->use.regions--;
+		c->use.region_bytes -= length;
 	}
+	/* Its prepared lists go with it. */
+	if (!err)
+		dltab_remove_target(c->d->dlists, c->pc.id, handle);
 	return reply_status(c, seq, err,
 			    err == -EACCES ? "no such handle of this client"
 			    : err ? "handle is of the other kind" : NULL);
@@ -675,7 +688,8 @@ static int handle_publish(struct client *c, uint64_t seq,
 		return publish_in_cluster(c, seq, req);
 	return reply_status(c, seq, err,
 			    err == -EEXIST ? "name published by another client"
-			    : err == -ENOSPC ? "too many names of this client"
+			    : err == -EMLINK
+			    ? "too many published names of this client (max_names)"
 			    : err ? strerror(-err) : NULL);
 }
 
@@ -924,8 +938,9 @@ static void client_drop(struct client *c, const char *why)
 
 	if (c->state != CLIENT_ACTIVE)
 		return;
-	log_info("client %llu (pid %d, %s) dropped: %s",
-		 (unsigned long long)c->pc.id, (int)c->pid, c->name, why);
+	log_info_f(&((struct log_fields){ .client_pid = (int)c->pid }),
+		   "client %llu (pid %d, %s) dropped: %s",
+		   (unsigned long long)c->pc.id, (int)c->pid, c->name, why);
 	c->state = CLIENT_DETACHING;
 	event_free(c->ev);
 	c->ev = NULL;
@@ -941,6 +956,7 @@ static void client_drop(struct client *c, const char *why)
 	dltab_remove_client(d->dlists, c->pc.id);
 	cluster_client_gone(d->cluster, c->pc.id);
 	names_remove_client(d->names, c->pc.id);
+	uid_conn_release(d->uids, c->uid, UID_CLIENT);
 	d->nclients--;
 	progress_detach(d->progress, &c->pc);
 }
@@ -1095,6 +1111,7 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	struct xfer_ring_offsets off;
 	int ring_fd = -1, err;
 	uint64_t seq = 0;
+	bool uncount = false;  /* counted against its uid, not a client */
 
 	bool had_fds = nfds > 0;
 
@@ -1115,11 +1132,32 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 		refuse(sock, seq, -EPROTO, "protocol version mismatch");
 		goto out;
 	}
-	if (d->nclients >= d->cfg.max_clients || d->stopping) {
-		refuse(sock, seq, -EBUSY,
-		       d->stopping ? "xferd is stopping" : "too many clients");
+	if (d->stopping) {
+		refuse(sock, seq, -EBUSY, "xferd is stopping");
 		goto out;
 	}
+	if (d->nclients >= d->cfg.max_clients) {
+		log_info("client pid %d uid %d refused: xferd has max_clients "
+			 "(%u) clients", (int)cred->pid, (int)cred->uid,
+			 d->cfg.max_clients);
+		refuse(sock, seq, -EUSERS, "xferd has max_clients clients");
+		goto out;
+	}
+	/* Counted from here; client_drop gives it back, and so does every
+	 * failure below (uncount). */
+	err = uid_conn_take(d->uids, cred->uid, UID_CLIENT,
+			    d->cfg.max_connections_per_uid);
+	if (err) {
+		log_info("client pid %d uid %d refused: %s", (int)cred->pid,
+			 (int)cred->uid, err == -EMFILE
+			 ? "the uid is at max_connections_per_uid"
+			 : "out of memory");
+		refuse(sock, seq, err, err == -EMFILE
+		       ? "too many connections of this uid "
+			 "(max_connections_per_uid)" : "out of memory");
+		goto out;
+	}
+	uncount = true;
 	uint32_t want = m->hello->sq_entries ? m->hello->sq_entries
 					     : d->cfg.sq_entries;
 	if (want > d->cfg.max_sq_entries || (want & (want - 1)) ||
@@ -1167,11 +1205,15 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	}
 	TAILQ_INSERT_TAIL(&d->clients, c, link);
 	d->nclients++;
+	uncount = false;
 	progress_attach(d->progress, &c->pc);
-	log_info("client %llu connected: pid %d uid %d '%s', %u SQ entries",
-		 (unsigned long long)c->pc.id, (int)c->pid, (int)c->uid,
-		 c->name, want);
+	log_info_f(&((struct log_fields){ .client_pid = (int)c->pid }),
+		   "client %llu connected: pid %d uid %d '%s', %u SQ entries",
+		   (unsigned long long)c->pc.id, (int)c->pid, (int)c->uid,
+		   c->name, want);
 out:
+	if (uncount)
+		uid_conn_release(d->uids, cred->uid, UID_CLIENT);
 	if (m)
 		xfer__client__client_msg__free_unpacked(m, NULL);
 }

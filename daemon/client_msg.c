@@ -26,7 +26,7 @@ static int check_reg(const Xfer__Client__RegRequest *req, unsigned nfds,
 		     const char **why)
 {
 	if (req->length == 0) {
-		*why = "region length is 0 or above max_region_bytes";
+		*why = "region length is 0";
 		return -EINVAL;
 	}
 	switch (req->kind) {

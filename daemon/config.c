@@ -2,10 +2,12 @@
 /*
  * config.c - parse and validate xferd settings.
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +35,6 @@ void config_defaults(struct xferd_config *cfg)
 		.copy_workers = -1,
 		.log_level = LOG_LVL_INFO,
 		.max_clients = 1024,
-		.max_handles = 65536,
 		.max_region_bytes = 1ull << 40,
 		.rcache_max_entries = 4096,
 		.rcache_max_bytes = 0,
@@ -47,6 +48,19 @@ void config_defaults(struct xferd_config *cfg)
 		.rdma = true,
 		.rdma_qps = 2,
 		.rdma_stripe = 1u << 20,
+		/* Off: a TCP port is opened only when asked for (README). */
+		.metrics_listen = "off",
+		.max_connections_per_uid = 1024,
+		/* A connection is pending for the time its first packet
+		 * takes: enough for a burst of workers starting at once. */
+		.max_pending_per_uid = 128,
+		.handshake_timeout_ms = 5000,
+		.listen_backlog = 512,
+		.max_regions = 65536,
+		.max_client_bytes = 0,
+		.max_imports = 65536,
+		.max_names = 4096,
+		.max_inflight = 16384,
 	};
 	meta_config_defaults(&cfg->meta);
 }
@@ -54,6 +68,17 @@ void config_defaults(struct xferd_config *cfg)
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static bool valid_name(const char *s);
+
+/* "*", an IPv4 or an IPv6 address: xferd resolves no names on its main
+ * thread. */
+static bool numeric_host(const char *host)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	return strcmp(host, "*") == 0 || inet_pton(AF_INET, host, &a4) == 1 ||
+	       inet_pton(AF_INET6, host, &a6) == 1;
+}
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 {
@@ -101,6 +126,52 @@ static int parse_u32(const char *key, const char *s, uint64_t min,
 			    (unsigned long long)min, (unsigned long long)max);
 	*out = (uint32_t)v;
 	return 0;
+}
+
+/*
+ * The keys of quota.h.  True if key is one of them, with *rc the
+ * result of parsing value into c.
+ */
+static bool config_set_limit(struct xferd_config *c, const char *key,
+			     const char *value, char *err, size_t errlen,
+			     int *rc)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+		uint32_t min, max;
+	} u32[] = {
+#define LIMIT(k, lo, hi) { #k, offsetof(struct xferd_config, k), lo, hi }
+		LIMIT(max_connections_per_uid, 1, 1u << 20),
+		LIMIT(max_pending_per_uid, 1, 1u << 20),
+		LIMIT(handshake_timeout_ms, 10, 600000),
+		LIMIT(listen_backlog, 1, 65535),
+		LIMIT(max_regions, 1, 1u << 24),
+		LIMIT(max_imports, 1, 1u << 24),
+		LIMIT(max_names, 1, 1u << 20),
+		LIMIT(max_inflight, 1, 1u << 24),
+#undef LIMIT
+	};
+
+	for (size_t i = 0; i < sizeof(u32) / sizeof(u32[0]); i++)
+		if (strcmp(key, u32[i].key) == 0) {
+			*rc = parse_u32(key, value, u32[i].min, u32[i].max,
+					(uint32_t *)((char *)c + u32[i].off),
+					err, errlen);
+			return true;
+		}
+	if (strcmp(key, "max_client_bytes") == 0) {
+		uint64_t v;
+		*rc = 0;
+		if (config_parse_size(value, &v))
+			*rc = fail(err, errlen,
+				   "max_client_bytes: '%s' is not a size (e.g. "
+				   "256G; 0: no limit)", value);
+		else
+			c->max_client_bytes = v;
+		return true;
+	}
+	return false;
 }
 
 int config_set(struct xferd_config *cfg, const char *key, const char *value,
@@ -176,8 +247,10 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 		rc = parse_u32(key, value, 1, 1u << 20, &c.max_clients, err,
 			       errlen);
 	} else if (strcmp(key, "max_handles") == 0) {
-		rc = parse_u32(key, value, 1, 1u << 24, &c.max_handles, err,
+		/* The older key: regions and imports alike. */
+		rc = parse_u32(key, value, 1, 1u << 24, &c.max_regions, err,
 			       errlen);
+		c.max_imports = c.max_regions;
 	} else if (strcmp(key, "max_region_bytes") == 0) {
 		uint64_t v;
 		if (config_parse_size(value, &v) || v == 0)
@@ -287,6 +360,29 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 		c.rdma_stripe = (uint32_t)v;
 	} else if (meta_config_owns(key)) {
 		rc = meta_config_set(&c.meta, key, value, err, errlen);
+	} else if (strcmp(key, "log_target") == 0) {
+		if (strcmp(value, "auto") == 0)
+			c.log_target = LOG_TARGET_AUTO;
+		else if (strcmp(value, "stderr") == 0)
+			c.log_target = LOG_TARGET_STDERR;
+		else if (strcmp(value, "journal") == 0)
+			c.log_target = LOG_TARGET_JOURNAL;
+		else
+			return fail(err, errlen, "log_target: '%s' is not auto, "
+				    "stderr or journal", value);
+	} else if (strcmp(key, "metrics_listen") == 0) {
+		char host[CONFIG_HOST_MAX];
+		uint16_t port;
+		if (strcmp(value, "off") != 0 &&
+		    (config_split_hostport(value, host, &port, 0) || port == 0 ||
+		     !numeric_host(host)))
+			return fail(err, errlen,
+				    "metrics_listen: '%s' is not ADDR:PORT, *:PORT "
+				    "or off (ADDR numeric)", value);
+		snprintf(c.metrics_listen, sizeof(c.metrics_listen), "%s",
+			 value);
+	} else if (config_set_limit(&c, key, value, err, errlen, &rc)) {
+		/* one of the limits of quota.h: rc says how it went */
 	} else {
 		return fail(err, errlen, "unknown key '%s'", key);
 	}

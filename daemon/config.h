@@ -41,7 +41,6 @@ struct xferd_config {
 	int copy_workers;
 	int log_level;             /* enum log_level */
 	uint32_t max_clients;
-	uint32_t max_handles;      /* regions + imports per client */
 	uint64_t max_region_bytes;
 	/* The registration cache's limits (mem/rcache.h); 0: none. */
 	uint32_t rcache_max_entries;
@@ -70,6 +69,20 @@ struct xferd_config {
 	bool rdma_reg_background;
 	/* where published names and node records live (meta_config.h) */
 	struct meta_config meta;
+	/* The Prometheus endpoint: "ADDR:PORT", "*:PORT" or "off" */
+	char metrics_listen[CONFIG_HOST_MAX];
+	int log_target;            /* enum log_target */
+
+	/* What one connection, client and user may hold (quota.h). */
+	uint32_t max_connections_per_uid; /* clients of one uid */
+	uint32_t max_pending_per_uid; /* connections not yet handshaken */
+	uint32_t handshake_timeout_ms; /* to send the first packet */
+	uint32_t listen_backlog;
+	uint32_t max_regions;      /* per client */
+	uint64_t max_client_bytes; /* sum of a client's regions; 0: none */
+	uint32_t max_imports;      /* per client */
+	uint32_t max_names;        /* published names per client */
+	uint32_t max_inflight;     /* a client's operations out on links */
 };
 
 /*

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "quota.h"
 #include "ops/ctl.h"
 #include "listener.h"
 #include "log.h"
@@ -21,17 +22,33 @@
 #include "common/wire.h"
 #include "xferd.h"
 
-/* A connection has this long to say who it is. */
-#define FIRST_PACKET_TIMEOUT_S 10
+/* Out of fds, accepting stops this long: the backlog holds the rest. */
+#define ACCEPT_PAUSE_MS 100
+
+/*
+ * Connections closed for saying nothing, or for a user over its pending
+ * limit, come in floods when someone tries: the first of a second is
+ * logged, the rest are counted into one line a second later.
+ */
+struct close_log {
+	const char *what;         /* "sending nothing within ..." */
+	uint64_t count;           /* closed since the last line */
+	pid_t last_pid;
+	uid_t last_uid;
+	struct event *flush;      /* one-shot: the line for the rest */
+};
 
 struct listener {
 	struct xferd *d;
 	int fd;
 	bool bound_path;          /* we created the socket file */
 	struct event *ev;
+	struct event *ev_resume;  /* accepting again after EMFILE */
+	unsigned pauses;          /* since accept last worked (0: none) */
 	/* Connections that have not said who they are yet: closed by
 	 * listener_close() if xferd stops before they do. */
 	TAILQ_HEAD(, pending) pending;
+	struct close_log silent, over_limit;
 };
 
 struct pending {
@@ -43,9 +60,38 @@ struct pending {
 	TAILQ_ENTRY(pending) link;
 };
 
+static void close_log_flush(evutil_socket_t fd, short what, void *arg)
+{
+	struct close_log *cl = arg;
+	(void)fd, (void)what;
+
+	if (cl->count)
+		log_info("%llu more connections closed for %s (the last "
+			 "from pid %d uid %d)", (unsigned long long)cl->count,
+			 cl->what, (int)cl->last_pid, (int)cl->last_uid);
+	cl->count = 0;
+}
+
+/* Log one connection closed for cl's reason, or count it for the line
+ * that comes a second later. */
+static void close_log_note(struct close_log *cl, const struct ucred *cred)
+{
+	if (!cl->flush || evtimer_pending(cl->flush, NULL)) {
+		cl->count++;
+		cl->last_pid = cred->pid;
+		cl->last_uid = cred->uid;
+		return;
+	}
+	log_info("connection from pid %d uid %d closed for %s",
+		 (int)cred->pid, (int)cred->uid, cl->what);
+	struct timeval second = { .tv_sec = 1 };
+	evtimer_add(cl->flush, &second);
+}
+
 static void pending_free(struct pending *p, bool close_sock)
 {
 	TAILQ_REMOVE(&p->l->pending, p, link);
+	uid_conn_release(p->d->uids, p->cred.uid, UID_PENDING);
 	event_free(p->ev);
 	if (close_sock)
 		close(p->sock);
@@ -60,8 +106,7 @@ static void on_first_packet(evutil_socket_t fd, short what, void *arg)
 	unsigned nfds;
 
 	if (what & EV_TIMEOUT) {
-		log_info("connection from pid %d sent nothing for %d s: closed",
-			 (int)p->cred.pid, FIRST_PACKET_TIMEOUT_S);
+		close_log_note(&p->l->silent, &p->cred);
 		pending_free(p, true);
 		return;
 	}
@@ -90,21 +135,56 @@ static void on_first_packet(evutil_socket_t fd, short what, void *arg)
 		return;
 	default:
 		wire_close_fds(fds, &nfds);
-		log_info("connection from pid %d: unknown channel tag, closed",
-			 (int)cred.pid);
+		log_info_f(&((struct log_fields){ .client_pid = (int)cred.pid }),
+			   "connection from pid %d: unknown channel tag, closed",
+			   (int)cred.pid);
 		close(sock);
 	}
+}
+
+static void on_resume(evutil_socket_t fd, short what, void *arg)
+{
+	struct listener *l = arg;
+	(void)fd, (void)what;
+
+	if (event_add(l->ev, NULL))
+		log_warnx("cannot watch the socket again: no more clients");
+}
+
+/*
+ * Out of fds (our limit or the system's): the listening socket stays
+ * readable, so a level-triggered watch would spin.  Stop watching it for
+ * a moment; waiting connections stay in the backlog meanwhile.
+ */
+static void pause_accepting(struct listener *l, int err)
+{
+	struct timeval tv = { .tv_usec = ACCEPT_PAUSE_MS * 1000 };
+
+	if (evtimer_pending(l->ev_resume, NULL))
+		return;
+	/* One warning for a whole shortage, however many pauses. */
+	if (l->pauses++ == 0)
+		log_warnx("accept: %s: pausing %d ms at a time until fds are "
+			  "free (%u clients)", strerror(err), ACCEPT_PAUSE_MS,
+			  l->d->nclients);
+	event_del(l->ev);
+	evtimer_add(l->ev_resume, &tv);
 }
 
 static void on_accept(evutil_socket_t fd, short what, void *arg)
 {
 	struct listener *l = arg;
+	const struct xferd_config *cfg = &l->d->cfg;
 	(void)what;
 
 	for (;;) {
 		int sock = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (sock < 0) {
-			if (errno != EAGAIN && errno != EINTR)
+			if (errno == EMFILE || errno == ENFILE ||
+			    errno == ENOBUFS || errno == ENOMEM)
+				pause_accepting(l, errno);
+			else if (errno != EAGAIN && errno != EINTR &&
+				 errno != ECONNABORTED)
 				log_warn("accept");
 			return;
 		}
@@ -117,16 +197,32 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 			close(sock);
 			continue;
 		}
+		if (l->pauses) {
+			log_info("accepting again after %u pauses", l->pauses);
+			l->pauses = 0;
+		}
+		/* Not yet anybody: one user gets only so many such fds. */
+		if (uid_conn_take(l->d->uids, p->cred.uid, UID_PENDING,
+				  cfg->max_pending_per_uid)) {
+			close_log_note(&l->over_limit, &p->cred);
+			free(p);
+			close(sock);
+			continue;
+		}
 		p->d = l->d;
 		p->l = l;
 		p->sock = sock;
 		p->ev = event_new(l->d->base, sock, EV_READ | EV_PERSIST,
 				  on_first_packet, p);
-		struct timeval tv = { .tv_sec = FIRST_PACKET_TIMEOUT_S };
+		struct timeval tv = {
+			.tv_sec = cfg->handshake_timeout_ms / 1000,
+			.tv_usec = cfg->handshake_timeout_ms % 1000 * 1000,
+		};
 		if (!p->ev || event_add(p->ev, &tv)) {
 			log_warnx("cannot watch a new connection");
 			if (p->ev)
 				event_free(p->ev);
+			uid_conn_release(l->d->uids, p->cred.uid, UID_PENDING);
 			free(p);
 			close(sock);
 			continue;
@@ -148,7 +244,7 @@ static bool path_in_use(const struct sockaddr_un *sa)
 	return used;
 }
 
-static int bind_path(const char *path)
+static int bind_path(const char *path, int backlog)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	char dir[sizeof(sa.sun_path)];
@@ -183,7 +279,8 @@ static int bind_path(const char *path)
 	}
 	if (chmod(path, 0660))
 		log_warn("chmod 0660 %s", path);
-	if (listen(fd, 128))
+	/* The kernel caps it at net.core.somaxconn. */
+	if (listen(fd, backlog))
 		goto fail_errno;
 	return fd;
 fail_errno:
@@ -231,6 +328,25 @@ static void socket_give_group(const char *path, const char *group)
 		log_info("members of group %s may connect to %s", group, path);
 }
 
+/* The line for what was still counted, then the timer. */
+static void close_log_free(struct close_log *cl)
+{
+	if (!cl->flush)
+		return;
+	close_log_flush(-1, 0, cl);
+	event_free(cl->flush);
+}
+
+static void listener_free_events(struct listener *l)
+{
+	if (l->ev)
+		event_free(l->ev);
+	if (l->ev_resume)
+		event_free(l->ev_resume);
+	close_log_free(&l->silent);
+	close_log_free(&l->over_limit);
+}
+
 struct listener *listener_open(struct xferd *d)
 {
 	struct listener *l = calloc(1, sizeof(*l));
@@ -244,18 +360,26 @@ struct listener *listener_open(struct xferd *d)
 		log_info("listening on the socket passed by systemd");
 		evutil_make_socket_nonblocking(l->fd);
 	} else {
-		l->fd = bind_path(d->socket_path);
+		l->fd = bind_path(d->socket_path, (int)d->cfg.listen_backlog);
 		if (l->fd < 0)
 			goto err;
 		l->bound_path = true;
 		log_info("listening on %s", d->socket_path);
 		socket_give_group(d->socket_path, d->cfg.socket_group);
 	}
+	l->silent.what = "sending nothing within handshake_timeout_ms";
+	l->over_limit.what = "their uid being at max_pending_per_uid";
+	l->silent.flush = evtimer_new(d->base, close_log_flush, &l->silent);
+	l->over_limit.flush = evtimer_new(d->base, close_log_flush,
+					  &l->over_limit);
+	l->ev_resume = evtimer_new(d->base, on_resume, l);
 	l->ev = event_new(d->base, l->fd, EV_READ | EV_PERSIST, on_accept, l);
-	if (!l->ev || event_add(l->ev, NULL))
+	if (!l->ev || !l->ev_resume || !l->silent.flush ||
+	    !l->over_limit.flush || event_add(l->ev, NULL))
 		goto err_fd;
 	return l;
 err_fd:
+	listener_free_events(l);
 	close(l->fd);
 err:
 	free(l);
@@ -268,8 +392,7 @@ void listener_close(struct listener *l)
 		return;
 	while (!TAILQ_EMPTY(&l->pending))
 		pending_free(TAILQ_FIRST(&l->pending), true);
-	if (l->ev)
-		event_free(l->ev);
+	listener_free_events(l);
 	close(l->fd);
 	if (l->bound_path)
 		unlink(l->d->socket_path);

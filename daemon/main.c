@@ -23,7 +23,9 @@
 #include "common/clock.h"
 #include "config.h"
 #include "ops/ctl.h"
+#include "ops/metrics.h"
 #include "gpu/gpu.h"
+#include "quota.h"
 #include "listener.h"
 #include "log.h"
 #include "meta/cluster.h"
@@ -53,6 +55,7 @@ struct runtime {
 	struct xferd d;
 	struct overrides flags;
 	struct listener *listener;
+	struct metrics *metrics;   /* NULL: metrics_listen = off (or failed) */
 	struct event *ev_term, *ev_int, *ev_hup, *ev_notice, *ev_status,
 		*ev_watchdog;
 };
@@ -232,6 +235,15 @@ static struct transport_cfg net_cfg(const struct xferd *d)
 	return net;
 }
 
+/* A changed metrics_listen takes effect at once. */
+static void reload_metrics(struct runtime *rt, const char *old)
+{
+	if (strcmp(old, rt->d.cfg.metrics_listen) == 0)
+		return;
+	metrics_close(rt->metrics);
+	(void)metrics_open(&rt->d, &rt->metrics); /* a failure is logged */
+}
+
 static void on_reload(evutil_socket_t sig, short what, void *arg)
 {
 	struct runtime *rt = arg;
@@ -252,13 +264,19 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 		cfg.rdma = cur->rdma;
 		memcpy(cfg.rdma_devices, cur->rdma_devices,
 		       sizeof(cfg.rdma_devices));
+		char old_metrics[CONFIG_HOST_MAX];
+		memcpy(old_metrics, cur->metrics_listen, sizeof(old_metrics));
 		*cur = cfg;
 		log_set_level(cfg.log_level);
+		log_set_target((enum log_target)cfg.log_target);
 		progress_set_spin(rt->d.progress, cfg.spin_us);
+		progress_set_max_inflight(rt->d.progress, cfg.max_inflight);
+		names_set_limit(rt->d.names, cfg.max_names);
 		rcache_set_limits(rt->d.rcache, cfg.rcache_max_entries,
 				  cfg.rcache_max_bytes);
 		struct transport_cfg net = net_cfg(&rt->d);
 		progress_net_cfg(rt->d.progress, &net, cfg.op_timeout_ms);
+		reload_metrics(rt, old_metrics);
 		peers_reload(rt->d.peers);
 		log_info("configuration reloaded");
 	} else {
@@ -298,6 +316,7 @@ int main(int argc, char **argv)
 	if (load_settings(&rt, &d->cfg))
 		return 1;
 	log_set_level(d->cfg.log_level);
+	log_set_target((enum log_target)d->cfg.log_target);
 	if (d->cfg.socket_path[0])
 		snprintf(d->socket_path, sizeof(d->socket_path), "%s",
 			 d->cfg.socket_path);
@@ -322,8 +341,10 @@ int main(int argc, char **argv)
 		fatalx("out of memory");
 	d->names = names_create();
 	d->dlists = dltab_create();
-	if (!d->names || !d->dlists)
+	d->uids = uid_table_create();
+	if (!d->names || !d->dlists || !d->uids)
 		fatalx("out of memory");
+	names_set_limit(d->names, d->cfg.max_names);
 	/* GPUs are opened before anything uses them, and before READY:
 	 * a GPU that exists but cannot be opened stops xferd here. */
 	int ngpus = gpu_init();
@@ -347,6 +368,7 @@ int main(int argc, char **argv)
 	if (!d->progress)
 		fatal("cannot create the progress thread state");
 	progress_set_dlists(d->progress, d->dlists);
+	progress_set_max_inflight(d->progress, d->cfg.max_inflight);
 	rt.ev_notice = event_new(d->base, progress_notice_fd(d->progress),
 				 EV_READ | EV_PERSIST, on_notice, &rt);
 	if (!rt.ev_notice || event_add(rt.ev_notice, NULL))
@@ -383,6 +405,8 @@ int main(int argc, char **argv)
 	rt.listener = listener_open(d);
 	if (!rt.listener)
 		return 1;
+	/* A failure is logged; xferd serves its clients without it. */
+	(void)metrics_open(d, &rt.metrics);
 
 	uint64_t wd = sdnotify_watchdog_usec();
 	if (wd)
@@ -398,6 +422,7 @@ int main(int argc, char **argv)
 	event_base_dispatch(d->base);
 
 	listener_close(rt.listener);
+	metrics_close(rt.metrics);
 	client_goodbye_all(d, "xferd is shutting down");
 	/* Our names and node record leave etcd now, not a lease later. */
 	cluster_destroy(d->cluster);
@@ -411,6 +436,7 @@ int main(int argc, char **argv)
 	names_destroy(d->names);
 	/* Before the GPUs go: lists hold copies of themselves there. */
 	dltab_destroy(d->dlists);
+	uid_table_destroy(d->uids);
 	regtab_destroy(d->regs);
 	/* Regions held the imports: now the cache is empty. */
 	rcache_destroy(d->rcache);

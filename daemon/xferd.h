@@ -25,6 +25,7 @@ struct cluster;
 struct rcache;
 struct regworker;
 struct dltab;
+struct uid_table;
 
 #define XFERD_VERSION "0.1.0"
 
@@ -48,6 +49,7 @@ struct xferd {
 	struct rcache *rcache;      /* imports of GPU memory (rcache.h) */
 	struct regworker *regworker; /* the registration thread (regworker.h) */
 	struct dltab *dlists;       /* prepared descriptor lists (dlist.h) */
+	struct uid_table *uids;     /* connections per user (quota.h) */
 	struct client_list clients;
 	uint32_t nclients;          /* attached, not yet dropped */
 	uint64_t next_client_id;

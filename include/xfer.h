@@ -38,7 +38,9 @@ struct xfer_dlist;  /* a prepared descriptor list */
  * set up the ring.  Blocks for the handshake.  On success *out owns the
  * connection; release it with xfer_close().
  * Returns -ENOENT/-ECONNREFUSED when no xferd listens there, -EPROTO on a
- * protocol version mismatch.
+ * protocol version mismatch, -EUSERS when xferd serves max_clients
+ * clients, -EMFILE when this user has max_connections_per_uid contexts
+ * open (xferd.conf(5)).
  */
 int xfer_open(const char *socket_path, struct xfer_ctx **out);
 
@@ -91,6 +93,9 @@ int xfer_free_host(struct xfer_ctx *ctx, struct xfer_mem *mem);
  * Deregister before freeing: a buffer freed and allocated again (at the
  * same address or not) must be registered again, and tokens of the old
  * registration stop working.
+ * xferd's limits (xferd.conf(5)) answer xfer_reg and xfer_alloc_host with
+ * -EFBIG (max_region_bytes), -ENOSPC (max_regions) or -EDQUOT
+ * (max_client_bytes).
  */
 int xfer_reg(struct xfer_ctx *ctx, void *ptr, size_t len,
 	     struct xfer_mem **out);
@@ -117,6 +122,7 @@ int xfer_export(const struct xfer_mem *mem, uint64_t off, uint64_t len,
  * to that node first): a token that was altered gives -EACCES, one whose
  * region is gone -EACCES or -ESTALE, one that is not a token at all
  * -EINVAL, one whose node cannot be reached -EHOSTUNREACH/-ETIMEDOUT.
+ * Past xferd's max_imports of this context: -ETOOMANYREFS.
  * Blocks for the round trip(s).  Transfers to an imported token of
  * another node go over the link between the two xferds (CQE path
  * XFER_PATH_TCP) and may fail later with -ECONNRESET or -ETIMEDOUT.
@@ -137,8 +143,9 @@ uint64_t xfer_remote_handle(const struct xfer_remote *remote);
  * on any node finds it.  Names are 1-XFER_NAME_MAX (200) bytes of
  * [A-Za-z0-9._:@+-] (no '/': "node/name" addresses a node).  Publishing a name again
  * from the same context replaces its token; another context's name is
- * -EEXIST.  Names are removed by xfer_unpublish() or when the context
- * closes.  Blocks for one round trip.
+ * -EEXIST; past xferd's max_names of this context, -EMLINK.  Names are
+ * removed by xfer_unpublish() or when the context closes.  Blocks for
+ * one round trip.
  */
 int xfer_publish(struct xfer_ctx *ctx, const char *name, const void *token,
 		 size_t len);

@@ -3,8 +3,9 @@
  * xferctl.c - ask the local xferd how it is doing.
  *
  *   xferctl [--socket PATH] [--json]
- *           status|clients|regions|peers|gpus|rails
+ *           status|stats|clients|regions|peers|gpus|rails
  *   xferctl [--socket PATH] [--json] ping PEER
+ *   xferctl [--socket PATH] [-n COUNT] [-d SECONDS] top
  *
  * (900 lines: one printer per command, text and JSON, beside the
  * request/reply code they share; the table and JSON writing itself is
@@ -37,6 +38,7 @@
 #include "common/rendezvous.h"
 #include "common/wire.h"
 #include "xferctl_out.h"
+#include "xferctl_stats.h"
 #include "xferd.h" /* XFERD_VERSION: xferctl ships with the daemon it asks */
 
 #define EXIT_USAGE 2
@@ -51,6 +53,9 @@
 struct options {
 	const char *socket; /* NULL: the default path */
 	bool json;
+	unsigned count;     /* top: frames, 0 = until q */
+	unsigned delay_ms;  /* top: between frames */
+	bool top_opts;      /* -n or -d given */
 };
 
 struct command {
@@ -64,8 +69,9 @@ struct command {
 
 #define SYNOPSIS \
 	"usage: xferctl [-s|--socket PATH] [-j|--json]\n" \
-	"               status|clients|regions|peers|gpus|rails\n" \
+	"               status|stats|clients|regions|peers|gpus|rails\n" \
 	"       xferctl [-s|--socket PATH] [-j|--json] ping PEER\n" \
+	"       xferctl [-s|--socket PATH] [-n COUNT] [-d SECONDS] top\n" \
 	"       xferctl --help | --version\n"
 
 /* After a usage error: the synopsis only, the details are in --help. */
@@ -82,6 +88,10 @@ static void usage(void)
 		"\n"
 		"commands:\n"
 		"  status    version, uptime, counters, bytes moved per path\n"
+		"  stats     what the metrics endpoint exports: per path ops,\n"
+		"            bytes, latency, errors by errno; the busiest\n"
+		"            clients; peer links; rails\n"
+		"  top       rates of those, refreshed every -d seconds; q quits\n"
 		"  clients   connected processes and what each has moved\n"
 		"  regions   registered memory: owner, kind, length, imports\n"
 		"  peers     other xferds: state, address in use and why, round\n"
@@ -99,6 +109,9 @@ static void usage(void)
 		"                     $XDG_RUNTIME_DIR/xferd.sock, or\n"
 		"                     /run/xferd/xferd.sock as root)\n"
 		"  -j, --json         print one JSON object instead of text\n"
+		"  -n, --count COUNT  top: print COUNT frames and exit (no\n"
+		"                     escape codes)\n"
+		"  -d, --delay SECS   top: seconds between frames (default 1)\n"
 		"  -h, --help         print this text\n"
 		"  -V, --version      print xferctl's version\n"
 		"\n"
@@ -128,6 +141,7 @@ static void print_status_text(const Xfer__Ctl__CtlMsg *r)
 	table_kv(&kv, "imports", "%" PRIu32, st->imports);
 	table_kv(&kv, "ops completed", "%" PRIu64, st->ops_completed);
 	table_kv(&kv, "ops failed", "%" PRIu64, st->ops_failed);
+	table_kv(&kv, "ops in flight", "%" PRIu64, st->ops_in_flight);
 	table_kv(&kv, "bytes moved", "%s",
 		 fmt_bytes(b, sizeof(b), st->bytes_moved));
 	table_kv(&kv, "rss", "%s", fmt_bytes(b, sizeof(b), st->rss_bytes));
@@ -206,6 +220,7 @@ static void print_status_json(const Xfer__Ctl__CtlMsg *r)
 	jv_set(o, "imports", jv_u64(st->imports));
 	jv_set(o, "ops_completed", jv_u64(st->ops_completed));
 	jv_set(o, "ops_failed", jv_u64(st->ops_failed));
+	jv_set(o, "ops_in_flight", jv_u64(st->ops_in_flight));
 	jv_set(o, "bytes_moved", jv_u64(st->bytes_moved));
 	jv_set(o, "rss_bytes", jv_u64(st->rss_bytes));
 	const Xfer__Ctl__StagingPool *sp = st->staging;
@@ -764,6 +779,12 @@ static const struct command commands[] = {
 	{ "rails", NULL, XFER__CTL__CTL_MSG__BODY_RAILS,
 	  XFER__CTL__CTL_MSG__BODY_RAILS_REPLY, REPLY_TIMEOUT_S,
 	  print_rails_text, print_rails_json },
+	{ "stats", NULL, XFER__CTL__CTL_MSG__BODY_STATS,
+	  XFER__CTL__CTL_MSG__BODY_STATS_REPLY, REPLY_TIMEOUT_S,
+	  print_stats_text, print_stats_json },
+	{ "top", NULL, XFER__CTL__CTL_MSG__BODY_STATS,
+	  XFER__CTL__CTL_MSG__BODY_STATS_REPLY, REPLY_TIMEOUT_S,
+	  print_stats_text, print_stats_json },
 	{ "ping", "PEER", XFER__CTL__CTL_MSG__BODY_PING,
 	  XFER__CTL__CTL_MSG__BODY_PING_REPLY, PING_TIMEOUT_S,
 	  print_ping_text, print_ping_json },
@@ -868,6 +889,7 @@ static int ask(const char *path, const struct command *cmd, const char *arg,
 	Xfer__Ctl__PingRequest ping = XFER__CTL__PING_REQUEST__INIT;
 	Xfer__Ctl__GpusRequest gpus = XFER__CTL__GPUS_REQUEST__INIT;
 	Xfer__Ctl__RailsRequest rails = XFER__CTL__RAILS_REQUEST__INIT;
+	Xfer__Ctl__StatsRequest stats = XFER__CTL__STATS_REQUEST__INIT;
 	static uint8_t pkt[WIRE_MAX_PACKET]; /* too big for a polite stack */
 	Xfer__Ctl__CtlMsg *r = NULL;
 	int fds[WIRE_MAX_FDS];
@@ -884,6 +906,7 @@ static int ask(const char *path, const struct command *cmd, const char *arg,
 	case XFER__CTL__CTL_MSG__BODY_PEERS: m.peers = &peers; break;
 	case XFER__CTL__CTL_MSG__BODY_GPUS: m.gpus = &gpus; break;
 	case XFER__CTL__CTL_MSG__BODY_RAILS: m.rails = &rails; break;
+	case XFER__CTL__CTL_MSG__BODY_STATS: m.stats = &stats; break;
 	case XFER__CTL__CTL_MSG__BODY_PING:
 		ping.target = (char *)arg;
 		m.ping = &ping;
@@ -969,16 +992,43 @@ static int parse_arg(const struct command *cmd, int n, char **args,
 	return EXIT_USAGE;
 }
 
+/* xferctl top's source of replies. */
+struct top_source {
+	const char *path;
+	const struct command *cmd;
+};
+
+static int top_fetch(void *arg, Xfer__Ctl__CtlMsg **out)
+{
+	struct top_source *src = arg;
+
+	return ask(src->path, src->cmd, NULL, out);
+}
+
+/* "5", "0.5": seconds as milliseconds (10 ms .. 1 h); 0 if not one. */
+static unsigned parse_delay(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || *end || !(v >= 0.01 && v <= 3600))
+		return 0;
+	return (unsigned)(v * 1000 + 0.5);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "count", required_argument, NULL, 'n' },
+		{ "delay", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct options opt = { 0 };
+	struct options opt = { .delay_ms = 1000 };
+	char *end;
 	const struct command *cmd;
 	char default_path[4096];
 	const char *path, *arg = NULL;
@@ -986,13 +1036,35 @@ int main(int argc, char **argv)
 	int ch, rc;
 
 	out_init();
-	while ((ch = getopt_long(argc, argv, "s:jhV", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "s:jn:d:hV", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 's':
 			opt.socket = optarg;
 			break;
 		case 'j':
 			opt.json = true;
+			break;
+		case 'n':
+			errno = 0;
+			opt.count = (unsigned)strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || opt.count == 0 ||
+			    opt.count > 1000000) {
+				fprintf(stderr, "xferctl: -n wants a count of "
+					"frames (1-1000000)\n");
+				usage_error();
+				return EXIT_USAGE;
+			}
+			opt.top_opts = true;
+			break;
+		case 'd':
+			opt.delay_ms = parse_delay(optarg);
+			if (!opt.delay_ms) {
+				fprintf(stderr, "xferctl: -d wants seconds "
+					"between frames (0.01-3600)\n");
+				usage_error();
+				return EXIT_USAGE;
+			}
+			opt.top_opts = true;
 			break;
 		case 'h':
 			usage();
@@ -1025,10 +1097,21 @@ int main(int argc, char **argv)
 		usage_error();
 		return EXIT_USAGE;
 	}
+	bool top = !strcmp(cmd->name, "top");
+	if (opt.top_opts != (opt.top_opts && top) || (top && opt.json)) {
+		fprintf(stderr, "xferctl: %s\n", top ? "top has no --json "
+			"(use stats --json)" : "-n and -d are for top");
+		usage_error();
+		return EXIT_USAGE;
+	}
 	path = opt.socket;
 	if (!path) {
 		rendezvous_default_socket(default_path, sizeof(default_path), true);
 		path = default_path;
+	}
+	if (top) {
+		struct top_source src = { path, cmd };
+		return top_run(top_fetch, &src, opt.delay_ms, opt.count);
 	}
 	rc = ask(path, cmd, arg, &reply);
 	if (rc)

@@ -133,6 +133,8 @@ static struct abatch *batch_async(struct prog_client *pc)
 	if (!ab)
 		return NULL;
 	ab->pc = pc;
+	ab->start_ns = pc->batch.start_ns;
+	stat_add(&pc->stats.batches_out, 1);
 	/* The CQE of this batch will come later: keep its slot. */
 	pc->cq_reserved++;
 	pc->batch.ab = ab;
@@ -220,6 +222,8 @@ static void batch_complete(struct progress *p, struct abatch *ab)
 	}
 	region_put(ab->notify_target);
 	count_completion(p, pc, result);
+	completion_record(&p->exec.paths.done, ab->path, result, ab->start_ns);
+	stat_add(&pc->stats.batches_back, 1);
 	free(ab);
 }
 
@@ -305,6 +309,7 @@ void exec_op_done(void *arg, struct xop *op, int64_t result)
 	else if (result > 0)
 		ab->bytes += (uint64_t)result;
 	ab->path = path;
+	ab->pc->ops_out--;
 	if (--ab->pending == 0 && ab->closed)
 		batch_complete(p, ab);
 }
@@ -334,6 +339,7 @@ static struct xop *op_begin(struct progress *p, struct prog_client *pc,
 		.remote = remote,
 	};
 	ab->pending++;
+	pc->ops_out++;
 	progress_op_started(p);
 	return op;
 }
@@ -342,6 +348,7 @@ static struct xop *op_begin(struct progress *p, struct prog_client *pc,
 static void op_abandon(struct progress *p, struct xop *op)
 {
 	op->batch->pending--;
+	op->batch->pc->ops_out--;
 	progress_op_ended(p);
 	region_put(op->local);
 	region_put(op->remote);
@@ -523,9 +530,24 @@ static int64_t go_gpu_staged(struct progress *p, struct prog_client *pc,
 
 /* The facts path_choose() decides on, for a descriptor between local
  * (NULL for NOTIFY) and target. */
-static struct path_facts facts_of(struct progress *p,
-				  const struct xfer_sqe *sqe,
-				  struct region *local, struct region *target)
+/* The facts of another xferd's region: what RDMA can do for it now. */
+static __attribute__((noinline)) void remote_facts(struct progress *p,
+						   const struct xfer_sqe *sqe,
+						   struct region *local,
+						   struct region *target,
+						   struct path_facts *f)
+{
+	f->owner_mem = (enum region_kind)region_token(target)->mem_kind;
+	f->rdma = rdma_can_move(p, ROUTE_RDMA, sqe, local, target);
+	f->rdma_staged = !f->rdma && rdma_can_move(p, ROUTE_RDMA_STAGED, sqe,
+						   local, target);
+}
+
+/* Inline: for two regions of this node it is a few loads (callgrind:
+ * the call and its returned struct cost more than the facts). */
+static inline __attribute__((always_inline)) struct path_facts
+facts_of(struct progress *p, const struct xfer_sqe *sqe, struct region *local,
+	 struct region *target)
 {
 	struct path_facts f = {
 		.opcode = sqe->opcode,
@@ -534,12 +556,8 @@ static struct path_facts facts_of(struct progress *p,
 		.gpus = p->gpu != NULL,
 		.links = p->ntransports > 0,
 	};
-	if (region_kind(target) == REGION_REMOTE) {
-		f.owner_mem = (enum region_kind)region_token(target)->mem_kind;
-		f.rdma = rdma_can_move(p, ROUTE_RDMA, sqe, local, target);
-		f.rdma_staged = !f.rdma && rdma_can_move(p, ROUTE_RDMA_STAGED,
-							 sqe, local, target);
-	}
+	if (region_kind(target) == REGION_REMOTE)
+		remote_facts(p, sqe, local, target, &f);
 	return f;
 }
 
@@ -548,7 +566,8 @@ static struct path_facts facts_of(struct progress *p,
  * and remote at roff, resolved already, on route: here and now (returns
  * the bytes), or out (*async).  *target: the region to notify.
  */
-static int64_t move_range(struct progress *p, struct prog_client *pc,
+static inline __attribute__((always_inline)) int64_t
+move_range(struct progress *p, struct prog_client *pc,
 			  const struct xfer_sqe *sqe, enum path_route route,
 			  struct region *local, uint64_t loff,
 			  struct region *remote, uint64_t roff, uint16_t *path,
@@ -979,9 +998,11 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 	int64_t rc = sqe_check(sqe);
 
 	regtab_memo_sync(p->regs, &p->exec.memo);
-	if (!pc->batch.open)
+	if (!pc->batch.open) {
 		pc->batch.error = 0, pc->batch.bytes = 0,
 		pc->batch.path = XFER_PATH_NONE;
+		pc->batch.start_ns = p->exec.pass.start_ns;
+	}
 	/* After a failure the rest of a batch moves nothing. */
 	if (!rc && !pc->batch.error) {
 		switch (sqe->opcode) {
@@ -1027,6 +1048,8 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 	    notify_choose(sqe, false, false) == NOTIFY_NOW)
 		exec_notify_owner(p, target, sqe->notify_value, result);
 	count_completion(p, pc, result);
+	completion_pass_add(&p->exec.pass, &p->exec.paths.done, pc->batch.path,
+			    result, pc->batch.start_ns);
 }
 
 /* A batch of a departed client whose GPU copies are still out: freed

@@ -52,19 +52,10 @@ static int64_t cma_to_cma(struct local_staging *st, const struct region *src,
 	return (int64_t)len;
 }
 
-int64_t local_copy(struct local_staging *st, const struct region *src,
-		   uint64_t soff, const struct region *dst, uint64_t doff,
-		   uint64_t len, uint16_t *path)
+int64_t local_copy_cma(struct local_staging *st, const struct region *src,
+		       uint64_t soff, const struct region *dst, uint64_t doff,
+		       uint64_t len, uint16_t *path)
 {
-	if (region_kind(src) == REGION_MEMFD && region_kind(dst) == REGION_MEMFD) {
-		*path = XFER_PATH_MEMCPY;
-		/* Both ranges may be in one region: memmove then. */
-		if (src == dst)
-			memmove(map_at(dst, doff), map_at(src, soff), len);
-		else
-			memcpy(map_at(dst, doff), map_at(src, soff), len);
-		return (int64_t)len;
-	}
 	*path = XFER_PATH_CMA;
 	if (region_kind(src) == REGION_MEMFD)
 		return cma_copy(dst, true, map_at(src, soff), doff, len);

@@ -113,6 +113,14 @@ struct prog_client *progress_find_client(struct progress *p, uint64_t id)
 	return NULL;
 }
 
+/* Below max_inflight: may take more of its SQEs. */
+static bool client_may_start(struct progress *p,
+			     const struct prog_client *pc)
+{
+	return pc->ops_out <
+	       atomic_load_explicit(&p->max_inflight, memory_order_relaxed);
+}
+
 /* Run what one client submitted; true if anything was done. */
 static bool drain(struct progress *p, struct prog_client *pc)
 {
@@ -137,7 +145,7 @@ static bool drain(struct progress *p, struct prog_client *pc)
 	uint32_t n = avail < DRAIN_BUDGET ? avail : DRAIN_BUDGET;
 	uint32_t tail0 = pc->cq_tail, res0 = pc->cq_reserved, i;
 	for (i = 0; i < n && (pc->cq_tail - tail0) + (pc->cq_reserved - res0) <
-				     room; i++) {
+				     room && client_may_start(p, pc); i++) {
 		struct xfer_sqe sqe;
 		ring_sqe_copy(&pc->ring, pc->sq_head + i, &sqe);
 		exec_sqe(p, pc, &sqe);
@@ -161,12 +169,22 @@ void progress_op_started(struct progress *p)
 		struct timeval tv = us_to_timeval(EXPIRE_NS / 1000);
 		event_add(p->ev_expire, &tv);
 	}
+	/* Relaxed: a gauge for xferctl, ordered with nothing. */
+	atomic_store_explicit(&p->ops_in_flight, p->async_ops,
+			      memory_order_relaxed);
 }
 
 void progress_op_ended(struct progress *p)
 {
 	if (--p->async_ops == 0 && p->ev_expire)
 		event_del(p->ev_expire);
+	atomic_store_explicit(&p->ops_in_flight, p->async_ops,
+			      memory_order_relaxed);
+}
+
+uint64_t progress_ops_in_flight(const struct progress *p)
+{
+	return atomic_load_explicit(&p->ops_in_flight, memory_order_relaxed);
 }
 
 static void on_expire(evutil_socket_t fd, short what, void *arg)
@@ -491,11 +509,13 @@ void progress_net_cfg(struct progress *p, const struct transport_cfg *cfg,
 
 /* --- sleeping --- */
 
-/* SQEs waiting and CQ room to complete them: work we can do now. */
-static bool client_has_work(const struct prog_client *pc)
+/* SQEs waiting, CQ room to complete them and room under max_inflight:
+ * work we can do now.  (At max_inflight an ending operation wakes the
+ * thread, as at a full CQ the client's doorbell does.) */
+static bool client_has_work(struct progress *p, const struct prog_client *pc)
 {
 	return !pc->broken && ring_sq_avail(&pc->ring, pc->sq_head) &&
-	       exec_cq_room(pc);
+	       exec_cq_room(pc) && client_may_start(p, pc);
 }
 
 static bool any_work(struct progress *p)
@@ -504,7 +524,7 @@ static bool any_work(struct progress *p)
 	    (p->gpu && gpu_copies_busy(p->gpu)))
 		return true;
 	for (size_t i = 0; i < p->nclients; i++)
-		if (client_has_work(p->clients[i]))
+		if (client_has_work(p, p->clients[i]))
 			return true;
 	return false;
 }
@@ -610,7 +630,7 @@ static bool poll_net(struct progress *p, bool busy)
 static void *progress_main(void *arg)
 {
 	struct progress *p = arg;
-	uint64_t idle_since = now_ns();
+	uint64_t idle_since = p->exec.pass.start_ns = now_ns();
 
 	if (p->cpu >= 0) {
 		cpu_set_t set;
@@ -637,16 +657,20 @@ static void *progress_main(void *arg)
 		busy |= copy_workers_busy(p->workers);
 		if (busy) {
 			idle_since = now_ns();
+			completion_pass_end(&p->exec.pass, &p->exec.paths.done,
+					    idle_since);
 			continue;
 		}
 		uint64_t spin = 1000ull *
 			atomic_load_explicit(&p->spin_us, memory_order_relaxed);
-		if (now_ns() - idle_since < spin) {
+		/* Each clock reading starts the next pass (latency). */
+		p->exec.pass.start_ns = now_ns();
+		if (p->exec.pass.start_ns - idle_since < spin) {
 			cpu_relax_hint();
 			continue;
 		}
 		sleep_until_rung(p);
-		idle_since = now_ns();
+		idle_since = p->exec.pass.start_ns = now_ns();
 	}
 	return NULL;
 }
@@ -663,6 +687,8 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 	p->regs = regs;
 	p->cpu = cpu;
 	atomic_init(&p->spin_us, spin_us);
+	atomic_init(&p->max_inflight, UINT32_MAX);
+	atomic_init(&p->ops_in_flight, 0);
 	p->cmds_tail = &p->cmds;
 	TAILQ_INIT(&p->exec.deferred);
 	TAILQ_INIT(&p->exec.lstages);
@@ -939,6 +965,13 @@ void progress_set_spin(struct progress *p, uint32_t spin_us)
 {
 	atomic_store_explicit(&p->spin_us, spin_us, memory_order_relaxed);
 }
+
+void progress_set_max_inflight(struct progress *p, uint32_t max)
+{
+	/* Relaxed: a plain setting, read once per drain. */
+	atomic_store_explicit(&p->max_inflight, max, memory_order_relaxed);
+}
+
 
 const struct path_stats *progress_path_stats(const struct progress *p)
 {

@@ -21,6 +21,7 @@
 
 #include "common/ring.h"
 #include "common/token_codec.h"
+#include "engine/completion_stats.h"
 #include "transport/transport.h"
 #include "xfer_ring.h"
 
@@ -36,6 +37,7 @@ struct path_stats {
 	_Atomic uint64_t bytes[XFER_PATH__COUNT];
 	_Atomic uint64_t completed; /* CQEs posted for submissions */
 	_Atomic uint64_t failed;    /* of which with an error */
+	struct completion_stats done; /* latency and errno per path */
 };
 
 /* Counters of one client, written by the progress thread, read by ctl. */
@@ -43,6 +45,9 @@ struct client_stats {
 	_Atomic uint64_t ops_completed;
 	_Atomic uint64_t ops_failed;
 	_Atomic uint64_t bytes_moved;
+	/* Batches that went out (links, GPUs, staging) and came back: the
+	 * difference is what the client has in flight. */
+	_Atomic uint64_t batches_out, batches_back;
 };
 
 /*
@@ -65,9 +70,12 @@ struct prog_client {
 		uint16_t path;
 		struct abatch *ab; /* set once an entry went out on a link */
 		struct xop *gpu_op; /* its GPU copies so far (this pass) */
+		uint64_t start_ns; /* its first SQE was taken (latency) */
 	} batch;
 	bool cq_dirty;            /* CQEs written, tail not yet published */
 	uint32_t cq_reserved;     /* CQ slots promised to async batches */
+	uint32_t ops_out;         /* its operations out (op_begin), against
+				   * max_inflight */
 
 	/* progress <-> main hand-over */
 	struct prog_client *cmd_next;
@@ -162,6 +170,15 @@ void progress_net_cfg(struct progress *p, const struct transport_cfg *cfg,
 		      uint32_t op_timeout_ms);
 
 void progress_set_spin(struct progress *p, uint32_t spin_us);
+/*
+ * Operations one client may have out on links, GPU copies and staging
+ * at once (max_inflight): at the limit its ring is not drained further
+ * until some end.  The ring's own bound (one CQ slot per batch) does not
+ * cover a long linked batch, whose entries all go out before it ends.
+ */
+void progress_set_max_inflight(struct progress *p, uint32_t max);
+/* Operations out now (links, GPU copies, staging), from any thread. */
+uint64_t progress_ops_in_flight(const struct progress *p);
 const struct path_stats *progress_path_stats(const struct progress *p);
 
 #endif /* XFERD_PROGRESS_H */

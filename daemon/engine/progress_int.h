@@ -32,6 +32,7 @@ struct exec_state {
 	struct regtab_memo memo;   /* handles of the latest descriptors */
 	struct local_staging staging; /* CMA -> CMA bounce buffer */
 	struct path_stats paths;   /* read by ctl from the main thread */
+	struct completion_pass pass; /* this pass's completions (latency) */
 	struct xop_list deferred;  /* to submit after this pass */
 	/* Same-node descriptors going through staging (path_staged.c). */
 	TAILQ_HEAD(lstage_list, lstage) lstages;
@@ -51,6 +52,7 @@ struct progress {
 	int doorbell;              /* eventfd: SQ doorbell and commands */
 	int notice_efd;            /* eventfd: notices for the main thread */
 	_Atomic uint32_t spin_us;
+	_Atomic uint32_t max_inflight; /* per client (progress.h) */
 	int cpu;
 
 	pthread_mutex_t lock;      /* guards cmds and both notice lists */
@@ -80,6 +82,7 @@ struct progress {
 	 * they run on this thread). */
 	struct copy_workers *workers;
 	uint64_t async_ops;        /* operations out on links */
+	_Atomic uint64_t ops_in_flight; /* async_ops, for other threads */
 	uint64_t last_net_poll_ns;
 };
 
@@ -98,6 +101,7 @@ struct abatch {
 	/* Notification to send once the whole batch succeeded. */
 	struct region *notify_target; /* a reference, local or remote */
 	uint64_t notify_value;
+	uint64_t start_ns;         /* its first SQE was taken (latency) */
 };
 
 static inline void cpu_relax_hint(void)

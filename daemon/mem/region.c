@@ -633,51 +633,44 @@ void regtab_memo_sync(struct regtab *t, struct regtab_memo *m)
 	}
 }
 
-int regtab_resolve_memo(struct regtab *t, struct regtab_memo *m,
-			uint64_t client, uint64_t handle, uint64_t off,
-			uint64_t len, bool allow_import, struct region **out,
-			uint64_t *region_off)
+int regtab_resolve_memo_slow(struct regtab *t, struct regtab_memo *m,
+			     uint64_t client, uint64_t handle, uint64_t off,
+			     uint64_t len, bool allow_import,
+			     struct region **out, uint64_t *region_off)
 {
+	struct region *r;
+	uint64_t base, limit;
+	bool is_import;
 	unsigned i;
 
-	for (i = 0; i < REGTAB_MEMO_SLOTS; i++)
-		if (m->slot[i].region && m->slot[i].handle == handle &&
-		    m->slot[i].client == client &&
-		    (allow_import || !m->slot[i].is_import))
-			break;
-	if (i == REGTAB_MEMO_SLOTS) {
-		struct region *r;
-		uint64_t base, limit;
-		bool is_import;
-
-		pthread_mutex_lock(&t->lock);
-		int err = lookup_locked(t, client, handle, allow_import, &r,
-					&base, &limit, &is_import);
-		if (!err)
-			region_get(r);
-		pthread_mutex_unlock(&t->lock);
-		if (err)
-			return err;
-		/* Never reuse a slot lent out for this descriptor.  The
-		 * generation stays the one read at the last sync: a removal
-		 * since then empties the memo at the next sync. */
-		do {
-			i = m->next;
-			m->next = (m->next + 1) % REGTAB_MEMO_SLOTS;
-		} while (m->in_use & (1u << i));
-		region_put(m->slot[i].region);
-		m->slot[i].region = r;
-		m->slot[i].client = client;
-		m->slot[i].handle = handle;
-		m->slot[i].is_import = is_import;
-		m->slot[i].base = base;
-		m->slot[i].limit = limit;
-	}
-	if (!in_range(off, len, m->slot[i].limit))
+	/* Not in the memo (regtab_resolve_memo looked): the table. */
+	pthread_mutex_lock(&t->lock);
+	int err = lookup_locked(t, client, handle, allow_import, &r, &base,
+				&limit, &is_import);
+	if (!err)
+		region_get(r);
+	pthread_mutex_unlock(&t->lock);
+	if (err)
+		return err;
+	/* Never reuse a slot lent out for this descriptor.  The generation
+	 * stays the one read at the last sync: a removal since then empties
+	 * the memo at the next sync. */
+	do {
+		i = m->next;
+		m->next = (m->next + 1) % REGTAB_MEMO_SLOTS;
+	} while (m->in_use & (1u << i));
+	region_put(m->slot[i].region);
+	m->slot[i].region = r;
+	m->slot[i].client = client;
+	m->slot[i].handle = handle;
+	m->slot[i].is_import = is_import;
+	m->slot[i].base = base;
+	m->slot[i].limit = limit;
+	if (!in_range(off, len, limit))
 		return -ERANGE;
 	m->in_use |= 1u << i;
-	*out = m->slot[i].region;
-	*region_off = m->slot[i].base + off;
+	*out = r;
+	*region_off = base + off;
 	return 0;
 }
 
@@ -737,4 +730,19 @@ void regtab_destroy(struct regtab *t)
 	}
 	pthread_mutex_destroy(&t->lock);
 	free(t);
+}
+
+int regtab_region_length(struct regtab *t, uint64_t client, uint64_t handle,
+			 uint64_t *length)
+{
+	int err = -EACCES;
+
+	pthread_mutex_lock(&t->lock);
+	struct entry *e = find(t, handle);
+	if (e && e->client == client && !e->is_import) {
+		*length = region_length(e->region);
+		err = 0;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return err;
 }

@@ -48,6 +48,7 @@ struct names {
 	struct name_owner *owners;        /* uthash head */
 	EVP_MAC *siphash;                 /* fetched once per table */
 	EVP_MAC_CTX *key;                 /* keyed with the table's key */
+	uint32_t per_client;              /* names one client may publish */
 };
 
 /* --- the hash --- */
@@ -95,6 +96,7 @@ struct names *names_create(void)
 
 	if (!n)
 		return NULL;
+	n->per_client = NAMES_PER_CLIENT_MAX;
 	n->siphash = EVP_MAC_fetch(NULL, "SIPHASH", NULL);
 	if (!n->siphash)
 		goto free_names;
@@ -201,9 +203,9 @@ int names_publish(struct names *n, const char *name, uint64_t client,
 	}
 
 	struct name_owner *o = owner_find(n, client);
-	if (o && o->count >= NAMES_PER_CLIENT_MAX) {
+	if (o && o->count >= n->per_client) {
 		free(copy);
-		return -ENOSPC;
+		return -EMLINK;
 	}
 	e = calloc(1, sizeof(*e) + name_len + 1);
 	if (!e) {
@@ -286,6 +288,11 @@ void names_remove_client(struct names *n, uint64_t client)
 	/* remove_entry frees the owner with its last name: count first. */
 	for (uint32_t left = o->count; left; left--)
 		remove_entry(n, LIST_FIRST(&o->names));
+}
+
+void names_set_limit(struct names *n, uint32_t per_client)
+{
+	n->per_client = per_client;
 }
 
 size_t names_count(const struct names *n)

@@ -15,7 +15,7 @@
 
 #define NAMES_NAME_MAX  PUBNAME_MAX  /* bytes, without the NUL */
 #define NAMES_TOKEN_MAX 512  /* = XFER_TOKEN_MAX */
-#define NAMES_PER_CLIENT_MAX 4096
+#define NAMES_PER_CLIENT_MAX 4096  /* until names_set_limit */
 
 struct names;
 
@@ -28,8 +28,8 @@ bool names_valid(const char *name);
 
 /*
  * Store (or, for the same client, replace) a token.  -EINVAL for a bad
- * name or token size, -EEXIST if another client owns the name, -ENOSPC
- * beyond NAMES_PER_CLIENT_MAX names of one client.
+ * name or token size, -EEXIST if another client owns the name, -EMLINK
+ * beyond the limit of names per client (names_set_limit).
  */
 int names_publish(struct names *n, const char *name, uint64_t client,
 		  const void *token, size_t len);
@@ -39,6 +39,9 @@ int names_unpublish(struct names *n, const char *name, uint64_t client);
 int names_lookup(const struct names *n, const char *name,
 		 const void **token, size_t *len);
 void names_remove_client(struct names *n, uint64_t client);
+/* Names one client may publish (max_names); names already published
+ * above a lowered limit stay. */
+void names_set_limit(struct names *n, uint32_t per_client);
 size_t names_count(const struct names *n);
 
 /* Every name (of one client), with its token: for the copies of the

@@ -1,6 +1,7 @@
 /*
- * ctl.c - status, clients, regions, peers, GPUs, rails and ping for
- * xferctl.
+ * ctl.c - status, stats, clients, regions, peers, GPUs, rails and ping
+ * for xferctl.  Status and stats are written from the snapshot that the
+ * metrics endpoint exports too (ops/stats.c).
  *
  * Read-only requests: anyone who may connect to the socket (mode 0660)
  * may ask.  A connection may ask several questions, one at a time; a
@@ -23,6 +24,7 @@
 #include "client.h"
 #include "ops/ctl.h"
 #include "ops/ctl_msg.h"
+#include "ops/stats.h"
 #include "ctl.pb-c.h"
 #include "gpu/gpu.h"
 #include "mem/rcache.h"
@@ -123,84 +125,225 @@ static int reply_error(struct ctl_conn *cc, int error, const char *message)
 	return send_reply(cc, &m);
 }
 
-static int reply_status(struct ctl_conn *cc)
-{
-	struct xferd *d = cc->d;
-	const struct path_stats *ps = progress_path_stats(d->progress);
-	Xfer__Ctl__CtlMsg m = XFER__CTL__CTL_MSG__INIT;
-	Xfer__Ctl__StatusReply st = XFER__CTL__STATUS_REPLY__INIT;
+/* A StatusReply and what it points to, filled from a snapshot. */
+struct status_parts {
+	Xfer__Ctl__StatusReply st;
 	Xfer__Ctl__PathCount pcs[XFER_PATH__COUNT];
 	Xfer__Ctl__PathCount *pcp[XFER_PATH__COUNT];
-	Xfer__Ctl__StagingPool sp = XFER__CTL__STAGING_POOL__INIT;
-	Xfer__Ctl__StagingHalf sh[2] = { XFER__CTL__STAGING_HALF__INIT,
-					 XFER__CTL__STAGING_HALF__INIT };
-	struct staging_stats ss;
-	Xfer__Ctl__RcacheStats rs = XFER__CTL__RCACHE_STATS__INIT;
-	struct rcache_stats rcs;
-	struct regtab_counts counts;
+	Xfer__Ctl__StagingPool sp;
+	Xfer__Ctl__StagingHalf sh[2];
+	Xfer__Ctl__RcacheStats rs;
+};
+
+static void fill_status(struct xferd *d, const struct stats_snapshot *s,
+			struct status_parts *o)
+{
+	Xfer__Ctl__StatusReply *st = &o->st;
 	size_t npaths = 0;
 
-	regtab_count_all(d->regs, &counts);
-	if (progress_staging_stats(d->progress, &ss)) {
+	xfer__ctl__status_reply__init(st);
+	if (s->staging) {
 		for (int h = 0; h < 2; h++) {
-			sh[h].chunks = ss.chunks[h];
-			sh[h].in_use = ss.chunks[h] - ss.free[h];
-			sh[h].waiting = ss.waiting[h];
+			xfer__ctl__staging_half__init(&o->sh[h]);
+			o->sh[h].chunks = s->pool.chunks[h];
+			o->sh[h].in_use = s->pool.in_use[h];
+			o->sh[h].waiting = s->pool.waiting[h];
 		}
-		sp.chunk_bytes = ss.chunk_bytes;
-		sp.send = &sh[STAGING_SEND];
-		sp.recv = &sh[STAGING_RECV];
-		sp.waits = ss.waits;
-		st.staging = &sp;
+		xfer__ctl__staging_pool__init(&o->sp);
+		o->sp.chunk_bytes = s->pool.chunk_bytes;
+		o->sp.send = &o->sh[STAGING_SEND];
+		o->sp.recv = &o->sh[STAGING_RECV];
+		o->sp.waits = s->pool.waits;
+		st->staging = &o->sp;
 	} else {
-		st.staging_none = (char *)(gpu_count() > 0 ? "no memory"
-							   : "no GPUs");
+		st->staging_none = (char *)s->staging_none;
 	}
-	rcache_get_stats(d->rcache, &rcs);
-	rs.entries = rcs.entries;
-	rs.unused = rcs.unused;
-	rs.bytes = rcs.bytes;
-	rs.hits = rcs.hits;
-	rs.misses = rcs.misses;
-	rs.evictions = rcs.evictions;
-	rs.max_entries = rcs.max_entries;
-	rs.max_bytes = rcs.max_bytes;
-	rs.pending = regworker_pending(d->regworker);
-	st.rcache = &rs;
-	st.version = (char *)XFERD_VERSION;
-	st.instance_id.data = d->instance_id;
-	st.instance_id.len = sizeof(d->instance_id);
-	st.pid = (uint32_t)getpid();
-	st.uptime_ms = xferd_ms_since(&d->started);
-	st.socket_path = d->socket_path;
-	st.clients = d->nclients;
-	st.regions = counts.regions;
-	st.imports = counts.imports;
-	st.ops_completed = atomic_load_explicit(&ps->completed,
-						memory_order_relaxed);
-	st.ops_failed = atomic_load_explicit(&ps->failed, memory_order_relaxed);
-	st.workers = 1;
-	st.rss_bytes = ctl_rss_bytes();
+	xfer__ctl__rcache_stats__init(&o->rs);
+	o->rs.entries = s->rcache.entries;
+	o->rs.unused = s->rcache.unused;
+	o->rs.bytes = s->rcache.bytes;
+	o->rs.hits = s->rcache.hits;
+	o->rs.misses = s->rcache.misses;
+	o->rs.evictions = s->rcache.evictions;
+	o->rs.max_entries = s->rcache.max_entries;
+	o->rs.max_bytes = s->rcache.max_bytes;
+	o->rs.pending = s->rcache.pending;
+	st->rcache = &o->rs;
+	st->version = (char *)s->version;
+	st->instance_id.data = d->instance_id;
+	st->instance_id.len = sizeof(d->instance_id);
+	st->pid = s->pid;
+	st->uptime_ms = s->uptime_ms;
+	st->socket_path = d->socket_path;
+	st->clients = s->clients;
+	st->regions = s->regions;
+	st->imports = s->imports;
+	st->ops_completed = s->ops_completed;
+	st->ops_failed = s->ops_failed;
+	st->ops_in_flight = progress_ops_in_flight(d->progress);
+	st->workers = 1;
+	st->rss_bytes = s->rss_bytes;
 	for (unsigned p = XFER_PATH_NONE + 1; p < XFER_PATH__COUNT; p++) {
-		uint64_t ops = atomic_load_explicit(&ps->ops[p],
-						    memory_order_relaxed);
-		uint64_t bytes = atomic_load_explicit(&ps->bytes[p],
-						      memory_order_relaxed);
-		st.bytes_moved += bytes;
-		if (!ops)
+		st->bytes_moved += s->paths[p].bytes;
+		if (!s->paths[p].ops)
 			continue;
-		xfer__ctl__path_count__init(&pcs[npaths]);
-		pcs[npaths].path = (char *)path_name(p);
-		pcs[npaths].ops = ops;
-		pcs[npaths].bytes = bytes;
-		pcp[npaths] = &pcs[npaths];
+		xfer__ctl__path_count__init(&o->pcs[npaths]);
+		o->pcs[npaths].path = (char *)path_name(p);
+		o->pcs[npaths].ops = s->paths[p].ops;
+		o->pcs[npaths].bytes = s->paths[p].bytes;
+		o->pcp[npaths] = &o->pcs[npaths];
 		npaths++;
 	}
-	st.n_paths = npaths;
-	st.paths = pcp;
+	st->n_paths = npaths;
+	st->paths = o->pcp;
+}
+
+static int reply_status(struct ctl_conn *cc)
+{
+	Xfer__Ctl__CtlMsg m = XFER__CTL__CTL_MSG__INIT;
+	struct stats_snapshot *s = malloc(sizeof(*s));
+	struct status_parts parts;
+	int rc;
+
+	if (!s)
+		return reply_error(cc, -ENOMEM, "out of memory");
+	stats_collect(cc->d, s);
+	fill_status(cc->d, s, &parts);
 	m.body_case = XFER__CTL__CTL_MSG__BODY_STATUS_REPLY;
-	m.status_reply = &st;
-	return send_reply(cc, &m);
+	m.status_reply = &parts.st;
+	rc = send_reply(cc, &m);
+	free(s);
+	return rc;
+}
+
+/* xferctl stats: the snapshot the metrics endpoint exports. */
+struct stats_parts {
+	struct status_parts status;
+	Xfer__Ctl__StatsReply rep;
+	uint64_t bounds[LAT_BOUNDS];
+	Xfer__Ctl__PathStats paths[XFER_PATH__COUNT];
+	Xfer__Ctl__PathStats *pathp[XFER_PATH__COUNT];
+	Xfer__Ctl__ErrnoCount errs[XFER_PATH__COUNT][STATS_ERRNOS_MAX];
+	Xfer__Ctl__ErrnoCount *errp[XFER_PATH__COUNT][STATS_ERRNOS_MAX];
+	Xfer__Ctl__ClientStats clients[STATS_CLIENTS_TOP + 1];
+	Xfer__Ctl__ClientStats *clientp[STATS_CLIENTS_TOP];
+	Xfer__Ctl__PeerStats peers[STATS_PEERS_MAX];
+	Xfer__Ctl__PeerStats *peerp[STATS_PEERS_MAX];
+	Xfer__Ctl__RailStats rails[STATS_RAILS_MAX];
+	Xfer__Ctl__RailStats *railp[STATS_RAILS_MAX];
+};
+
+static void fill_client(Xfer__Ctl__ClientStats *c,
+			const struct stats_client *sc)
+{
+	xfer__ctl__client_stats__init(c);
+	c->pid = sc->pid;
+	c->name = (char *)sc->name;
+	c->ops = sc->ops;
+	c->failed = sc->failed;
+	c->bytes = sc->bytes;
+	c->in_flight = sc->in_flight;
+	c->connections = sc->count;
+}
+
+static void fill_stats(struct xferd *d, struct stats_snapshot *s,
+		       struct stats_parts *o)
+{
+	Xfer__Ctl__StatsReply *r = &o->rep;
+
+	xfer__ctl__stats_reply__init(r);
+	fill_status(d, s, &o->status);
+	r->status = &o->status.st;
+	memcpy(o->bounds, lat_bound_ns, sizeof(o->bounds));
+	r->n_latency_bounds_ns = LAT_BOUNDS;
+	r->latency_bounds_ns = o->bounds;
+	for (unsigned p = 0; p < XFER_PATH__COUNT; p++) {
+		Xfer__Ctl__PathStats *ps = &o->paths[p];
+		struct stats_path *sp = &s->paths[p];
+		xfer__ctl__path_stats__init(ps);
+		ps->path = (char *)path_name(p);
+		ps->ops = sp->ops;
+		ps->bytes = sp->bytes;
+		ps->n_latency = LAT_BOUNDS + 1;
+		ps->latency = sp->lat;
+		ps->latency_sum_ns = sp->lat_sum_ns;
+		for (unsigned i = 0; i < sp->nerrors; i++) {
+			xfer__ctl__errno_count__init(&o->errs[p][i]);
+			o->errs[p][i].errno_value = (uint32_t)sp->errors[i].err;
+			o->errs[p][i].count = sp->errors[i].count;
+			o->errp[p][i] = &o->errs[p][i];
+		}
+		ps->n_errors = sp->nerrors;
+		ps->errors = o->errp[p];
+		o->pathp[p] = ps;
+	}
+	r->n_paths = XFER_PATH__COUNT;
+	r->paths = o->pathp;
+	for (unsigned i = 0; i < s->ntop; i++) {
+		fill_client(&o->clients[i], &s->top[i]);
+		o->clientp[i] = &o->clients[i];
+	}
+	r->n_clients = s->ntop;
+	r->clients = o->clientp;
+	if (s->other.count) {
+		fill_client(&o->clients[STATS_CLIENTS_TOP], &s->other);
+		r->other = &o->clients[STATS_CLIENTS_TOP];
+	}
+	for (unsigned i = 0; i < s->npeers; i++) {
+		Xfer__Ctl__PeerStats *p = &o->peers[i];
+		const struct stats_peer *sp = &s->peers[i];
+		xfer__ctl__peer_stats__init(p);
+		p->name = (char *)sp->name;
+		p->state = (char *)sp->state;
+		p->rtt_ns = sp->rtt_ns;
+		p->bytes_tx = sp->bytes_tx;
+		p->bytes_rx = sp->bytes_rx;
+		p->ops = sp->ops;
+		p->errors = sp->errors;
+		p->reconnects = sp->reconnects;
+		o->peerp[i] = p;
+	}
+	r->n_peers = s->npeers;
+	r->peers = o->peerp;
+	r->peers_left_out = s->peers_left_out;
+	for (unsigned i = 0; i < s->nrails; i++) {
+		Xfer__Ctl__RailStats *rs = &o->rails[i];
+		const struct stats_rail *sr = &s->rails[i];
+		xfer__ctl__rail_stats__init(rs);
+		rs->device = (char *)sr->device;
+		rs->port = sr->port;
+		rs->qps = sr->qps;
+		rs->bytes_tx = sr->bytes_tx;
+		rs->bytes_rx = sr->bytes_rx;
+		rs->wrs = sr->wrs;
+		rs->errors = sr->errors;
+		o->railp[i] = rs;
+	}
+	r->n_rails = s->nrails;
+	r->rails = o->railp;
+	r->gpus = s->gpus;
+	r->gpu_imports = s->gpu_imports;
+	r->gpu_import_refs = s->gpu_import_refs;
+}
+
+static int reply_stats(struct ctl_conn *cc)
+{
+	Xfer__Ctl__CtlMsg m = XFER__CTL__CTL_MSG__INIT;
+	struct stats_snapshot *s = malloc(sizeof(*s));
+	struct stats_parts *parts = malloc(sizeof(*parts));
+	int rc;
+
+	if (!s || !parts) {
+		free(s), free(parts);
+		return reply_error(cc, -ENOMEM, "out of memory");
+	}
+	stats_collect(cc->d, s);
+	fill_stats(cc->d, s, parts);
+	m.body_case = XFER__CTL__CTL_MSG__BODY_STATS_REPLY;
+	m.stats_reply = &parts->rep;
+	rc = send_reply(cc, &m);
+	free(s), free(parts);
+	return rc;
 }
 
 struct list_acc {
@@ -600,6 +743,9 @@ static int dispatch(struct ctl_conn *cc, const uint8_t *pkt, size_t len)
 		break;
 	case XFER__CTL__CTL_MSG__BODY_RAILS:
 		rc = reply_rails(cc);
+		break;
+	case XFER__CTL__CTL_MSG__BODY_STATS:
+		rc = reply_stats(cc);
 		break;
 	case XFER__CTL__CTL_MSG__BODY_PING:
 		rc = start_ping(cc, m->ping);

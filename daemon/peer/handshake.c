@@ -313,6 +313,7 @@ static void conn_established(struct conn *c, struct peer *pe)
 	memcpy(rails, c->their_rails, nrails * sizeof(rails[0]));
 	conn_free(c);
 	pe->state = PEER_UP;
+	pe->links_up++;
 	pe->failures = 0;
 	pe->last_error[0] = '\0';
 	clock_gettime(CLOCK_MONOTONIC, &pe->up_since);
@@ -321,9 +322,10 @@ static void conn_established(struct conn *c, struct peer *pe)
 			     &pe->stats, pending, left, pe->node_name, rails,
 			     nrails);
 	free(pending);
-	log_info("peer %s: link up via %s (%s, %s)",
-		 peer_label(pe, label, sizeof(label)), pe->address,
-		 pe->initiated ? "we connected" : "it connected", pe->why);
+	log_info_f(&((struct log_fields){ .peer = peer_log_name(pe) }),
+		   "peer %s: link up via %s (%s, %s)",
+		   peer_label(pe, label, sizeof(label)), pe->address,
+		   pe->initiated ? "we connected" : "it connected", pe->why);
 
 	request_send_waiting(ps, pe);
 	request_resolve_waiting(ps);

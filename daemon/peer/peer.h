@@ -103,6 +103,7 @@ struct peer_view {
 	uint64_t ops, errors;
 	uint64_t up_ms;               /* since the link came up */
 	const char *last_error;
+	uint64_t links_up;            /* times a link came up: 1 + reconnects */
 };
 void peers_foreach(struct peers *p,
 		   void (*fn)(const struct peer_view *v, void *arg), void *arg);

@@ -109,6 +109,7 @@ struct peer {
 	struct link_stats stats;      /* written by the progress thread */
 	uint64_t link_gen;            /* of the link last handed over */
 	unsigned failures;            /* connects failed in a row */
+	uint64_t links_up;            /* times a link came up (metrics) */
 	uint64_t retry_at_ns;         /* no new connect before (backoff) */
 	struct request_list waiting;  /* requests to send once up */
 	struct peer *next;
@@ -167,6 +168,10 @@ struct peers {
 /* --- table.c --- */
 
 /* "name (1a2b3c4d)" for logs; returns buf. */
+/* What XFERD_PEER says in the journal: the node name, else the first
+ * 8 hex digits of the instance id.  Main thread; valid until the next
+ * call. */
+const char *peer_log_name(const struct peer *pe);
 const char *peer_label(const struct peer *pe, char *buf, size_t len);
 struct peer *peer_by_id(struct peers *ps, const uint8_t *id);
 struct peer *peer_by_name(struct peers *ps, const char *name);

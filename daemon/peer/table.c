@@ -40,6 +40,16 @@ static void id_hex(const uint8_t *id, char out[9])
 	snprintf(out, 9, "%02x%02x%02x%02x", id[0], id[1], id[2], id[3]);
 }
 
+const char *peer_log_name(const struct peer *pe)
+{
+	static char hex[9];
+
+	if (pe->node_name[0])
+		return pe->node_name;
+	id_hex(pe->id, hex);   /* main thread only: one buffer will do */
+	return hex;
+}
+
 const char *peer_label(const struct peer *pe, char *buf, size_t len)
 {
 	char hex[9];
@@ -351,6 +361,10 @@ void peers_on_notice(const struct net_notice *n, void *arg)
 			break;
 		pe->state = PEER_DOWN;
 		snprintf(pe->last_error, sizeof(pe->last_error), "%s", n->why);
+		log_info_f(&((struct log_fields){
+				   .peer = peer_log_name(pe),
+				   .err = n->err < 0 ? -n->err : n->err }),
+			   "peer %s: link down: %s", peer_log_name(pe), n->why);
 		request_link_down(ps, pe);
 		break;
 	case NET_CTL_FRAME:
@@ -494,6 +508,7 @@ void peers_foreach(struct peers *ps,
 			.up_ms = pe->state == PEER_UP
 					 ? xferd_ms_since(&pe->up_since) : 0,
 			.last_error = pe->last_error,
+			.links_up = pe->links_up,
 		};
 		memcpy(v.instance_id, pe->id, LINK_ID_LEN);
 		fn(&v, arg);

@@ -103,7 +103,7 @@ build() {
 	cp "$CARRY"/gen/* "$BUILD/gen/"
 	# Newer than the .proto files, so that make never wants protoc-c.
 	touch "$BUILD"/gen/*
-	targets="$BUILD/xferd $BUILD/xferctl $BUILD/gpubench"
+	targets="$BUILD/xferd $BUILD/xferctl $BUILD/gpubench $BUILD/dlistbench $BUILD/xferbench"
 	for src in tests/gpu/gpu_*.c; do
 		targets="$targets $BUILD/tests/$(basename "$src" .c)"
 	done
@@ -115,6 +115,7 @@ build() {
 		PROTOC=false DEPS_BUILD= DEPS_TEST= DEPS_BENCH= DEPS_RDMA= DEPS_PYTHON= \
 		EXTRA_DEPS= XFERCTL_CFLAGS="-I$CARRY/include/libsmartcols" \
 		XFERCTL_LIBS="-lsmartcols -l:libjson-c.a" \
+		ETCD_CFLAGS= ETCD_LIBS="-l:libjson-c.a -levent_openssl -lssl -lcrypto" \
 		$targets >"$TMP/build.log" 2>&1
 	local rc=$?
 	if [ $rc -ne 0 ]; then

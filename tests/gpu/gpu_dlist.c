@@ -26,23 +26,6 @@ static struct gl_owner o;
 static uint64_t offsets[NSLOTS];
 static uint32_t lidx[NPAIRS], ridx[NPAIRS];
 
-/* n distinct slots out of NSLOTS, in random order (seeded). */
-static void pick(uint32_t *out, unsigned n, uint64_t seed)
-{
-	static uint32_t perm[NSLOTS];
-
-	for (uint32_t i = 0; i < NSLOTS; i++)
-		perm[i] = i;
-	for (uint32_t i = 0; i < n; i++) {
-		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-		uint32_t j = i + (uint32_t)((seed >> 33) % (NSLOTS - i));
-		uint32_t t = perm[i];
-		perm[i] = perm[j];
-		perm[j] = t;
-		out[i] = perm[i];
-	}
-}
-
 /* One dlist SQE and its one CQE (then nothing but the fence NOP). */
 static void run_dlist(unsigned op, struct xfer_dlist *l, struct xfer_dlist *r,
 		      const char *what)
@@ -88,8 +71,8 @@ static void scatter(struct gl_buf *l, int t, int rdev, uint64_t seed)
 
 	snprintf(what, sizeof(what), "dlist %u x %u KiB, %s (GPU %d) -> GPU %d",
 		 NPAIRS, BLK >> 10, gl_kind_name(l->kind), l->dev, rdev);
-	pick(lidx, NPAIRS, seed);
-	pick(ridx, NPAIRS, seed * 3 + 1);
+	tl_pick(lidx, NPAIRS, NSLOTS, seed);
+	tl_pick(ridx, NPAIRS, NSLOTS, seed * 3 + 1);
 	const uint64_t bg = ~seed;
 	gl_fill(l, 0, LEN, seed, 0);
 	gl_owner_fill(&o, t, 0, LEN, bg, 0);
@@ -155,8 +138,8 @@ static void dead_list(struct gl_buf *l, int t)
 	struct xfer_dlist *ld = make_list(l->handle);
 	struct xfer_dlist *rd = make_list(xfer_remote_handle(rem));
 	T_OK(xfer_unimport(ctx, rem));
-	pick(lidx, NPAIRS, 9);
-	pick(ridx, NPAIRS, 10);
+	tl_pick(lidx, NPAIRS, NSLOTS, 9);
+	tl_pick(ridx, NPAIRS, NSLOTS, 10);
 	struct xfer_sqe *sqe = gl_get_sqe(ctx);
 	int rc = xfer_prep_dlist(ctx, sqe, XFER_OP_WRITE_DLIST, ld, rd, NPAIRS,
 				 lidx, ridx, 5);

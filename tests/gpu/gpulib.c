@@ -362,15 +362,7 @@ size_t gl_dev_free(int dev)
 
 struct xfer_sqe *gl_get_sqe(struct xfer_ctx *ctx)
 {
-	uint64_t deadline = tl_now_ms() + 10000;
-	struct xfer_sqe *sqe;
-
-	while (!(sqe = xfer_get_sqe(ctx))) {
-		T_ASSERT(tl_now_ms() < deadline, "the SQ never drained");
-		xfer_submit(ctx);
-		sched_yield();
-	}
-	return sqe;
+	return tl_get_sqe(ctx);
 }
 
 struct xfer_cqe gl_rw(struct xfer_ctx *ctx, unsigned op, uint64_t local,

@@ -18,7 +18,6 @@
  * reached through an imported token, so the test sees their bytes.
  */
 #include <errno.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,41 +36,12 @@ static struct xfer_dlist *lsrc[2], *ltgt[2];
 static uint64_t offs[NSLOTS];
 static uint32_t li[NPICK], ri[NPICK];
 
-static struct xfer_sqe *get_sqe_wait(struct xfer_ctx *ctx)
-{
-	uint64_t deadline = tl_now_ms() + 10000;
-	struct xfer_sqe *sqe;
-
-	while (!(sqe = xfer_get_sqe(ctx))) {
-		T_ASSERT(tl_now_ms() < deadline, "the SQ never drained");
-		sched_yield();
-	}
-	return sqe;
-}
-
-/* n distinct slots of NSLOTS in random order. */
-static void pick(uint32_t *out, unsigned n, uint64_t seed)
-{
-	static uint32_t perm[NSLOTS];
-
-	for (uint32_t i = 0; i < NSLOTS; i++)
-		perm[i] = i;
-	for (uint32_t i = 0; i < n; i++) {
-		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-		uint32_t j = i + (uint32_t)((seed >> 33) % (NSLOTS - i));
-		uint32_t t = perm[i];
-		perm[i] = perm[j];
-		perm[j] = t;
-		out[i] = perm[i];
-	}
-}
-
 /* Submit what is prepared and wait for one CQE; nothing but the fence
  * may follow it. */
 static struct xfer_cqe one_cqe(const char *what)
 {
 	struct xfer_cqe c = tl_submit_wait(ic);
-	xfer_prep_nop(get_sqe_wait(ic), FENCE);
+	xfer_prep_nop(tl_get_sqe(ic), FENCE);
 	struct xfer_cqe f = tl_submit_wait(ic);
 	T_ASSERT(f.user_data == FENCE, "%s: a second CQE (user_data %llu)",
 		 what, (unsigned long long)f.user_data);
@@ -82,7 +52,7 @@ static struct xfer_sqe *prep(unsigned op, struct xfer_dlist *l,
 			     struct xfer_dlist *r, unsigned n,
 			     const uint32_t *a, const uint32_t *b, uint64_t ud)
 {
-	struct xfer_sqe *sqe = get_sqe_wait(ic);
+	struct xfer_sqe *sqe = tl_get_sqe(ic);
 	int rc = xfer_prep_dlist(ic, sqe, op, l, r, n, a, b, ud);
 	T_ASSERT(rc == 0, "xfer_prep_dlist: %s", xfer_strerror(rc));
 	return sqe;
@@ -116,8 +86,8 @@ static void scatter_gather(enum tl_kind sk, enum tl_kind tk, uint64_t seed)
 
 	snprintf(what, sizeof(what), "%u x 4 KiB %s -> %s", NPICK,
 		 tl_kind_name(sk), tl_kind_name(tk));
-	pick(li, NPICK, seed);
-	pick(ri, NPICK, seed * 7 + 3);
+	tl_pick(li, NPICK, NSLOTS, seed);
+	tl_pick(ri, NPICK, NSLOTS, seed * 7 + 3);
 	tl_fill_at(src[sk].ptr, LEN, seed, 0);
 	tl_fill_at(tgt[tk].ptr, LEN, bg, 0);
 	prep(XFER_OP_WRITE_DLIST, lsrc[sk], ltgt[tk], NPICK, li, ri, 42);
@@ -220,7 +190,7 @@ static void linked(void)
 {
 	tl_fill_at(src[TL_HOST].ptr, LEN, 61, 0);
 	tl_fill_at(tgt[TL_MALLOC].ptr, LEN, 62, 0);
-	struct xfer_sqe *s = get_sqe_wait(ic);
+	struct xfer_sqe *s = tl_get_sqe(ic);
 	xfer_prep_write(s, src[TL_HOST].handle, 0,
 			xfer_remote_handle(rtgt[TL_MALLOC]), 0, BLK, 1);
 	xfer_sqe_set_link(s);
@@ -278,8 +248,8 @@ static void index_area_reused(void)
 	uint64_t deadline = tl_now_ms() + 60000;
 
 	tl_fill_at(src[TL_HOST].ptr, LEN, 81, 0);
-	pick(li, N, 81);
-	pick(ri, N, 82);
+	tl_pick(li, N, NSLOTS, 81);
+	tl_pick(ri, N, NSLOTS, 82);
 	while (done < ROUNDS) {
 		T_ASSERT(tl_now_ms() < deadline, "index area: stuck at %u",
 			 done);
@@ -388,7 +358,7 @@ static void bad_lists(void)
 	T_OK(xfer_dlist_destroy(ic, gone));
 	/* The destroyed list's handle in a raw SQE. */
 	tl_fill_at(tgt[TL_HOST].ptr, LEN, 33, 0);
-	struct xfer_sqe *s = get_sqe_wait(ic);
+	struct xfer_sqe *s = tl_get_sqe(ic);
 	*s = (struct xfer_sqe){ .opcode = XFER_OP_WRITE_DLIST, .len = 1,
 				.local = gone_handle,
 				.remote = xfer_dlist_handle(ltgt[TL_HOST]) };
@@ -396,7 +366,7 @@ static void bad_lists(void)
 	T_ASSERT(c.result == -EACCES, "a destroyed list: %lld",
 		 (long long)c.result);
 	/* A region handle where a list belongs. */
-	s = get_sqe_wait(ic);
+	s = tl_get_sqe(ic);
 	*s = (struct xfer_sqe){ .opcode = XFER_OP_WRITE_DLIST, .len = 1,
 				.local = src[TL_HOST].handle,
 				.remote = xfer_dlist_handle(ltgt[TL_HOST]) };

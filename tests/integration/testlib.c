@@ -3,6 +3,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -604,4 +605,36 @@ void tl_owner_stop(struct tl_owner *o)
 	close(o->to);
 	close(o->from);
 	T_ASSERT(status == 0, "region owner exited with %d", status);
+}
+
+struct xfer_sqe *tl_get_sqe(struct xfer_ctx *ctx)
+{
+	uint64_t deadline = tl_now_ms() + 10000;
+	struct xfer_sqe *sqe;
+
+	while (!(sqe = xfer_get_sqe(ctx))) {
+		T_ASSERT(tl_now_ms() < deadline, "the SQ never drained");
+		xfer_submit(ctx);
+		sched_yield();
+	}
+	return sqe;
+}
+
+void tl_pick(uint32_t *out, uint32_t n, uint32_t total, uint64_t seed)
+{
+	uint32_t *perm = malloc(total * sizeof(*perm));
+
+	T_ASSERT(perm && n <= total, "tl_pick: %u of %u", n, total);
+	for (uint32_t i = 0; i < total; i++)
+		perm[i] = i;
+	/* The first n steps of a Fisher-Yates shuffle (an LCG's high bits). */
+	for (uint32_t i = 0; i < n; i++) {
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		uint32_t j = i + (uint32_t)((seed >> 33) % (total - i));
+		uint32_t t = perm[i];
+		perm[i] = perm[j];
+		perm[j] = t;
+		out[i] = perm[i];
+	}
+	free(perm);
 }

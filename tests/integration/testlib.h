@@ -52,6 +52,12 @@ size_t tl_check(const void *buf, size_t len, uint64_t seed);
 struct xfer_cqe tl_submit_wait(struct xfer_ctx *ctx);
 /* Wait (10 s) for the next CQE, copy it, advance; fails on timeout. */
 struct xfer_cqe tl_wait(struct xfer_ctx *ctx);
+/* A free SQE, submitting what is queued until one is free (10 s, then
+ * the test fails): for runs of descriptors longer than the SQ. */
+struct xfer_sqe *tl_get_sqe(struct xfer_ctx *ctx);
+/* n distinct numbers below total (n <= total), in an order shuffled by
+ * seed: the block ids of a scattered transfer. */
+void tl_pick(uint32_t *out, uint32_t n, uint32_t total, uint64_t seed);
 
 /* A private xferd (for tests that kill it or count its fds). */
 struct tl_daemon {

@@ -32,6 +32,8 @@ int main(void)
 	srunner_add_suite(sr, common_suite());
 	srunner_add_suite(sr, regworker_suite());
 	srunner_add_suite(sr, meta_suite());
+	srunner_add_suite(sr, metrics_suite());
+	srunner_add_suite(sr, quota_suite());
 
 	/* CK_ENV is CK_NORMAL unless CK_VERBOSITY says otherwise
 	 * (CK_VERBOSITY=verbose lists every test). */

@@ -26,5 +26,7 @@ Suite *copy_workers_suite(void);
 Suite *common_suite(void);
 Suite *regworker_suite(void);
 Suite *meta_suite(void);
+Suite *metrics_suite(void);
+Suite *quota_suite(void);
 
 #endif /* XFER_UNIT_SUITES_H */

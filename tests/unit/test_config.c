@@ -26,7 +26,10 @@ static bool config_equal(const struct xferd_config *a,
 	       a->progress_cpu == b->progress_cpu &&
 	       a->log_level == b->log_level &&
 	       a->max_clients == b->max_clients &&
-	       a->max_handles == b->max_handles &&
+	       a->max_regions == b->max_regions &&
+	       a->max_imports == b->max_imports &&
+	       a->max_connections_per_uid == b->max_connections_per_uid &&
+	       a->max_client_bytes == b->max_client_bytes &&
 	       a->max_region_bytes == b->max_region_bytes;
 }
 
@@ -73,7 +76,13 @@ START_TEST(defaults)
 	ck_assert_int_eq(c.progress_cpu, -1);
 	ck_assert_int_eq(c.log_level, LOG_LVL_INFO);
 	ck_assert_uint_eq(c.max_clients, 1024);
-	ck_assert_uint_eq(c.max_handles, 65536);
+	ck_assert_uint_eq(c.max_regions, 65536);
+	ck_assert_uint_eq(c.max_imports, 65536);
+	ck_assert_uint_eq(c.max_names, 4096);
+	ck_assert_uint_eq(c.max_connections_per_uid, 1024);
+	ck_assert_uint_eq(c.max_pending_per_uid, 128);
+	ck_assert_uint_eq(c.handshake_timeout_ms, 5000);
+	ck_assert_uint_eq(c.max_client_bytes, 0);
 	ck_assert_uint_eq(c.max_region_bytes, 1ull << 40);
 	ck_assert_uint_eq(c.rcache_max_entries, 4096);
 	ck_assert_uint_eq(c.rcache_max_bytes, 0);
@@ -247,12 +256,45 @@ START_TEST(key_limits)
 	bad_line("max_clients = 0", "max_clients");
 	bad_line("max_clients = 1048577", "max_clients");
 
+	/* The older key sets both. */
 	c = good_line("max_handles = 16M");
-	ck_assert_uint_eq(c.max_handles, 1u << 24);
+	ck_assert_uint_eq(c.max_regions, 1u << 24);
+	ck_assert_uint_eq(c.max_imports, 1u << 24);
 	c = good_line("max_handles = 100");
-	ck_assert_uint_eq(c.max_handles, 100);
+	ck_assert_uint_eq(c.max_regions, 100);
+	ck_assert_uint_eq(c.max_imports, 100);
 	bad_line("max_handles = 0", "max_handles");
 	bad_line("max_handles = 16777217", "max_handles");
+
+	c = good_line("max_regions = 3");
+	ck_assert_uint_eq(c.max_regions, 3);
+	ck_assert_uint_eq(c.max_imports, 65536);
+	bad_line("max_regions = 0", "max_regions");
+	c = good_line("max_imports = 2K");
+	ck_assert_uint_eq(c.max_imports, 2048);
+	bad_line("max_imports = 16777217", "max_imports");
+	c = good_line("max_names = 1");
+	ck_assert_uint_eq(c.max_names, 1);
+	bad_line("max_names = 0", "max_names");
+	c = good_line("max_connections_per_uid = 4");
+	ck_assert_uint_eq(c.max_connections_per_uid, 4);
+	bad_line("max_connections_per_uid = -1", "max_connections_per_uid");
+	c = good_line("max_pending_per_uid = 4096");
+	ck_assert_uint_eq(c.max_pending_per_uid, 4096);
+	c = good_line("handshake_timeout_ms = 200");
+	ck_assert_uint_eq(c.handshake_timeout_ms, 200);
+	bad_line("handshake_timeout_ms = 5", "handshake_timeout_ms");
+	c = good_line("listen_backlog = 4096");
+	ck_assert_uint_eq(c.listen_backlog, 4096);
+	bad_line("listen_backlog = 0", "listen_backlog");
+	c = good_line("max_inflight = 64");
+	ck_assert_uint_eq(c.max_inflight, 64);
+	bad_line("max_inflight = 0", "max_inflight");
+	c = good_line("max_client_bytes = 256G");
+	ck_assert_uint_eq(c.max_client_bytes, 256ull << 30);
+	c = good_line("max_client_bytes = 0");
+	ck_assert_uint_eq(c.max_client_bytes, 0);
+	bad_line("max_client_bytes = lots", "max_client_bytes");
 
 	c = good_line("max_region_bytes = 64G");
 	ck_assert_uint_eq(c.max_region_bytes, 64ull << 30);
@@ -443,7 +485,7 @@ START_TEST(load_ok)
 	ck_assert_int_eq(c.progress_cpu, 1);
 	ck_assert_int_eq(c.log_level, LOG_LVL_DEBUG);
 	ck_assert_uint_eq(c.max_clients, 17);
-	ck_assert_uint_eq(c.max_handles, 4096);
+	ck_assert_uint_eq(c.max_regions, 4096);
 	ck_assert_uint_eq(c.max_region_bytes, 2ull << 30);
 
 	/* An empty file is a valid one that changes nothing. */

@@ -197,7 +197,7 @@ START_TEST(per_client_limit)
 		ck_assert_int_eq(names_publish(n, name, 1, tok, sizeof(tok)), 0);
 	}
 	ck_assert_int_eq(names_publish(n, "c1.more", 1, tok, sizeof(tok)),
-			 -ENOSPC);
+			 -EMLINK);
 	expect_absent(n, "c1.more");
 	/* Replacing is not adding. */
 	ck_assert_int_eq(names_publish(n, "c1.0", 1, tok, 3), 0);
@@ -209,7 +209,7 @@ START_TEST(per_client_limit)
 	ck_assert_int_eq(names_unpublish(n, "c1.17", 1), 0);
 	ck_assert_int_eq(names_publish(n, "c1.more", 1, tok, sizeof(tok)), 0);
 	ck_assert_int_eq(names_publish(n, "c1.evenmore", 1, tok, sizeof(tok)),
-			 -ENOSPC);
+			 -EMLINK);
 	names_destroy(n);
 }
 END_TEST

@@ -1,0 +1,407 @@
+/*
+ * metrics_text.c - writes the Prometheus text exposition of a snapshot.
+ *
+ * Names follow Prometheus' conventions: the xferd_ prefix, base units
+ * (bytes, seconds), _total on counters, and a bounded set of label
+ * values: paths and errno names are fixed lists, clients are the top
+ * STATS_CLIENTS_TOP plus "other", peers and rails are capped by stats.c.
+ * Every family is written whole (HELP, TYPE, its samples) in one place.
+ */
+#include <errno.h>
+#include <event2/buffer.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/paths.h"
+#include "ops/metrics_text.h"
+
+struct writer {
+	struct evbuffer *out;
+	int err;
+};
+
+static void put(struct writer *w, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void put(struct writer *w, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (w->err)
+		return;
+	va_start(ap, fmt);
+	if (evbuffer_add_vprintf(w->out, fmt, ap) < 0)
+		w->err = -ENOMEM;
+	va_end(ap);
+}
+
+static void family(struct writer *w, const char *name, const char *type,
+		   const char *help)
+{
+	put(w, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/*
+ * src as a label value: backslash, quote and newline escaped as the
+ * format wants; control characters and bytes outside ASCII become '?'
+ * (a client names itself: its name may be anything, including invalid
+ * UTF-8).  dst holds at least 2 * STATS_NAME_LEN + 1 bytes.
+ */
+#define LABEL_MAX (2 * STATS_NAME_LEN + 1)
+static const char *label(char dst[LABEL_MAX], const char *src)
+{
+	size_t n = 0;
+
+	for (const unsigned char *p = (const unsigned char *)src;
+	     *p && n + 2 < LABEL_MAX; p++) {
+		if (*p == '\\' || *p == '"') {
+			dst[n++] = '\\';
+			dst[n++] = (char)*p;
+		} else if (*p < 0x20 || *p >= 0x7f) {
+			dst[n++] = '?';
+		} else {
+			dst[n++] = (char)*p;
+		}
+	}
+	dst[n] = '\0';
+	return dst;
+}
+
+/* Nanoseconds as seconds, exactly (no float rounding in the digits). */
+static void put_seconds(struct writer *w, uint64_t ns)
+{
+	put(w, "%llu.%09llu", (unsigned long long)(ns / 1000000000ull),
+	    (unsigned long long)(ns % 1000000000ull));
+}
+
+static const char *errno_label(int err, char buf[16])
+{
+	const char *name = err > 0 ? strerrorname_np(err) : NULL;
+
+	if (name)
+		return name;
+	if (err <= 0)
+		return "other";
+	snprintf(buf, 16, "E%d", err);
+	return buf;
+}
+
+/* --- the daemon, per path --- */
+
+static void write_daemon(struct writer *w, const struct stats_snapshot *s)
+{
+	char v[LABEL_MAX];
+
+	family(w, "xferd_build_info", "gauge",
+	       "Always 1; the labels say which xferd this is.");
+	put(w, "xferd_build_info{version=\"%s\"} 1\n",
+	    label(v, s->version ? s->version : ""));
+	family(w, "xferd_uptime_seconds", "gauge", "Time since xferd started.");
+	put(w, "xferd_uptime_seconds ");
+	put_seconds(w, s->uptime_ms * 1000000ull);
+	put(w, "\n");
+	family(w, "xferd_resident_memory_bytes", "gauge",
+	       "Resident memory of xferd.");
+	put(w, "xferd_resident_memory_bytes %llu\n",
+	    (unsigned long long)s->rss_bytes);
+	family(w, "xferd_clients", "gauge", "Client connections now.");
+	put(w, "xferd_clients %u\n", s->clients);
+	family(w, "xferd_regions", "gauge", "Registered regions now.");
+	put(w, "xferd_regions %u\n", s->regions);
+	family(w, "xferd_imports", "gauge", "Imported tokens now.");
+	put(w, "xferd_imports %u\n", s->imports);
+	family(w, "xferd_completions_total", "counter",
+	       "Completions (CQEs) of submissions, failed ones included.");
+	put(w, "xferd_completions_total %llu\n",
+	    (unsigned long long)s->ops_completed);
+	family(w, "xferd_completions_failed_total", "counter",
+	       "Completions of submissions that carried an error.");
+	put(w, "xferd_completions_failed_total %llu\n",
+	    (unsigned long long)s->ops_failed);
+}
+
+static void write_paths(struct writer *w, const struct stats_snapshot *s)
+{
+	family(w, "xferd_path_ops_total", "counter",
+	       "Descriptors that moved data, by the path that moved it.");
+	for (unsigned p = 1; p < XFER_PATH__COUNT; p++)
+		put(w, "xferd_path_ops_total{path=\"%s\"} %llu\n", path_name(p),
+		    (unsigned long long)s->paths[p].ops);
+	family(w, "xferd_path_bytes_total", "counter",
+	       "Bytes moved, by the path that moved them.");
+	for (unsigned p = 1; p < XFER_PATH__COUNT; p++)
+		put(w, "xferd_path_bytes_total{path=\"%s\"} %llu\n",
+		    path_name(p), (unsigned long long)s->paths[p].bytes);
+	family(w, "xferd_path_errors_total", "counter",
+	       "Failed completions by path and errno (path \"none\": "
+	       "failed before a path was chosen).");
+	for (unsigned p = 0; p < XFER_PATH__COUNT; p++)
+		for (unsigned i = 0; i < s->paths[p].nerrors; i++) {
+			char buf[16];
+			put(w, "xferd_path_errors_total{path=\"%s\",errno=\"%s\"} "
+			    "%llu\n", path_name(p),
+			    errno_label(s->paths[p].errors[i].err, buf),
+			    (unsigned long long)s->paths[p].errors[i].count);
+		}
+	family(w, "xferd_completion_latency_seconds", "histogram",
+	       "Submit to completion, measured in xferd, by path (\"none\": "
+	       "no data moved).");
+	for (unsigned p = 0; p < XFER_PATH__COUNT; p++) {
+		const struct stats_path *sp = &s->paths[p];
+		uint64_t cum = 0;
+		for (unsigned b = 0; b < LAT_BOUNDS; b++) {
+			cum += sp->lat[b];
+			put(w, "xferd_completion_latency_seconds_bucket{path=\"%s\","
+			    "le=\"%.9g\"} %llu\n", path_name(p),
+			    (double)lat_bound_ns[b] * 1e-9,
+			    (unsigned long long)cum);
+		}
+		cum += sp->lat[LAT_BOUNDS];
+		put(w, "xferd_completion_latency_seconds_bucket{path=\"%s\","
+		    "le=\"+Inf\"} %llu\n", path_name(p), (unsigned long long)cum);
+		put(w, "xferd_completion_latency_seconds_sum{path=\"%s\"} ",
+		    path_name(p));
+		put_seconds(w, sp->lat_sum_ns);
+		put(w, "\nxferd_completion_latency_seconds_count{path=\"%s\"} "
+		    "%llu\n", path_name(p), (unsigned long long)cum);
+	}
+}
+
+/* --- clients --- */
+
+static void client_rows(struct writer *w, const struct stats_snapshot *s,
+			const char *name, size_t field)
+{
+	char v[LABEL_MAX];
+
+	for (unsigned i = 0; i <= s->ntop; i++) {
+		const struct stats_client *c = i < s->ntop ? &s->top[i]
+							   : &s->other;
+		uint64_t val;
+		if (i == s->ntop && c->count == 0)
+			break;   /* nobody beyond the top */
+		if (field == (size_t)-1)
+			val = c->count;
+		else
+			memcpy(&val, (const char *)c + field, sizeof(val));
+		if (i < s->ntop)
+			put(w, "%s{pid=\"%u\",client=\"%s\"} %llu\n", name,
+			    c->pid, label(v, c->name), (unsigned long long)val);
+		else
+			put(w, "%s{pid=\"\",client=\"other\"} %llu\n", name,
+			    (unsigned long long)val);
+	}
+}
+
+static void write_clients(struct writer *w, const struct stats_snapshot *s)
+{
+	family(w, "xferd_client_bytes_total", "counter",
+	       "Bytes moved for a client process (the busiest, the rest as "
+	       "\"other\"), while it is connected.");
+	client_rows(w, s, "xferd_client_bytes_total",
+		    offsetof(struct stats_client, bytes));
+	family(w, "xferd_client_ops_total", "counter",
+	       "Completions of a client process.");
+	client_rows(w, s, "xferd_client_ops_total",
+		    offsetof(struct stats_client, ops));
+	family(w, "xferd_client_failed_total", "counter",
+	       "Failed completions of a client process.");
+	client_rows(w, s, "xferd_client_failed_total",
+		    offsetof(struct stats_client, failed));
+	family(w, "xferd_client_in_flight", "gauge",
+	       "Batches of a client process out on links, GPUs or staging "
+	       "(taken, not completed).");
+	client_rows(w, s, "xferd_client_in_flight",
+		    offsetof(struct stats_client, in_flight));
+	family(w, "xferd_client_connections", "gauge",
+	       "Connections of a client process.");
+	client_rows(w, s, "xferd_client_connections", (size_t)-1);
+}
+
+/* --- peers and rails --- */
+
+static const char *const peer_states[] = { "up", "connecting", "down" };
+
+static void peer_rows(struct writer *w, const struct stats_snapshot *s,
+		      const char *name, size_t field, bool seconds)
+{
+	char v[LABEL_MAX];
+
+	for (unsigned i = 0; i < s->npeers; i++) {
+		const struct stats_peer *p = &s->peers[i];
+		uint64_t val;
+		memcpy(&val, (const char *)p + field, sizeof(val));
+		put(w, "%s{peer=\"%s\"} ", name, label(v, p->name));
+		if (seconds)
+			put_seconds(w, val);
+		else
+			put(w, "%llu", (unsigned long long)val);
+		put(w, "\n");
+	}
+}
+
+static void write_peers(struct writer *w, const struct stats_snapshot *s)
+{
+	char v[LABEL_MAX];
+
+	family(w, "xferd_peer_state", "gauge",
+	       "1 for the state the link to another xferd is in, else 0.");
+	for (unsigned i = 0; i < s->npeers; i++)
+		for (unsigned k = 0; k < 3; k++)
+			put(w, "xferd_peer_state{peer=\"%s\",state=\"%s\"} %d\n",
+			    label(v, s->peers[i].name), peer_states[k],
+			    strcmp(s->peers[i].state, peer_states[k]) == 0);
+	family(w, "xferd_peer_sent_bytes_total", "counter",
+	       "Bytes sent on the link to another xferd.");
+	peer_rows(w, s, "xferd_peer_sent_bytes_total",
+		  offsetof(struct stats_peer, bytes_tx), false);
+	family(w, "xferd_peer_received_bytes_total", "counter",
+	       "Bytes received on the link from another xferd.");
+	peer_rows(w, s, "xferd_peer_received_bytes_total",
+		  offsetof(struct stats_peer, bytes_rx), false);
+	family(w, "xferd_peer_ops_total", "counter",
+	       "Operations on the link to another xferd.");
+	peer_rows(w, s, "xferd_peer_ops_total",
+		  offsetof(struct stats_peer, ops), false);
+	family(w, "xferd_peer_errors_total", "counter",
+	       "Failed operations on the link to another xferd.");
+	peer_rows(w, s, "xferd_peer_errors_total",
+		  offsetof(struct stats_peer, errors), false);
+	family(w, "xferd_peer_reconnects_total", "counter",
+	       "Times the link to another xferd came up again.");
+	peer_rows(w, s, "xferd_peer_reconnects_total",
+		  offsetof(struct stats_peer, reconnects), false);
+	family(w, "xferd_peer_rtt_seconds", "gauge",
+	       "Last keepalive round trip to another xferd (0: none yet).");
+	peer_rows(w, s, "xferd_peer_rtt_seconds",
+		  offsetof(struct stats_peer, rtt_ns), true);
+	family(w, "xferd_peers_left_out", "gauge",
+	       "Peers known but not listed here (the list is capped).");
+	put(w, "xferd_peers_left_out %u\n", s->peers_left_out);
+}
+
+static void rail_rows(struct writer *w, const struct stats_snapshot *s,
+		      const char *name, size_t field)
+{
+	char v[LABEL_MAX];
+
+	for (unsigned i = 0; i < s->nrails; i++) {
+		const struct stats_rail *r = &s->rails[i];
+		uint64_t val;
+		memcpy(&val, (const char *)r + field, sizeof(val));
+		put(w, "%s{device=\"%s\",port=\"%u\"} %llu\n", name,
+		    label(v, r->device), r->port, (unsigned long long)val);
+	}
+}
+
+static void write_rails(struct writer *w, const struct stats_snapshot *s)
+{
+	char v[LABEL_MAX];
+
+	family(w, "xferd_rail_queue_pairs", "gauge",
+	       "RC queue pairs on an RDMA rail now.");
+	for (unsigned i = 0; i < s->nrails; i++)
+		put(w, "xferd_rail_queue_pairs{device=\"%s\",port=\"%u\"} %u\n",
+		    label(v, s->rails[i].device), s->rails[i].port,
+		    s->rails[i].qps);
+	family(w, "xferd_rail_sent_bytes_total", "counter",
+	       "Bytes moved by RDMA WRITE from this rail.");
+	rail_rows(w, s, "xferd_rail_sent_bytes_total",
+		  offsetof(struct stats_rail, bytes_tx));
+	family(w, "xferd_rail_received_bytes_total", "counter",
+	       "Bytes moved by RDMA READ to this rail.");
+	rail_rows(w, s, "xferd_rail_received_bytes_total",
+		  offsetof(struct stats_rail, bytes_rx));
+	family(w, "xferd_rail_work_requests_total", "counter",
+	       "Work requests posted on this rail.");
+	rail_rows(w, s, "xferd_rail_work_requests_total",
+		  offsetof(struct stats_rail, wrs));
+	family(w, "xferd_rail_wr_errors_total", "counter",
+	       "Work requests on this rail that completed with an error.");
+	rail_rows(w, s, "xferd_rail_wr_errors_total",
+		  offsetof(struct stats_rail, errors));
+}
+
+/* --- memory --- */
+
+static void gauge(struct writer *w, const char *name, const char *help,
+		  uint64_t v)
+{
+	family(w, name, "gauge", help);
+	put(w, "%s %llu\n", name, (unsigned long long)v);
+}
+
+static void counter(struct writer *w, const char *name, const char *help,
+		    uint64_t v)
+{
+	family(w, name, "counter", help);
+	put(w, "%s %llu\n", name, (unsigned long long)v);
+}
+
+static void write_memory(struct writer *w, const struct stats_snapshot *s)
+{
+	static const char *const half[2] = { "send", "recv" };
+
+	gauge(w, "xferd_rcache_entries", "Registration cache entries.",
+	      s->rcache.entries);
+	gauge(w, "xferd_rcache_unused_entries",
+	      "Registration cache entries nobody holds (evictable).",
+	      s->rcache.unused);
+	gauge(w, "xferd_rcache_bytes", "Bytes the registration cache covers.",
+	      s->rcache.bytes);
+	counter(w, "xferd_rcache_hits_total", "Registration cache hits.",
+		s->rcache.hits);
+	counter(w, "xferd_rcache_misses_total", "Registration cache misses.",
+		s->rcache.misses);
+	counter(w, "xferd_rcache_evictions_total",
+		"Unused entries the registration cache's limits evicted.",
+		s->rcache.evictions);
+	gauge(w, "xferd_registrations_pending",
+	      "Registrations queued or running on the registration thread.",
+	      s->rcache.pending);
+	gauge(w, "xferd_gpus", "GPUs xferd uses.", s->gpus);
+	gauge(w, "xferd_gpu_imports",
+	      "GPU allocations of clients imported (CUDA IPC, VMM).",
+	      s->gpu_imports);
+	gauge(w, "xferd_gpu_import_refs", "Regions using those imports.",
+	      s->gpu_import_refs);
+	if (!s->staging)
+		return;   /* no pool: no GPUs, or no memory for it */
+	gauge(w, "xferd_staging_chunk_bytes",
+	      "Size of one chunk of the pinned staging pool.",
+	      s->pool.chunk_bytes);
+	family(w, "xferd_staging_chunks", "gauge",
+	       "Chunks of the pinned staging pool, per half.");
+	for (int h = 0; h < 2; h++)
+		put(w, "xferd_staging_chunks{half=\"%s\"} %u\n", half[h],
+		    s->pool.chunks[h]);
+	family(w, "xferd_staging_chunks_in_use", "gauge",
+	       "Chunks of the pinned staging pool in use, per half.");
+	for (int h = 0; h < 2; h++)
+		put(w, "xferd_staging_chunks_in_use{half=\"%s\"} %u\n",
+		    half[h], s->pool.in_use[h]);
+	family(w, "xferd_staging_waiting", "gauge",
+	       "Transfers waiting for a staging chunk now, per half.");
+	for (int h = 0; h < 2; h++)
+		put(w, "xferd_staging_waiting{half=\"%s\"} %u\n", half[h],
+		    s->pool.waiting[h]);
+	counter(w, "xferd_staging_waits_total",
+		"Times a transfer had to wait for a staging chunk.",
+		s->pool.waits);
+}
+
+int metrics_text_write(const struct stats_snapshot *s, struct evbuffer *out)
+{
+	struct writer w = { .out = out };
+
+	write_daemon(&w, s);
+	write_paths(&w, s);
+	write_clients(&w, s);
+	write_peers(&w, s);
+	write_rails(&w, s);
+	write_memory(&w, s);
+	return w.err;
+}

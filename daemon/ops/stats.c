@@ -1,0 +1,282 @@
+/*
+ * stats.c - gathers the snapshot of stats.h from every module that
+ * counts: the progress thread's per-path counters and histograms, the
+ * clients, the peers, the rails, the registration cache, the staging
+ * pool and the GPUs.
+ *
+ * Main thread.  Counters written by the progress thread are read with
+ * relaxed loads: each is a recent, untorn value; two of them may be a
+ * few completions apart, which a scrape tolerates (a histogram's count
+ * is the sum of its buckets as read, so it is consistent in itself).
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "engine/progress.h"
+#include "gpu/gpu.h"
+#include "mem/rcache.h"
+#include "mem/region.h"
+#include "mem/regworker.h"
+#include "mem/staging.h"
+#include "ops/ctl.h"
+#include "ops/stats.h"
+#include "peer/peer.h"
+#include "transport/rdma.h"
+#include "transport/rdma_dev.h"
+#include "xferd.h"
+
+_Static_assert(sizeof(((struct stats_snapshot *)0)->instance_id) ==
+	       TOKEN_INSTANCE_LEN, "the snapshot holds a whole instance id");
+
+static uint64_t load(const _Atomic uint64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+void stats_fill_path(struct stats_path *s, const struct completion_stats *cs,
+		     unsigned path)
+{
+	s->lat_count = 0;
+	for (unsigned b = 0; b <= LAT_BOUNDS; b++) {
+		s->lat[b] = load(&cs->lat[path][b]);
+		s->lat_count += s->lat[b];
+	}
+	s->lat_sum_ns = load(&cs->lat_sum_ns[path]);
+	s->nerrors = 0;
+	/* Slot 0 (errno values past ERRNO_SLOTS) last, as "other". */
+	for (unsigned e = 1; e <= ERRNO_SLOTS; e++) {
+		unsigned slot = e % ERRNO_SLOTS;
+		uint64_t n = load(&cs->errors[path][slot]);
+		if (!n)
+			continue;
+		if (s->nerrors == STATS_ERRNOS_MAX) {
+			/* More kinds than kept: fold into the last. */
+			s->errors[STATS_ERRNOS_MAX - 1].err = 0;
+			s->errors[STATS_ERRNOS_MAX - 1].count += n;
+			continue;
+		}
+		s->errors[s->nerrors++] = (struct stats_errno){ slot, n };
+	}
+}
+
+static void collect_paths(struct xferd *d, struct stats_snapshot *s)
+{
+	const struct path_stats *ps = progress_path_stats(d->progress);
+
+	s->ops_completed = load(&ps->completed);
+	s->ops_failed = load(&ps->failed);
+	for (unsigned p = 0; p < XFER_PATH__COUNT; p++) {
+		s->paths[p].ops = load(&ps->ops[p]);
+		s->paths[p].bytes = load(&ps->bytes[p]);
+		stats_fill_path(&s->paths[p], &ps->done, p);
+	}
+}
+
+/* --- clients: merged per process, the busiest kept by name --- */
+
+struct client_acc {
+	struct stats_client *rows;
+	size_t n, cap;
+};
+
+static void add_client(const struct client_view *v, void *arg)
+{
+	struct client_acc *acc = arg;
+
+	if (acc->n == acc->cap) {
+		size_t cap = acc->cap ? 2 * acc->cap : 64;
+		struct stats_client *rows = realloc(acc->rows,
+						    cap * sizeof(*rows));
+		if (!rows)
+			return;   /* a shorter list, not a failed scrape */
+		acc->rows = rows;
+		acc->cap = cap;
+	}
+	struct stats_client *c = &acc->rows[acc->n++];
+	uint64_t out = load(&v->stats->batches_out);
+	uint64_t back = load(&v->stats->batches_back);
+
+	memset(c, 0, sizeof(*c));
+	c->pid = (uint32_t)v->pid;
+	snprintf(c->name, sizeof(c->name), "%s", v->name ? v->name : "");
+	c->ops = load(&v->stats->ops_completed);
+	c->failed = load(&v->stats->ops_failed);
+	c->bytes = load(&v->stats->bytes_moved);
+	/* Read racily: back may be ahead of out as read. */
+	c->in_flight = out > back ? out - back : 0;
+	c->count = 1;
+}
+
+static int by_pid(const void *a, const void *b)
+{
+	const struct stats_client *x = a, *y = b;
+
+	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+static int by_bytes_desc(const void *a, const void *b)
+{
+	const struct stats_client *x = a, *y = b;
+
+	if (x->bytes != y->bytes)
+		return x->bytes > y->bytes ? -1 : 1;
+	return by_pid(a, b);
+}
+
+static void merge_into(struct stats_client *to, const struct stats_client *c)
+{
+	to->ops += c->ops;
+	to->failed += c->failed;
+	to->bytes += c->bytes;
+	to->in_flight += c->in_flight;
+	to->count += c->count;
+}
+
+static void collect_clients(struct xferd *d, struct stats_snapshot *s)
+{
+	struct client_acc acc = { 0 };
+	size_t n = 0;
+
+	client_foreach(d, add_client, &acc);
+	/* One row per process: a process may hold many connections. */
+	if (acc.n)
+		qsort(acc.rows, acc.n, sizeof(*acc.rows), by_pid);
+	for (size_t i = 0; i < acc.n; i++) {
+		if (n && acc.rows[n - 1].pid == acc.rows[i].pid)
+			merge_into(&acc.rows[n - 1], &acc.rows[i]);
+		else
+			acc.rows[n++] = acc.rows[i];
+	}
+	if (n)
+		qsort(acc.rows, n, sizeof(*acc.rows), by_bytes_desc);
+	memset(&s->other, 0, sizeof(s->other));
+	snprintf(s->other.name, sizeof(s->other.name), "other");
+	s->other.count = 0;
+	s->ntop = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s->ntop < STATS_CLIENTS_TOP)
+			s->top[s->ntop++] = acc.rows[i];
+		else
+			merge_into(&s->other, &acc.rows[i]);
+	}
+	free(acc.rows);
+}
+
+/* --- peers, rails --- */
+
+static void add_peer(const struct peer_view *v, void *arg)
+{
+	struct stats_snapshot *s = arg;
+
+	if (s->npeers == STATS_PEERS_MAX) {
+		s->peers_left_out++;
+		return;
+	}
+	struct stats_peer *p = &s->peers[s->npeers++];
+	memset(p, 0, sizeof(*p));
+	if (v->node_name && *v->node_name)
+		snprintf(p->name, sizeof(p->name), "%s", v->node_name);
+	else
+		snprintf(p->name, sizeof(p->name), "%02x%02x%02x%02x",
+			 v->instance_id[0], v->instance_id[1],
+			 v->instance_id[2], v->instance_id[3]);
+	/* Two records of one node name (it restarted: a new instance)
+	 * must not make two series with one label set. */
+	for (unsigned i = 0; i + 1 < s->npeers; i++)
+		if (strcmp(s->peers[i].name, p->name) == 0) {
+			size_t n = strnlen(p->name, sizeof(p->name) - 10);
+			snprintf(p->name + n, sizeof(p->name) - n,
+				 "/%02x%02x%02x%02x", v->instance_id[0],
+				 v->instance_id[1], v->instance_id[2],
+				 v->instance_id[3]);
+			break;
+		}
+	snprintf(p->state, sizeof(p->state), "%s", v->state ? v->state : "");
+	p->rtt_ns = v->rtt_ns;
+	p->bytes_tx = v->bytes_tx;
+	p->bytes_rx = v->bytes_rx;
+	p->ops = v->ops;
+	p->errors = v->errors;
+	p->reconnects = v->links_up > 1 ? v->links_up - 1 : 0;
+}
+
+static void collect_rails(struct stats_snapshot *s)
+{
+	int n = rdma_dev_rail_count();
+
+	s->nrails = 0;
+	for (int i = 0; i < n && s->nrails < STATS_RAILS_MAX; i++) {
+		struct rdma_rail_info ri;
+		struct rdma_rail_stats st;
+		if (rdma_dev_rail(i, &ri))
+			continue;
+		rdma_rail_stats(i, &st);
+		struct stats_rail *r = &s->rails[s->nrails++];
+		snprintf(r->device, sizeof(r->device), "%s", ri.dev);
+		r->port = ri.port;
+		r->qps = st.qps;
+		r->bytes_tx = st.bytes_tx;
+		r->bytes_rx = st.bytes_rx;
+		r->wrs = st.wrs;
+		r->errors = st.errors;
+	}
+}
+
+/* --- memory --- */
+
+static void collect_memory(struct xferd *d, struct stats_snapshot *s)
+{
+	struct rcache_stats rcs;
+	struct staging_stats ss;
+	struct regtab_counts counts;
+
+	regtab_count_all(d->regs, &counts);
+	s->regions = counts.regions;
+	s->imports = counts.imports;
+	rcache_get_stats(d->rcache, &rcs);
+	s->rcache.entries = rcs.entries;
+	s->rcache.unused = rcs.unused;
+	s->rcache.bytes = rcs.bytes;
+	s->rcache.hits = rcs.hits;
+	s->rcache.misses = rcs.misses;
+	s->rcache.evictions = rcs.evictions;
+	s->rcache.max_entries = rcs.max_entries;
+	s->rcache.max_bytes = rcs.max_bytes;
+	s->rcache.pending = regworker_pending(d->regworker);
+	s->staging = progress_staging_stats(d->progress, &ss);
+	if (s->staging) {
+		s->pool.chunk_bytes = ss.chunk_bytes;
+		for (int h = 0; h < 2; h++) {
+			s->pool.chunks[h] = ss.chunks[h];
+			s->pool.in_use[h] = ss.chunks[h] - ss.free[h];
+			s->pool.waiting[h] = ss.waiting[h];
+		}
+		s->pool.waits = ss.waits;
+		s->staging_none = "";
+	} else {
+		s->staging_none = gpu_count() > 0 ? "no memory" : "no GPUs";
+	}
+	s->gpus = (uint32_t)(gpu_count() > 0 ? gpu_count() : 0);
+	rcache_count(d->rcache, &s->gpu_imports, &s->gpu_import_refs);
+}
+
+void stats_collect(struct xferd *d, struct stats_snapshot *s)
+{
+	s->version = XFERD_VERSION;
+	memcpy(s->instance_id, d->instance_id, sizeof(s->instance_id));
+	s->pid = (uint32_t)getpid();
+	s->uptime_ms = xferd_ms_since(&d->started);
+	s->rss_bytes = ctl_rss_bytes();
+	s->clients = d->nclients;
+	collect_paths(d, s);
+	collect_clients(d, s);
+	s->npeers = s->peers_left_out = 0;
+	if (d->peers)
+		peers_foreach(d->peers, add_peer, s);
+	collect_rails(s);
+	collect_memory(d, s);
+}
