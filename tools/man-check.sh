@@ -1,17 +1,19 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# man-check.sh [ROOT] - the man pages render without a warning and cover
+# man-check.sh [ROOT] [XFERD] - the man pages render without a warning and cover
 # what the code has:
 #   every page     `man --warnings -l` prints nothing on stderr
 #   xferd(8)       every option of daemon/main.c (short and long)
-#   xferd.conf(5)  every key the parser knows (tests/integration/
-#                  conf_example.sh checks the same for the example file)
+#   xferd.conf(5)  every key the parser knows (tools/config-keys.sh asks
+#                  the xferd binary, XFERD or ROOT/build/xferd; skipped
+#                  with a note when there is none)
 #   xferctl(1)     every command and long option of tools/xferctl.c
 #   libxfer(3)     every function <xfer.h> declares (when the page exists)
 # Lists each gap and exits 1; 0 when there is none.
 set -u
 ROOT=${1:-$(cd "$(dirname "$0")/.." && pwd)}
+XFERD=${2:-$ROOT/build/xferd}
 cd "$ROOT" || exit 2
 command -v man >/dev/null || { echo "man-check: man is not installed" >&2; exit 2; }
 
@@ -21,6 +23,10 @@ gap() { echo "$*"; bad=1; }
 # --- rendering -------------------------------------------------------------
 pages="daemon/xferd.8 daemon/xferd.conf.5 tools/xferctl.1"
 [ -f client/libxfer.3 ] && pages="$pages client/libxfer.3"
+# Any other page of the tree renders cleanly too.
+for p in $(git ls-files '*.[1-8]' 2>/dev/null); do
+	case " $pages " in *" $p "*) ;; *) pages="$pages $p" ;; esac
+done
 for p in $pages; do
 	# Warnings of groff (and of man's own preprocessing) go to stderr;
 	# a fixed width so that line-breaking warnings do not depend on the
@@ -47,10 +53,15 @@ for o in $(grep -oE '\{ "[a-z-]+", (required|no|optional)_argument' daemon/main.
 done
 
 # --- xferd.conf(5): keys ----------------------------------------------------
-for k in $(grep -rhoE --include='*.c' 'strcmp\(key, "[a-z0-9_]+"\)' daemon | sed -E 's/.*"(.*)".*/\1/' | sort -u); do
-	grep -qE "^\.(B|BI|BR)? ?$k( |\$)|^\\\\fB(.*\\\\fB)?$k\\\\fP" daemon/xferd.conf.5 ||
-		gap "xferd.conf(5) lacks key $k"
-done
+if [ -x "$XFERD" ]; then
+	keys=$(tools/config-keys.sh "$XFERD" "$ROOT") || gap "cannot list the parser's keys"
+	for k in $keys; do
+		grep -qE "^\.(B|BI|BR)? ?$k( |\$)|^\\\\fB(.*\\\\fB)?$k\\\\fP" daemon/xferd.conf.5 ||
+			gap "xferd.conf(5) lacks key $k"
+	done
+else
+	echo "man-check: no xferd binary at $XFERD: config keys not checked" >&2
+fi
 
 # --- xferctl(1): commands and long options -----------------------------------
 cmds=$(sed -n '/^static const struct command commands\[\] = {/,/^};/p' tools/xferctl.c |

@@ -6,4 +6,4 @@
 # xferctl command and libxfer function.  Exit 0 pass, 1 fail, 77 skip.
 ROOT=${XFER_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 command -v man >/dev/null || { echo "skip: man is not installed (make deps: man-db)"; exit 77; }
-exec "$ROOT/tools/man-check.sh" "$ROOT"
+exec "$ROOT/tools/man-check.sh" "$ROOT" "${XFERD_BIN:-$ROOT/build/xferd}"
