@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_client_msg.c - a libxfer client's control packet as xferd reads
  * it after the handshake (client.c's dispatch): the wire tag, the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # journal.sh - xferd's lines in the journal carry the fields an operator
 # filters on (journalctl -o json): XFERD_CLIENT_PID of a client that
 # connected and of one that sent garbage, XFERD_PEER of a link that came
