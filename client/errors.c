@@ -30,6 +30,7 @@ XFER_EXPORT const char *xfer_strerror(int err)
 	case -ECONNRESET: return "the link to the other node's xferd broke";
 	case -ETIMEDOUT: return "the other node's xferd did not answer in time";
 	case -ECANCELED: return "cancelled (the client is closing)";
+	case -ENOBUFS: return "notification refused: its owner already holds xferd's notify_queue_max unread ones (the descriptor's data, if any, landed)";
 	case -EEXIST: return "the name is published by another client";
 	case -ENOTSUP: return "not supported here (no GPU or CUDA driver for GPU memory, or memory xferd cannot reach that way; see xferctl gpus)";
 	case -ENODEV: return "a GPU this xferd does not see";

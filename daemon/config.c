@@ -59,6 +59,7 @@ void config_defaults(struct xferd_config *cfg)
 		.max_imports = 65536,
 		.max_names = 4096,
 		.max_inflight = 16384,
+		.notify_queue_max = 65536,
 	};
 	meta_config_defaults(&cfg->meta);
 }
@@ -147,6 +148,7 @@ static bool config_set_limit(struct xferd_config *c, const char *key,
 		LIMIT(max_regions, 1, 1u << 24),
 		LIMIT(max_imports, 1, 1u << 24),
 		LIMIT(max_names, 1, 1u << 20),
+		LIMIT(notify_queue_max, 0, 1u << 24),
 		LIMIT(max_inflight, 1, 1u << 24),
 #undef LIMIT
 	};

@@ -79,6 +79,8 @@ struct xferd_config {
 	uint32_t max_imports;      /* per client */
 	uint32_t max_names;        /* published names per client */
 	uint32_t max_inflight;     /* a client's operations out on links */
+	/* Notifications held for one client whose CQ is full. */
+	uint32_t notify_queue_max;
 };
 
 /*
