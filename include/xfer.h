@@ -185,7 +185,15 @@ unsigned xfer_sq_space(const struct xfer_ctx *ctx);
 int xfer_peek_cqe(struct xfer_ctx *ctx, struct xfer_cqe **cqe);
 int xfer_wait_cqe(struct xfer_ctx *ctx, struct xfer_cqe **cqe, int timeout_ms);
 void xfer_cq_advance(struct xfer_ctx *ctx, unsigned n);
-/* Notifications dropped because this context's CQ was full. */
+/*
+ * Notifications for this context lost by xferd.  xferd holds the
+ * notifications that find the CQ full and posts them as CQEs are
+ * consumed (refusing new ones to their senders with -ENOBUFS past its
+ * notify_queue_max), so this stays 0; it would count only notifications
+ * it had admitted and then could not hold (out of memory).  Kept for
+ * compatibility: an older xferd dropped notifications at a full CQ and
+ * counted them here.
+ */
 uint32_t xfer_cq_overflow(const struct xfer_ctx *ctx);
 /* How long xfer_wait_cqe() polls before sleeping (default 20 us). */
 void xfer_set_wait_spin(struct xfer_ctx *ctx, unsigned usec);
@@ -271,7 +279,23 @@ static inline void xfer_prep_notify(struct xfer_sqe *sqe, uint64_t remote,
 	sqe->notify_value = value;
 }
 
-/* Also notify the remote owner with value once the data has landed. */
+/*
+ * Also notify the remote owner with value once the data has landed.
+ *
+ * Notifications are never dropped.  When the owner's CQ is full, its
+ * xferd holds them (up to its notify_queue_max, per owner context, see
+ * xferd.conf(5)) and posts them in order as the owner consumes CQEs.
+ * Past that bound the sender's descriptor (a NOTIFY, or the write or
+ * batch carrying the notification) completes with -ENOBUFS instead of a
+ * byte count.  What the sender may conclude then: the data of a write or
+ * batch did land completely in the target (the bound is checked only
+ * after it did) but its owner will never hear of it; it can send the
+ * notification again (a NOTIFY) once the owner catches up, or tell it
+ * out of band.  Any other error still means the data may not have landed
+ * and no notification was delivered.  A successful completion means the
+ * notification was delivered or is held for the owner in order; it is
+ * lost only if the owner's context closes first.
+ */
 static inline void xfer_sqe_set_notify(struct xfer_sqe *sqe, uint64_t value)
 {
 	sqe->flags |= XFER_SQE_F_NOTIFY;
