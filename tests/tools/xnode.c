@@ -1164,7 +1164,7 @@ static int cmd_notify(void)
 		if (c.user_data != done)
 			fail("completion of notify %" PRIu64 ", want %u",
 			     c.user_data, done);
-		if (n == 1 || c.result < 0)
+		if (n == 1 || (c.result < 0 && refused == 0))
 			printf("op=%u result=%" PRId64 "%s%s path=%s\n", done + 1,
 			       c.result, c.result < 0 ? " " : "",
 			       c.result < 0 ? err_name(c.result) : "",
