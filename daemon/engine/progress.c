@@ -653,10 +653,12 @@ static void *progress_main(void *arg)
 			break;
 		bool busy = false;
 		for (size_t i = 0; i < p->nclients; i++) {
+			struct prog_client *pc = p->clients[i];
 			/* Held notifications first: they are older than
 			 * anything its SQEs would complete now. */
-			busy |= exec_notify_flush(p, p->clients[i]);
-			busy |= drain(p, p->clients[i]);
+			if (nq_len(&pc->notify))
+				busy |= exec_notify_flush(p, pc);
+			busy |= drain(p, pc);
 		}
 		if (!TAILQ_EMPTY(&p->exec.deferred)) {
 			exec_run_deferred(p);

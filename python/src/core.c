@@ -1505,7 +1505,9 @@ static PyMethodDef Context_methods[] = {
 static PyGetSetDef Context_getset[] = {
 	{ "closed", (getter)Context_get, NULL, "close() was called.", (void *)0 },
 	{ "overflow", (getter)Context_get, NULL,
-	  "Notifications xferd dropped because the CQ was full.", (void *)1 },
+	  "Notifications xferd lost (0: it holds those that find the CQ "
+	  "full; past its notify_queue_max the sender gets ENOBUFS).",
+	  (void *)1 },
 	{ "_wake_fd", (getter)Context_get, NULL, NULL, (void *)2 },
 	{ "notifications_lost", (getter)Context_get, NULL,
 	  "Notifications dropped here for lack of memory.", (void *)3 },
