@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * notify_queue.c - the per-client queue of notifications that did not
  * fit its CQ yet (notify_queue.h).

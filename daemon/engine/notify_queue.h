@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * notify_queue.h - notifications xferd holds for one client until its CQ
  * has room for them.
