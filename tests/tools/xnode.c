@@ -2,7 +2,7 @@
 /*
  * xnode.c - a libxfer client that the multi-node test scripts drive
  * (tests/integration/netns_*.sh), one process per step.  Long (about
- * 1450 lines) because every step the scripts need is one subcommand of
+ * 1700 lines) because every step the scripts need is one subcommand of
  * one tool, sharing its argument parsing and byte checks.
  *
  *   xnode serve      own a region, export it, publish it, print "ready",
