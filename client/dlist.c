@@ -4,6 +4,7 @@
  * index area that list descriptors take their pairs from.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -38,13 +39,17 @@ XFER_EXPORT int xfer_dlist_create(struct xfer_ctx *ctx, uint64_t handle,
 	struct xfer_dlist *dl = calloc(1, sizeof(*dl));
 	if (!dl)
 		return -ENOMEM;
-	/* The entries go in a memfd: a long list does not fit a packet. */
-	int fd = memfd_create("xfer-dlist", MFD_CLOEXEC);
+	/* The entries go in a memfd: a long list does not fit a packet.
+	 * Sealed once written, so what xferd reads is what was written. */
+	int fd = memfd_create("xfer-dlist", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	int err = fd < 0 ? -errno : 0;
 	if (!err)
 		err = write_all(fd, offsets, (size_t)n * sizeof(*offsets));
 	if (!err && lengths)
 		err = write_all(fd, lengths, (size_t)n * sizeof(*lengths));
+	if (!err && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
+					   F_SEAL_WRITE | F_SEAL_SEAL))
+		err = -errno;
 	if (err)
 		goto out;
 
