@@ -17,8 +17,9 @@
  * memfd: -EPERM; unmapped memory: -EFAULT), bad prepared lists (entries
  * in a pipe or a short memfd, past the region, past the bounds), and a
  * client that corrupts its own ring (a bogus SQ tail gets it dropped; a
- * bogus CQ head stalls only it).  After each, xferd is alive, accepts new clients, and a good
- * client that was open all along still moves verified bytes.
+ * bogus CQ head stalls only it).  After each, xferd is alive, accepts
+ * new clients, and a good client that was open all along still moves
+ * verified bytes.
  *
  * Longer than most files: one program for the one concern "bad input",
  * with the by-hand protocol helpers only this test needs.
