@@ -9,7 +9,8 @@
  * scatters, READ_DLIST gathers), for memfd and malloc'd (CMA) memory;
  * lists with their own lengths; runs contiguous at both ends; a list
  * descriptor inside a linked batch (one CQE for both); the notification
- * after the last byte; the ring's index area reused many times over.
+ * after the last byte; the ring's index area reused many times over;
+ * xfer_reg'd memory that lost a page (-EFAULT through it, whole around).
  * Bad lists and bad pairs fail clearly with nothing moved: entries
  * outside the region or token, offset + length overflowing, empty
  * entries, a foreign handle, indices past a list, entries of different
@@ -21,6 +22,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "testlib.h"
 
@@ -284,6 +286,73 @@ static void index_area_reused(void)
 	       (unsigned)ROUNDS, (unsigned)N);
 }
 
+/*
+ * xfer_reg'd memory that lost a page after registration: the list's
+ * blocks go CMA_IOV_MAX a system call, and the one that cannot be done
+ * fails the descriptor with -EFAULT, not a short count; the blocks
+ * around the hole still move when the pairs avoid it.
+ */
+static void cma_hole(void)
+{
+	enum { N = 600, HOLE = 400 };  /* more blocks than one call takes */
+	size_t len = (size_t)N * BLK;
+	uint64_t off[N];
+	uint32_t idx[N - 1], rev[N];
+	struct xfer_mem *mem;
+	struct xfer_dlist *dst;
+
+	uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	T_ASSERT(buf != MAP_FAILED, "mmap");
+	T_OK(xfer_reg(ic, buf, len, &mem));
+	for (uint32_t i = 0; i < N; i++)
+		off[i] = (uint64_t)i * BLK;
+	T_OK(xfer_dlist_create(ic, xfer_mem_handle(mem), N, off, NULL, BLK,
+			       &dst));
+	T_ASSERT(munmap(buf + (size_t)HOLE * BLK, BLK) == 0, "munmap");
+	tl_fill_at(src[TL_HOST].ptr, LEN, 95, 0);
+
+	/* Every block but the hole, from source blocks in reverse order
+	 * (no two contiguous: N - 1 ranges): all of them land. */
+	for (uint32_t k = 0, i = 0; i < N; i++)
+		if (i != HOLE) {
+			idx[k] = i;
+			rev[k++] = N - 1 - i;
+		}
+	prep(XFER_OP_WRITE_DLIST, lsrc[TL_HOST], dst, N - 1, rev, idx, 11);
+	struct xfer_cqe c = one_cqe("around a hole");
+	T_ASSERT(c.result == (int64_t)(N - 1) * BLK && c.path == XFER_PATH_CMA,
+		 "around a hole: %lld via %s", (long long)c.result,
+		 xfer_path_name(c.path));
+	for (uint32_t i = 0; i < N; i++)
+		T_ASSERT(i == HOLE ||
+			 !tl_check_at(buf + (size_t)i * BLK, BLK, 95,
+				      (uint64_t)(N - 1 - i) * BLK),
+			 "around a hole: block %u", i);
+
+	/* Through the hole, both ways, as one range and as N: -EFAULT. */
+	for (uint32_t i = 0; i < N; i++)
+		rev[i] = N - 1 - i;  /* both ends descending: N ranges */
+	static const unsigned ops[2] = { XFER_OP_WRITE_DLIST,
+					 XFER_OP_READ_DLIST };
+	for (int o = 0; o < 2; o++) {
+		prep(ops[o], lsrc[TL_HOST], dst, N, NULL, NULL, 12);
+		c = one_cqe("through a hole");
+		T_ASSERT(c.result == -EFAULT, "%s through a hole: %lld",
+			 o ? "a read" : "a write", (long long)c.result);
+		prep(ops[o], lsrc[TL_HOST], dst, N, rev, NULL, 13);
+		c = one_cqe("through a hole, block by block");
+		T_ASSERT(c.result == -EFAULT, "%s through a hole block by "
+			 "block: %lld", o ? "a read" : "a write",
+			 (long long)c.result);
+	}
+	T_OK(xfer_dlist_destroy(ic, dst));
+	T_OK(xfer_dereg(ic, mem));
+	munmap(buf, len);
+	printf("xfer_reg'd memory with a hole: around it ok, through it "
+	       "-EFAULT: ok\n");
+}
+
 static void expect_create(uint64_t handle, uint32_t n, const uint64_t *off,
 			  const uint64_t *lens, uint64_t len, int want,
 			  const char *what)
@@ -414,6 +483,7 @@ int main(void)
 	linked();
 	notified();
 	index_area_reused();
+	cma_hole();
 	bad_lists();
 
 	/* The owner's region goes: the list over our import of it fails
