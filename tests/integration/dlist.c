@@ -9,7 +9,8 @@
  * scatters, READ_DLIST gathers), for memfd and malloc'd (CMA) memory;
  * lists with their own lengths; runs contiguous at both ends; a list
  * descriptor inside a linked batch (one CQE for both); the notification
- * after the last byte; the ring's index area reused many times over;
+ * after the last byte; pairs written in place (xfer_dlist_pairs); the
+ * ring's index area reused many times over;
  * xfer_reg'd memory that lost a page (-EFAULT through it, whole around).
  * Bad lists and bad pairs fail clearly with nothing moved: entries
  * outside the region or token, offset + length overflowing, empty
@@ -208,6 +209,37 @@ static void linked(void)
 		 !tl_check_at(tgt[TL_MALLOC].ptr + 30 * BLK, BLK, 61, 9 * BLK),
 		 "linked: bytes");
 	printf("a list descriptor in a linked batch: one CQE: ok\n");
+}
+
+/* Pairs written straight into the index area (xfer_dlist_pairs). */
+static void pairs_in_place(void)
+{
+	enum { N = 700 };
+	struct xfer_dlist_pair *pairs;
+	uint64_t off;
+
+	tl_fill_at(src[TL_HOST].ptr, LEN, 65, 0);
+	tl_fill_at(tgt[TL_HOST].ptr, LEN, 66, 0);
+	struct xfer_sqe *sqe = tl_get_sqe(ic);
+	T_ASSERT(xfer_dlist_pairs(ic, sqe, 0, &pairs, &off) == -EINVAL,
+		 "no pairs");
+	T_OK(xfer_dlist_pairs(ic, sqe, N, &pairs, &off));
+	for (uint32_t k = 0; k < N; k++)  /* block k -> slot 2k + 1 */
+		pairs[k] = (struct xfer_dlist_pair){ k, 2 * k + 1 };
+	xfer_prep_dlist_at(sqe, XFER_OP_WRITE_DLIST,
+			   xfer_dlist_handle(lsrc[TL_HOST]),
+			   xfer_dlist_handle(ltgt[TL_HOST]), N, off, 14);
+	struct xfer_cqe c = one_cqe("pairs in place");
+	T_ASSERT(c.user_data == 14 && c.result == (int64_t)N * BLK,
+		 "pairs in place: %lld", (long long)c.result);
+	for (uint32_t s = 0; s < NSLOTS; s++) {
+		const uint8_t *p = tgt[TL_HOST].ptr + (size_t)s * BLK;
+		size_t bad = s % 2 && s / 2 < N
+			? tl_check_at(p, BLK, 65, (uint64_t)(s / 2) * BLK)
+			: tl_check_at(p, BLK, 66, (uint64_t)s * BLK);
+		T_ASSERT(!bad, "pairs in place: slot %u byte %zu", s, bad - 1);
+	}
+	printf("pairs written in place (xfer_dlist_pairs): ok\n");
 }
 
 /* The notification comes after the last byte, once. */
@@ -481,6 +513,7 @@ int main(void)
 	contiguous();
 	own_lengths();
 	linked();
+	pairs_in_place();
 	notified();
 	index_area_reused();
 	cma_hole();
