@@ -638,7 +638,7 @@ static int handle_dlist_create(struct client *c, uint64_t seq,
 			&handle);
 	if (err) {
 		why = err == -ENOSPC ? "too many lists (dlist_max_per_client)"
-		    : err == -EDQUOT ? "entries of this client's lists would "
+		    : err == -ENOBUFS ? "entries of this client's lists would "
 				       "exceed dlist_max_client_entries"
 				     : "out of memory";
 		goto fail;

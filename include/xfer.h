@@ -334,7 +334,7 @@ static inline void xfer_sqe_set_link(struct xfer_sqe *sqe)
  * entry once (-ERANGE: outside the range, or offset + length
  * overflowing; -EINVAL: an entry of 0 bytes) and keeps the list (-E2BIG:
  * more than xferd's dlist_max_entries; -ENOSPC: this context has
- * dlist_max_per_client lists; -EDQUOT: its lists would hold more than
+ * dlist_max_per_client lists; -ENOBUFS: its lists would hold more than
  * dlist_max_client_entries entries).  The arrays are copied: the caller
  * may free them on return.  Blocks for one round trip.  A list lives until
  * xfer_dlist_destroy(), or until its region or import is removed, or

@@ -131,7 +131,7 @@ int dltab_add(struct dltab *t, uint64_t owner, uint64_t target,
 	pthread_mutex_lock(&t->lock);
 	uint64_t entries;
 	int err = count_locked(t, owner, &entries) >= max.lists ? -ENOSPC
-		: entries > max.entries || n > max.entries - entries ? -EDQUOT
+		: entries > max.entries || n > max.entries - entries ? -ENOBUFS
 		: 0;
 	if (err) {
 		pthread_mutex_unlock(&t->lock);

@@ -84,7 +84,7 @@ struct dlist_limits {
 /*
  * Add a list of client owner over target (already checked with
  * dlist_check against it); the table takes off and lens (malloc'd).
- * Past the client's limits: -ENOSPC (lists) or -EDQUOT (entries).  Sets
+ * Past the client's limits: -ENOSPC (lists) or -ENOBUFS (entries).  Sets
  * *handle.
  */
 int dltab_add(struct dltab *t, uint64_t owner, uint64_t target,

@@ -114,7 +114,7 @@ static void check_table(struct reader *in)
 					entries += alive[i].n;
 				}
 			int want = lists >= MAX_LISTS ? -ENOSPC
-				 : entries + n > MAX_ENTRIES ? -EDQUOT
+				 : entries + n > MAX_ENTRIES ? -ENOBUFS
 				 : nalive == MAX_ALIVE ? -1 : 0;
 			if (want == -1) {  /* the model is full: skip */
 				free(off);

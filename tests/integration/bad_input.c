@@ -879,7 +879,7 @@ static void abuse_dlist(void)
 		xfer__client__client_msg__free_unpacked(m, NULL);
 	}
 	send_dlist_create(rc.sock, 14, h, 1, 8, &efd, 1);
-	expect_status(rc.sock, 14, -EDQUOT, "entries past "
+	expect_status(rc.sock, 14, -ENOBUFS, "entries past "
 		      "dlist_max_client_entries");
 	close(efd);
 	after_abuse("a client at dlist_max_client_entries");

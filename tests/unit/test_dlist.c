@@ -104,7 +104,7 @@ START_TEST(entries_bounded)
 	}
 	uint64_t *off = calloc(3, sizeof(*off));
 	ck_assert_int_eq(dltab_add(t, 1, 10, false, 3, off, NULL, 8, 8, max,
-				   &h), -EDQUOT);
+				   &h), -ENOBUFS);
 	ck_assert_int_eq(dltab_add(t, 2, 10, false, 3, off, NULL, 8, 8, max,
 				   &h), 0);  /* another client's own budget */
 	off = calloc(2, sizeof(*off));
