@@ -11,7 +11,8 @@
  * descriptor inside a linked batch (one CQE for both); the notification
  * after the last byte; pairs written in place (xfer_dlist_pairs); the
  * ring's index area reused many times over;
- * xfer_reg'd memory that lost a page (-EFAULT through it, whole around).
+ * xfer_reg'd memory that lost a page (-EFAULT through it, whole around);
+ * an xferd without an index area (-EOPNOTSUPP).
  * Bad lists and bad pairs fail clearly with nothing moved: entries
  * outside the region or token, offset + length overflowing, empty
  * entries, a foreign handle, indices past a list, entries of different
@@ -385,6 +386,50 @@ static void cma_hole(void)
 	       "-EFAULT: ok\n");
 }
 
+/*
+ * An xferd whose rings have no index area (ring_index_kb = 0): libxfer
+ * refuses list descriptors with -EOPNOTSUPP, and one written by hand
+ * completes -EOPNOTSUPP with nothing moved.
+ */
+static void no_index_area(void)
+{
+	const char *args[] = { "ring_index_kb=0", NULL };
+	struct tl_daemon xd;
+	struct xfer_ctx *c;
+	struct xfer_mem *a, *b;
+	struct xfer_dlist *la, *lb;
+
+	tl_daemon_start(&xd, args);
+	T_OK(xfer_open(xd.socket, &c));
+	T_OK(xfer_alloc_host(c, 2 * BLK, &a));
+	T_OK(xfer_alloc_host(c, 2 * BLK, &b));
+	memset(xfer_mem_ptr(a), 0x5a, 2 * BLK);
+	memset(xfer_mem_ptr(b), 0, 2 * BLK);
+	T_OK(xfer_dlist_create(c, xfer_mem_handle(a), 2, offs, NULL, BLK, &la));
+	T_OK(xfer_dlist_create(c, xfer_mem_handle(b), 2, offs, NULL, BLK, &lb));
+	struct xfer_sqe *sqe = tl_get_sqe(c);
+	int rc = xfer_prep_dlist(c, sqe, XFER_OP_WRITE_DLIST, la, lb, 2, NULL,
+				 NULL, 1);
+	T_ASSERT(rc == -EOPNOTSUPP, "no index area: prep %s",
+		 xfer_strerror(rc));
+	*sqe = (struct xfer_sqe){ .opcode = XFER_OP_WRITE_DLIST, .len = 2,
+				  .local = xfer_dlist_handle(la),
+				  .remote = xfer_dlist_handle(lb),
+				  .user_data = 2 };
+	struct xfer_cqe cqe = tl_submit_wait(c);
+	T_ASSERT(cqe.user_data == 2 && cqe.result == -EOPNOTSUPP,
+		 "no index area: a list descriptor by hand: %lld",
+		 (long long)cqe.result);
+	const uint8_t *p = xfer_mem_ptr(b);
+	for (size_t i = 0; i < 2 * BLK; i++)
+		T_ASSERT(p[i] == 0, "no index area: byte %zu moved", i);
+	T_OK(xfer_dlist_destroy(c, la));
+	T_OK(xfer_dlist_destroy(c, lb));
+	xfer_close(c);  /* its regions go with it */
+	T_ASSERT(tl_daemon_stop(&xd) == 0, "xferd did not stop cleanly");
+	printf("no index area: -EOPNOTSUPP, nothing moved: ok\n");
+}
+
 static void expect_create(uint64_t handle, uint32_t n, const uint64_t *off,
 			  const uint64_t *lens, uint64_t len, int want,
 			  const char *what)
@@ -517,6 +562,7 @@ int main(void)
 	notified();
 	index_area_reused();
 	cma_hole();
+	no_index_area();
 	bad_lists();
 
 	/* The owner's region goes: the list over our import of it fails
