@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench-dlist.sh - prepared lists on one node: dlistbench (tools/dlistbench.c)
 # against a private xferd, for memfd regions (path memcpy) and xfer_reg'd
 # malloc memory (path cma), each beside the same blocks as linked SQEs and

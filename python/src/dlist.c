@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlist.c - DList: a prepared descriptor list (xfer_dlist_create), the
  * blocks of one Region or Remote described once so that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_dlist.c - what xferd does with a DlistCreate's entries and its
  * list table (daemon/mem/dlist.c): dlist_check() on arbitrary offsets

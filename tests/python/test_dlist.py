@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Prepared descriptor lists from Python: Context.dlist, write_dlist and
 read_dlist move random blocks by index as one descriptor (one Request,
 the byte sum, the path), every block checked; bad indices and dead lists
