@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # bench-dlist.sh - prepared lists on one node: dlistbench (tools/dlistbench.c)
-# against a private xferd, for memfd regions (path memcpy) and xfer_reg'd
-# malloc memory (path cma), each beside the same blocks as linked SQEs and
-# one memcpy of the same bytes in the same run.
+# against a private xferd, for memfd regions (path memcpy), a memfd
+# source into xfer_reg'd malloc memory (path cma) and malloc memory at
+# both ends (cma through xferd's bounce buffer), each beside the same
+# blocks as linked SQEs and one memcpy of the same bytes in the same run.
 #
 #   tools/bench-dlist.sh [BUILD]
 #
@@ -43,7 +44,7 @@ for _ in $(seq 100); do
 done
 [ -S "$TMP/xferd.sock" ] || { cat "$TMP/xferd.log"; exit 1; }
 
-for kind in memfd malloc; do
+for kind in memfd memfd-malloc malloc; do
 	echo "== $BLOCKS blocks, $kind, xferd on CPU $XFERD_CPU," \
 		"dlistbench on CPU $BENCH_CPU"
 	taskset -c "$BENCH_CPU" "$BUILD/dlistbench" --socket "$TMP/xferd.sock" \
