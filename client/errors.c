@@ -42,7 +42,7 @@ XFER_EXPORT const char *xfer_strerror(int err)
 	case -ENODEV: return "a GPU this xferd does not see";
 	case -ESRCH: return "the process owning the memory has exited";
 	case -EFAULT: return "the registered memory is no longer mapped";
-	case -ENOSPC: return "too many regions of this client (xferd's max_regions), or a buffer too small";
+	case -ENOSPC: return "too many regions (xferd's max_regions) or prepared lists (dlist_max_per_client) of this client, or a buffer too small";
 	/* xferd's limits (xferd.conf(5)), one code each. */
 	case -EMFILE: return "too many connections of this user to xferd (max_connections_per_uid)";
 	case -EUSERS: return "xferd serves its maximum number of clients (max_clients)";
@@ -50,6 +50,8 @@ XFER_EXPORT const char *xfer_strerror(int err)
 	case -EFBIG: return "region larger than xferd's max_region_bytes";
 	case -ETOOMANYREFS: return "too many imported tokens of this client (xferd's max_imports)";
 	case -EMLINK: return "too many names published by this client (xferd's max_names)";
+	case -ENOBUFS: return "the entries of this client's prepared lists would exceed xferd's dlist_max_client_entries";
+	case -E2BIG: return "more entries than xferd's dlist_max_entries, or more index pairs than the ring's index area holds";
 	}
 	return err < 0 ? strerror(-err) : "not an error code";
 }

@@ -27,6 +27,7 @@ void config_defaults(struct xferd_config *cfg)
 		.ring_index_kb = 1024,
 		.dlist_max_entries = 1u << 20,
 		.dlist_max_per_client = 4096,
+		.dlist_max_client_entries = 1u << 22,
 		/* Long enough that back-to-back submissions of one client
 		 * find the thread awake; short enough that an idle xferd
 		 * costs no CPU. */
@@ -224,6 +225,9 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 	} else if (strcmp(key, "dlist_max_per_client") == 0) {
 		rc = parse_u32(key, value, 0, 1u << 20,
 			       &c.dlist_max_per_client, err, errlen);
+	} else if (strcmp(key, "dlist_max_client_entries") == 0) {
+		rc = parse_u32(key, value, 1, 1u << 30,
+			       &c.dlist_max_client_entries, err, errlen);
 	} else if (strcmp(key, "spin_us") == 0) {
 		rc = parse_u32(key, value, 0, 1000000, &c.spin_us, err, errlen);
 	} else if (strcmp(key, "progress_cpu") == 0) {

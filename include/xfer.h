@@ -358,8 +358,9 @@ static inline void xfer_sqe_set_link(struct xfer_sqe *sqe)
  * entry once (-ERANGE: outside the range, or offset + length
  * overflowing; -EINVAL: an entry of 0 bytes) and keeps the list (-E2BIG:
  * more than xferd's dlist_max_entries; -ENOSPC: this context has
- * dlist_max_per_client lists).  The arrays are copied: the caller may
- * free them on return.  Blocks for one round trip.  A list lives until
+ * dlist_max_per_client lists; -ENOBUFS: its lists would hold more than
+ * dlist_max_client_entries entries).  The arrays are copied: the caller
+ * may free them on return.  Blocks for one round trip.  A list lives until
  * xfer_dlist_destroy(), or until its region or import is removed, or
  * the context closes; *out is freed by xfer_dlist_destroy() only.
  */
@@ -394,6 +395,31 @@ int xfer_prep_dlist(struct xfer_ctx *ctx, struct xfer_sqe *sqe, unsigned op,
 		    const struct xfer_dlist *remote, uint32_t n,
 		    const uint32_t *local_idx, const uint32_t *remote_idx,
 		    uint64_t user_data);
+
+/*
+ * The same without the copy, for a client that computes its block
+ * indices anyway: xfer_dlist_pairs() reserves room for n pairs of the
+ * list descriptor that sqe (from xfer_get_sqe) will be, at byte *off of
+ * the index area, and points *pairs at it; write the n pairs there, then
+ * fill sqe with xfer_prep_dlist_at(..., n, *off, ...).  The room is the
+ * client's again once xferd has taken sqe, whatever sqe became (a NOP,
+ * say).  Errors as xfer_prep_dlist (-EAGAIN, -E2BIG, -EOPNOTSUPP) and
+ * -EINVAL (n 0, sqe not of this ring).  Never blocks.
+ */
+int xfer_dlist_pairs(struct xfer_ctx *ctx, const struct xfer_sqe *sqe,
+		     uint32_t n, struct xfer_dlist_pair **pairs,
+		     uint64_t *off);
+
+/* Fill sqe with a list descriptor (op XFER_OP_WRITE_DLIST or _READ_DLIST)
+ * of n pairs at byte off of the index area, between the lists of
+ * handles local_list and remote_list (xfer_dlist_handle). */
+static inline void xfer_prep_dlist_at(struct xfer_sqe *sqe, unsigned op,
+				      uint64_t local_list,
+				      uint64_t remote_list, uint32_t n,
+				      uint64_t off, uint64_t user_data)
+{
+	xfer_prep_rw(sqe, op, local_list, off, remote_list, 0, n, user_data);
+}
 
 #ifdef __cplusplus
 }

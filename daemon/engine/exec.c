@@ -23,6 +23,7 @@
 #include "engine/path_staged.h"
 #include "engine/progress_int.h"
 #include "engine/xop.h"
+#include "mem/cma.h"
 #include "mem/dlist.h"
 
 /* --- completions --- */
@@ -966,6 +967,45 @@ static int64_t dl_gpu_indexed(struct progress *p, struct prog_client *pc,
 }
 
 /*
+ * A list's segments between a memfd region (mapped here) and an
+ * xfer_reg'd one (another process's memory), CMA_IOV_MAX segments a
+ * process_vm_writev/readv instead of one call each.  Returns the bytes
+ * or -errno; false in *done when this is not such a pair (nothing done).
+ */
+static int64_t dl_copy_cma(struct progress *p, const struct dl_ends *e,
+			   bool write, int64_t ns, uint64_t total, bool *done)
+{
+	bool local_mapped = region_kind(e->local) == REGION_MEMFD;
+	const struct region *mapped = local_mapped ? e->local : e->remote;
+	const struct region *other = local_mapped ? e->remote : e->local;
+	struct cma_range v[CMA_IOV_MAX];
+
+	*done = region_kind(mapped) == REGION_MEMFD &&
+		region_kind(other) == REGION_CMA;
+	if (!*done)
+		return 0;
+	/* Into the other process when the data flows local -> remote and
+	 * it is the remote end, or remote -> local and it is the local. */
+	bool to_other = write == local_mapped;
+	for (int64_t k = 0; k < ns;) {
+		uint32_t n = 0;
+		for (; k < ns && n < CMA_IOV_MAX; k++, n++) {
+			const struct dl_seg *sg = &p->exec.segs[k];
+			v[n] = (struct cma_range){
+				region_map_at(mapped, local_mapped ? sg->loff
+								   : sg->roff),
+				local_mapped ? sg->roff : sg->loff, sg->len };
+		}
+		int64_t rc = cma_copyv(other, to_other, v, n);
+		if (rc < 0)
+			return rc;
+	}
+	stat_add(&p->exec.paths.bytes[XFER_PATH_CMA], total);
+	stat_add(&p->exec.paths.ops[XFER_PATH_CMA], 1);
+	return (int64_t)total;
+}
+
+/*
  * A prepared-list descriptor: both lists resolved once, their targets
  * once, every pair checked before anything moves; then the segments go
  * the way one WRITE or READ between the same two regions would, as one
@@ -1038,6 +1078,15 @@ static int64_t exec_dlist(struct progress *p, struct prog_client *pc,
 		stat_add(&p->exec.paths.ops[*path], 1);
 		rc = (int64_t)total;
 		goto out;
+	}
+	if (route == ROUTE_CMA) {
+		bool done;
+		rc = dl_copy_cma(p, &e, one.opcode == XFER_OP_WRITE, ns, total,
+				 &done);
+		if (done) {
+			*path = XFER_PATH_CMA;
+			goto out;
+		}
 	}
 	for (int64_t k = 0; k < ns; k++) {
 		const struct dl_seg *s = &p->exec.segs[k];

@@ -22,11 +22,11 @@ import asyncio as _asyncio
 import time as _time
 
 from . import _core
-from ._core import (Notification, Region, Remote, Request, XferError,
-                    strerror, TOKEN_MAX)
+from ._core import (DList, Notification, Region, Remote, Request,
+                    XferError, strerror, TOKEN_MAX)
 
-__all__ = ["Context", "Region", "Remote", "Request", "Notification",
-           "XferError", "strerror", "TOKEN_MAX"]
+__all__ = ["Context", "Region", "Remote", "Request", "DList",
+           "Notification", "XferError", "strerror", "TOKEN_MAX"]
 __version__ = "0.1.0"
 
 

@@ -57,6 +57,16 @@ class Request:
 
 Target = Union[Remote, Region]
 
+class DList:
+    count: int
+    handle: int
+    target: Target
+    closed: bool
+    def close(self) -> None: ...
+    def __len__(self) -> int: ...
+    def __enter__(self) -> "DList": ...
+    def __exit__(self, *exc: Any) -> None: ...
+
 class Context:
     closed: bool
     overflow: int
@@ -85,6 +95,16 @@ class Context:
     def read_vec(self, local: Region, local_offs: IntArray, remote: Target,
                  remote_offs: IntArray, lengths: Union[int, IntArray],
                  notify: Optional[int] = None, timeout_ms: int = 0) -> Request: ...
+    def dlist(self, target: Target, offsets: IntArray,
+              lengths: Union[int, IntArray]) -> DList: ...
+    def write_dlist(self, local: DList, remote: DList,
+                    local_idx: Optional[IntArray] = None,
+                    remote_idx: Optional[IntArray] = None,
+                    notify: Optional[int] = None, timeout_ms: int = 0) -> Request: ...
+    def read_dlist(self, local: DList, remote: DList,
+                   local_idx: Optional[IntArray] = None,
+                   remote_idx: Optional[IntArray] = None,
+                   notify: Optional[int] = None, timeout_ms: int = 0) -> Request: ...
     def notify(self, remote: Target, value: int) -> Request: ...
     def get_notifications(self, timeout: Optional[float] = 0,
                           max: Optional[int] = None) -> list[Notification]: ...

@@ -13,7 +13,8 @@
 #    standalone notify arrives with no data.
 #  - 1000 descriptors scattered in reverse order: one linked batch (one
 #    completion, one notification), one prepared-list descriptor (one
-#    completion) and 1000 independent ones (1000 completions), all read
+#    completion, one notification after the last byte) and 1000
+#    independent ones (1000 completions), all read
 #    back the same way.
 #  - publish/lookup: "b/NAME" asks b; a plain "NAME" is found through a's
 #    configured peer (-o peer=10.0.1.2:7474); "10.0.1.1:7474/NAME" asks a
@@ -68,6 +69,7 @@ for kind in memfd malloc; do
 	done
 	exp+=(--expect-notify "$((base + 10)):$((10 * base + 10)):$VEC_LINKED_OFF:$VEC_LEN")
 	exp+=(--expect-notify "$((base + 11))")
+	exp+=(--expect-notify "$((base + 14)):$((10 * base + 14)):$VEC_LINKED_OFF:$VEC_LEN")
 	[ $kind = memfd ] &&
 		exp+=(--expect-notify "$((base + 12)):$((10 * base + 12)):$PLAIN_OFF:4096")
 
@@ -95,11 +97,13 @@ for kind in memfd malloc; do
 	xnode_ok a read --lookup "b/$tag" --size $VEC_LEN --offset $VEC_LINKED_OFF \
 		--vector $VEC_N --linked --seed $seed --kind $lkind --expect-path tcp
 
-	step "$kind target: the same $VEC_N blocks as one prepared-list descriptor"
-	seed=$((10 * base + 14))
+	step "$kind target: the same $VEC_N blocks as one prepared-list descriptor (one notification, after the last byte)"
+	v=$((base + 14)) seed=$((10 * base + 14))
 	xnode_ok a write --lookup "b/$tag" --size $VEC_LEN --offset $VEC_LINKED_OFF \
-		--vector $VEC_N --dlist --seed $seed --kind $lkind --expect-path tcp
+		--vector $VEC_N --dlist --seed $seed --kind $lkind --notify $v \
+		--expect-path tcp
 	grep -q '^wrote 1 op(s), ' "$LAST_OUT" || fail "the list descriptor did not complete as one op"
+	expect_notified "$tag" $v
 	xnode_ok a read --lookup "b/$tag" --size $VEC_LEN --offset $VEC_LINKED_OFF \
 		--vector $VEC_N --dlist --seed $seed --kind $lkind --expect-path tcp
 
