@@ -113,9 +113,11 @@ struct xfer_stream {
 	bool probe_out, close_out, hello_out, accept_out, write_out;
 	uint64_t last_heard_ns;     /* the other end showed it is there */
 
-	/* consumer */
-	struct xfer_mem *slots_mem;
-	uint64_t slots_off;
+	/* consumer: the slots' handle and token, taken at listen, so that
+	 * nothing here touches the caller's xfer_mem afterwards */
+	uint64_t slots_handle;
+	uint8_t slots_tok[XFER_TOKEN_MAX];
+	size_t slots_tok_len;
 	bool hello_seen;
 	uint64_t head;              /* released in order */
 	uint64_t credit_sent;       /* head as last sent */
@@ -223,12 +225,14 @@ static void consumer_notify(struct xfer_stream *s, const struct xfer_cqe *c)
 			s->hello_seen = true;
 		return;
 	case MSG_DATA:
-		if (c->handle != xfer_mem_handle(s->slots_mem))
-			break;
+		if (c->handle != s->slots_handle)
+			return;   /* as below */
 		consumer_data(s, c, payload);
 		return;
 	case MSG_CLOSE:
-		if (c->handle != xfer_mem_handle(s->own) || !s->connected)
+		if (c->handle != xfer_mem_handle(s->own))
+			return;   /* as below */
+		if (!s->connected)
 			break;
 		/* No more than it could have sent; no less than it has. */
 		if (payload > s->head + s->nslots || payload < s->next) {
@@ -239,9 +243,11 @@ static void consumer_notify(struct xfer_stream *s, const struct xfer_cqe *c)
 		s->close_total = payload;
 		return;
 	}
-	/* A stranger's notification before a producer came is nobody's
-	 * business; once connected, it is the producer breaking the
-	 * protocol (only it and we hold the tokens that matter). */
+	/* A notification for neither of our regions is a late one for the
+	 * region of an earlier stream on this context.  A stranger's
+	 * notification before a producer came is nobody's business; once
+	 * connected, it is the producer breaking the protocol (only it and
+	 * we hold the tokens that matter). */
 	if (s->connected)
 		stream_break(s, -EPROTO);
 }
@@ -250,10 +256,10 @@ static void producer_notify(struct xfer_stream *s, const struct xfer_cqe *c)
 {
 	uint64_t payload = c->user_data & MSG_PAYLOAD;
 
-	if (c->handle != xfer_mem_handle(s->own)) {
-		stream_break(s, -EPROTO);
+	/* Not for our region: a late one for the region of an earlier
+	 * stream on this context, delivered as that region went. */
+	if (c->handle != xfer_mem_handle(s->own))
 		return;
-	}
 	switch (c->user_data >> MSG_SHIFT) {
 	case MSG_ACCEPT:
 		s->connected = true;
@@ -519,8 +525,13 @@ XFER_EXPORT int xfer_stream_listen(struct xfer_ctx *ctx, struct xfer_mem *mem,
 		stream_free(s);
 		return err;
 	}
-	s->slots_mem = mem;
-	s->slots_off = off;
+	s->slots_handle = xfer_mem_handle(mem);
+	s->slots_tok_len = sizeof(s->slots_tok);
+	err = xfer_export(mem, off, bytes, s->slots_tok, &s->slots_tok_len);
+	if (err) {
+		stream_free(s);
+		return err;
+	}
 	*out = s;
 	return 0;
 }
@@ -529,17 +540,13 @@ XFER_EXPORT int xfer_stream_token(const struct xfer_stream *s, void *buf,
 				  size_t *len)
 {
 	uint8_t tok[XFER_STREAM_TOKEN_MAX] = { 0 };
-	size_t slots_len = XFER_TOKEN_MAX, mbox_len = XFER_TOKEN_MAX;
-	int err;
+	size_t slots_len = s ? s->slots_tok_len : 0, mbox_len = XFER_TOKEN_MAX;
 
 	if (!s || !s->consumer || !buf || !len)
 		return -EINVAL;
-	err = xfer_export(s->slots_mem, s->slots_off,
-			  (uint64_t)s->nslots * s->slot_size,
-			  tok + STREAM_TOKEN_HDR, &slots_len);
-	if (!err)
-		err = xfer_export(s->own, 0, STREAM_REGION_LEN,
-				  tok + STREAM_TOKEN_HDR + slots_len, &mbox_len);
+	memcpy(tok + STREAM_TOKEN_HDR, s->slots_tok, slots_len);
+	int err = xfer_export(s->own, 0, STREAM_REGION_LEN,
+			      tok + STREAM_TOKEN_HDR + slots_len, &mbox_len);
 	if (err)
 		return err;
 	put32(tok, STREAM_TOKEN_MAGIC);
@@ -890,10 +897,16 @@ XFER_EXPORT int xfer_stream_close(struct xfer_stream *s)
 			s->close_out = true;
 	}
 	/* Every SQE of ours completes (xferd bounds each one); after that,
-	 * nothing of ours is left in the CQ but notifications. */
+	 * nothing of ours is left in the CQ but notifications.  Those that
+	 * were on their way to our region when it went are taken last; one
+	 * that xferd was delivering at that very moment may still come
+	 * after, and a later stream on the context ignores it. */
 	stream_wait(s, quiet, UINT64_MAX, false);
-	stream_drain(s);
+	struct xfer_ctx *ctx = s->ctx;
 	stream_free(s);
+	struct xfer_cqe *c;
+	while (xfer_peek_cqe(ctx, &c) == 0)
+		xfer_cq_advance(ctx, 1);
 	return err;
 }
 

@@ -455,7 +455,10 @@ struct xfer_stream;
 
 /*
  * Consumer: offer nslots slots of slot_size bytes at [off, off + nslots *
- * slot_size) of mem, a registration of ctx.  Allocates the mailbox
+ * slot_size) of mem, a registration of ctx (its notifications come to
+ * ctx).  mem must stay registered while the stream lives (deregistered,
+ * the producer's writes fail: -ECONNRESET); the stream does not use the
+ * struct xfer_mem after this call.  Allocates the mailbox
  * (xfer_alloc_host, one page) and blocks for that round trip.  slot_size
  * is 1 byte to 4 GiB - 1.  Returns -EINVAL for bad arguments, -ERANGE if
  * the slots do not fit in mem, -E2BIG if the CQ of ctx cannot hold what
@@ -536,8 +539,10 @@ int xfer_stream_credits(struct xfer_stream *s);
 /*
  * Either end: tell the other end (a CLOSE notification, when the stream
  * is still connected), wait for that notification's completion, release
- * the stream's imports and its small region, consume what the stream
- * left on the context's CQ and free s.  The consumer's slots stay the
+ * the stream's imports and its small region, consume every CQE left on
+ * the context's CQ and free s (a notification xferd was delivering to
+ * the stream's region as it went may still arrive later: a new stream on
+ * the context ignores it).  The consumer's slots stay the
  * caller's registration: a write the producer had been granted before
  * it saw the CLOSE may still land in them; deregister mem to cut the
  * producer off at once.  Returns 0, or the error that broke the stream

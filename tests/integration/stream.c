@@ -502,10 +502,15 @@ int main(void)
 	consumer_stop(pid);
 	consumer_killed(ctx);
 	producer_killed();
+	/* Every completion of the streams' own SQEs was taken by their
+	 * close: at most a late notification may be left. */
 	struct xfer_cqe *c;
-	int rc = xfer_peek_cqe(ctx, &c);
-	T_ASSERT(rc == -EAGAIN, "a stray CQE on the producer's context: %s",
-		 rc ? xfer_strerror(rc) : "one");
+	while (xfer_peek_cqe(ctx, &c) == 0) {
+		T_ASSERT(c->flags & XFER_CQE_F_NOTIFY,
+			 "a completion left on the producer's context: %llu",
+			 (unsigned long long)c->user_data);
+		xfer_cq_advance(ctx, 1);
+	}
 	xfer_close(ctx);
 	return 0;
 }
