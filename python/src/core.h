@@ -8,7 +8,9 @@
  *   region.c   Region (memory this context registered: host memory it
  *              allocated, anything with the buffer protocol, CUDA memory
  *              by __cuda_array_interface__, data_ptr() or DLPack) and
- *              Remote (an imported token).
+ *              Remote (an imported token);
+ *   stream.c   Stream (xfer_stream_*: a queue of slots, one context
+ *              each).
  *
  * Locks.  Two: the GIL and Context.mu.  mu guards the libxfer context
  * (its ring and its socket are not safe for two threads at once) and the
@@ -75,7 +77,8 @@ typedef struct ContextObject {
 	unsigned spin_us;
 	struct obj_link regions;  /* GIL */
 	struct obj_link remotes;  /* GIL */
-	unsigned deferred;        /* GIL: regions still exported after close */
+	unsigned deferred;        /* GIL: regions still exported after close,
+				   * and live streams (stream.c) */
 	PyObject *weakreflist;
 } ContextObject;
 
@@ -139,6 +142,9 @@ void remote_release(RemoteObject *r);
 void ctx_release_all(ContextObject *c);
 /* Close the libxfer context once nothing holds it any more. */
 void ctx_finish_close(ContextObject *c);
+
+/* stream.c: add the Stream type and STREAM_TOKEN_MAX to module m. */
+int stream_module_add(PyObject *m);
 
 void link_add(struct obj_link *head, struct obj_link *l);
 void link_del(struct obj_link *l);
