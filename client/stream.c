@@ -17,30 +17,18 @@
  * links), so DATA names its sequence number and the consumer hands out
  * messages in order; CREDIT is cumulative, so a late one is harmless.
  *
- * Wire formats (all little-endian, version XFER_STREAM_VERSION):
+ * The formats on the wire are stream_wire.h's.
+ * Set-up: the consumer's stream token holds the tokens of its slots and
+ * of its mailbox; the producer WRITEs a HELLO record with the token of
+ * its own small region into the mailbox, the consumer imports that and
+ * answers ACCEPT.  Both small regions are one page of xfer_alloc_host
+ * memory, with a probe word that a waiting end overwrites once per
+ * XFER_STREAM_PROBE_MS to learn that the other end is still there (the
+ * write fails -ESTALE once the other process, and with it its regions,
+ * is gone).
  *
- *   stream token (consumer -> producer, out of band):
- *     0 u32 magic "XSTR"    4 u16 version   6 u16 0
- *     8 u32 nslots         12 u32 0        16 u64 slot_size
- *    24 u64 stream id      32 u16 slots token length
- *    34 u16 mailbox token length           36 u32 0
- *    40 the slots token, then the mailbox token
- *
- *   HELLO record (the producer WRITEs it into the mailbox at 0):
- *     0 u32 magic "XSHL"    4 u16 version   6 u16 token length
- *     8 u64 stream id      16 the token of the producer's region
- *
- *   notification values: type in bits 63..60, then
- *     HELLO, ACCEPT  0
- *     DATA           bits 55..32 the low 24 bits of seq, 31..0 the length
- *     CREDIT         head (bits 59..0)
- *     CLOSE          from the producer: its tail; from the consumer: 0
- *
- * Both small regions (the consumer's mailbox, the producer's region) are
- * one page of xfer_alloc_host memory: the HELLO record at 0 and a probe
- * word at STREAM_PROBE_OFF, which a waiting end overwrites to learn that
- * the other end is still there (the write fails -ESTALE once the other
- * process, and with it its regions, is gone).
+ * Every CQE of the context is the stream's (xfer.h): stream_drain() feeds
+ * them all to one state machine, whichever call is waiting.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -50,38 +38,7 @@
 
 #include "common/clock.h"
 #include "internal.h"
-
-#define STREAM_TOKEN_MAGIC 0x52545358u  /* "XSTR" */
-#define STREAM_HELLO_MAGIC 0x4c485358u  /* "XSHL" */
-#define STREAM_TOKEN_HDR   40u
-#define STREAM_HELLO_HDR   16u
-#define STREAM_PROBE_OFF   1024u
-#define STREAM_PROBE_LEN   8u
-#define STREAM_REGION_LEN  4096u
-_Static_assert(STREAM_HELLO_HDR + XFER_TOKEN_MAX <= STREAM_PROBE_OFF,
-	       "the HELLO record and the probe word overlap");
-_Static_assert(STREAM_TOKEN_HDR + 2 * XFER_TOKEN_MAX == XFER_STREAM_TOKEN_MAX,
-	       "XFER_STREAM_TOKEN_MAX");
-
-/* Notification types (value bits 63..60) and our own SQEs' user_data
- * (the same bits: a completion of ours is never flagged NOTIFY). */
-enum stream_msg {
-	MSG_HELLO = 1,
-	MSG_ACCEPT,
-	MSG_DATA,
-	MSG_CREDIT,
-	MSG_CLOSE,
-	UD_PROBE,       /* user_data only */
-};
-#define MSG_SHIFT     60
-#define MSG_PAYLOAD   ((1ull << MSG_SHIFT) - 1)
-#define SEQ_BITS      24
-#define SEQ_MASK      ((1u << SEQ_BITS) - 1)
-
-static uint64_t msg(enum stream_msg type, uint64_t payload)
-{
-	return (uint64_t)type << MSG_SHIFT | (payload & MSG_PAYLOAD);
-}
+#include "stream_wire.h"
 
 enum slot_state {
 	SLOT_FREE,      /* the producer may write it (once credited) */
@@ -131,41 +88,6 @@ struct xfer_stream {
 	uint64_t credit;            /* the consumer's head, as last heard */
 	int64_t write_result;
 };
-
-/* --- bytes on the wire --- */
-
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	put16(p, (uint16_t)v);
-	put16(p + 2, (uint16_t)(v >> 16));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)v);
-	put32(p + 4, (uint32_t)(v >> 32));
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return get16(p) | (uint32_t)get16(p + 2) << 16;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return get32(p) | (uint64_t)get32(p + 4) << 32;
-}
 
 /* --- the state machine fed by CQEs --- */
 
@@ -498,19 +420,13 @@ static void stream_free(struct xfer_stream *s)
 	free(s);
 }
 
-static bool geometry_ok(uint32_t nslots, uint64_t slot_size)
-{
-	return nslots > 0 && slot_size > 0 && slot_size <= UINT32_MAX &&
-	       slot_size <= UINT64_MAX / nslots;
-}
-
 XFER_EXPORT int xfer_stream_listen(struct xfer_ctx *ctx, struct xfer_mem *mem,
 				   uint64_t off, uint32_t nslots,
 				   uint64_t slot_size, struct xfer_stream **out)
 {
 	struct xfer_stream *s;
 
-	if (!ctx || !mem || !out || !geometry_ok(nslots, slot_size))
+	if (!ctx || !mem || !out || !stream_geometry_ok(nslots, slot_size))
 		return -EINVAL;
 	uint64_t bytes = nslots * slot_size;
 	if (off > xfer_mem_len(mem) || bytes > xfer_mem_len(mem) - off)
@@ -539,24 +455,24 @@ XFER_EXPORT int xfer_stream_listen(struct xfer_ctx *ctx, struct xfer_mem *mem,
 XFER_EXPORT int xfer_stream_token(const struct xfer_stream *s, void *buf,
 				  size_t *len)
 {
-	uint8_t tok[XFER_STREAM_TOKEN_MAX] = { 0 };
-	size_t slots_len = s ? s->slots_tok_len : 0, mbox_len = XFER_TOKEN_MAX;
+	uint8_t tok[XFER_STREAM_TOKEN_MAX], mbox[XFER_TOKEN_MAX];
+	size_t mbox_len = sizeof(mbox);
 
 	if (!s || !s->consumer || !buf || !len)
 		return -EINVAL;
-	memcpy(tok + STREAM_TOKEN_HDR, s->slots_tok, slots_len);
-	int err = xfer_export(s->own, 0, STREAM_REGION_LEN,
-			      tok + STREAM_TOKEN_HDR + slots_len, &mbox_len);
+	int err = xfer_export(s->own, 0, STREAM_REGION_LEN, mbox, &mbox_len);
 	if (err)
 		return err;
-	put32(tok, STREAM_TOKEN_MAGIC);
-	put16(tok + 4, XFER_STREAM_VERSION);
-	put32(tok + 8, s->nslots);
-	put64(tok + 16, s->slot_size);
-	put64(tok + 24, s->id);
-	put16(tok + 32, (uint16_t)slots_len);
-	put16(tok + 34, (uint16_t)mbox_len);
-	size_t total = STREAM_TOKEN_HDR + slots_len + mbox_len;
+	struct stream_token t = {
+		.nslots = s->nslots,
+		.slot_size = s->slot_size,
+		.id = s->id,
+		.slots_tok = s->slots_tok,
+		.slots_len = (uint16_t)s->slots_tok_len,
+		.mbox_tok = mbox,
+		.mbox_len = (uint16_t)mbox_len,
+	};
+	size_t total = stream_token_encode(&t, tok);
 	if (*len < total) {
 		*len = total;
 		return -ENOSPC;
@@ -579,18 +495,17 @@ static bool accept_done(struct xfer_stream *s)
 /* Read and check the HELLO record in the mailbox, import its token. */
 static int consumer_take_hello(struct xfer_stream *s)
 {
-	uint8_t rec[STREAM_HELLO_HDR + XFER_TOKEN_MAX];
+	uint8_t rec[STREAM_HELLO_MAX];
 	struct xfer_remote *peer;
+	const uint8_t *tok;
+	uint16_t tok_len;
 
 	/* One copy, then checks on the copy: the mailbox is writable by
 	 * anyone who saw the stream token. */
 	memcpy(rec, xfer_mem_ptr(s->own), sizeof(rec));
-	uint16_t tok_len = get16(rec + 6);
-	if (get32(rec) != STREAM_HELLO_MAGIC ||
-	    get16(rec + 4) != XFER_STREAM_VERSION || get64(rec + 8) != s->id ||
-	    tok_len == 0 || tok_len > XFER_TOKEN_MAX)
+	if (stream_hello_parse(rec, s->id, &tok, &tok_len))
 		return -EPROTO;
-	int err = xfer_import(s->ctx, rec + STREAM_HELLO_HDR, tok_len, &peer);
+	int err = xfer_import(s->ctx, tok, tok_len, &peer);
 	if (err)
 		return err == -EINVAL ? -EPROTO : err;
 	if (xfer_remote_len(peer) != STREAM_REGION_LEN) {
@@ -690,38 +605,6 @@ XFER_EXPORT int xfer_stream_release(struct xfer_stream *s, uint32_t slot)
 
 /* --- producer --- */
 
-struct stream_token {
-	uint32_t nslots;
-	uint64_t slot_size, id;
-	const uint8_t *slots_tok, *mbox_tok;
-	uint16_t slots_len, mbox_len;
-};
-
-static int token_parse(const void *token, size_t len, struct stream_token *t)
-{
-	const uint8_t *p = token;
-
-	if (!token || len < STREAM_TOKEN_HDR || len > XFER_STREAM_TOKEN_MAX ||
-	    get32(p) != STREAM_TOKEN_MAGIC)
-		return -EINVAL;
-	if (get16(p + 4) != XFER_STREAM_VERSION)
-		return -EPROTONOSUPPORT;
-	t->nslots = get32(p + 8);
-	t->slot_size = get64(p + 16);
-	t->id = get64(p + 24);
-	t->slots_len = get16(p + 32);
-	t->mbox_len = get16(p + 34);
-	if (get16(p + 6) || get32(p + 12) || get32(p + 36) ||
-	    !geometry_ok(t->nslots, t->slot_size) || t->slots_len == 0 ||
-	    t->slots_len > XFER_TOKEN_MAX || t->mbox_len == 0 ||
-	    t->mbox_len > XFER_TOKEN_MAX ||
-	    len != STREAM_TOKEN_HDR + (size_t)t->slots_len + t->mbox_len)
-		return -EINVAL;
-	t->slots_tok = p + STREAM_TOKEN_HDR;
-	t->mbox_tok = t->slots_tok + t->slots_len;
-	return 0;
-}
-
 /* None of our SQEs is out. */
 static bool quiet(struct xfer_stream *s)
 {
@@ -759,21 +642,16 @@ static int producer_import(struct xfer_stream *s, const struct stream_token *t)
 /* WRITE the HELLO record with our region's token into the mailbox. */
 static int producer_hello(struct xfer_stream *s)
 {
-	uint8_t *rec = xfer_mem_ptr(s->own);
-	size_t tok_len = XFER_TOKEN_MAX;
+	uint8_t *rec = xfer_mem_ptr(s->own), tok[XFER_TOKEN_MAX];
+	size_t tok_len = sizeof(tok);
 	struct xfer_sqe sqe;
-
-	int err = xfer_export(s->own, 0, STREAM_REGION_LEN,
-			      rec + STREAM_HELLO_HDR, &tok_len);
+	int err = xfer_export(s->own, 0, STREAM_REGION_LEN, tok, &tok_len);
 	if (err)
 		return err;
-	put32(rec, STREAM_HELLO_MAGIC);
-	put16(rec + 4, XFER_STREAM_VERSION);
-	put16(rec + 6, (uint16_t)tok_len);
-	put64(rec + 8, s->id);
 	xfer_prep_write(&sqe, xfer_mem_handle(s->own), 0,
 			xfer_remote_handle(s->peer), 0,
-			STREAM_HELLO_HDR + tok_len, msg(MSG_HELLO, 0));
+			stream_hello_encode(rec, s->id, tok, (uint16_t)tok_len),
+			msg(MSG_HELLO, 0));
 	xfer_sqe_set_notify(&sqe, msg(MSG_HELLO, 0));
 	err = stream_submit(s, &sqe);
 	if (err)
@@ -795,7 +673,7 @@ XFER_EXPORT int xfer_stream_connect(struct xfer_ctx *ctx, const void *token,
 
 	if (!ctx || !out)
 		return -EINVAL;
-	int err = token_parse(token, len, &t);
+	int err = stream_token_parse(token, len, &t);
 	if (err)
 		return err;
 	if (!slots_enough(ctx, t.nslots))
