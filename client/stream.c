@@ -64,6 +64,7 @@ struct xfer_stream {
 	bool gone;                  /* xferd has gone: nothing completes */
 	bool connected;
 	bool peer_closed;
+	bool closing;               /* in xfer_stream_close: no more credits */
 	uint32_t overflow_at_start;
 	/* Our SQEs whose completions are still out. */
 	unsigned credits_out;
@@ -223,6 +224,9 @@ static void own_completion(struct xfer_stream *s, const struct xfer_cqe *c)
 		return;
 	case UD_PROBE:
 		s->probe_out = false;
+		/* After its CLOSE the other end lets its region go. */
+		if (r < 0 && s->peer_closed)
+			return;
 		break;
 	case MSG_CLOSE:
 		s->close_out = false;
@@ -298,7 +302,7 @@ static void consumer_credit(struct xfer_stream *s)
 {
 	struct xfer_sqe sqe;
 
-	if (!s->connected || s->peer_closed || s->broken ||
+	if (!s->connected || s->peer_closed || s->broken || s->closing ||
 	    s->head == s->credit_sent)
 		return;
 	xfer_prep_notify(&sqe, xfer_remote_handle(s->peer),
@@ -584,8 +588,10 @@ XFER_EXPORT int xfer_stream_recv(struct xfer_stream *s, uint64_t *len,
 		*len = sl->len;
 		return (int)(s->next++ % s->nslots);
 	}
+	/* Everything the producer sent before its CLOSE was handed out: the
+	 * end, whatever a probe of its region (gone since) said. */
 	if (s->peer_closed && s->next == s->close_total)
-		stream_break(s, -EPIPE);
+		s->broken = -EPIPE;
 	return s->broken;
 }
 
@@ -768,6 +774,7 @@ XFER_EXPORT int xfer_stream_close(struct xfer_stream *s)
 	if (!s)
 		return 0;
 	int err = s->broken;
+	s->closing = true;
 	if (s->connected && !s->broken && !s->peer_closed) {
 		uint64_t v = msg(MSG_CLOSE, s->consumer ? 0 : s->tail);
 		xfer_prep_notify(&sqe, xfer_remote_handle(s->peer), v, v);
