@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # xferd - one non-recursive Makefile for the daemon, libxfer, tools, tests.
 #
 #   make            build everything into build/ (installs missing deps)
@@ -8,7 +9,9 @@
 #   make fuzz       libFuzzer harnesses (build-fuzz/), FUZZ_SECONDS each
 #   make soak       the storm test for SOAK_MINUTES (default 30), not in check
 #   make install    PREFIX=/usr/local DESTDIR=
+#   make deb        Debian packages (dpkg-buildpackage) into ..
 #   V=1             show the commands
+#   NO_DEPS=1       never run apt-get (offline, sbuild, debian/rules)
 
 VERSION   := 0.1.0
 SOVERSION := 1
@@ -21,6 +24,9 @@ LIBDIR  ?= $(PREFIX)/lib
 INCDIR  ?= $(PREFIX)/include
 MANDIR  ?= $(PREFIX)/share/man
 UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+# xferd reads /etc/xferd/xferd.conf whatever its PREFIX.
+SYSCONFDIR ?= /etc
 
 CC      ?= cc
 PROTOC  ?= protoc-c
@@ -40,6 +46,8 @@ DEPS_BUILD := build-essential pkg-config libibverbs-dev libevent-dev \
 # records by hand); the metrics tests a real Prometheus (and promtool).
 DEPS_TEST  := iproute2 procps psmisc python3 systemd jq openssl etcd-server \
 	etcd-client prometheus curl
+# man_pages.sh renders every man page with man --warnings.
+DEPS_TEST  += man-db
 DEPS_BENCH := ucx-utils iperf3
 # The Python package (python/): Debian's python3 builds and tests it.
 DEPS_PYTHON := python3-dev python3-setuptools python3-pip python3-pytest \
@@ -49,6 +57,9 @@ DEPS_PYTHON := python3-dev python3-setuptools python3-pip python3-pytest \
 DEPS_RDMA  := rdma-core ibverbs-providers ibverbs-utils libibverbs-dev \
 	librdmacm-dev rdmacm-utils perftest busybox-static qemu-system-x86 \
 	kmod cpio xz-utils iproute2
+# `make deb`: Debian's packaging tools and debian/control's Build-Depends.
+DEPS_DEB   := debhelper dh-python lintian dpkg-dev fakeroot python3-all-dev \
+	python3-setuptools
 # The fuzz harnesses (tests/fuzz/): clang's libFuzzer and sanitizers.
 DEPS_FUZZ  := clang libclang-rt-14-dev
 
@@ -156,6 +167,7 @@ endif
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 UNIT_BIN   := $(BUILD)/tests/unit_tests
 
+.PHONY: deb install-python installed
 .PHONY: all deps check unit integration demo bench asan fuzz fuzz-run fuzz-corpus install \
 	clean python soak
 .DEFAULT_GOAL := all
@@ -166,7 +178,10 @@ all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(DLISTBENCH) $(XFERDEMO) $(XFERSTREAM) $(
 # --- dependencies --------------------------------------------------------
 
 # Installs only what is missing, so it is a no-op on a prepared machine.
+# NO_DEPS=1: installs nothing (offline builds, sbuild, debian/rules, where
+# debian/control's Build-Depends already did).
 deps:
+ifneq ($(NO_DEPS),1)
 	$(Q)missing=$$(for p in $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_RDMA) $(DEPS_PYTHON) \
 		$(EXTRA_DEPS); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
@@ -178,6 +193,7 @@ deps:
 		{ apt-get update -q && \
 		  apt-get install -y -q --no-install-recommends $$missing; }; \
 	fi
+endif
 
 # Keep every intermediate (generated sources, test objects): without this
 # make deletes them after a build and rebuilds them the next time.
@@ -257,11 +273,14 @@ $(LIBA): $(LIB_OBJ) $(COMMON_OBJ)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+# The .pc of the build's PREFIX; `make install` writes its own with the
+# install's PREFIX/LIBDIR/INCDIR, which may differ from the build's.
+PC_SUBST = sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	-e 's|@INCLUDEDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' \
+	client/libxfer.pc.in
 $(LIBPC): client/libxfer.pc.in Makefile
 	@mkdir -p $(dir $@)
-	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-		-e 's|@INCLUDEDIR@|$(INCDIR)|' -e 's|@VERSION@|$(VERSION)|' \
-		$< > $@
+	$(Q)$(PC_SUBST) > $@
 
 # The etcd backend (daemon/meta/etcd.c): json-c, and libevent's OpenSSL
 # bufferevents for https endpoints.  Recursive (=) as SYSTEMD_CFLAGS.
@@ -411,32 +430,56 @@ SOAK_MINUTES ?= 30
 soak: all
 	$(Q)tests/soak.sh $(BUILD) $(SOAK_MINUTES)
 
-install: all
+# What install needs built: not the tests (debian/rules builds only this).
+INSTALLED := $(XFERD) $(XFERCTL) $(XFERBENCH) $(LIBSO) $(LIBA) $(LIBPC)
+installed: $(INSTALLED)
+
+# NO_PYTHON=1 leaves the Python package out (debian/rules installs it
+# with pybuild).
+install: $(INSTALLED) $(if $(filter 1,$(NO_PYTHON)),,install-python)
 	install -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) \
 		$(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCDIR) \
 		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man1 \
 		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
-		$(DESTDIR)$(MANDIR)/man3
+		$(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(SYSUSERSDIR) \
+		$(DESTDIR)$(SYSCONFDIR)/xferd
 	install -m 0755 $(XFERD) $(DESTDIR)$(SBINDIR)/xferd
 	install -m 0755 $(XFERCTL) $(XFERBENCH) $(DESTDIR)$(BINDIR)/
 	install -m 0755 $(LIBSO) $(DESTDIR)$(LIBDIR)/
 	ln -sf libxfer.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libxfer.so
-	install -m 0644 $(LIBPC) $(DESTDIR)$(LIBDIR)/pkgconfig/
+	install -m 0644 $(LIBA) $(DESTDIR)$(LIBDIR)/
+	$(PC_SUBST) > $(DESTDIR)$(LIBDIR)/pkgconfig/libxfer.pc
 	install -m 0644 include/xfer.h include/xfer_ring.h $(DESTDIR)$(INCDIR)/
 	sed 's|@SBINDIR@|$(SBINDIR)|g' systemd/xferd.service > \
 		$(DESTDIR)$(UNITDIR)/xferd.service
 	install -m 0644 systemd/xferd.socket $(DESTDIR)$(UNITDIR)/
+	install -m 0644 systemd/xferd.sysusers $(DESTDIR)$(SYSUSERSDIR)/xferd.conf
+	@# The example configuration; an edited one is never overwritten.
+	test -e $(DESTDIR)$(SYSCONFDIR)/xferd/xferd.conf || \
+		install -m 0644 etc/xferd.conf $(DESTDIR)$(SYSCONFDIR)/xferd/xferd.conf
 	install -m 0644 tools/xferctl.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 client/libxfer.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 0644 daemon/xferd.conf.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 daemon/xferd.8 $(DESTDIR)$(MANDIR)/man8/
+
+install-python: $(LIBA)
 	@# The Python package into Debian's python3 (dist-packages under
 	@# PREFIX), built in $(BUILD)/python, libxfer linked statically.
+	@# PREFIX=/usr: Debian's own layout (/usr/lib/python3/dist-packages;
+	@# without it Debian's setuptools puts /usr's under /usr/local).
 	cd python && XFER_BUILD=$(abspath $(BUILD)) $(PYTHON) setup.py -q \
 		build --build-base $(abspath $(BUILD))/python/tmp \
 		--build-lib $(abspath $(BUILD))/python/lib \
 		install --skip-build --prefix=$(PREFIX) \
+		$(if $(filter /usr,$(PREFIX)),--install-layout=deb) \
 		$(if $(DESTDIR),--root=$(DESTDIR))
+
+# Debian packages into $(BUILD)/deb/, built from a copy of the tree
+# (tools/build-deb.sh), lintian-checked.  tests/pkg/deb.sh installs and
+# runs them.
+deb:
+	$(Q)$(MAKE) --no-print-directory EXTRA_DEPS="$(DEPS_DEB)" deps
+	$(Q)tools/build-deb.sh $(BUILD)/deb
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ctx.c - connecting to xferd, the handshake, control round trips.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlist.c - prepared descriptor lists (xfer_dlist_create) and the ring's
  * index area that list descriptors take their pairs from.

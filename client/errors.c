@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * errors.c - human-readable errors and path names.
  */
@@ -18,7 +19,12 @@ XFER_EXPORT const char *xfer_strerror(int err)
 	 * what the C library says. */
 	switch (err) {
 	case 0: return "success";
-	case -EACCES: return "no access: not your handle, or the token's key does not match";
+	/* xfer_open's -EACCES is connect() refused by the socket's mode:
+	 * the one a new user meets first, so its fix comes first. */
+	case -EACCES: return "permission denied on the xferd socket: add the "
+			     "user to group xferd (socket_group in xferd.conf); "
+			     "after xfer_open: not your handle, or the token's "
+			     "key does not match";
 	case -ERANGE: return "offset or length outside the region or token";
 	case -ESTALE: return "the target region was deregistered";
 	case -ENOTCONN: return "not connected to xferd (it stopped or dropped this client)";

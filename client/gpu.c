@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu.c - telling device memory from host memory, and describing a
  * device allocation so that xferd can import it: the legacy CUDA IPC

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu.h - GPU memory as libxfer sees it: is a pointer device memory, and
  * if so, which allocation holds it and how xferd can import that.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * internal.h - libxfer's private structures, shared by its files.
  */

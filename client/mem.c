@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mem.c - registering memory, exporting and importing tokens.
  */

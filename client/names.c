@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * names.c - publishing tokens under a name and looking them up.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * queue.c - the client's half of the ring: submit and complete.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * clock.h - the monotonic clock and millisecond timeouts, one copy for
  * libxfer, xferd and the tools.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * htable.h - uthash (Debian uthash-dev) as xferd and libxfer use it.
  *

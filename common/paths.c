@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * paths.c - the names of the data paths: what a CQE's path field, the
  * benchmarks and xferctl's per-path counters print.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * paths.h - the names of the data paths (XFER_PATH_*), one table for
  * libxfer's xfer_path_name() and xferd's counters in xferctl status.

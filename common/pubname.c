@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pubname.c - the syntax of published names and of lookup node parts.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pubname.h - what a published name (xfer_publish) and the node part of
  * a lookup ("node/name") may be: one rule for libxfer, which refuses a

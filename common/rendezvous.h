@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rendezvous.h - where libxfer, xferctl and xferd meet: the default path
  * of xferd's Unix socket, one rule for all three.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ring.c - ring layout (xferd) and layout checking (libxfer).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ring.h - the submission/completion ring protocol, both halves.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * token_codec.c - region tokens: HMAC-keyed ranges in a protobuf body.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * token_codec.h - encode, decode and authenticate region tokens.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wire.c - send and receive tagged protobuf packets with descriptors.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wire.h - framing of the control messages on xferd's Unix socket.
  *

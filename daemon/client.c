@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * client.c - libxfer connections: handshake, control messages, teardown.
  *

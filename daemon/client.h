@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * client.h - one libxfer connection, as seen by xferd's main thread.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * client_msg.c - the state-free validation of a client's control message
  * (client_msg.h): one switch over the message types, every field and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * client_msg.h - what xferd checks of a client's control message before
  * acting on it: the envelope (version, which messages may carry file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config.c - parse and validate xferd settings.
  */
@@ -20,6 +21,7 @@ void config_defaults(struct xferd_config *cfg)
 {
 	*cfg = (struct xferd_config){
 		.socket_path = "",
+		.socket_group = "xferd",
 		.sq_entries = 1024,
 		.max_sq_entries = 8192,
 		.ring_index_kb = 1024,
@@ -185,6 +187,18 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 				    "socket: '%s' is not an absolute path of at most %zu bytes",
 				    value, sizeof(c.socket_path) - 1);
 		memcpy(c.socket_path, value, n + 1);
+	} else if (strcmp(key, "socket_group") == 0) {
+		/* What groupadd accepts, so a typo fails here, not at bind. */
+		size_t n = strlen(value);
+		bool ok = n > 0 && n < sizeof(c.socket_group) && value[0] != '-';
+		for (const char *p = value; ok && *p; p++)
+			ok = isalnum((unsigned char)*p) || strchr("._-", *p);
+		if (!ok)
+			return fail(err, errlen,
+				    "socket_group: '%s' is not a group name of at most %zu "
+				    "characters of [A-Za-z0-9._-], or none",
+				    value, sizeof(c.socket_group) - 1);
+		snprintf(c.socket_group, sizeof(c.socket_group), "%s", value);
 	} else if (strcmp(key, "sq_entries") == 0 ||
 		   strcmp(key, "max_sq_entries") == 0) {
 		uint32_t v = 0;

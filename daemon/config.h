@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config.h - xferd settings: embedded defaults, /etc/xferd/xferd.conf,
  * command-line flags, in that order of precedence (last wins).
@@ -20,10 +21,13 @@
 #define CONFIG_FILE_MAX     256
 #define CONFIG_HOST_MAX     80  /* "host:port", "[v6]:port", a node name */
 #define CONFIG_MAX_PEERS    64
+#define CONFIG_GROUP_MAX    33  /* a group name (32) and its NUL */
 #define CONFIG_DEFAULT_PORT 7474
 
 struct xferd_config {
 	char socket_path[CONFIG_PATH_MAX]; /* "" = the default path */
+	/* group owning the socket xferd binds ("none": leave it) */
+	char socket_group[CONFIG_GROUP_MAX];
 	uint32_t sq_entries;       /* ring size a client gets by default */
 	uint32_t max_sq_entries;   /* largest ring a client may ask for */
 	/* KiB of each ring for the index pairs of prepared lists */

@@ -1,8 +1,10 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * listener.c - bind or inherit the socket, accept, route first packets.
  */
 #include <errno.h>
 #include <event2/event.h>
+#include <grp.h>
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +290,44 @@ fail:
 	return -1;
 }
 
+/*
+ * Hand the socket to group (socket_group) so that its members, not only
+ * root, may connect: the file stays mode 0660, owned root:group.  A
+ * missing group is no error (a source install has none until someone
+ * creates it): the socket then stays root's only, and the log says how
+ * to open it up.
+ */
+static void socket_give_group(const char *path, const char *group)
+{
+	struct group gr, *found = NULL;
+	char buf[4096];
+
+	if (strcmp(group, "none") == 0)
+		return;
+	int err = getgrnam_r(group, &gr, buf, sizeof(buf), &found);
+	if (err) {
+		log_warnx("socket_group %s: %s; only root may connect to %s",
+			  group, strerror(err), path);
+		return;
+	}
+	if (!found) {
+		/* The default group missing is the normal state of a source
+		 * build; a configured one missing is a mistake. */
+		if (strcmp(group, "xferd") == 0)
+			log_info("no group %s: only root may connect to %s "
+				 "(groupadd %s, or set socket_group)",
+				 group, path, group);
+		else
+			log_warnx("socket_group %s: no such group; only root may "
+				  "connect to %s", group, path);
+		return;
+	}
+	if (chown(path, (uid_t)-1, gr.gr_gid))
+		log_warn("chown %s to group %s", path, group);
+	else
+		log_info("members of group %s may connect to %s", group, path);
+}
+
 /* The line for what was still counted, then the timer. */
 static void close_log_free(struct close_log *cl)
 {
@@ -325,6 +365,7 @@ struct listener *listener_open(struct xferd *d)
 			goto err;
 		l->bound_path = true;
 		log_info("listening on %s", d->socket_path);
+		socket_give_group(d->socket_path, d->cfg.socket_group);
 	}
 	l->silent.what = "sending nothing within handshake_timeout_ms";
 	l->over_limit.what = "their uid being at max_pending_per_uid";

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * listener.h - xferd's Unix SOCK_SEQPACKET socket.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * log.c - leveled logging to stderr or the journal, rate-limited per
  * call site (log.h).

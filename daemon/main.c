@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * main.c - xferd: start-up order, the event loop, shut-down order.
  *

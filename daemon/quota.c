@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * quota.c - per-client and per-uid limits (quota.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * quota.h - what one client, and one user, may hold of xferd.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sdnotify.h - every systemd interaction of xferd, in one place.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * xferd.h - the daemon's shared state, owned by main.c.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * xfer_ring.h - the shared-memory ring ABI between libxfer and xferd.
  *

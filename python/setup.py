@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """setup.py - builds the xferd package: xferd._core over libxfer.
 
     pip install ./python            (Debian: add --break-system-packages,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # run-tests.sh BUILD - every test of `make check`.
 #
 # 1. the check unit suites;

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # soak.sh BUILD [MINUTES] - the storm of tests/integration/netns_storm.sh
 # for MINUTES (default $SOAK_MINUTES, else 30), a summary line a minute,
 # then its fault cases and checks as in `make check`.  Not part of check:

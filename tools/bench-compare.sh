@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench-compare.sh OLD_BUILD NEW_BUILD - two builds of xferd side by side
 # in one run, interleaved, for a change that must not move the numbers.
 #

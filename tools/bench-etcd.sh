@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench-etcd.sh BUILD - how many nodes one etcd serves for xferd's
 # metadata (metadata = etcd): for each N in NODES, a fresh single-member
 # etcd (defaults: heartbeat 100 ms, election 1 s) on 127.0.0.1, one real

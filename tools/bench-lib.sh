@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # tools/bench-lib.sh - what the benchmark scripts share: logging and
 # warnings, the record of the commands run, the noise probe, the RES rows

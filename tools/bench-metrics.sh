@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench-metrics.sh BUILD [OLD_BUILD] - what the metrics cost, in one run.
 #
 # 1. Interleaved passes of the same-node 8 B round trip (xferbench lat)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench-rdma-dlist.sh - prepared lists over RDMA (Soft-RoCE in the qemu
 # guest of tests/rdma/vm.sh) beside ib_write_bw moving the same total
 # size per message, in one guest run.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench-rdma-staged.sh BUILD - the staged RDMA path beside zero-copy RDMA,
 # in the Soft-RoCE guest of tests/rdma/vm.sh (single setup: two xferds
 # on rxe0, as in the RDMA tests).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench-rdma.sh BUILD - xferd between two nodes over RDMA (Soft-RoCE in the
 # qemu guest of tests/rdma/vm.sh), beside perftest on the same rxe
 # devices -> a section of BENCHMARKS.md

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench-tcp.sh BUILD - xferd between two nodes over TCP, beside iperf3 and
 # UCX tcp on the same link -> a section of BENCHMARKS.md
 #

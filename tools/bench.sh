@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench.sh BUILD - xferbench beside its same-run baselines -> BENCHMARKS.md
 #
 # Starts a private xferd (progress thread on CPU 0) and runs PASSES

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # demo.sh BUILD - `make demo`: start xferd with its embedded defaults, let
 # two client processes exchange verified data through it, show
 # `xferctl status`, and stop xferd cleanly.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlistbench.c - prepared descriptor lists against what they replace.
  *

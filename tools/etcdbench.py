@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """etcdbench.py - how far one etcd carries xferd's metadata (metadata = etcd).
 
 Registers N simulated nodes in a real etcd as xferd does (one lease each,

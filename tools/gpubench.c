@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpubench.c - xferd's GPU paths beside the CUDA copies they stand in for.
  *

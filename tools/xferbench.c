@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * xferbench.c - benchmarks of xferd: two client processes through one
  * xferd, or (--target-socket) through two, one per node.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * xferctl.c - ask the local xferd how it is doing.
  *
@@ -844,7 +845,8 @@ static int report(const char *path, int err, unsigned timeout_s)
 	case -EACCES:
 	case -EPERM:
 		why = "permission denied on";
-		end = " (the socket is mode 0660: run as xferd's user or group)";
+		end = " (the socket is mode 0660 root:xferd: add the user to "
+		      "group xferd, see socket_group in xferd.conf(5))";
 		break;
 	case -EAGAIN:
 		fprintf(stderr, "xferctl: xferd did not answer within %u s on "

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * xferctl_out.c - how xferctl writes: cleaned text, numbers for people,
  * aligned tables (libsmartcols) and JSON (json-c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * xferctl_out.h - how xferctl writes: text cleaned for a terminal, JSON
  * (json-c), numbers for people, aligned tables (libsmartcols).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * xferctl_stats.c - xferctl stats and xferctl top.
  *

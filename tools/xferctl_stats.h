@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * xferctl_stats.h - xferctl stats (everything the metrics endpoint
  * exports, as text or JSON) and xferctl top (rates of it, refreshed).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * xferdemo.c - two client processes exchange verified data through xferd.
  *

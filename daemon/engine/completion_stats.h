@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * completion_stats.h - what every completion leaves behind for the
  * metrics: its latency (submit -> completion, measured in xferd) in a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * copy_workers.c - the copy worker threads (copy_workers.h).
  *

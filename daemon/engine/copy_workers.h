@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * copy_workers.h - threads that run the progress thread's long CPU
  * copies (process_vm_readv/writev of xfer_reg'd memory into and out of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * path.c - the names of the routes (path.h keeps the decisions inline:
  * they run for every descriptor).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * path.h - which way a descriptor's bytes move, decided in one place.
  *

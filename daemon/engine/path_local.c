@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * path_local.c - same-node host copies: memcpy and CMA.
  */

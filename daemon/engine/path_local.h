@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * path_local.h - the same-node host path: both regions on this node.
  *

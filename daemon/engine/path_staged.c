@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * path_staged.c - GPU memory <-> xfer_reg'd host memory on this node,
  * through staging chunks (path_staged.h).

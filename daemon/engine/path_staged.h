@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * path_staged.h - the same-node staged path: GPU memory and xfer_reg'd
  * host memory (CMA) on this node, through xferd's pinned staging chunks

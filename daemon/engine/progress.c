@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * progress.c - the progress thread: its loop, its queues to and from the
  * main thread, sleeping and waking.  What it does with each descriptor

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * progress.h - the progress thread: drains client SQs, moves the data,
  * posts CQEs.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * progress_int.h - the progress thread's state, shared by progress.c
  * (the thread, its queues, sleeping and waking) and exec.c (executing

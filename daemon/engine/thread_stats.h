@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * thread_stats.h - the progress thread's clock and counters.
  *

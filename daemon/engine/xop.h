@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * xop.h - a descriptor whose data moves asynchronously (to another node).
  *

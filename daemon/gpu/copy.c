@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * copy.c - same-node copies that involve GPU memory.
  *

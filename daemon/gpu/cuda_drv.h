@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cuda_drv.h - the CUDA driver entry points xferd uses and its GPUs;
  * shared by gpu/gpu.c (devices, imports) and gpu/copy.c (copies) only.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dmabuf.c - dma-buf export of GPU memory and its NIC registration.
  */

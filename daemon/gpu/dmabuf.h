@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dmabuf.h - GPU memory toward a NIC: export an imported allocation as a
  * dma-buf and register it with the NIC (GPUDirect RDMA without

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu.c - the CUDA driver, xferd's GPUs, imports of clients' GPU memory.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kernel.cu - one kernel that does many copies: a vector of small
  * blocks (KV-cache pages) costs one launch instead of one cuMemcpyAsync

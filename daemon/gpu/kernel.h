@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * kernel.h - the batch-copy kernel's descriptor, shared by the kernel
  * (gpu/kernel.cu) and the host code that fills it (gpu/copy.c).

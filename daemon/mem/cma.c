@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cma.c - process_vm_readv/writev on a region of another process
  * (cma.h).  Any thread.

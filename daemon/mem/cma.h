@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cma.h - bytes of another process's memory (an xfer_reg'd region),
  * moved with process_vm_readv/writev: one rule for every path that does

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlist.c - prepared descriptor lists and their table (dlist.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dlist.h - prepared descriptor lists: ranges inside one region or one
  * imported token, checked once when made and named by a handle, so that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rcache.c - refcounted cache of imports and registrations.
  *

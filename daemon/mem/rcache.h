@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rcache.h - the registration cache: expensive imports and registrations
  * (a CUDA IPC import, later a NIC memory registration) made once per

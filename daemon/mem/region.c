@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * region.c - region objects and the daemon-wide handle table.
  */

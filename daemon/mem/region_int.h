@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * region_int.h - what a region is inside mem/ (region.c, cma.c): the
  * fields of every memory kind.  Everything outside mem/ goes through the

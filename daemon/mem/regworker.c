@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * regworker.c - the registration thread and the hand-back of its
  * finished jobs to the main thread (regworker.h says what and why).

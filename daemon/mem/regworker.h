@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * regworker.h - the registration thread: the slow part of a registration
  * (pinning memory for the RDMA NICs, importing a CUDA IPC handle) runs

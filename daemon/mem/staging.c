@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * staging.c - the pool of pinned staging chunks (staging.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * staging.h - xferd's pinned staging chunks: where GPU memory meets what
  * no GPU copy reaches (the staged paths, DESIGN.md section 4.4).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cluster.c - this node in etcd: a lease, the node record under it, and
  * keeping both alive.

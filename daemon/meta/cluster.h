@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cluster.h - the cluster's metadata in etcd (metadata = etcd): this
  * node's record under a lease it keeps alive, the records of the others

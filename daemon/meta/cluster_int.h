@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cluster_int.h - what the files of the etcd backend share; nothing
  * outside daemon/meta/ includes it (cluster.h is the public face).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cluster_names.c - published names in etcd: <prefix>names/<name> holds
  * a name record (record.h) under this node's lease.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd.c - etcd's v3 API through its HTTP/JSON gateway, on the event
  * loop: libevent's evhttp client for HTTP, json-c for JSON, OpenSSL for

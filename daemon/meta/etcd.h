@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * etcd.h - a client of etcd's v3 API through its HTTP/JSON gateway
  * (POST <api>/kv/range, /kv/txn, /lease/grant, /watch, ... with keys and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * membership.c - the other nodes, as etcd has them: one kv/range of
  * <prefix>nodes/ and then a watch from the revision after it.  A PUT of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * meta_config.c - parse and validate the metadata backend's settings
  * (`metadata`, `etcd_*`; xferd.conf(5)).  config.c hands these keys

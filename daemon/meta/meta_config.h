@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * meta_config.h - the settings of the metadata backend: where published
  * names and node records live (this xferd and its `peer =` lines, or an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * names.c - the publish/lookup table: name -> token, per xferd.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * record.c - node and name records as JSON (json-c), and their
  * validation.  The format is in record.h.  Unknown keys are ignored (a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * record.h - what xferd stores in etcd, as JSON: the record of a node
  * (under <prefix>nodes/<node>) and the record of a published name (under

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ctl.c - status, stats, clients, regions, peers, GPUs, rails and ping
  * for xferctl.  Status and stats are written from the snapshot that the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ctl.h - answers xferctl's questions (ctl.proto) on xferd's socket.
  */

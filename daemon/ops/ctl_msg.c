@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ctl_msg.c - the validation of an xferctl request (ctl_msg.h): one
  * switch over the request types.

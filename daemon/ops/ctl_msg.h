@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ctl_msg.h - what xferd checks of an xferctl request before answering
  * it: version, a request type it answers, a ping target of printable

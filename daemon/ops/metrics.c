@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics.c - GET /metrics in the Prometheus text format, over HTTP on
  * the main thread (libevent's evhttp).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics.h - the Prometheus endpoint: GET /metrics over HTTP (libevent's
  * evhttp) on the main thread, at config metrics_listen.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics_text.c - writes the Prometheus text exposition of a snapshot.
  *

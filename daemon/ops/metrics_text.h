@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics_text.h - a stats snapshot (ops/stats.h) as the Prometheus text
  * exposition format, version 0.0.4.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stats.c - gathers the snapshot of stats.h from every module that
  * counts: the progress thread's per-path counters and histograms, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stats.h - one snapshot of everything xferd counts, gathered in one
  * place for every reader: xferctl status and stats (ops/ctl.c) and the

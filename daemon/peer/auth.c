@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * auth.c - the cluster key and the HMAC challenge-response of peer links.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * auth.h - optional cluster authentication of peer links.
  *

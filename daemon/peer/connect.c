@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * connect.c - dialing another xferd: which of its addresses (the subnet
  * rule of netaddr.h, and which local address to leave from), the next

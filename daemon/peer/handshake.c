@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * handshake.c - a TCP connection to another xferd while its handshake
  * runs (proto/peer.proto): Hello, Welcome, Ready, Established, with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * listen.c - the TCP listener for other xferds (setting `listen`,
  * default *:7474) and the addresses this node advertises in tokens and

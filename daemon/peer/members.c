@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * members.c - what the cluster membership in etcd (meta/membership.c)
  * tells the peer table: that a node name now means a given instance at

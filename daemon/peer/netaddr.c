@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * netaddr.c - this node's interface addresses, and which of a peer's
  * advertised addresses to connect to.

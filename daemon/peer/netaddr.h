@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * netaddr.h - this node's interface addresses and choosing which of a
  * peer's addresses to use.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * peer.h - the other xferds: TCP listener, links, handshake, lookups.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * peer_int.h - what the files of daemon/peer/ share; nothing outside
  * this folder includes it (peer.h is the public face).

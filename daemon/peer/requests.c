@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * requests.c - questions to other xferds that wait for an answer: a
  * lookup of a published name (at one node, or at every configured peer

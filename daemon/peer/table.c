@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * table.c - the peer table: one record per other xferd, known by its
  * instance id or, before a handshake told us who answers there, only by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * link.c - the session with another xferd, in the progress thread: one
  * TCP connection per peer, set up by the main thread (peer/) and handed

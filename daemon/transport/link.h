@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * link.h - the links to other xferds (the set of peer sessions), in the
  * progress thread.

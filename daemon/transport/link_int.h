@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * link_int.h - what the peer session (link.c) and the TCP data path
  * (tcp.c) share about a link; nothing else includes it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdma.c - one-sided RDMA WRITE and READ between xferds on RC queue
  * pairs (rdma.h says what and why; this file is how).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdma.h - the RDMA data path between xferds, in the progress thread.
  *

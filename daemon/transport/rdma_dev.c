@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdma_dev.c - RDMA NIC discovery at start: devices, ports, GIDs, the
  * rail of each port, and the verbs objects the data path will use.

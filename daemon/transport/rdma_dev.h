@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdma_dev.h - this node's RDMA NICs and the rails on them.
  *

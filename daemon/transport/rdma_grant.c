@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdma_grant.c - NIC-enforced token ranges (rdma_grant.h says what and
  * why): a registration of a checked token's range per peer and link.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdma_grant.h - NIC-enforced token ranges: what another xferd's RDMA may
  * reach of a region here.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdma_mr.c - registering memfd regions with the RDMA devices.
  */

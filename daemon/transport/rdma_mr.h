@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdma_mr.h - host memory registered with this node's RDMA NICs.
  *

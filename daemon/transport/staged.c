@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * staged.c - GPU memory on the TCP link: the staged part of the TCP data
  * path (tcp.c), through xferd's pinned staging chunks (mem/staging.h).

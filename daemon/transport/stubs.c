@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stubs.c - what a transport lacks (transport.h): every entry of an ops
  * table is set, to one of these when the transport has nothing to do.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tcp.c - the TCP data path between xferds, in the progress thread: the
  * meaning of the data frames on a link (link.c carries them).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tcp.h - the TCP data path between xferds as a transport
  * (transport.h): descriptors streamed in frames on the link to the

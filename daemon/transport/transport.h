@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * transport.h - what the progress thread asks of a way to move data to
  * another xferd: one table of operations per transport.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """bench_py.py - the Python package beside C (build/xferbench), one run.
 
   1. A 1000-block vector (1000 linked 64 B writes, one completion) from

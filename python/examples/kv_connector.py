@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """kv_connector.py - a disaggregated-prefill KV transfer through xferd.
 
 A prefill process owns a paged KV cache shaped like vLLM's: per layer, K

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """stream.py - a sender streams messages into a receiver's ring through xferd.
 
 The receiver owns a ring of SLOTS slots of SIZE bytes (alloc_host) and

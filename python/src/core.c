@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * core.c - xferd._core: the module, Context and Request.
  *

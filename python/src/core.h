@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * core.h - the objects of xferd._core (the C extension behind `import
  * xferd`), shared by its files:

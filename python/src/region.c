@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * region.c - Region and Remote: what a Context registered and imported.
  *

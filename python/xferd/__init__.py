@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """xferd - Python API of xferd, the per-node data-movement daemon.
 
 A thin layer over ``xferd._core``, the C extension that binds libxfer:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Type hints of the xferd package (xferd/_core is C).
 from typing import Any, AsyncIterator, Generator, Iterator, Optional, Sequence, Union
 

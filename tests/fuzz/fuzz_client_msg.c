@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_client_msg.c - a libxfer client's control packet as xferd reads
  * it after the handshake (client.c's dispatch): the wire tag, the
@@ -9,7 +10,8 @@
  *
  * Invariants: a verdict is 0, -EPROTO or -EINVAL and an error says why;
  * what passes holds what the handlers rely on (descriptors only where
- * they belong, names and node names in bounds).
+ * they belong: a memfd region, a VMM allocation, a prepared list's
+ * entries; names and node names in bounds).
  */
 #include <errno.h>
 #include <string.h>
@@ -50,6 +52,10 @@ static void check_passed(const Xfer__Client__ClientMsg *m, unsigned nfds)
 			FUZZ_ASSERT((size_t)(slash - m->lookup->name) <
 				    CONFIG_HOST_MAX);
 		FUZZ_ASSERT(names_valid(slash ? slash + 1 : m->lookup->name));
+		break;
+	case XFER__CLIENT__CLIENT_MSG__BODY_DLIST_CREATE:
+		/* The entries come in exactly one memfd. */
+		FUZZ_ASSERT(nfds == 1 && m->dlist_create->count != 0);
 		break;
 	default:
 		FUZZ_ASSERT(nfds == 0);

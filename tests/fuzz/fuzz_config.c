@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_config.c - xferd.conf as xferd reads it: arbitrary text, line by
  * line, through config_parse_line() (daemon/config.c), the function

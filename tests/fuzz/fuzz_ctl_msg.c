@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_ctl_msg.c - an xferctl request as xferd reads it (ctl.c's
  * dispatch): the wire tag, the CtlMsg unpack and ctl_msg_check()

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_etcd_record.c - what xferd reads from etcd under its prefix (with
  * metadata = etcd), which anyone with write access there can fill with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_handshake.c - the bytes of a TCP connection from another xferd
  * before its link is up, as the handshake (daemon/peer/handshake.c)

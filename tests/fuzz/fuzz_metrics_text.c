@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_metrics_text.c - the Prometheus text of a snapshot whose names
  * and numbers are arbitrary bytes (ops/metrics_text.c): client names are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_peer_frame.c - bytes from another xferd as an established link
  * receives them: a stream of frames through link_frame_check()

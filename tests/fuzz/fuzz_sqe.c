@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_sqe.c - submission queue entries as the progress thread executes
  * them: exec_sqe() (daemon/engine/exec.c) with its checks (sqe_check,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_token.c - region tokens as xferd receives them (an import, a
  * publish, a peer's check): token_decode() and the key check on

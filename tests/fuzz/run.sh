@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # run.sh BUILD SECONDS HARNESS... - run each libFuzzer harness for
 # SECONDS from its seed corpus (tests/fuzz/corpus/NAME, read only; new
 # inputs go to BUILD/corpus/NAME).  Any crash, sanitizer report, leak or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * seeds.c - writes the seed corpora of the fuzz harnesses
  * (tests/fuzz/corpus/<harness>/): real, valid inputs packed by the same

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # device.sh - build and run xferd's GPU tests and gpubench on a GPU machine.
 #
 #   tests/gpu/device.sh pack   here, on a machine with the build

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_cross_device.c - GPU memory of two processes on two GPUs.
  *

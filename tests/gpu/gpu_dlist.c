@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_dlist.c - prepared descriptor lists between GPU buffers of two
  * processes: a KV-cache transfer of thousands of blocks as one SQE.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_host.c - bytes between host memory and GPU memory, in both
  * directions and between two processes.

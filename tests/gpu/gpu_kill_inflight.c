@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_kill_inflight.c - a client killed while its GPU copies run.
  *

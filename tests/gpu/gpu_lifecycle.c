@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_lifecycle.c - GPU memory that goes away under xferd.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_local_staged.c - GPU memory and host memory registered with
  * xfer_reg (reached with CMA, never by DMA) on one node, through xferd's

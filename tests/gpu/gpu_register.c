@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_register.c - what xfer_reg makes of each kind of memory a CUDA
  * program holds.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_remote.c - GPU memory to and from another node over the TCP link,
  * through xferd's pinned staging chunks (CQE path tcp-staged).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_same_device.c - GPU memory of two processes on one GPU.
  *

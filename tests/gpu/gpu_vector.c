@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_vector.c - a KV-cache-shaped batch: 1000 blocks of 64 KiB in one
  * linked vector, between GPU buffers of two processes.

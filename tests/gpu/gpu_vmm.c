@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_vmm.c - CUDA VMM memory (cuMemCreate + cuMemMap, as PyTorch's
  * expandable segments allocate), shared with xferd as a POSIX fd.

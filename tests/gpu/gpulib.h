@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpulib.h - helpers for the GPU test programs (tests/gpu/gpu_*.c).
  *

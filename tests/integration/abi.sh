@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # abi.sh - libxfer exports exactly what xfer.h declares, each at the
 # version node libxfer.map puts it in (XFER_1, XFER_1.1, ...).
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * bad_input.c - bad input on every interface of xferd gets a clear error,
  * touches no memory and never takes the daemon down.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * client_death.c - a client killed in the middle of its transfers costs
  * xferd nothing: its descriptors, regions, imports and fds are released,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * limits.c - xferd's per-client and per-user limits (xferd.conf(5),
  * daemon/quota.h), each against a private xferd configured low:

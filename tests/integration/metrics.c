@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics.c - the Prometheus endpoint of a private xferd against what
  * this test did: bytes, ops and errors by errno per path, the latency

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * names.c - publish and lookup through the shared xferd.
  *

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # netns_auth.sh - cluster authentication between two nodes (a, b on
 # 10.0.1.0/24): the cluster_key_file HMAC challenge-response of the link
 # handshake.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # netns_etcd.sh - metadata = etcd with a real, single-member etcd: three
 # xferd nodes a, b, c on one switch (10.0.9.1-3) with no `peer =` line,
 # etcd in a namespace of its own (10.0.9.10).

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # netns_etcd_cluster.sh - metadata = etcd on a three-member etcd cluster
 # (e1, e2, e3 at 10.0.9.11-13, each in a namespace of its own) and two
 # xferd nodes a and b (10.0.9.1-2) that list all three endpoints.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # netns_failure.sh - the link or the remote xferd goes away in the middle
 # of a stream of writes from a to b (DESIGN.md section 7).  Both xferds
 # keep alive every 200 ms and call a link dead after 1 s of silence; every

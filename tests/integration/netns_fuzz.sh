@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # netns_fuzz.sh - hostile peers: tests/tools/peer_fuzz (in namespace a)
 # attacks the peer port of b's xferd with malformed frames (bad lengths,
 # garbage, wrong version, unknown messages, handshake out of order, a

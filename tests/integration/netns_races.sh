@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # netns_races.sh - two nodes (a 10.0.1.1, b 10.0.1.2) and the races between
 # their xferds: connects that cross, records that turn out to be one
 # xferd, memory reused the moment a notification says it may be, links

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # netns_storm.sh - a storm of clients and faults against two nodes, every
 # byte checked (tests/tools/storm.c does the clients).
 #

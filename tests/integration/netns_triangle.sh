@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # netns_triangle.sh - the mesh of seed 004: three nodes where each pair
 # shares its own subnet and nothing is routed between subnets.
 #

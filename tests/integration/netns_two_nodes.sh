@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # netns_two_nodes.sh - two nodes (namespaces a and b on 10.0.1.0/24), one
 # xferd each, and transfers between them on the TCP path.
 #

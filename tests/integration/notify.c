@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * notify.c - notifications reach the target region's owner once, after
  * the data, and only when the transfer succeeded.

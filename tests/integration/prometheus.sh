@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # prometheus.sh - a real Prometheus server (Debian's) scrapes a private
 # xferd every second; after a known transfer (xferbench lat: 1002 writes
 # of 8 bytes, memcpy) its HTTP API must return the bytes and ops that

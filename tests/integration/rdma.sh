@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # rdma.sh - the RDMA stage of `make check`: the tests that need real verbs,
 # run in a qemu guest with Soft-RoCE (tests/rdma/vm.sh).
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * reg_pending.c - a registration in progress holds up nobody but its own
  * client, and a client that dies with one pending, or xferd stopping,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rw_sizes.c - WRITE and READ between two client processes move exactly
  * the bytes asked for, at every size and alignment, for every pair of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * shutdown.c - when xferd stops, clients learn it promptly and cleanly.
  *

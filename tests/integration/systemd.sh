@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # systemd.sh - xferd under systemd's protocols, without needing systemd
 # as PID 1: sd_notify messages (READY only once the socket accepts,
 # STATUS, WATCHDOG at half the interval, RELOADING/READY on SIGHUP,

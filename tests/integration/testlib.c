@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * testlib.c - helpers for the integration test programs.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * vector.c - linked batches complete with one CQE, and many independent
  * descriptors all complete once each.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # xferctl.sh - what xferctl prints, checked against a private xferd whose
 # state the test knows exactly: idle; one client (xferctl_holder) holding a
 # 1.5 MiB memfd region, a 768 KiB cma region and an import of the first,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * xferctl_holder.c - a client that stays connected with memory registered,
  * for tests/integration/xferctl.sh to look at through xferctl.

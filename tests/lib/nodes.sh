@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # tests/lib/nodes.sh - what the multi-node test libraries share: xferd
 # "nodes" started and stopped by name, test clients (tests/tools/xnode)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # tests/netns/etcd.sh - real etcd servers for the tests of metadata = etcd
 # (tests/integration/netns_etcd*.sh), sourced after tests/netns/lib.sh.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # tests/netns/lib.sh - emulated nodes for the multi-node tests: one network
 # namespace per node, veth pairs between them, one xferd per namespace and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures of the xferd Python tests: a private xferd per session
 (build/xferd -s SOCK -o listen=off, as the C integration tests start
 theirs), contexts on it, and byte patterns to check what arrived."""

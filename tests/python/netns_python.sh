@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # netns_python.sh - the Python examples across two nodes: namespaces a
 # and b on 10.0.1.0/24 (tests/netns/lib.sh), one xferd each.
 #

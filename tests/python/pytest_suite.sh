@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # pytest_suite.sh - the xferd Python package's tests (run by tests/run-tests.sh):
 # the pytest suite (tests/python/test_*.py, each starting a private
 # xferd) with Debian's python3, against the extension `make python`

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every call of the xferd package against a real xferd; every transfer
 checks the bytes that arrived."""
 import asyncio

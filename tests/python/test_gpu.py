@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """GPU memory through the Python package: torch CUDA tensors, pinned
 tensors, checked with torch.equal.  Skips without torch or a GPU."""
 import os

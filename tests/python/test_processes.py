@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Across processes: a peer killed mid-transfer, and the examples."""
 import errno
 import os

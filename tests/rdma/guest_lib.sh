@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
 # tests/rdma/guest_lib.sh - two xferd "nodes" in the Soft-RoCE guest, and
 # test clients (tests/tools/xnode) against them.  Sourced by the guest

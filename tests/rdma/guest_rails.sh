@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # guest_rails.sh - xferd's RDMA NIC discovery on real verbs devices, in the
 # Soft-RoCE guest (tests/integration/rdma.sh runs it there).
 #

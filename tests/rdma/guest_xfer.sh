@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # guest_xfer.sh PART... - the RDMA data path between two xferds, in the
 # Soft-RoCE guest (tests/integration/rdma.sh runs it there, one PART per
 # test; tests/rdma/guest_lib.sh says where the two nodes a and b live in

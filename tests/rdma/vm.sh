@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # vm.sh - a throw-away qemu guest with Soft-RoCE (rdma_rxe), for the tests
 # that need real verbs on machines without an RDMA NIC.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * peer_fuzz.c - malformed and hostile frames on xferd's peer port.
  *

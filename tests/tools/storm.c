@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * storm.c - many clients writing and reading back checksummed bytes while
  * a killer SIGKILLs them at random (tests/integration/netns_storm.sh, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * verbs_smoke.c - RDMA verbs on a real device, to prove the RDMA test
  * guest (tests/rdma/vm.sh) before anything of xferd runs over it.

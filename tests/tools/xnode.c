@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * xnode.c - a libxfer client that the multi-node test scripts drive
  * (tests/integration/netns_*.sh), one process per step.  Long (about

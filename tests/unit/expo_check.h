@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * expo_check.h - a strict reader of the Prometheus text exposition
  * format (0.0.4) for the tests of ops/metrics_text.c: the unit tests and

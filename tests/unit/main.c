@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * main.c - the unit test runner: every module's suite in one srunner.
  * Exits 0 when all tests pass, 1 otherwise.

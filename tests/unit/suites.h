@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * suites.h - the check suites of the unit test binary, one per module.
  * main.c runs them all; each is defined in its own test_*.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_auth.c - cluster authentication (daemon/peer/auth.c): loading the key
  * file (missing, too open, too short or long, a trailing newline, a

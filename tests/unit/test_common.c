@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_common.c - the helpers in common/ that both sides share: the
  * published-name rule at its edges (pubname.c), the path-name table

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_config.c - xferd settings (daemon/config.c): the defaults, every
  * key of a config line with good, malformed and out-of-range values, the
@@ -610,6 +611,29 @@ START_TEST(key_staging_mb)
 }
 END_TEST
 
+START_TEST(key_socket_group)
+{
+	struct xferd_config c;
+
+	config_defaults(&c);
+	ck_assert_str_eq(c.socket_group, "xferd");
+	c = good_line("socket_group = inference");
+	ck_assert_str_eq(c.socket_group, "inference");
+	c = good_line("socket_group = gpu-users.2");
+	ck_assert_str_eq(c.socket_group, "gpu-users.2");
+	c = good_line("socket_group = none");
+	ck_assert_str_eq(c.socket_group, "none");
+	/* 32 characters fit, 33 do not. */
+	c = good_line("socket_group = g2345678901234567890123456789012");
+	ck_assert_uint_eq(strlen(c.socket_group), 32);
+	bad_line("socket_group = g23456789012345678901234567890123",
+		 "socket_group");
+	bad_line("socket_group = -rf", "socket_group");
+	bad_line("socket_group = a/b", "socket_group");
+	bad_line("socket_group = a:b", "socket_group");
+}
+END_TEST
+
 Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -636,6 +660,7 @@ Suite *config_suite(void)
 	tcase_add_test(tc, load_missing);
 	tcase_add_test(tc, key_rdma);
 	tcase_add_test(tc, key_staging_mb);
+	tcase_add_test(tc, key_socket_group);
 	suite_add_tcase(s, tc);
 	return s;
 }

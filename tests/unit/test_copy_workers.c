@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_copy_workers.c - the copy worker threads (engine/copy_workers.h):
  * every job's done() runs exactly once, on the polling thread, after its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_dlist.c - prepared lists (mem/dlist.h): entries checked against
  * their range (empty entries, overflow, past the end), the table's

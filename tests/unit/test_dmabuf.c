@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_dmabuf.c - the page span a GPU range is exported with as a
  * dma-buf, and the refusals of the NIC registration's arguments.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_meta.c - the pure parts of the etcd backend (daemon/meta/): the
  * settings (metadata, etcd_*: endpoints, prefix, bounds, what goes

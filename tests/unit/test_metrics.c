@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_metrics.c - what the metrics are made of: the latency histogram
  * and errno counts of engine/completion_stats.h, their summing in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_names.c - the publish/lookup table (daemon/meta/names.c): which names
  * are valid, publish and lookup return the stored bytes, replacing by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_netaddr.c - addresses and rail choice (daemon/peer/netaddr.c): subnet
  * comparison at every kind of prefix, choosing a peer address in a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_path.c - the one route decision (daemon/engine/path.c) over every
  * combination of memory kinds, node, opcode and engines, and the one

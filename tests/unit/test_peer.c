@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_peer.c - the peer table (daemon/peer/table.c) without a daemon:
  * the addresses a handshake advertises (the malformed ones left out, at

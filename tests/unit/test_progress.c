@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_progress.c - the descriptor engine (daemon/engine/progress.c with
  * region.c and path_local.c) in-process, without sockets: a real

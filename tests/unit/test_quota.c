@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_quota.c - per-client and per-uid limits (daemon/quota.c): each
  * limit answers with its own code at exactly its value, bytes near

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_rcache.c - the registration cache: references, release on the
  * last put, one entry per (client, kind, base, id), so that a freed and

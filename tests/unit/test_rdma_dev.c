@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_rdma_dev.c - the pure parts of RDMA NIC discovery
  * (daemon/transport/rdma_dev.c): IPv4-mapped GIDs, which GID of a RoCE port's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_regworker.c - the registration thread: jobs run on it, one at a
  * time and in order; their completions come back on the thread that runs

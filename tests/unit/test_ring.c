@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_ring.c - the ring protocol of common/ring.h and common/ring.c:
  * ring_layout (sizes, alignment, no shared cache lines between the two

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_staging.c - the pinned staging pool (daemon/mem/staging.c)
  * without GPUs: its halves, exhaustion and waiting (never failing), the

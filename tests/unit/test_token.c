@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_token.c - region tokens (common/token_codec.c): encode/decode
  * round trips, signing and key checks, tampering with every bit and byte

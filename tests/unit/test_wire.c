@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_wire.c - packet framing of common/wire.c over a real
  * socketpair(AF_UNIX, SOCK_SEQPACKET): ClientMsg round trips with and
