@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stream.c - a producer/consumer queue of slots in the consumer's memory,
  * built on the public API only: tokens, WRITE with a notification, NOTIFY.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stream_wire.c - the stream token and the HELLO record (stream_wire.h):
  * fixed little-endian layouts, written and checked field by field.

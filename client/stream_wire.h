@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stream_wire.h - what the two ends of a stream (stream.c) say to each
  * other: the stream token, the HELLO record and the notification values.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # bench-stream.sh BUILD - a stream (xfer_stream_*, tools/xferstream)
 # against plain back-to-back WRITEs of the same bytes, in the same run.
 #

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * xferstream.c - NIXL's sender/receiver example on a libxfer stream: a
  * receiver offers slots (default 2 of 16 MiB) and a sender streams

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stream.c - Stream: libxfer's streams (xfer_stream_*), a queue of slots
  * in the consumer's memory with flow control by notifications.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # netns_stream.sh - streams (xfer_stream_*) through tools/xferstream,
 # between two nodes (namespaces a and b, one xferd each, the TCP path)
 # and inside node b:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stream.c - xfer_stream_* between two processes on one xferd.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """xferd.Stream: a consumer and a producer in two processes, every byte
 of every message checked; flow control; bad tokens; a producer killed."""
 import errno
