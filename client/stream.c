@@ -30,6 +30,14 @@
  *
  * Every CQE of the context is the stream's (xfer.h): stream_drain() feeds
  * them all to one state machine, whichever call is waiting.
+ *
+ * CQ room (xfer.h: 2 * nslots + XFER_STREAM_CQ_SPARE).  Per slot the
+ * consumer's CQ holds at most its DATA and the completion of the credit
+ * that freed it: the producer writes a slot again only after that
+ * credit's notification reached it, whose completion comes back to us
+ * ahead of the DATA that follows, and a recv reaps both.  Spare: HELLO,
+ * CLOSE, the ACCEPT's and a probe's completions.  The producer's CQ
+ * holds fewer: credits, one write, one probe, ACCEPT, CLOSE.
  */
 #include <errno.h>
 #include <stdbool.h>

@@ -419,7 +419,8 @@ int xfer_prep_dlist(struct xfer_ctx *ctx, struct xfer_sqe *sqe, unsigned op,
  * and refuses (-E2BIG) an nslots for which that exceeds the CQ (with
  * xferd's default sq_entries of 1024, the CQ holds 2048: up to 1022
  * slots).  So no notification of a stream is ever dropped for want of
- * CQ room.
+ * CQ room (HELLOs of further producers, which the stream ignores, are
+ * not counted).
  *
  * Errors, on both ends, once the stream is broken every later call
  * returns the same error:
@@ -482,7 +483,8 @@ int xfer_stream_token(const struct xfer_stream *s, void *buf, size_t *len);
  * Returns 0, -ETIME/-EAGAIN, -EPROTO for a HELLO that does not hold a
  * valid reply (the stream keeps listening: call again), or an error of
  * importing the producer's token.  Once accepted, later HELLOs (other
- * producers) are ignored: their xfer_stream_connect times out.
+ * producers) are ignored: their xfer_stream_connect times out; calling
+ * it again is -EISCONN.
  */
 int xfer_stream_accept(struct xfer_stream *s, int timeout_ms);
 
