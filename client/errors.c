@@ -33,7 +33,8 @@ XFER_EXPORT const char *xfer_strerror(int err)
 	case -ECONNREFUSED: return "xferd is not listening on that socket";
 	case -ETIME: return "timed out waiting for a completion";
 	case -EHOSTUNREACH: return "the other node's xferd cannot be reached (no address, or unknown node)";
-	case -ECONNRESET: return "the link to the other node's xferd broke";
+	case -ECONNRESET: return "the other end went away: the link to the other node's xferd broke, or a stream's other process died";
+	case -EPIPE: return "the other end closed the stream";
 	case -ETIMEDOUT: return "the other node's xferd did not answer in time";
 	case -ECANCELED: return "cancelled (the client is closing)";
 	case -ENOBUFS: return "notification refused: its owner already holds xferd's notify_queue_max unread ones (the descriptor's data, if any, landed)";

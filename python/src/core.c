@@ -1849,7 +1849,8 @@ PyMODINIT_FUNC PyInit__core(void)
 	    PyModule_AddObjectRef(m, "Remote", (PyObject *)&Remote_Type) ||
 	    PyModule_AddObjectRef(m, "Request", (PyObject *)&Request_Type) ||
 	    PyModule_AddObjectRef(m, "DList", (PyObject *)&DList_Type) ||
-	    PyModule_AddIntConstant(m, "TOKEN_MAX", XFER_TOKEN_MAX)) {
+	    PyModule_AddIntConstant(m, "TOKEN_MAX", XFER_TOKEN_MAX) ||
+	    stream_module_add(m)) {
 		Py_DECREF(m);
 		return NULL;
 	}

@@ -10,7 +10,9 @@
  *              allocated, anything with the buffer protocol, CUDA memory
  *              by __cuda_array_interface__, data_ptr() or DLPack) and
  *              Remote (an imported token);
- *   dlist.c    DList (a prepared descriptor list over one of them).
+ *   dlist.c    DList (a prepared descriptor list over one of them);
+ *   stream.c   Stream (xfer_stream_*: a queue of slots, one context
+ *              each).
  *
  * Locks.  Two: the GIL and Context.mu.  mu guards the libxfer context
  * (its ring and its socket are not safe for two threads at once) and the
@@ -78,7 +80,8 @@ typedef struct ContextObject {
 	struct obj_link regions;  /* GIL */
 	struct obj_link remotes;  /* GIL */
 	struct obj_link dlists;   /* GIL */
-	unsigned deferred;        /* GIL: regions still exported after close */
+	unsigned deferred;        /* GIL: regions still exported after close,
+				   * and live streams (stream.c) */
 	PyObject *weakreflist;
 } ContextObject;
 
@@ -163,6 +166,9 @@ PyObject *dlist_create(ContextObject *c, PyObject *target, uint64_t handle,
 		       bool readonly, uint32_t n, const uint64_t *offsets,
 		       const uint64_t *lengths, uint64_t length);
 void dlist_release(DListObject *d);
+
+/* stream.c: add the Stream type and STREAM_TOKEN_MAX to module m. */
+int stream_module_add(PyObject *m);
 
 void link_add(struct obj_link *head, struct obj_link *l);
 void link_del(struct obj_link *l);
