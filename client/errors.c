@@ -37,7 +37,7 @@ XFER_EXPORT const char *xfer_strerror(int err)
 	case -EPIPE: return "the other end closed the stream";
 	case -ETIMEDOUT: return "the other node's xferd did not answer in time";
 	case -ECANCELED: return "cancelled (the client is closing)";
-	case -ENOBUFS: return "notification refused: its owner already holds xferd's notify_queue_max unread ones (the descriptor's data, if any, landed)";
+	case -ENOBUFS: return "a descriptor's notification refused: its owner already holds xferd's notify_queue_max unread ones (the data, if any, landed); or, creating a prepared list, the client's lists would exceed dlist_max_client_entries";
 	case -EEXIST: return "the name is published by another client";
 	case -ENOTSUP: return "not supported here (no GPU or CUDA driver for GPU memory, or memory xferd cannot reach that way; see xferctl gpus)";
 	case -ENODEV: return "a GPU this xferd does not see";
@@ -51,7 +51,6 @@ XFER_EXPORT const char *xfer_strerror(int err)
 	case -EFBIG: return "region larger than xferd's max_region_bytes";
 	case -ETOOMANYREFS: return "too many imported tokens of this client (xferd's max_imports)";
 	case -EMLINK: return "too many names published by this client (xferd's max_names)";
-	case -ENOBUFS: return "the entries of this client's prepared lists would exceed xferd's dlist_max_client_entries";
 	case -E2BIG: return "more entries than xferd's dlist_max_entries, or more index pairs than the ring's index area holds";
 	}
 	return err < 0 ? strerror(-err) : "not an error code";
