@@ -141,6 +141,7 @@ XFERCTL   := $(BUILD)/xferctl
 XFERBENCH := $(BUILD)/xferbench
 DLISTBENCH := $(BUILD)/dlistbench
 XFERDEMO  := $(BUILD)/xferdemo
+XFERSTREAM := $(BUILD)/xferstream
 LIBSO     := $(BUILD)/libxfer.so.$(SOVERSION)
 LIBA      := $(BUILD)/libxfer.a
 LIBPC     := $(BUILD)/libxfer.pc
@@ -171,7 +172,7 @@ UNIT_BIN   := $(BUILD)/tests/unit_tests
 	clean python soak
 .DEFAULT_GOAL := all
 
-all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(DLISTBENCH) $(XFERDEMO) $(LIBSO) $(LIBA) $(LIBPC) \
+all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(DLISTBENCH) $(XFERDEMO) $(XFERSTREAM) $(LIBSO) $(LIBA) $(LIBPC) \
 	$(TEST_PROGS) $(TEST_TOOLS) $(UNIT_BIN) $(GPU_TESTS) $(GPUBENCH)
 
 # --- dependencies --------------------------------------------------------
@@ -309,6 +310,11 @@ $(XFERBENCH): $(OBJ)/tools/xferbench.o $(LIBA)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) -lm
 
 $(XFERDEMO): $(OBJ)/tools/xferdemo.o $(LIBA)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
+
+# NIXL's sender/receiver on a stream (tools/xferstream.c).
+$(XFERSTREAM): $(OBJ)/tools/xferstream.o $(LIBA)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
 

@@ -4,6 +4,7 @@
  * index area that list descriptors take their pairs from.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -38,13 +39,17 @@ XFER_EXPORT int xfer_dlist_create(struct xfer_ctx *ctx, uint64_t handle,
 	struct xfer_dlist *dl = calloc(1, sizeof(*dl));
 	if (!dl)
 		return -ENOMEM;
-	/* The entries go in a memfd: a long list does not fit a packet. */
-	int fd = memfd_create("xfer-dlist", MFD_CLOEXEC);
+	/* The entries go in a memfd: a long list does not fit a packet.
+	 * Sealed once written, so what xferd reads is what was written. */
+	int fd = memfd_create("xfer-dlist", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	int err = fd < 0 ? -errno : 0;
 	if (!err)
 		err = write_all(fd, offsets, (size_t)n * sizeof(*offsets));
 	if (!err && lengths)
 		err = write_all(fd, lengths, (size_t)n * sizeof(*lengths));
+	if (!err && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
+					   F_SEAL_WRITE | F_SEAL_SEAL))
+		err = -errno;
 	if (err)
 		goto out;
 
@@ -176,6 +181,33 @@ static int64_t idx_alloc(struct xfer_ctx *ctx, uint32_t sq_index,
 	return (int64_t)at;
 }
 
+/* Room for n pairs of the list descriptor sqe will be: *pairs in the
+ * area, at byte *off of it. */
+static int pairs_for(struct xfer_ctx *ctx, const struct xfer_sqe *sqe,
+		     uint32_t n, struct xfer_dlist_pair **pairs, uint64_t *off)
+{
+	if (!ctx->ring.idx)
+		return -EOPNOTSUPP;  /* an xferd without an index area */
+	if (sqe < ctx->ring.sqes || sqe >= ctx->ring.sqes + ctx->ring.sq_entries)
+		return -EINVAL;
+	int64_t at = idx_alloc(ctx, sq_index_of(ctx, sqe),
+			       (uint64_t)n * sizeof(struct xfer_dlist_pair));
+	if (at < 0)
+		return (int)at;
+	*pairs = (struct xfer_dlist_pair *)((char *)ctx->ring.idx + at);
+	*off = (uint64_t)at;
+	return 0;
+}
+
+XFER_EXPORT int xfer_dlist_pairs(struct xfer_ctx *ctx,
+				 const struct xfer_sqe *sqe, uint32_t n,
+				 struct xfer_dlist_pair **pairs, uint64_t *off)
+{
+	if (!ctx || !sqe || !pairs || !off || n == 0)
+		return -EINVAL;
+	return pairs_for(ctx, sqe, n, pairs, off);
+}
+
 XFER_EXPORT int xfer_prep_dlist(struct xfer_ctx *ctx, struct xfer_sqe *sqe,
 				unsigned op, const struct xfer_dlist *local,
 				const struct xfer_dlist *remote, uint32_t n,
@@ -185,31 +217,21 @@ XFER_EXPORT int xfer_prep_dlist(struct xfer_ctx *ctx, struct xfer_sqe *sqe,
 	if (!ctx || !sqe || !local || !remote ||
 	    (op != XFER_OP_WRITE_DLIST && op != XFER_OP_READ_DLIST))
 		return -EINVAL;
-	if (!ctx->ring.idx)
-		return -EOPNOTSUPP;  /* an xferd without an index area */
-	if (sqe < ctx->ring.sqes || sqe >= ctx->ring.sqes + ctx->ring.sq_entries)
-		return -EINVAL;
-	int64_t at = 0;
+	uint64_t at = 0;
 	if (n) {
-		at = idx_alloc(ctx, sq_index_of(ctx, sqe),
-			       (uint64_t)n * sizeof(struct xfer_dlist_pair));
-		if (at < 0)
-			return (int)at;
-		struct xfer_dlist_pair *pairs =
-			(struct xfer_dlist_pair *)((char *)ctx->ring.idx + at);
+		struct xfer_dlist_pair *pairs;
+		int err = pairs_for(ctx, sqe, n, &pairs, &at);
+		if (err)
+			return err;
 		for (uint32_t k = 0; k < n; k++) {
 			uint32_t l = local_idx ? local_idx[k] : k;
 			pairs[k] = (struct xfer_dlist_pair){
 				l, remote_idx ? remote_idx[k] : l };
 		}
+	} else if (!ctx->ring.idx) {
+		return -EOPNOTSUPP;
 	}
-	*sqe = (struct xfer_sqe){
-		.opcode = (uint8_t)op,
-		.user_data = user_data,
-		.local = local->handle,
-		.local_off = (uint64_t)at,
-		.remote = remote->handle,
-		.len = n,
-	};
+	xfer_prep_dlist_at(sqe, op, local->handle, remote->handle, n, at,
+			   user_data);
 	return 0;
 }

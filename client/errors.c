@@ -33,15 +33,17 @@ XFER_EXPORT const char *xfer_strerror(int err)
 	case -ECONNREFUSED: return "xferd is not listening on that socket";
 	case -ETIME: return "timed out waiting for a completion";
 	case -EHOSTUNREACH: return "the other node's xferd cannot be reached (no address, or unknown node)";
-	case -ECONNRESET: return "the link to the other node's xferd broke";
+	case -ECONNRESET: return "the other end went away: the link to the other node's xferd broke, or a stream's other process died";
+	case -EPIPE: return "the other end closed the stream";
 	case -ETIMEDOUT: return "the other node's xferd did not answer in time";
 	case -ECANCELED: return "cancelled (the client is closing)";
+	case -ENOBUFS: return "a descriptor's notification refused: its owner already holds xferd's notify_queue_max unread ones (the data, if any, landed); or, creating a prepared list, the client's lists would exceed dlist_max_client_entries";
 	case -EEXIST: return "the name is published by another client";
 	case -ENOTSUP: return "not supported here (no GPU or CUDA driver for GPU memory, or memory xferd cannot reach that way; see xferctl gpus)";
 	case -ENODEV: return "a GPU this xferd does not see";
 	case -ESRCH: return "the process owning the memory has exited";
 	case -EFAULT: return "the registered memory is no longer mapped";
-	case -ENOSPC: return "too many regions of this client (xferd's max_regions), or a buffer too small";
+	case -ENOSPC: return "too many regions (xferd's max_regions) or prepared lists (dlist_max_per_client) of this client, or a buffer too small";
 	/* xferd's limits (xferd.conf(5)), one code each. */
 	case -EMFILE: return "too many connections of this user to xferd (max_connections_per_uid)";
 	case -EUSERS: return "xferd serves its maximum number of clients (max_clients)";
@@ -49,6 +51,7 @@ XFER_EXPORT const char *xfer_strerror(int err)
 	case -EFBIG: return "region larger than xferd's max_region_bytes";
 	case -ETOOMANYREFS: return "too many imported tokens of this client (xferd's max_imports)";
 	case -EMLINK: return "too many names published by this client (xferd's max_names)";
+	case -E2BIG: return "more entries than xferd's dlist_max_entries, or more index pairs than the ring's index area holds";
 	}
 	return err < 0 ? strerror(-err) : "not an error code";
 }

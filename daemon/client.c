@@ -17,6 +17,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/pidfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -532,6 +533,28 @@ static int read_all(int fd, void *buf, size_t len, off_t off)
 	return 0;
 }
 
+/*
+ * The fd of a list's entries must be a memfd holding them all: reading
+ * it then never waits (a FIFO, a socket or a file on a network or FUSE
+ * file system could stall the main thread, which serves every client),
+ * and a short one is refused before anything is allocated for it.
+ */
+static int entries_fd_check(int fd, uint64_t need, const char **why)
+{
+	struct stat st;
+
+	if (fcntl(fd, F_GET_SEALS) < 0 || fstat(fd, &st) ||
+	    !S_ISREG(st.st_mode)) {
+		*why = "a list's entries come in a memfd";
+		return -EINVAL;
+	}
+	if ((uint64_t)st.st_size < need) {
+		*why = "the fd holds fewer entries than count";
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int reply_dlist(struct client *c, uint64_t seq, uint64_t handle)
 {
 	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
@@ -565,6 +588,10 @@ static int handle_dlist_create(struct client *c, uint64_t seq,
 	if (n > cfg->dlist_max_entries)
 		return reply_status(c, seq, -E2BIG,
 				    "more entries than dlist_max_entries");
+	err = entries_fd_check(fds[0], (uint64_t)n * (req->length ? 1 : 2) *
+					       sizeof(uint64_t), &why);
+	if (err)
+		return reply_status(c, seq, err, why);
 	off = malloc((size_t)n * sizeof(*off));
 	if (req->length == 0)
 		lens = malloc((size_t)n * sizeof(*lens));
@@ -604,10 +631,15 @@ static int handle_dlist_create(struct client *c, uint64_t seq,
 	region_put(r);
 	uint64_t handle;
 	err = dltab_add(c->d->dlists, c->pc.id, req->target, is_import, n, off,
-			lens, req->length, end, cfg->dlist_max_per_client,
+			lens, req->length, end,
+			(struct dlist_limits){
+				.lists = cfg->dlist_max_per_client,
+				.entries = cfg->dlist_max_client_entries },
 			&handle);
 	if (err) {
 		why = err == -ENOSPC ? "too many lists (dlist_max_per_client)"
+		    : err == -ENOBUFS ? "entries of this client's lists would "
+				       "exceed dlist_max_client_entries"
 				     : "out of memory";
 		goto fail;
 	}

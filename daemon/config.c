@@ -27,6 +27,7 @@ void config_defaults(struct xferd_config *cfg)
 		.ring_index_kb = 1024,
 		.dlist_max_entries = 1u << 20,
 		.dlist_max_per_client = 4096,
+		.dlist_max_client_entries = 1u << 22,
 		/* Long enough that back-to-back submissions of one client
 		 * find the thread awake; short enough that an idle xferd
 		 * costs no CPU. */
@@ -61,6 +62,7 @@ void config_defaults(struct xferd_config *cfg)
 		.max_imports = 65536,
 		.max_names = 4096,
 		.max_inflight = 16384,
+		.notify_queue_max = 65536,
 	};
 	meta_config_defaults(&cfg->meta);
 }
@@ -149,6 +151,7 @@ static bool config_set_limit(struct xferd_config *c, const char *key,
 		LIMIT(max_regions, 1, 1u << 24),
 		LIMIT(max_imports, 1, 1u << 24),
 		LIMIT(max_names, 1, 1u << 20),
+		LIMIT(notify_queue_max, 0, 1u << 24),
 		LIMIT(max_inflight, 1, 1u << 24),
 #undef LIMIT
 	};
@@ -222,6 +225,9 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 	} else if (strcmp(key, "dlist_max_per_client") == 0) {
 		rc = parse_u32(key, value, 0, 1u << 20,
 			       &c.dlist_max_per_client, err, errlen);
+	} else if (strcmp(key, "dlist_max_client_entries") == 0) {
+		rc = parse_u32(key, value, 1, 1u << 30,
+			       &c.dlist_max_client_entries, err, errlen);
 	} else if (strcmp(key, "spin_us") == 0) {
 		rc = parse_u32(key, value, 0, 1000000, &c.spin_us, err, errlen);
 	} else if (strcmp(key, "progress_cpu") == 0) {

@@ -34,6 +34,7 @@ struct xferd_config {
 	uint32_t ring_index_kb;
 	uint32_t dlist_max_entries;    /* entries of one prepared list */
 	uint32_t dlist_max_per_client; /* prepared lists of one client */
+	uint32_t dlist_max_client_entries; /* entries of all its lists */
 	uint32_t spin_us;          /* progress thread polls this long idle */
 	int progress_cpu;          /* pin the progress thread; -1 = no */
 	/* Threads copying xfer_reg'd memory into and out of staging
@@ -83,6 +84,8 @@ struct xferd_config {
 	uint32_t max_imports;      /* per client */
 	uint32_t max_names;        /* published names per client */
 	uint32_t max_inflight;     /* a client's operations out on links */
+	/* Notifications held for one client whose CQ is full. */
+	uint32_t notify_queue_max;
 };
 
 /*

@@ -272,6 +272,8 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 		log_set_target((enum log_target)cfg.log_target);
 		progress_set_spin(rt->d.progress, cfg.spin_us);
 		progress_set_max_inflight(rt->d.progress, cfg.max_inflight);
+		progress_set_notify_queue_max(rt->d.progress,
+					      cfg.notify_queue_max);
 		names_set_limit(rt->d.names, cfg.max_names);
 		rcache_set_limits(rt->d.rcache, cfg.rcache_max_entries,
 				  cfg.rcache_max_bytes);
@@ -370,6 +372,7 @@ int main(int argc, char **argv)
 		fatal("cannot create the progress thread state");
 	progress_set_dlists(d->progress, d->dlists);
 	progress_set_max_inflight(d->progress, d->cfg.max_inflight);
+	progress_set_notify_queue_max(d->progress, d->cfg.notify_queue_max);
 	rt.ev_notice = event_new(d->base, progress_notice_fd(d->progress),
 				 EV_READ | EV_PERSIST, on_notice, &rt);
 	if (!rt.ev_notice || event_add(rt.ev_notice, NULL))

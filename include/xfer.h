@@ -186,7 +186,15 @@ unsigned xfer_sq_space(const struct xfer_ctx *ctx);
 int xfer_peek_cqe(struct xfer_ctx *ctx, struct xfer_cqe **cqe);
 int xfer_wait_cqe(struct xfer_ctx *ctx, struct xfer_cqe **cqe, int timeout_ms);
 void xfer_cq_advance(struct xfer_ctx *ctx, unsigned n);
-/* Notifications dropped because this context's CQ was full. */
+/*
+ * Notifications for this context lost by xferd.  xferd holds the
+ * notifications that find the CQ full and posts them as CQEs are
+ * consumed (refusing new ones to their senders with -ENOBUFS past its
+ * notify_queue_max), so this stays 0; it would count only notifications
+ * it had admitted and then could not hold (out of memory).  Kept for
+ * compatibility: an older xferd dropped notifications at a full CQ and
+ * counted them here.
+ */
 uint32_t xfer_cq_overflow(const struct xfer_ctx *ctx);
 /* How long xfer_wait_cqe() polls before sleeping (default 20 us). */
 void xfer_set_wait_spin(struct xfer_ctx *ctx, unsigned usec);
@@ -272,7 +280,23 @@ static inline void xfer_prep_notify(struct xfer_sqe *sqe, uint64_t remote,
 	sqe->notify_value = value;
 }
 
-/* Also notify the remote owner with value once the data has landed. */
+/*
+ * Also notify the remote owner with value once the data has landed.
+ *
+ * Notifications are never dropped.  When the owner's CQ is full, its
+ * xferd holds them (up to its notify_queue_max, per owner context, see
+ * xferd.conf(5)) and posts them in order as the owner consumes CQEs.
+ * Past that bound the sender's descriptor (a NOTIFY, or the write or
+ * batch carrying the notification) completes with -ENOBUFS instead of a
+ * byte count.  What the sender may conclude then: the data of a write or
+ * batch did land completely in the target (the bound is checked only
+ * after it did) but its owner will never hear of it; it can send the
+ * notification again (a NOTIFY) once the owner catches up, or tell it
+ * out of band.  Any other error still means the data may not have landed
+ * and no notification was delivered.  A successful completion means the
+ * notification was delivered or is held for the owner in order; it is
+ * lost only if the owner's context closes first.
+ */
 static inline void xfer_sqe_set_notify(struct xfer_sqe *sqe, uint64_t value)
 {
 	sqe->flags |= XFER_SQE_F_NOTIFY;
@@ -334,8 +358,9 @@ static inline void xfer_sqe_set_link(struct xfer_sqe *sqe)
  * entry once (-ERANGE: outside the range, or offset + length
  * overflowing; -EINVAL: an entry of 0 bytes) and keeps the list (-E2BIG:
  * more than xferd's dlist_max_entries; -ENOSPC: this context has
- * dlist_max_per_client lists).  The arrays are copied: the caller may
- * free them on return.  Blocks for one round trip.  A list lives until
+ * dlist_max_per_client lists; -ENOBUFS: its lists would hold more than
+ * dlist_max_client_entries entries).  The arrays are copied: the caller
+ * may free them on return.  Blocks for one round trip.  A list lives until
  * xfer_dlist_destroy(), or until its region or import is removed, or
  * the context closes; *out is freed by xfer_dlist_destroy() only.
  */
@@ -370,6 +395,217 @@ int xfer_prep_dlist(struct xfer_ctx *ctx, struct xfer_sqe *sqe, unsigned op,
 		    const struct xfer_dlist *remote, uint32_t n,
 		    const uint32_t *local_idx, const uint32_t *remote_idx,
 		    uint64_t user_data);
+
+/*
+ * The same without the copy, for a client that computes its block
+ * indices anyway: xfer_dlist_pairs() reserves room for n pairs of the
+ * list descriptor that sqe (from xfer_get_sqe) will be, at byte *off of
+ * the index area, and points *pairs at it; write the n pairs there, then
+ * fill sqe with xfer_prep_dlist_at(..., n, *off, ...).  The room is the
+ * client's again once xferd has taken sqe, whatever sqe became (a NOP,
+ * say).  Errors as xfer_prep_dlist (-EAGAIN, -E2BIG, -EOPNOTSUPP) and
+ * -EINVAL (n 0, sqe not of this ring).  Never blocks.
+ */
+int xfer_dlist_pairs(struct xfer_ctx *ctx, const struct xfer_sqe *sqe,
+		     uint32_t n, struct xfer_dlist_pair **pairs,
+		     uint64_t *off);
+
+/* Fill sqe with a list descriptor (op XFER_OP_WRITE_DLIST or _READ_DLIST)
+ * of n pairs at byte off of the index area, between the lists of
+ * handles local_list and remote_list (xfer_dlist_handle). */
+static inline void xfer_prep_dlist_at(struct xfer_sqe *sqe, unsigned op,
+				      uint64_t local_list,
+				      uint64_t remote_list, uint32_t n,
+				      uint64_t off, uint64_t user_data)
+{
+	xfer_prep_rw(sqe, op, local_list, off, remote_list, 0, n, user_data);
+}
+
+/* --- streams --- */
+
+/*
+ * A stream moves a sequence of messages from one producer to one
+ * consumer through slots in the consumer's memory, the head/tail queue
+ * of NIXL's sender/receiver example with xferd's notifications for the
+ * head and the tail:
+ *
+ *  - the consumer offers nslots slots of slot_size bytes inside memory it
+ *    registered (any kind: xfer_alloc_host, xfer_reg'd host or GPU
+ *    memory), at mem + off + slot * slot_size;
+ *  - the producer WRITEs message seq into slot seq % nslots with
+ *    XFER_SQE_F_NOTIFY: the consumer's notification says the bytes have
+ *    landed, with the sequence number and the length;
+ *  - the consumer gives slots back (xfer_stream_release) by XFER_OP_NOTIFY
+ *    to a small region of the producer: a credit, the count of slots
+ *    released in order so far.  The producer writes only into slots the
+ *    consumer has given back.  Nobody reads the other side's memory.
+ *
+ * Set-up needs one blob, the consumer's stream token: it holds the
+ * tokens of the slots and of a small mailbox the consumer's stream
+ * allocated.  The producer imports both, allocates a small region of its
+ * own, WRITEs its token into the mailbox with a notification (HELLO) and
+ * waits until the consumer has imported it and answered (ACCEPT).
+ *
+ *   consumer                                 producer
+ *   xfer_stream_listen(ctx, mem, 0, 2, SZ, &s);
+ *   xfer_stream_token(s, tok, &len);
+ *   xfer_publish(ctx, "kv", tok, len); ----> xfer_lookup(ctx, "kv", tok, &len);
+ *   xfer_stream_accept(s, 10000);    <-----  xfer_stream_connect(ctx, tok, len,
+ *                                                            10000, &s);
+ *   for (;;) {                               for (...)
+ *     slot = xfer_stream_recv(s, &n, -1);      xfer_stream_send(s, src, 0, n, -1);
+ *     ...use mem + slot * SZ, n bytes...     xfer_stream_close(s);
+ *     xfer_stream_release(s, slot);
+ *   }    // recv: -EPIPE after the last message
+ *
+ * The context: a stream takes every CQE of the context it was made on
+ * (the consumer's: the one that registered mem).  Use one context per
+ * stream and nothing else on it while the stream lives (no other
+ * submissions, no xfer_peek_cqe); each end of a stream is used by one
+ * thread at a time, like its context.
+ *
+ * CQ room: a stream never has more notifications and completions
+ * outstanding on its context's CQ than 2 * nslots + XFER_STREAM_CQ_SPARE,
+ * and refuses (-E2BIG) an nslots for which that exceeds the CQ (with
+ * xferd's default sq_entries of 1024, the CQ holds 2048: up to 1022
+ * slots).  So no notification of a stream is ever dropped for want of
+ * CQ room (HELLOs of further producers, which the stream ignores, are
+ * not counted).
+ *
+ * Errors, on both ends, once the stream is broken every later call
+ * returns the same error:
+ *  -EPIPE       the other end closed the stream (the consumer gets it
+ *               from xfer_stream_recv only after every message sent
+ *               before the close was received);
+ *  -ECONNRESET  the other end went away without closing: its process
+ *               died or closed its context, so its regions are gone
+ *               (xferd answered -ESTALE or -EACCES).  A waiting end
+ *               learns it within XFER_STREAM_PROBE_MS: while it waits
+ *               it writes 8 bytes into a probe word of the other end's
+ *               small region once per interval, which fails once that
+ *               region is gone;
+ *  -ETIME       timeout_ms passed (the stream stays usable);
+ *  -EAGAIN      timeout_ms 0 and nothing is ready (the same);
+ *  -EPROTO      the other end broke the protocol (a notification that
+ *               does not fit the stream);
+ *  -EOVERFLOW   the context's CQ dropped a notification (it was used
+ *               for something else as well);
+ *  -ENOTCONN    xferd has gone;
+ *  and what xferd's writes return otherwise (-ETIMEDOUT, -EHOSTUNREACH,
+ *  -ECONNRESET of a broken link between two nodes).
+ * timeout_ms: -1 waits without limit, 0 never waits.
+ */
+struct xfer_stream;
+
+/* Largest stream token; the format is versioned (XFER_STREAM_VERSION). */
+#define XFER_STREAM_TOKEN_MAX (40 + 2 * XFER_TOKEN_MAX)
+#define XFER_STREAM_VERSION 1
+/* CQ entries a stream needs besides 2 per slot. */
+#define XFER_STREAM_CQ_SPARE 4
+/* How often a waiting end checks that the other end is still there. */
+#define XFER_STREAM_PROBE_MS 100
+
+/*
+ * Consumer: offer nslots slots of slot_size bytes at [off, off + nslots *
+ * slot_size) of mem, a registration of ctx (its notifications come to
+ * ctx).  mem must stay registered while the stream lives (deregistered,
+ * the producer's writes fail: -ECONNRESET); the stream does not use the
+ * struct xfer_mem after this call.  Allocates the mailbox
+ * (xfer_alloc_host, one page) and blocks for that round trip.  slot_size
+ * is 1 byte to 4 GiB - 1.  Returns -EINVAL for bad arguments, -ERANGE if
+ * the slots do not fit in mem, -E2BIG if the CQ of ctx cannot hold what
+ * nslots slots need (see above).  Free with xfer_stream_close().
+ */
+int xfer_stream_listen(struct xfer_ctx *ctx, struct xfer_mem *mem,
+		       uint64_t off, uint32_t nslots, uint64_t slot_size,
+		       struct xfer_stream **out);
+
+/*
+ * Consumer: the stream token (at most XFER_STREAM_TOKEN_MAX bytes) for
+ * the producer, to be published (xfer_publish) or sent any way.  *len
+ * holds buf's size; on success the token's.  -ENOSPC if buf is too
+ * small.  Never blocks.
+ */
+int xfer_stream_token(const struct xfer_stream *s, void *buf, size_t *len);
+
+/*
+ * Consumer: wait for a producer's HELLO, import its region and answer it.
+ * Returns 0, -ETIME/-EAGAIN, -EPROTO for a HELLO that does not hold a
+ * valid reply (the stream keeps listening: call again), or an error of
+ * importing the producer's token.  Once accepted, later HELLOs (other
+ * producers) are ignored: their xfer_stream_connect times out; calling
+ * it again is -EISCONN.
+ */
+int xfer_stream_accept(struct xfer_stream *s, int timeout_ms);
+
+/*
+ * Consumer: the next message, in the order sent.  Returns its slot index
+ * (the bytes are at off + slot * slot_size of mem, *len of them) and
+ * keeps the slot until xfer_stream_release(); -EPIPE once the producer
+ * has closed and every message before the close was returned;
+ * -ENOTCONN before xfer_stream_accept() succeeded.  Messages may be
+ * received several before one is released.
+ */
+int xfer_stream_recv(struct xfer_stream *s, uint64_t *len, int timeout_ms);
+
+/*
+ * Consumer: give a slot returned by xfer_stream_recv() back to the
+ * producer (its bytes may be overwritten from now on).  Slots may be
+ * released in any order; a credit goes out when the oldest held slot
+ * comes back.  Never waits for xferd (-EINVAL: not a held slot).
+ */
+int xfer_stream_release(struct xfer_stream *s, uint32_t slot);
+
+/*
+ * Producer: connect with a consumer's stream token: import the slots and
+ * the mailbox, allocate the producer's small region, send HELLO, and
+ * wait up to timeout_ms for the consumer's answer (-ETIME; the consumer
+ * must call xfer_stream_accept).  A token that is not a stream token, or
+ * one whose parts do not fit together, is -EINVAL; another version
+ * -EPROTONOSUPPORT; -E2BIG as for xfer_stream_listen; errors of
+ * xfer_import otherwise.  Free with xfer_stream_close().
+ */
+int xfer_stream_connect(struct xfer_ctx *ctx, const void *token, size_t len,
+			int timeout_ms, struct xfer_stream **out);
+
+/*
+ * Producer: send len bytes (0 to slot_size) at src_off of src_mem (a
+ * registration of the producer's context) as the next message.  Waits up
+ * to timeout_ms for a free slot (0: -EAGAIN at once if there is none),
+ * then WRITEs it with its notification and waits for the write's
+ * completion: on return 0 the bytes have landed in the consumer's slot
+ * (the notification is on its way) and src may be reused.  Once the
+ * slot is granted the wait for the write is not bounded by timeout_ms
+ * but by xferd (op_timeout_ms on paths to other nodes).  Returns 0 or an
+ * error above (-EINVAL: len > slot_size or a bad src).
+ */
+int xfer_stream_send(struct xfer_stream *s, const struct xfer_mem *src_mem,
+		     uint64_t src_off, uint64_t len, int timeout_ms);
+
+/*
+ * Producer: how many messages may be sent right now without waiting for
+ * a slot (takes the credits that have arrived; never blocks), or the
+ * error that broke the stream.
+ */
+int xfer_stream_credits(struct xfer_stream *s);
+
+/*
+ * Either end: tell the other end (a CLOSE notification, when the stream
+ * is still connected), wait for that notification's completion, release
+ * the stream's imports and its small region, consume every CQE left on
+ * the context's CQ and free s (a notification xferd was delivering to
+ * the stream's region as it went may still arrive later: a new stream on
+ * the context ignores it).  The consumer's slots stay the
+ * caller's registration: a write the producer had been granted before
+ * it saw the CLOSE may still land in them; deregister mem to cut the
+ * producer off at once.  Returns 0, or the error that broke the stream
+ * before (-EPIPE, -ECONNRESET, ...: s is freed anyway).  Accepts NULL.
+ */
+int xfer_stream_close(struct xfer_stream *s);
+
+/* The stream's geometry: slots, bytes per slot. */
+uint32_t xfer_stream_nslots(const struct xfer_stream *s);
+uint64_t xfer_stream_slot_size(const struct xfer_stream *s);
 
 #ifdef __cplusplus
 }

@@ -78,6 +78,8 @@ enum {
 	 * (flag XFER_CQE_F_NOTIFY) on the ring of the remote region's owner.
 	 * For a batch, set it on the last entry: it fires once, after all
 	 * data of the batch has landed and only if the batch succeeded.
+	 * -ENOBUFS in this entry's CQE: the data landed, the notification
+	 * was refused (the owner holds too many unread ones; xfer.h).
 	 */
 	XFER_SQE_F_NOTIFY = 1u << 1,
 	XFER_SQE_F__ALL = (1u << 2) - 1
@@ -126,7 +128,10 @@ _Static_assert(sizeof(struct xfer_sqe) == 64, "SQE is one cache line");
 enum {
 	/* A notification for a region this client owns, not a completion of
 	 * its own submission: user_data is the sender's notify_value, result
-	 * the bytes that landed, handle the owner's handle of the region. */
+	 * the bytes that landed, handle the owner's handle of the region.
+	 * The notifications for one owner come in the order its xferd took
+	 * them; those that find the CQ full xferd holds and posts, in that
+	 * order, as CQEs are consumed (see xfer_sqe_set_notify()). */
 	XFER_CQE_F_NOTIFY = 1u << 0,
 };
 
@@ -147,8 +152,11 @@ enum {
 	XFER_SQ_NEED_WAKEUP = 1u << 0,
 	/* xferd has gone (shut down or dropped this client): stop waiting. */
 	XFER_SQ_DEAD = 1u << 1,
-	/* xferd has SQEs of this client but no CQ room for their completions
-	 * and sleeps: ring the SQ doorbell after consuming CQEs. */
+	/* xferd has SQEs of this client, or notifications for it that it
+	 * holds, but no CQ room for them and sleeps: ring the SQ doorbell
+	 * after consuming CQEs (libxfer's xfer_cq_advance() does), also
+	 * when submitting nothing, or the held notifications wait until
+	 * the next submission. */
 	XFER_SQ_CQ_WAIT = 1u << 2,
 };
 
@@ -174,7 +182,9 @@ struct xfer_ring_offsets {
 	uint32_t cq_head;    /* client: consumed up to here (release) */
 	uint32_t cq_tail;    /* xferd: published up to here (release) */
 	uint32_t cq_flags;   /* client: XFER_CQ_* */
-	uint32_t cq_overflow;/* xferd: notifications dropped, CQ was full */
+	/* xferd: notifications lost (0 since xferd holds those that find
+	 * the CQ full; see xfer_cq_overflow() in xfer.h) */
+	uint32_t cq_overflow;
 	uint32_t cqes;       /* array of cq_entries struct xfer_cqe */
 	/* The index area (struct xfer_dlist_pair, 8-byte aligned); idx_size
 	 * 0: this xferd takes no prepared-list descriptors. */

@@ -56,7 +56,8 @@ setup(
     package_data={"xferd": ["py.typed", "*.pyi"]},
     ext_modules=[Extension(
         "xferd._core",
-        sources=["src/core.c", "src/region.c"],
+        sources=["src/core.c", "src/region.c", "src/dlist.c",
+                 "src/stream.c"],
         depends=["src/core.h"],
         include_dirs=include_dirs,
         extra_objects=extra_objects,

@@ -3,7 +3,8 @@
  * dlistbench.c - prepared descriptor lists against what they replace.
  *
  *   dlistbench [--socket PATH] [--target-socket PATH] [--blocks N]
- *              [--sizes 4K,64K] [--kind memfd|malloc] [--time-ms T]
+ *              [--sizes 4K,64K] [--kind memfd|malloc|memfd-malloc]
+ *              [--time-ms T]
  *              [--reps R]
  *
  * For each block size, N blocks scattered over a buffer of 2N slots move
@@ -16,6 +17,10 @@
  *            in flight): what a client does without lists
  *   memcpy   the baseline: one memcpy of the same bytes (N x size,
  *            contiguous) in this process
+ *
+ * --kind: both buffers memfd (xfer_alloc_host: path memcpy), both
+ * malloc'd and xfer_reg'd (cma, through xferd's bounce buffer), or a
+ * memfd source and a malloc'd target (cma straight into the target).
  *
  * The other client is a second context of this process (it only owns the
  * target; no CPU of its own on the data path), on the same xferd or,
@@ -43,7 +48,7 @@ static struct {
 	const char *socket, *target_socket;
 	unsigned blocks, reps, time_ms, nsizes;
 	uint64_t sizes[MAX_SIZES];
-	bool malloc_kind;
+	bool src_malloc, dst_malloc;  /* xfer_reg'd malloc'd memory */
 } opt = { .blocks = 1000, .reps = 5, .time_ms = 500 };
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
@@ -88,11 +93,12 @@ struct mem {
 	void *ptr;
 };
 
-static void mem_alloc(struct xfer_ctx *ctx, size_t len, struct mem *b)
+static void mem_alloc(struct xfer_ctx *ctx, size_t len, bool malloced,
+		      struct mem *b)
 {
 	int rc;
 
-	if (opt.malloc_kind) {
+	if (malloced) {
 		b->ptr = mmap(NULL, len, PROT_READ | PROT_WRITE,
 			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 		if (b->ptr == MAP_FAILED)
@@ -106,6 +112,17 @@ static void mem_alloc(struct xfer_ctx *ctx, size_t len, struct mem *b)
 	if (rc)
 		die("memory of %zu bytes: %s", len, xfer_strerror(rc));
 	memset(b->ptr, 0x5a, len);
+}
+
+static void mem_free(struct xfer_ctx *ctx, bool malloced, struct mem *b,
+		     size_t len)
+{
+	if (malloced) {
+		xfer_dereg(ctx, b->m);
+		munmap(b->ptr, len);
+	} else {
+		xfer_free_host(ctx, b->m);
+	}
 }
 
 /* Queue one transfer; false when the ring has no room for it now. */
@@ -209,8 +226,8 @@ static void run_size(struct xfer_ctx *ic, struct xfer_ctx *tc, uint64_t size)
 
 	if (!si || !di || !off)
 		die("out of memory");
-	mem_alloc(ic, len, &src);
-	mem_alloc(tc, len, &dst);
+	mem_alloc(ic, len, opt.src_malloc, &src);
+	mem_alloc(tc, len, opt.dst_malloc, &dst);
 	if ((rc = xfer_export(dst.m, 0, len, tok, &tlen)) ||
 	    (rc = xfer_import(ic, tok, tlen, &rem)))
 		die("token: %s", xfer_strerror(rc));
@@ -260,15 +277,8 @@ static void run_size(struct xfer_ctx *ic, struct xfer_ctx *tc, uint64_t size)
 	xfer_dlist_destroy(ic, l);
 	xfer_dlist_destroy(ic, r);
 	xfer_unimport(ic, rem);
-	if (opt.malloc_kind) {
-		xfer_dereg(ic, src.m);
-		xfer_dereg(tc, dst.m);
-		munmap(src.ptr, len);
-		munmap(dst.ptr, len);
-	} else {
-		xfer_free_host(ic, src.m);
-		xfer_free_host(tc, dst.m);
-	}
+	mem_free(ic, opt.src_malloc, &src, len);
+	mem_free(tc, opt.dst_malloc, &dst, len);
 	free(si);
 	free(di);
 	free(off);
@@ -291,7 +301,8 @@ static uint64_t parse_size(const char *s)
 static void usage(void)
 {
 	fputs("usage: dlistbench [--socket PATH] [--target-socket PATH] "
-	      "[--blocks N] [--sizes 4K,64K] [--kind memfd|malloc] "
+	      "[--blocks N] [--sizes 4K,64K] "
+	      "[--kind memfd|malloc|memfd-malloc] "
 	      "[--time-ms T] [--reps R]\n", stderr);
 	exit(2);
 }
@@ -318,8 +329,11 @@ int main(int argc, char **argv)
 		case 'T': opt.time_ms = (unsigned)atoi(optarg); break;
 		case 'r': opt.reps = (unsigned)atoi(optarg); break;
 		case 'k':
+			/* the source's kind, then the target's */
 			if (strcmp(optarg, "malloc") == 0)
-				opt.malloc_kind = true;
+				opt.src_malloc = opt.dst_malloc = true;
+			else if (strcmp(optarg, "memfd-malloc") == 0)
+				opt.dst_malloc = true;
 			else if (strcmp(optarg, "memfd"))
 				usage();
 			break;

@@ -278,7 +278,7 @@ static void print_clients_text(const Xfer__Ctl__CtlMsg *r)
 {
 	static const char *const head[] = {
 		"ID", "PID", "UID", "NAME", "REGIONS", "IMPORTS", "OPS",
-		"FAILED", "BYTES", "SQ", "AGE", NULL
+		"FAILED", "BYTES", "SQ", "AGE", "NOTIFY", NULL
 	};
 	const Xfer__Ctl__ClientsReply *rep = r->clients_reply;
 	struct table t;
@@ -303,6 +303,7 @@ static void print_clients_text(const Xfer__Ctl__CtlMsg *r)
 		table_set(&t, 8, "%s", fmt_bytes(b, sizeof(b), c->bytes_moved));
 		table_set(&t, 9, "%" PRIu32, c->sq_entries);
 		table_set(&t, 10, "%s", fmt_age(b, sizeof(b), c->connected_ms));
+		table_set(&t, 11, "%" PRIu64, c->notify_queued);
 	}
 	table_print(&t);
 }
@@ -326,6 +327,8 @@ static void print_clients_json(const Xfer__Ctl__CtlMsg *r)
 		jv_set(j, "bytes_moved", jv_u64(c->bytes_moved));
 		jv_set(j, "sq_entries", jv_u64(c->sq_entries));
 		jv_set(j, "connected_ms", jv_u64(c->connected_ms));
+		jv_set(j, "notify_queued", jv_u64(c->notify_queued));
+		jv_set(j, "notify_refused", jv_u64(c->notify_refused));
 		jv_push(list, j);
 	}
 	jv_set(o, "clients", list);

@@ -23,6 +23,7 @@
 #include "engine/path_staged.h"
 #include "engine/progress_int.h"
 #include "engine/xop.h"
+#include "mem/cma.h"
 #include "mem/dlist.h"
 
 /* --- completions --- */
@@ -51,27 +52,115 @@ uint32_t exec_cq_room(const struct prog_client *pc)
 	return space > pc->cq_reserved ? space - pc->cq_reserved : 0;
 }
 
-/* Deliver a notification to the owner of region r.  A full CQ drops it
- * and counts it in cq_overflow: a slow consumer must not stall senders. */
-void exec_notify_owner(struct progress *p, const struct region *r,
-		       uint64_t value, int64_t bytes)
+/* --- notifications for region owners --- */
+
+/*
+ * A notification (XFER_CQE_F_NOTIFY) goes on its owner's CQ when that
+ * has room and no older one is held; else it waits in the owner's
+ * notify_queue (engine/notify_queue.h) and exec_notify_flush() posts it,
+ * in order, as the owner consumes CQEs.  Past notify_queue_max held the
+ * sender's descriptor fails with -ENOBUFS: never silently dropped.
+ * Delivery is two steps, notify_admit() before the sender's own CQE is
+ * written (so that CQE can carry the refusal) and notify_deliver()
+ * after it (so a client notifying itself sees its completion first).
+ */
+
+/* The owner of r, when it is attached and may still be notified. */
+static struct prog_client *notify_owner(struct progress *p,
+					const struct region *r)
 {
 	struct prog_client *owner = progress_find_client(p, region_owner(r));
 
-	if (!owner || owner->broken)
-		return;
-	if (exec_cq_room(owner) == 0) {
-		atomic_fetch_add_explicit(owner->ring.cq_overflow, 1,
-					  memory_order_relaxed);
-		return;
-	}
-	write_cqe(owner, &(struct xfer_cqe){
+	return owner && !owner->broken ? owner : NULL;
+}
+
+/*
+ * Will one more notification for owner be delivered?  It fits its CQ
+ * now, behind nothing held, or its place in the queue is reserved.
+ * held: CQ slots of owner the caller fills before notify_deliver() (its
+ * own completion, when the sender is the owner).  0, or -ENOBUFS past
+ * notify_queue_max (-ENOMEM) for the sender's CQE.
+ */
+static int notify_admit(struct progress *p, struct prog_client *owner,
+			uint32_t held)
+{
+	if (nq_len(&owner->notify) == 0 && exec_cq_room(owner) > held)
+		return 0;
+	/* Relaxed: a setting, changed only by a reload. */
+	int err = nq_reserve(&owner->notify,
+			     atomic_load_explicit(&p->notify_queue_max,
+						  memory_order_relaxed));
+	if (err)
+		stat_add(&owner->stats.notify_refused, 1);
+	return err;
+}
+
+/* Post it, or queue it behind those held (notify_admit() said yes). */
+static void notify_deliver(struct prog_client *owner, const struct region *r,
+			   uint64_t value, int64_t bytes)
+{
+	const struct xfer_cqe cqe = {
 		.user_data = value,
 		.result = bytes,
 		.flags = XFER_CQE_F_NOTIFY,
 		.handle = region_handle(r),
-	});
-	exec_publish(owner);
+	};
+
+	if (nq_len(&owner->notify) == 0 && exec_cq_room(owner) > 0) {
+		write_cqe(owner, &cqe);
+		exec_publish(owner);
+		return;
+	}
+	/* Admitted, its place is there: no limit and no allocation here.
+	 * (Only if that ever failed would one be lost, and counted.) */
+	if (nq_reserve(&owner->notify, UINT32_MAX)) {
+		atomic_fetch_add_explicit(owner->ring.cq_overflow, 1,
+					  memory_order_relaxed);
+		return;
+	}
+	nq_push(&owner->notify, &cqe);
+	/* Relaxed: a gauge for xferctl. */
+	atomic_store_explicit(&owner->stats.notify_queued,
+			      nq_len(&owner->notify), memory_order_relaxed);
+}
+
+int exec_notify_owner(struct progress *p, const struct region *r,
+		      uint64_t value, int64_t bytes)
+{
+	struct prog_client *owner = notify_owner(p, r);
+
+	if (!owner)
+		return 0;  /* it is going: nobody waits for it any more */
+	int err = notify_admit(p, owner, 0);
+	if (err)
+		return err;
+	notify_deliver(owner, r, value, bytes);
+	return 0;
+}
+
+bool exec_notify_flush(struct progress *p, struct prog_client *pc)
+{
+	(void)p;
+	if (nq_len(&pc->notify) == 0 || pc->broken)
+		return false;
+	uint32_t room = exec_cq_room(pc), n = 0;
+	for (; n < room && nq_len(&pc->notify); n++) {
+		write_cqe(pc, nq_front(&pc->notify));
+		nq_pop(&pc->notify);
+	}
+	if (n == 0)
+		return false;
+	atomic_store_explicit(&pc->stats.notify_queued, nq_len(&pc->notify),
+			      memory_order_relaxed);
+	exec_publish(pc);
+	return true;
+}
+
+void exec_notify_forget(struct prog_client *pc)
+{
+	nq_free(&pc->notify);
+	atomic_store_explicit(&pc->stats.notify_queued, 0,
+			      memory_order_relaxed);
 }
 
 static void count_completion(struct progress *p, struct prog_client *pc,
@@ -198,9 +287,51 @@ static struct xop *notify_later(struct progress *p, struct region *target,
 	return op;
 }
 
+/*
+ * The notification of a batch whose data went to another node, sent now
+ * that all of it landed; the batch ends with its answer (the owner's
+ * xferd may refuse it: -ENOBUFS).  False if it could not be sent.
+ */
+static bool notify_batch_remote(struct progress *p, struct abatch *ab)
+{
+	/* The batch's path stays the one that moved its data. */
+	struct xop *op = notify_later(p, ab->notify_target, ab->notify_value,
+				      ab->bytes,
+				      now_ns() + 1000000ull * p->exec.op_timeout_ms,
+				      ab->path);
+
+	if (!op)
+		return false;
+	op->pc = ab->pc;
+	op->batch = ab;
+	ab->pending++;
+	ab->pc->ops_out++;  /* exec_op_done() counts it back */
+	region_put(ab->notify_target);
+	ab->notify_target = NULL;
+	return true;
+}
+
 static void batch_complete(struct progress *p, struct abatch *ab)
 {
 	struct prog_client *pc = ab->pc;
+	struct prog_client *owner = NULL;
+
+	if (!ab->error && ab->notify_target) {
+		if (region_kind(ab->notify_target) != REGION_REMOTE) {
+			owner = notify_owner(p, ab->notify_target);
+			/* Admitted before cq_reserved drops: the slot kept
+			 * for this CQE is not counted as room. */
+			int err = owner ? notify_admit(p, owner, 0) : 0;
+			if (err) {
+				ab->error = err;
+				owner = NULL;
+			}
+		} else if (notify_batch_remote(p, ab)) {
+			return;
+		} else {
+			ab->error = -ENOMEM;
+		}
+	}
 	int64_t result = ab->error ? ab->error : (int64_t)ab->bytes;
 
 	pc->cq_reserved--;
@@ -210,17 +341,9 @@ static void batch_complete(struct progress *p, struct abatch *ab)
 		.path = ab->path,
 	});
 	exec_publish(pc);
-	if (!ab->error && ab->notify_target) {
-		if (region_kind(ab->notify_target) == REGION_REMOTE)
-			/* Nobody waits for it: the batch has completed. */
-			notify_later(p, ab->notify_target, ab->notify_value,
-				     (uint64_t)result,
-				     now_ns() + 1000000ull * p->exec.op_timeout_ms,
-				     XFER_PATH_TCP);
-		else
-			exec_notify_owner(p, ab->notify_target,
-					  ab->notify_value, result);
-	}
+	if (owner)
+		notify_deliver(owner, ab->notify_target, ab->notify_value,
+			       result);
 	region_put(ab->notify_target);
 	count_completion(p, pc, result);
 	completion_record(&p->exec.paths.done, ab->path, result, ab->start_ns);
@@ -247,6 +370,7 @@ static void notify_after_rdma(struct progress *p, const struct xop *done)
 	op->pc = done->pc;
 	op->batch = done->batch;
 	done->batch->pending++;
+	done->batch->pc->ops_out++;  /* exec_op_done() counts it back */
 }
 
 void exec_run_deferred(struct progress *p)
@@ -843,6 +967,45 @@ static int64_t dl_gpu_indexed(struct progress *p, struct prog_client *pc,
 }
 
 /*
+ * A list's segments between a memfd region (mapped here) and an
+ * xfer_reg'd one (another process's memory), CMA_IOV_MAX segments a
+ * process_vm_writev/readv instead of one call each.  Returns the bytes
+ * or -errno; false in *done when this is not such a pair (nothing done).
+ */
+static int64_t dl_copy_cma(struct progress *p, const struct dl_ends *e,
+			   bool write, int64_t ns, uint64_t total, bool *done)
+{
+	bool local_mapped = region_kind(e->local) == REGION_MEMFD;
+	const struct region *mapped = local_mapped ? e->local : e->remote;
+	const struct region *other = local_mapped ? e->remote : e->local;
+	struct cma_range v[CMA_IOV_MAX];
+
+	*done = region_kind(mapped) == REGION_MEMFD &&
+		region_kind(other) == REGION_CMA;
+	if (!*done)
+		return 0;
+	/* Into the other process when the data flows local -> remote and
+	 * it is the remote end, or remote -> local and it is the local. */
+	bool to_other = write == local_mapped;
+	for (int64_t k = 0; k < ns;) {
+		uint32_t n = 0;
+		for (; k < ns && n < CMA_IOV_MAX; k++, n++) {
+			const struct dl_seg *sg = &p->exec.segs[k];
+			v[n] = (struct cma_range){
+				region_map_at(mapped, local_mapped ? sg->loff
+								   : sg->roff),
+				local_mapped ? sg->roff : sg->loff, sg->len };
+		}
+		int64_t rc = cma_copyv(other, to_other, v, n);
+		if (rc < 0)
+			return rc;
+	}
+	stat_add(&p->exec.paths.bytes[XFER_PATH_CMA], total);
+	stat_add(&p->exec.paths.ops[XFER_PATH_CMA], 1);
+	return (int64_t)total;
+}
+
+/*
  * A prepared-list descriptor: both lists resolved once, their targets
  * once, every pair checked before anything moves; then the segments go
  * the way one WRITE or READ between the same two regions would, as one
@@ -915,6 +1078,15 @@ static int64_t exec_dlist(struct progress *p, struct prog_client *pc,
 		stat_add(&p->exec.paths.ops[*path], 1);
 		rc = (int64_t)total;
 		goto out;
+	}
+	if (route == ROUTE_CMA) {
+		bool done;
+		rc = dl_copy_cma(p, &e, one.opcode == XFER_OP_WRITE, ns, total,
+				 &done);
+		if (done) {
+			*path = XFER_PATH_CMA;
+			goto out;
+		}
 	}
 	for (int64_t k = 0; k < ns; k++) {
 		const struct dl_seg *s = &p->exec.segs[k];
@@ -1038,6 +1210,17 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 	}
 	int64_t result = pc->batch.error ? pc->batch.error
 					 : (int64_t)pc->batch.bytes;
+	struct prog_client *owner = NULL;
+	if (!pc->batch.error && target &&
+	    notify_choose(sqe, false, false) == NOTIFY_NOW &&
+	    (owner = notify_owner(p, target))) {
+		/* A client notifying itself: its own CQE comes first. */
+		int err = notify_admit(p, owner, owner == pc);
+		if (err) {
+			result = err;  /* the data landed, the notification not */
+			owner = NULL;
+		}
+	}
 	/* Own completion first: drain() reserved its slot, and a client
 	 * notifying itself must not take that slot. */
 	write_cqe(pc, &(struct xfer_cqe){
@@ -1045,9 +1228,9 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 		.result = result,
 		.path = pc->batch.path,
 	});
-	if (!pc->batch.error && target &&
-	    notify_choose(sqe, false, false) == NOTIFY_NOW)
-		exec_notify_owner(p, target, sqe->notify_value, result);
+	if (owner)
+		notify_deliver(owner, target, sqe->notify_value,
+			       (int64_t)pc->batch.bytes);
 	count_completion(p, pc, result);
 	completion_pass_add(&p->exec.pass, &p->exec.paths.done, pc->batch.path,
 			    result, pc->batch.start_ns);

@@ -298,10 +298,10 @@ static void hook_region_released(void *arg, const struct region *r)
 		progress_link_send(p, owner, msg, len);
 }
 
-static void hook_notify_local(void *arg, struct region *r, uint64_t value,
-			      int64_t bytes)
+static int hook_notify_local(void *arg, struct region *r, uint64_t value,
+			     int64_t bytes)
 {
-	exec_notify_owner(arg, r, value, bytes);
+	return exec_notify_owner(arg, r, value, bytes);
 }
 
 /* --- commands from the main thread --- */
@@ -312,6 +312,7 @@ static void remove_client(struct progress *p, struct prog_client *pc)
 	 * that is still mapped); whatever it still had queued in the SQ is
 	 * cancelled: never executed. */
 	exec_cancel_client(p, pc);
+	exec_notify_forget(pc);
 	for (size_t i = 0; i < p->nclients; i++) {
 		if (p->clients[i] != pc)
 			continue;
@@ -510,13 +511,18 @@ void progress_net_cfg(struct progress *p, const struct transport_cfg *cfg,
 
 /* --- sleeping --- */
 
-/* SQEs waiting, CQ room to complete them and room under max_inflight:
- * work we can do now.  (At max_inflight an ending operation wakes the
- * thread, as at a full CQ the client's doorbell does.) */
+/* SQEs waiting, CQ room to complete them and room under max_inflight,
+ * or notifications held for it and CQ room to post them: work we can do
+ * now.  (At max_inflight an ending operation wakes the thread, as at a
+ * full CQ the client's doorbell does.) */
 static bool client_has_work(struct progress *p, const struct prog_client *pc)
 {
-	return !pc->broken && ring_sq_avail(&pc->ring, pc->sq_head) &&
-	       exec_cq_room(pc) && client_may_start(p, pc);
+	if (pc->broken)
+		return false;
+	if (nq_len(&pc->notify) && exec_cq_room(pc))
+		return true;
+	return ring_sq_avail(&pc->ring, pc->sq_head) && exec_cq_room(pc) &&
+	       client_may_start(p, pc);
 }
 
 static bool any_work(struct progress *p)
@@ -532,8 +538,9 @@ static bool any_work(struct progress *p)
 
 /*
  * Before sleeping: every client must ring when it submits, and a client
- * whose SQEs wait for CQ room must ring when it consumes CQEs
- * (XFER_SQ_CQ_WAIT), or a full CQ would keep this thread spinning.
+ * whose SQEs or held notifications wait for CQ room must ring when it
+ * consumes CQEs (XFER_SQ_CQ_WAIT), or a full CQ would keep this thread
+ * spinning, or the notifications held until the client submits again.
  */
 static void set_wakeup(struct progress *p, bool on)
 {
@@ -546,7 +553,8 @@ static void set_wakeup(struct progress *p, bool on)
 			continue;
 		}
 		bool stalled = !pc->broken &&
-			       ring_sq_avail(&pc->ring, pc->sq_head) &&
+			       (nq_len(&pc->notify) ||
+				ring_sq_avail(&pc->ring, pc->sq_head)) &&
 			       !exec_cq_room(pc);
 		ring_flag_set(pc->ring.sq_flags,
 			      stalled ? flags : XFER_SQ_NEED_WAKEUP);
@@ -645,8 +653,14 @@ static void *progress_main(void *arg)
 		    !apply_cmds(p))
 			break;
 		bool busy = false;
-		for (size_t i = 0; i < p->nclients; i++)
-			busy |= drain(p, p->clients[i]);
+		for (size_t i = 0; i < p->nclients; i++) {
+			struct prog_client *pc = p->clients[i];
+			/* Held notifications first: they are older than
+			 * anything its SQEs would complete now. */
+			if (nq_len(&pc->notify))
+				busy |= exec_notify_flush(p, pc);
+			busy |= drain(p, pc);
+		}
 		if (!TAILQ_EMPTY(&p->exec.deferred)) {
 			exec_run_deferred(p);
 			busy = true;
@@ -689,6 +703,7 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 	p->cpu = cpu;
 	atomic_init(&p->spin_us, spin_us);
 	atomic_init(&p->max_inflight, UINT32_MAX);
+	atomic_init(&p->notify_queue_max, PROGRESS_NOTIFY_QUEUE_MAX);
 	atomic_init(&p->ops_in_flight, 0);
 	p->cmds_tail = &p->cmds;
 	TAILQ_INIT(&p->exec.deferred);
@@ -893,6 +908,10 @@ void progress_destroy(struct progress *p)
 		event_free(p->ev_expire);
 	event_free(p->ev_doorbell);
 	event_base_free(p->base);
+	/* Clients still attached (never detached): their queues go here,
+	 * the clients with the main thread's. */
+	for (size_t i = 0; i < p->nclients; i++)
+		exec_notify_forget(p->clients[i]);
 	free(p->clients);
 	local_staging_fini(&p->exec.staging);
 	close(p->doorbell);
@@ -971,6 +990,12 @@ void progress_set_max_inflight(struct progress *p, uint32_t max)
 {
 	/* Relaxed: a plain setting, read once per drain. */
 	atomic_store_explicit(&p->max_inflight, max, memory_order_relaxed);
+}
+
+void progress_set_notify_queue_max(struct progress *p, uint32_t max)
+{
+	/* Relaxed: a plain setting, read once per notification held. */
+	atomic_store_explicit(&p->notify_queue_max, max, memory_order_relaxed);
 }
 
 

@@ -23,6 +23,7 @@
 #include "common/ring.h"
 #include "common/token_codec.h"
 #include "engine/completion_stats.h"
+#include "engine/notify_queue.h"
 #include "transport/transport.h"
 #include "xfer_ring.h"
 
@@ -49,6 +50,9 @@ struct client_stats {
 	/* Batches that went out (links, GPUs, staging) and came back: the
 	 * difference is what the client has in flight. */
 	_Atomic uint64_t batches_out, batches_back;
+	/* Notifications for it held in xferd (its CQ was full: a gauge),
+	 * and those refused to their senders past notify_queue_max. */
+	_Atomic uint64_t notify_queued, notify_refused;
 };
 
 /*
@@ -77,6 +81,8 @@ struct prog_client {
 	uint32_t cq_reserved;     /* CQ slots promised to async batches */
 	uint32_t ops_out;         /* its operations out (op_begin), against
 				   * max_inflight */
+	/* Notifications for it that wait for CQ room, oldest first. */
+	struct notify_queue notify;
 
 	/* progress <-> main hand-over */
 	struct prog_client *cmd_next;
@@ -178,6 +184,13 @@ void progress_set_spin(struct progress *p, uint32_t spin_us);
  * cover a long linked batch, whose entries all go out before it ends.
  */
 void progress_set_max_inflight(struct progress *p, uint32_t max);
+/*
+ * Notifications xferd holds for one client whose CQ is full
+ * (notify_queue_max): past them the sender's descriptor completes with
+ * -ENOBUFS.  0: none are held.
+ */
+#define PROGRESS_NOTIFY_QUEUE_MAX 65536u  /* until set */
+void progress_set_notify_queue_max(struct progress *p, uint32_t max);
 /* Operations out now (links, GPU copies, staging), from any thread. */
 uint64_t progress_ops_in_flight(const struct progress *p);
 const struct path_stats *progress_path_stats(const struct progress *p);

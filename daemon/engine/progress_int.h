@@ -54,6 +54,7 @@ struct progress {
 	int notice_efd;            /* eventfd: notices for the main thread */
 	_Atomic uint32_t spin_us;
 	_Atomic uint32_t max_inflight; /* per client (progress.h) */
+	_Atomic uint32_t notify_queue_max; /* per client (progress.h) */
 	int cpu;
 
 	pthread_mutex_t lock;      /* guards cmds and both notice lists */
@@ -128,8 +129,14 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 void exec_publish(struct prog_client *pc);
 /* CQ slots a client may still fill with new completions. */
 uint32_t exec_cq_room(const struct prog_client *pc);
-void exec_notify_owner(struct progress *p, const struct region *r,
-		       uint64_t value, int64_t bytes);
+/* Notify r's owner (engine/exec.c): posted, or held for it in order;
+ * -ENOBUFS past notify_queue_max held (-ENOMEM), for the sender. */
+int exec_notify_owner(struct progress *p, const struct region *r,
+		      uint64_t value, int64_t bytes);
+/* Post what pc's queue holds while its CQ has room; true if any. */
+bool exec_notify_flush(struct progress *p, struct prog_client *pc);
+/* pc goes: what it was still to be told goes with it. */
+void exec_notify_forget(struct prog_client *pc);
 /* Submit what completions queued while a transport was busy. */
 void exec_run_deferred(struct progress *p);
 /* Transport hooks: an operation ended; a transport hands one back. */

@@ -23,4 +23,20 @@
 int64_t cma_copy(const struct region *r, bool to_region, void *local,
 		 uint64_t off, uint64_t len);
 
+/* One range of a vectored copy: len bytes at local, at off of the region. */
+struct cma_range {
+	void *local;
+	uint64_t off, len;
+};
+
+/*
+ * cma_copy for n ranges of one region at once: up to CMA_IOV_MAX ranges
+ * a system call instead of one each (a prepared list of a thousand 4 KiB
+ * blocks pays the call, not the bytes).  Returns the sum of the lengths,
+ * or -errno as cma_copy (the ranges before the failing one were copied).
+ */
+#define CMA_IOV_MAX 256
+int64_t cma_copyv(const struct region *r, bool to_region,
+		  const struct cma_range *v, uint32_t n);
+
 #endif /* XFERD_CMA_H */

@@ -91,19 +91,28 @@ void dltab_destroy(struct dltab *t)
 	free(t);
 }
 
-static unsigned count_locked(struct dltab *t, uint64_t owner)
+/* Lists of owner (0: all) and their entries (NULL: not wanted). */
+static unsigned count_locked(struct dltab *t, uint64_t owner,
+			     uint64_t *entries)
 {
 	struct entry *e, *tmp;
 	unsigned n = 0;
+	uint64_t sum = 0;
 
-	HASH_ITER(hh, t->by_handle, e, tmp)
-		n += !owner || e->list->owner == owner;
+	HASH_ITER(hh, t->by_handle, e, tmp) {
+		if (owner && e->list->owner != owner)
+			continue;
+		n++;
+		sum += e->list->n;
+	}
+	if (entries)
+		*entries = sum;
 	return n;
 }
 
 int dltab_add(struct dltab *t, uint64_t owner, uint64_t target,
 	      bool is_import, uint32_t n, uint64_t *off, uint64_t *lens,
-	      uint64_t len, uint64_t end, uint32_t max_per_client,
+	      uint64_t len, uint64_t end, struct dlist_limits max,
 	      uint64_t *handle)
 {
 	struct dlist *l = calloc(1, sizeof(*l));
@@ -120,11 +129,15 @@ int dltab_add(struct dltab *t, uint64_t owner, uint64_t target,
 		.end = end, .refs = 1,
 	};
 	pthread_mutex_lock(&t->lock);
-	if (count_locked(t, owner) >= max_per_client) {
+	uint64_t entries;
+	int err = count_locked(t, owner, &entries) >= max.lists ? -ENOSPC
+		: entries > max.entries || n > max.entries - entries ? -ENOBUFS
+		: 0;
+	if (err) {
 		pthread_mutex_unlock(&t->lock);
 		free(l);
 		free(e);
-		return -ENOSPC;
+		return err;
 	}
 	l->handle = DLIST_HANDLE_BIT | t->next++;
 	e->handle = l->handle;
@@ -176,9 +189,19 @@ void dltab_remove_client(struct dltab *t, uint64_t owner)
 unsigned dltab_count(struct dltab *t, uint64_t owner)
 {
 	pthread_mutex_lock(&t->lock);
-	unsigned n = count_locked(t, owner);
+	unsigned n = count_locked(t, owner, NULL);
 	pthread_mutex_unlock(&t->lock);
 	return n;
+}
+
+uint64_t dltab_entries(struct dltab *t, uint64_t owner)
+{
+	uint64_t sum;
+
+	pthread_mutex_lock(&t->lock);
+	count_locked(t, owner, &sum);
+	pthread_mutex_unlock(&t->lock);
+	return sum;
 }
 
 struct dlist *dltab_get(struct dltab *t, uint64_t owner, uint64_t handle)

@@ -72,14 +72,24 @@ struct dltab *dltab_create(void);
 void dltab_destroy(struct dltab *t);
 
 /*
+ * What one client may hold: lists, and entries over all its lists (each
+ * entry is 8 or 16 bytes of xferd's memory, so the count of lists alone
+ * would let one client take gigabytes).
+ */
+struct dlist_limits {
+	uint32_t lists;
+	uint64_t entries;
+};
+
+/*
  * Add a list of client owner over target (already checked with
  * dlist_check against it); the table takes off and lens (malloc'd).
- * max_per_client bounds the client's lists (-ENOSPC past it).  Sets
+ * Past the client's limits: -ENOSPC (lists) or -ENOBUFS (entries).  Sets
  * *handle.
  */
 int dltab_add(struct dltab *t, uint64_t owner, uint64_t target,
 	      bool is_import, uint32_t n, uint64_t *off, uint64_t *lens,
-	      uint64_t len, uint64_t end, uint32_t max_per_client,
+	      uint64_t len, uint64_t end, struct dlist_limits max,
 	      uint64_t *handle);
 /* Remove one list of owner: -EACCES if it has none of that handle. */
 int dltab_remove(struct dltab *t, uint64_t owner, uint64_t handle);
@@ -89,6 +99,8 @@ void dltab_remove_target(struct dltab *t, uint64_t owner, uint64_t target);
 void dltab_remove_client(struct dltab *t, uint64_t owner);
 /* Lists of owner (0: all clients). */
 unsigned dltab_count(struct dltab *t, uint64_t owner);
+/* Entries over all lists of owner (0: all clients). */
+uint64_t dltab_entries(struct dltab *t, uint64_t owner);
 
 /* A reference to owner's list handle, or NULL. */
 struct dlist *dltab_get(struct dltab *t, uint64_t owner, uint64_t handle);

@@ -407,6 +407,10 @@ static void add_client(const struct client_view *v, void *arg)
 					       memory_order_relaxed);
 	ci->sq_entries = v->sq_entries;
 	ci->connected_ms = v->connected_ms;
+	ci->notify_queued = atomic_load_explicit(&v->stats->notify_queued,
+						 memory_order_relaxed);
+	ci->notify_refused = atomic_load_explicit(&v->stats->notify_refused,
+						  memory_order_relaxed);
 }
 
 static int reply_clients(struct ctl_conn *cc)

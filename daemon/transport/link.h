@@ -45,9 +45,11 @@ struct linkset_hooks {
 	/* An operation ended: bytes moved, or a negative errno. */
 	void (*op_done)(void *arg, struct xop *op, int64_t result);
 	/* A peer's data landed in (or was read from) local region r and it
-	 * asked for the owner to be notified. */
-	void (*notify_local)(void *arg, struct region *r, uint64_t value,
-			     int64_t bytes);
+	 * asked for the owner to be notified.  0: delivered or held for the
+	 * owner; -ENOBUFS (-ENOMEM): refused, which the peer's descriptor
+	 * ends with (the link stays up). */
+	int (*notify_local)(void *arg, struct region *r, uint64_t value,
+			    int64_t bytes);
 	/* Ops wait for a link to this instance: ask the main thread to
 	 * connect, using the addresses in tok. */
 	void (*need_peer)(void *arg, const struct token *tok);

@@ -601,6 +601,19 @@ static int remember_failed(struct link *l, uint64_t op)
 	return 0;
 }
 
+/*
+ * Notify r's owner of bytes that landed for a peer's write: the write's
+ * answer is its bytes, or why the owner will not hear of them (-ENOBUFS:
+ * the data is in place, the notification did not fit).
+ */
+static int64_t notify_result(struct link *l, struct region *r, uint64_t value,
+			     int64_t bytes)
+{
+	int err = l->ls->hooks.notify_local(l->ls->hooks.arg, r, value, bytes);
+
+	return err ? err : bytes;
+}
+
 static void write_ack(struct link *l, uint64_t op, int64_t result)
 {
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
@@ -698,11 +711,12 @@ void tcp_rx_complete(struct staged_rx *srx)
 	TAILQ_REMOVE(&l->rx_writes, srx, q);
 	srx->listed = false;
 	if (l->bev) {
-		write_ack(l, srx->op, srx->err ? srx->err : (int64_t)srx->total);
+		int64_t result = srx->err ? srx->err : (int64_t)srx->total;
+		/* Before the ack: it says whether the owner will hear. */
 		if (!srx->err && srx->notify)
-			l->ls->hooks.notify_local(l->ls->hooks.arg, srx->r,
-						  srx->notify_value,
-						  (int64_t)srx->total);
+			result = notify_result(l, srx->r, srx->notify_value,
+					       result);
+		write_ack(l, srx->op, result);
 	}
 	staged_rx_put(srx);  /* the list's */
 }
@@ -764,11 +778,11 @@ void tcp_sink_finish(struct link *l)
 			if (!k->last && remember_failed(l, k->op))
 				link_fail(l, -EPROTO, "too many failed writes");
 		} else if (k->last) {
-			write_ack(l, k->op, (int64_t)k->total);
+			int64_t result = (int64_t)k->total;
 			if (k->notify)
-				l->ls->hooks.notify_local(l->ls->hooks.arg, k->r,
-							  k->notify_value,
-							  (int64_t)k->total);
+				result = notify_result(l, k->r, k->notify_value,
+						       result);
+			write_ack(l, k->op, result);
 		}
 	} else if (k->xop) {
 		struct xop *op = k->xop;
@@ -914,8 +928,10 @@ int tcp_on_notify(struct link *l, const Xfer__Peer__Notify *nt)
 	if (err == -EACCES || err == -ERANGE)
 		return -EPROTO;
 	if (!err) {
-		l->ls->hooks.notify_local(l->ls->hooks.arg, r, nt->value,
-					  (int64_t)nt->bytes);
+		/* A refusal (-ENOBUFS: its owner holds notify_queue_max
+		 * already) is this operation's answer, not the link's. */
+		err = l->ls->hooks.notify_local(l->ls->hooks.arg, r, nt->value,
+						(int64_t)nt->bytes);
 		region_put(r);
 	}
 	write_ack(l, nt->op, err);

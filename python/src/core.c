@@ -641,6 +641,7 @@ static PyObject *Context_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	c->wake_fd = -1;
 	c->regions.next = c->regions.prev = &c->regions;
 	c->remotes.next = c->remotes.prev = &c->remotes;
+	c->dlists.next = c->dlists.prev = &c->dlists;
 	return (PyObject *)c;
 }
 
@@ -1274,6 +1275,225 @@ static PyObject *Context_read_vec(ContextObject *c, PyObject *args, PyObject *kw
 	return rw_vec(c, XFER_OP_READ, args, kw);
 }
 
+/* --- Context: prepared descriptor lists --- */
+
+static PyObject *Context_dlist(ContextObject *c, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = { "target", "offsets", "lengths", NULL };
+	PyObject *o_target, *o_offs, *o_lens, *res = NULL;
+	uint64_t handle, tlen;
+	struct u64_array off = { 0 }, len = { 0 };
+	bool ro;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:dlist", kwlist,
+					 &o_target, &o_offs, &o_lens) ||
+	    target_of(c, o_target, &handle, &tlen, &ro))
+		return NULL;
+	if (u64_array_get(o_offs, "offsets", false, &off))
+		return NULL;
+	if (u64_array_get(o_lens, "lengths", true, &len))
+		goto out;
+	if (off.n == 0 || off.n > UINT32_MAX ||
+	    (len.n >= 0 && len.n != off.n)) {
+		PyErr_Format(PyExc_ValueError,
+			     "dlist: %zd offsets and %zd lengths (1 to 2^32-1 "
+			     "entries, as many lengths as offsets or one for "
+			     "all)", off.n, len.n);
+		goto out;
+	}
+	/* xferd checks every entry against the target again. */
+	res = dlist_create(c, o_target, handle, ro, (uint32_t)off.n, off.v,
+			   len.n < 0 ? NULL : len.v, len.n < 0 ? len.scalar : 0);
+out:
+	u64_array_free(&off);
+	u64_array_free(&len);
+	return res;
+}
+
+static DListObject *dlist_of(ContextObject *c, PyObject *o, const char *name)
+{
+	if (!PyObject_TypeCheck(o, &DList_Type)) {
+		PyErr_Format(PyExc_TypeError, "%s must be a DList, not %.80s",
+			     name, Py_TYPE(o)->tp_name);
+		return NULL;
+	}
+	DListObject *d = (DListObject *)o;
+	if (!d->dl || d->ctx != c) {
+		PyErr_Format(PyExc_ValueError, "%s: %s", name,
+			     d->dl ? "a DList of another Context"
+				   : "the DList is closed");
+		return NULL;
+	}
+	return d;
+}
+
+/* Indices into a list of `count` entries, as uint32 (NULL: none given);
+ * *owned to PyMem_Free.  An index past the list raises here, before
+ * anything is submitted (xferd would refuse it too). */
+static int indices_get(PyObject *o, const char *name, uint32_t count,
+		       uint32_t **owned, Py_ssize_t *n)
+{
+	struct u64_array a;
+
+	*owned = NULL;
+	*n = -1;
+	if (o == Py_None)
+		return 0;
+	if (u64_array_get(o, name, false, &a))
+		return -1;
+	if (a.n == 0 || a.n > UINT32_MAX) {
+		PyErr_Format(PyExc_ValueError, "%s: 1 to 2^32-1 indices, not %zd",
+			     name, a.n);
+		u64_array_free(&a);
+		return -1;
+	}
+	*owned = PyMem_Malloc((size_t)a.n * sizeof(uint32_t));
+	if (!*owned) {
+		u64_array_free(&a);
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (Py_ssize_t i = 0; i < a.n; i++) {
+		if (a.v[i] >= count) {
+			PyErr_Format(PyExc_IndexError,
+				     "%s[%zd] = %llu: the list has %u entries",
+				     name, i, (unsigned long long)a.v[i],
+				     (unsigned)count);
+			u64_array_free(&a);
+			PyMem_Free(*owned);
+			*owned = NULL;
+			return -1;
+		}
+		(*owned)[i] = (uint32_t)a.v[i];
+	}
+	*n = a.n;
+	u64_array_free(&a);
+	return 0;
+}
+
+/*
+ * Fill sqe with the list descriptor, waiting while the ring's index area
+ * is held by descriptors xferd has not taken yet (mu held): such an SQE
+ * goes back as a NOP nobody waits for, so that xferd moves on.
+ */
+static int dlist_sqe(ContextObject *c, unsigned op, DListObject *l,
+		     DListObject *r, uint32_t n, const uint32_t *li,
+		     const uint32_t *ri, uint64_t ud, struct xfer_sqe **out)
+{
+	uint64_t deadline = now_ns() + 30000000000ull;
+	struct xfer_sqe *sqe;
+
+	for (;;) {
+		int err = sq_room(c, &sqe);
+		if (err)
+			return err;
+		err = xfer_prep_dlist(c->ctx, sqe, op, l->dl, r->dl, n, li, ri,
+				      ud);
+		if (err != -EAGAIN) {
+			if (err)
+				xfer_prep_nop(sqe, UINT64_MAX);  /* nobody's */
+			*out = err ? NULL : sqe;
+			return err;
+		}
+		xfer_prep_nop(sqe, UINT64_MAX);
+		int rc = xfer_submit(c->ctx);
+		if (rc < 0)
+			return rc;
+		reap_locked(c);
+		if (c->dead)
+			return c->dead;
+		if (now_ns() > deadline)
+			return -ETIMEDOUT;
+		Py_BEGIN_ALLOW_THREADS
+		sched_yield();
+		Py_END_ALLOW_THREADS
+	}
+}
+
+static PyObject *rw_dlist(ContextObject *c, unsigned op, PyObject *args,
+			  PyObject *kw)
+{
+	static char *kwlist[] = { "local", "remote", "local_idx", "remote_idx",
+				  "notify", "timeout_ms", NULL };
+	PyObject *o_l, *o_r, *o_li = Py_None, *o_ri = Py_None;
+	PyObject *o_notify = Py_None, *res = NULL;
+	unsigned timeout_ms = 0;
+	uint64_t notify = 0;
+	uint32_t *li = NULL, *ri = NULL;
+	DListObject *l, *r;
+
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOI", kwlist, &o_l,
+					 &o_r, &o_li, &o_ri, &o_notify,
+					 &timeout_ms))
+		return NULL;
+	if (!(l = dlist_of(c, o_l, "local")) ||
+	    !(r = dlist_of(c, o_r, "remote")) ||
+	    (o_notify != Py_None && arg_u64(o_notify, "notify", &notify)))
+		return NULL;
+	if (op == XFER_OP_READ_DLIST ? l->readonly : r->readonly) {
+		PyErr_SetString(PyExc_ValueError,
+				"the destination was registered read-only");
+		return NULL;
+	}
+	/* n: as many pairs as indices given; none: every entry of the
+	 * shorter list, 0..n-1 on both sides. */
+	Py_ssize_t nl, nr;
+	if (indices_get(o_li, "local_idx", l->count, &li, &nl) ||
+	    indices_get(o_ri, "remote_idx", r->count, &ri, &nr))
+		goto out;
+	if (nl < 0 && nr >= 0) {
+		PyErr_SetString(PyExc_ValueError,
+				"remote_idx without local_idx");
+		goto out;
+	}
+	if (nl >= 0 && nr >= 0 && nl != nr) {
+		PyErr_Format(PyExc_ValueError,
+			     "local_idx and remote_idx differ in length "
+			     "(%zd, %zd)", nl, nr);
+		goto out;
+	}
+	if (nl >= 0 && nr < 0)
+		for (Py_ssize_t k = 0; k < nl; k++)
+			if (li[k] >= r->count) {
+				PyErr_Format(PyExc_IndexError,
+					     "local_idx[%zd] = %u is also the "
+					     "remote index: the remote list "
+					     "has %u entries", k, li[k],
+					     (unsigned)r->count);
+				goto out;
+			}
+	uint32_t n = nl >= 0 ? (uint32_t)nl
+		   : l->count < r->count ? l->count : r->count;
+	int64_t idx = submit_begin(c, keep_pair(o_l, o_r));
+	if (idx < 0)
+		goto out;
+	struct xfer_sqe *sqe;
+	int err = dlist_sqe(c, op, l, r, n, li, ri,
+			    slot_user_data(c, (uint32_t)idx), &sqe);
+	if (!err) {
+		if (o_notify != Py_None)
+			xfer_sqe_set_notify(sqe, notify);
+		xfer_sqe_set_timeout(sqe, timeout_ms);
+	}
+	res = submit_end(c, (uint32_t)idx, err);
+out:
+	PyMem_Free(li);
+	PyMem_Free(ri);
+	return res;
+}
+
+static PyObject *Context_write_dlist(ContextObject *c, PyObject *args,
+				     PyObject *kw)
+{
+	return rw_dlist(c, XFER_OP_WRITE_DLIST, args, kw);
+}
+
+static PyObject *Context_read_dlist(ContextObject *c, PyObject *args,
+				    PyObject *kw)
+{
+	return rw_dlist(c, XFER_OP_READ_DLIST, args, kw);
+}
+
 /* --- Context: notifications and events --- */
 
 static PyObject *region_by_handle(ContextObject *c, uint64_t handle)
@@ -1473,6 +1693,29 @@ static PyMethodDef Context_methods[] = {
 	  "read(local, remote, local_off=0, remote_off=0, length=None,\n"
 	  "     notify=None, timeout_ms=0) -> Request\n\n"
 	  "remote[remote_off:+length] -> local[local_off:]." },
+	{ "dlist", (PyCFunction)(void (*)(void))Context_dlist,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "dlist(target, offsets, lengths) -> DList\n\n"
+	  "A prepared descriptor list: entry i is target[offsets[i]:+lengths[i]]\n"
+	  "(lengths: one int for every entry, or an array), target a Region of\n"
+	  "this context or a Remote.  xferd checks every entry once and keeps\n"
+	  "the list until DList.close(), until its target goes, or the context\n"
+	  "closes.  Offsets and lengths: int64/uint64 arrays or sequences." },
+	{ "write_dlist", (PyCFunction)(void (*)(void))Context_write_dlist,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "write_dlist(local, remote, local_idx=None, remote_idx=None,\n"
+	  "            notify=None, timeout_ms=0) -> Request\n\n"
+	  "Entry local_idx[k] of DList local -> entry remote_idx[k] of DList\n"
+	  "remote, for every k, as ONE descriptor (one completion with the sum\n"
+	  "of the bytes).  remote_idx None: the same as local_idx; both None:\n"
+	  "0..n-1 over the shorter list.  Entries paired must have the same\n"
+	  "length; xferd checks every pair before any byte moves.  notify: a\n"
+	  "value delivered to the remote owner after the last byte." },
+	{ "read_dlist", (PyCFunction)(void (*)(void))Context_read_dlist,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "read_dlist(local, remote, local_idx=None, remote_idx=None,\n"
+	  "           notify=None, timeout_ms=0) -> Request\n\n"
+	  "write_dlist the other way: remote entries -> local entries." },
 	{ "write_vec", (PyCFunction)(void (*)(void))Context_write_vec,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "write_vec(local, local_offs, remote, remote_offs, lengths,\n"
@@ -1506,7 +1749,9 @@ static PyMethodDef Context_methods[] = {
 static PyGetSetDef Context_getset[] = {
 	{ "closed", (getter)Context_get, NULL, "close() was called.", (void *)0 },
 	{ "overflow", (getter)Context_get, NULL,
-	  "Notifications xferd dropped because the CQ was full.", (void *)1 },
+	  "Notifications xferd lost (0: it holds those that find the CQ "
+	  "full; past its notify_queue_max the sender gets ENOBUFS).",
+	  (void *)1 },
 	{ "_wake_fd", (getter)Context_get, NULL, NULL, (void *)2 },
 	{ "notifications_lost", (getter)Context_get, NULL,
 	  "Notifications dropped here for lack of memory.", (void *)3 },
@@ -1584,7 +1829,8 @@ PyMODINIT_FUNC PyInit__core(void)
 	PyObject *m;
 
 	if (PyType_Ready(&Context_Type) || PyType_Ready(&Region_Type) ||
-	    PyType_Ready(&Remote_Type) || PyType_Ready(&Request_Type))
+	    PyType_Ready(&Remote_Type) || PyType_Ready(&Request_Type) ||
+	    PyType_Ready(&DList_Type))
 		return NULL;
 	m = PyModule_Create(&module_def);
 	if (!m)
@@ -1602,7 +1848,9 @@ PyMODINIT_FUNC PyInit__core(void)
 	    PyModule_AddObjectRef(m, "Region", (PyObject *)&Region_Type) ||
 	    PyModule_AddObjectRef(m, "Remote", (PyObject *)&Remote_Type) ||
 	    PyModule_AddObjectRef(m, "Request", (PyObject *)&Request_Type) ||
-	    PyModule_AddIntConstant(m, "TOKEN_MAX", XFER_TOKEN_MAX)) {
+	    PyModule_AddObjectRef(m, "DList", (PyObject *)&DList_Type) ||
+	    PyModule_AddIntConstant(m, "TOKEN_MAX", XFER_TOKEN_MAX) ||
+	    stream_module_add(m)) {
 		Py_DECREF(m);
 		return NULL;
 	}

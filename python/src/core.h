@@ -9,7 +9,10 @@
  *   region.c   Region (memory this context registered: host memory it
  *              allocated, anything with the buffer protocol, CUDA memory
  *              by __cuda_array_interface__, data_ptr() or DLPack) and
- *              Remote (an imported token).
+ *              Remote (an imported token);
+ *   dlist.c    DList (a prepared descriptor list over one of them);
+ *   stream.c   Stream (xfer_stream_*: a queue of slots, one context
+ *              each).
  *
  * Locks.  Two: the GIL and Context.mu.  mu guards the libxfer context
  * (its ring and its socket are not safe for two threads at once) and the
@@ -76,7 +79,9 @@ typedef struct ContextObject {
 	unsigned spin_us;
 	struct obj_link regions;  /* GIL */
 	struct obj_link remotes;  /* GIL */
-	unsigned deferred;        /* GIL: regions still exported after close */
+	struct obj_link dlists;   /* GIL */
+	unsigned deferred;        /* GIL: regions still exported after close,
+				   * and live streams (stream.c) */
 	PyObject *weakreflist;
 } ContextObject;
 
@@ -114,7 +119,20 @@ typedef struct RemoteObject {
 	uint64_t handle;
 } RemoteObject;
 
-extern PyTypeObject Context_Type, Region_Type, Remote_Type, Request_Type;
+/* A prepared descriptor list (dlist.c). */
+typedef struct DListObject {
+	PyObject_HEAD
+	struct obj_link link;     /* in ctx->dlists while alive */
+	ContextObject *ctx;
+	PyObject *target;         /* the Region or Remote it ranges over */
+	struct xfer_dlist *dl;    /* NULL once destroyed */
+	uint64_t handle;
+	uint32_t count;
+	bool readonly;            /* over a read-only Region: a source only */
+} DListObject;
+
+extern PyTypeObject Context_Type, Region_Type, Remote_Type, Request_Type,
+	DList_Type;
 extern PyObject *XferError;
 
 /* Raise XferError(errno, "what: xfer_strerror(err)"); returns NULL. */
@@ -140,6 +158,17 @@ void remote_release(RemoteObject *r);
 void ctx_release_all(ContextObject *c);
 /* Close the libxfer context once nothing holds it any more. */
 void ctx_finish_close(ContextObject *c);
+
+/* dlist.c: a list of n entries over target (handle, checked by the
+ * caller to be this context's), or NULL with an error set; destroying
+ * one (control round trip; GIL held). */
+PyObject *dlist_create(ContextObject *c, PyObject *target, uint64_t handle,
+		       bool readonly, uint32_t n, const uint64_t *offsets,
+		       const uint64_t *lengths, uint64_t length);
+void dlist_release(DListObject *d);
+
+/* stream.c: add the Stream type and STREAM_TOKEN_MAX to module m. */
+int stream_module_add(PyObject *m);
 
 void link_add(struct obj_link *head, struct obj_link *l);
 void link_del(struct obj_link *l);

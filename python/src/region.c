@@ -131,6 +131,9 @@ void remote_release(RemoteObject *r)
 
 void ctx_release_all(ContextObject *c)
 {
+	/* Lists first: they range over the regions and remotes. */
+	while (c->dlists.next != &c->dlists)
+		dlist_release(CONTAINER_OF(c->dlists.next, DListObject, link));
 	while (c->remotes.next != &c->remotes)
 		remote_release(CONTAINER_OF(c->remotes.next, RemoteObject,
 					    link));

@@ -81,7 +81,8 @@ static uint64_t list_over(uint64_t h, bool is_import, uint64_t first)
 	for (uint32_t i = 0; i < LIST_N; i++)
 		off[i] = first + (uint64_t)((i * 5) % LIST_N) * LIST_BLK / 2;
 	if (dltab_add(dlists, A.pc.id, h, is_import, LIST_N, off, NULL,
-		      LIST_BLK, first + LIST_N * LIST_BLK / 2 + LIST_BLK, 64,
+		      LIST_BLK, first + LIST_N * LIST_BLK / 2 + LIST_BLK,
+		      (struct dlist_limits){ .lists = 64, .entries = 1u << 20 },
 		      &handle))
 		die();
 	return handle;

@@ -530,6 +530,32 @@ static void etcd_records(void)
 		 "\"eyJ2IjoxfQ==\",\"lease\":\"7587899136781873419\"}");
 }
 
+/* fuzz_dlist: entries for dlist_check, then table operations. */
+static void dlists(void)
+{
+	struct {
+		uint32_t n;
+		uint64_t range, len;
+		uint32_t own;
+		uint64_t off[3], lens[3];
+		uint8_t ops[7][4];
+	} __attribute__((packed)) s = {
+		.n = 3, .range = 1 << 20, .len = 0, .own = 1,
+		.off = { 0, 4096, 65536 }, .lens = { 4096, 8192, 1 },
+		/* add, add, get, remove, add (another client), target goes,
+		 * put */
+		.ops = { { 0, 0, 0, 10 }, { 0, 0, 1, 39 }, { 4, 0, 0, 0 },
+			 { 1, 0, 1, 0 }, { 0, 1, 0, 5 }, { 2, 0, 0, 0 },
+			 { 5, 0, 0, 0 } },
+	};
+
+	put("fuzz_dlist", "own_lengths", &s, sizeof(s));
+	s.own = 0;
+	s.len = 4096;
+	s.off[2] = (1 << 20) - 4095;  /* one byte past the range */
+	put("fuzz_dlist", "past_the_range", &s, sizeof(s));
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -541,5 +567,6 @@ int main(int argc, char **argv)
 	ctl_msgs();
 	handshakes();
 	etcd_records();
+	dlists();
 	return 0;
 }

@@ -14,10 +14,12 @@
  * Part 2, the control socket, spoken raw (SOCK_SEQPACKET + protobuf-c):
  * garbage, a wrong tag or protocol version, a packet with 5 fds, an
  * oversized packet, unexpected message types, bad REGs (an unsealed
- * memfd: -EPERM; unmapped memory: -EFAULT), and a client that corrupts
- * its own ring (a bogus SQ tail gets it dropped; a bogus CQ head stalls
- * only it).  After each, xferd is alive, accepts new clients, and a good
- * client that was open all along still moves verified bytes.
+ * memfd: -EPERM; unmapped memory: -EFAULT), bad prepared lists (entries
+ * in a pipe or a short memfd, past the region, past the bounds), and a
+ * client that corrupts its own ring (a bogus SQ tail gets it dropped; a
+ * bogus CQ head stalls only it).  After each, xferd is alive, accepts
+ * new clients, and a good client that was open all along still moves
+ * verified bytes.
  *
  * Longer than most files: one program for the one concern "bad input",
  * with the by-hand protocol helpers only this test needs.
@@ -790,6 +792,101 @@ static void abuse_reg(void)
 	raw_close(&rc);
 }
 
+static void send_dlist_create(int sock, uint64_t seq, uint64_t target,
+			      uint32_t count, uint64_t length, const int *fds,
+			      unsigned nfds)
+{
+	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
+	Xfer__Client__DlistCreateRequest req =
+		XFER__CLIENT__DLIST_CREATE_REQUEST__INIT;
+
+	req.target = target;
+	req.count = count;
+	req.length = length;
+	m.proto_version = XFER_PROTO_VERSION;
+	m.seq = seq;
+	m.body_case = XFER__CLIENT__CLIENT_MSG__BODY_DLIST_CREATE;
+	m.dlist_create = &req;
+	raw_send_msg(sock, &m, fds, nfds);
+}
+
+/* A memfd of n offsets, all 0. */
+static int entries_memfd(uint32_t n)
+{
+	int fd = memfd_create("entries", MFD_CLOEXEC);
+
+	T_ASSERT(fd >= 0 && ftruncate(fd, (off_t)n * 8) == 0, "memfd: %s",
+		 strerror(errno));
+	return fd;
+}
+
+/*
+ * Prepared lists made by hand: the entries' fd must be a memfd holding
+ * all of them (a pipe could stall xferd's main thread), the counts are
+ * bounded, and so are the entries of all of one client's lists.
+ */
+static void abuse_dlist(void)
+{
+	struct raw_client rc;
+	uint64_t h;
+
+	raw_open(&rc);
+	/* A region of its own to make lists over. */
+	int mfd = memfd_create("dl", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	T_ASSERT(mfd >= 0 && ftruncate(mfd, 4096) == 0 &&
+		 fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) == 0,
+		 "memfd");
+	send_reg(rc.sock, 2, XFER__CLIENT__MEM_KIND__MEM_MEMFD, 0, 4096, &mfd, 1);
+	Xfer__Client__ClientMsg *m = raw_recv(rc.sock, NULL, NULL);
+	T_ASSERT(m && m->body_case == XFER__CLIENT__CLIENT_MSG__BODY_REG_REPLY,
+		 "REG for the lists");
+	h = m->reg_reply->handle;
+	xfer__client__client_msg__free_unpacked(m, NULL);
+	close(mfd);
+
+	int pfd[2];
+	T_ASSERT(pipe2(pfd, O_CLOEXEC) == 0, "pipe");
+	send_dlist_create(rc.sock, 3, h, 1, 8, pfd, 1);
+	expect_status(rc.sock, 3, -EINVAL, "a list's entries in a pipe");
+	close(pfd[0]);
+	close(pfd[1]);
+	int efd = entries_memfd(4);
+	send_dlist_create(rc.sock, 4, h, 5, 8, &efd, 1);
+	expect_status(rc.sock, 4, -EINVAL, "a memfd of fewer entries");
+	send_dlist_create(rc.sock, 5, h, 4, 0, &efd, 1);
+	expect_status(rc.sock, 5, -EINVAL, "offsets without their lengths");
+	send_dlist_create(rc.sock, 6, h, 4, 8, NULL, 0);
+	expect_status(rc.sock, 6, -EINVAL, "a list without its fd");
+	send_dlist_create(rc.sock, 7, h, 0, 8, &efd, 1);
+	expect_status(rc.sock, 7, -EINVAL, "a list of no entries");
+	send_dlist_create(rc.sock, 8, h, (1u << 20) + 1, 8, &efd, 1);
+	expect_status(rc.sock, 8, -E2BIG, "more than dlist_max_entries");
+	send_dlist_create(rc.sock, 9, h, 4, 4097, &efd, 1);
+	expect_status(rc.sock, 9, -ERANGE, "entries past the region");
+	close(efd);
+	after_abuse("bad prepared lists");
+
+	/* The default bounds: 1 Mi entries a list, 4 Mi for all lists of
+	 * a client (each entry is xferd's memory). */
+	efd = entries_memfd(1u << 20);
+	for (uint64_t seq = 10; seq < 14; seq++) {
+		send_dlist_create(rc.sock, seq, h, 1u << 20, 8, &efd, 1);
+		m = raw_recv(rc.sock, NULL, NULL);
+		T_ASSERT(m && m->body_case ==
+			 XFER__CLIENT__CLIENT_MSG__BODY_DLIST_CREATE_REPLY,
+			 "list %llu of 1 Mi entries refused",
+			 (unsigned long long)seq - 10);
+		xfer__client__client_msg__free_unpacked(m, NULL);
+	}
+	send_dlist_create(rc.sock, 14, h, 1, 8, &efd, 1);
+	expect_status(rc.sock, 14, -ENOBUFS, "entries past "
+		      "dlist_max_client_entries");
+	close(efd);
+	after_abuse("a client at dlist_max_client_entries");
+	printf("bad prepared lists refused with a status: ok\n");
+	raw_close(&rc);  /* its lists go with it */
+}
+
 static void abuse_ring(void)
 {
 	struct raw_client rc;
@@ -860,6 +957,7 @@ int main(void)
 	good_roundtrip("setup");
 	abuse_packets();
 	abuse_reg();
+	abuse_dlist();
 	abuse_ring();
 	check_untouched("all of it");
 

@@ -9,7 +9,10 @@
  * scatters, READ_DLIST gathers), for memfd and malloc'd (CMA) memory;
  * lists with their own lengths; runs contiguous at both ends; a list
  * descriptor inside a linked batch (one CQE for both); the notification
- * after the last byte; the ring's index area reused many times over.
+ * after the last byte; pairs written in place (xfer_dlist_pairs); the
+ * ring's index area reused many times over;
+ * xfer_reg'd memory that lost a page (-EFAULT through it, whole around);
+ * an xferd without an index area (-EOPNOTSUPP).
  * Bad lists and bad pairs fail clearly with nothing moved: entries
  * outside the region or token, offset + length overflowing, empty
  * entries, a foreign handle, indices past a list, entries of different
@@ -21,6 +24,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "testlib.h"
 
@@ -208,6 +212,37 @@ static void linked(void)
 	printf("a list descriptor in a linked batch: one CQE: ok\n");
 }
 
+/* Pairs written straight into the index area (xfer_dlist_pairs). */
+static void pairs_in_place(void)
+{
+	enum { N = 700 };
+	struct xfer_dlist_pair *pairs;
+	uint64_t off;
+
+	tl_fill_at(src[TL_HOST].ptr, LEN, 65, 0);
+	tl_fill_at(tgt[TL_HOST].ptr, LEN, 66, 0);
+	struct xfer_sqe *sqe = tl_get_sqe(ic);
+	T_ASSERT(xfer_dlist_pairs(ic, sqe, 0, &pairs, &off) == -EINVAL,
+		 "no pairs");
+	T_OK(xfer_dlist_pairs(ic, sqe, N, &pairs, &off));
+	for (uint32_t k = 0; k < N; k++)  /* block k -> slot 2k + 1 */
+		pairs[k] = (struct xfer_dlist_pair){ k, 2 * k + 1 };
+	xfer_prep_dlist_at(sqe, XFER_OP_WRITE_DLIST,
+			   xfer_dlist_handle(lsrc[TL_HOST]),
+			   xfer_dlist_handle(ltgt[TL_HOST]), N, off, 14);
+	struct xfer_cqe c = one_cqe("pairs in place");
+	T_ASSERT(c.user_data == 14 && c.result == (int64_t)N * BLK,
+		 "pairs in place: %lld", (long long)c.result);
+	for (uint32_t s = 0; s < NSLOTS; s++) {
+		const uint8_t *p = tgt[TL_HOST].ptr + (size_t)s * BLK;
+		size_t bad = s % 2 && s / 2 < N
+			? tl_check_at(p, BLK, 65, (uint64_t)(s / 2) * BLK)
+			: tl_check_at(p, BLK, 66, (uint64_t)s * BLK);
+		T_ASSERT(!bad, "pairs in place: slot %u byte %zu", s, bad - 1);
+	}
+	printf("pairs written in place (xfer_dlist_pairs): ok\n");
+}
+
 /* The notification comes after the last byte, once. */
 static void notified(void)
 {
@@ -282,6 +317,117 @@ static void index_area_reused(void)
 			 "index area: block %u", k);
 	printf("%u list SQEs of %u pairs through the index area: ok\n",
 	       (unsigned)ROUNDS, (unsigned)N);
+}
+
+/*
+ * xfer_reg'd memory that lost a page after registration: the list's
+ * blocks go CMA_IOV_MAX a system call, and the one that cannot be done
+ * fails the descriptor with -EFAULT, not a short count; the blocks
+ * around the hole still move when the pairs avoid it.
+ */
+static void cma_hole(void)
+{
+	enum { N = 600, HOLE = 400 };  /* more blocks than one call takes */
+	size_t len = (size_t)N * BLK;
+	uint64_t off[N];
+	uint32_t idx[N - 1], rev[N];
+	struct xfer_mem *mem;
+	struct xfer_dlist *dst;
+
+	uint8_t *buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	T_ASSERT(buf != MAP_FAILED, "mmap");
+	T_OK(xfer_reg(ic, buf, len, &mem));
+	for (uint32_t i = 0; i < N; i++)
+		off[i] = (uint64_t)i * BLK;
+	T_OK(xfer_dlist_create(ic, xfer_mem_handle(mem), N, off, NULL, BLK,
+			       &dst));
+	T_ASSERT(munmap(buf + (size_t)HOLE * BLK, BLK) == 0, "munmap");
+	tl_fill_at(src[TL_HOST].ptr, LEN, 95, 0);
+
+	/* Every block but the hole, from source blocks in reverse order
+	 * (no two contiguous: N - 1 ranges): all of them land. */
+	for (uint32_t k = 0, i = 0; i < N; i++)
+		if (i != HOLE) {
+			idx[k] = i;
+			rev[k++] = N - 1 - i;
+		}
+	prep(XFER_OP_WRITE_DLIST, lsrc[TL_HOST], dst, N - 1, rev, idx, 11);
+	struct xfer_cqe c = one_cqe("around a hole");
+	T_ASSERT(c.result == (int64_t)(N - 1) * BLK && c.path == XFER_PATH_CMA,
+		 "around a hole: %lld via %s", (long long)c.result,
+		 xfer_path_name(c.path));
+	for (uint32_t i = 0; i < N; i++)
+		T_ASSERT(i == HOLE ||
+			 !tl_check_at(buf + (size_t)i * BLK, BLK, 95,
+				      (uint64_t)(N - 1 - i) * BLK),
+			 "around a hole: block %u", i);
+
+	/* Through the hole, both ways, as one range and as N: -EFAULT. */
+	for (uint32_t i = 0; i < N; i++)
+		rev[i] = N - 1 - i;  /* both ends descending: N ranges */
+	static const unsigned ops[2] = { XFER_OP_WRITE_DLIST,
+					 XFER_OP_READ_DLIST };
+	for (int o = 0; o < 2; o++) {
+		prep(ops[o], lsrc[TL_HOST], dst, N, NULL, NULL, 12);
+		c = one_cqe("through a hole");
+		T_ASSERT(c.result == -EFAULT, "%s through a hole: %lld",
+			 o ? "a read" : "a write", (long long)c.result);
+		prep(ops[o], lsrc[TL_HOST], dst, N, rev, NULL, 13);
+		c = one_cqe("through a hole, block by block");
+		T_ASSERT(c.result == -EFAULT, "%s through a hole block by "
+			 "block: %lld", o ? "a read" : "a write",
+			 (long long)c.result);
+	}
+	T_OK(xfer_dlist_destroy(ic, dst));
+	T_OK(xfer_dereg(ic, mem));
+	munmap(buf, len);
+	printf("xfer_reg'd memory with a hole: around it ok, through it "
+	       "-EFAULT: ok\n");
+}
+
+/*
+ * An xferd whose rings have no index area (ring_index_kb = 0): libxfer
+ * refuses list descriptors with -EOPNOTSUPP, and one written by hand
+ * completes -EOPNOTSUPP with nothing moved.
+ */
+static void no_index_area(void)
+{
+	const char *args[] = { "ring_index_kb=0", NULL };
+	struct tl_daemon xd;
+	struct xfer_ctx *c;
+	struct xfer_mem *a, *b;
+	struct xfer_dlist *la, *lb;
+
+	tl_daemon_start(&xd, args);
+	T_OK(xfer_open(xd.socket, &c));
+	T_OK(xfer_alloc_host(c, 2 * BLK, &a));
+	T_OK(xfer_alloc_host(c, 2 * BLK, &b));
+	memset(xfer_mem_ptr(a), 0x5a, 2 * BLK);
+	memset(xfer_mem_ptr(b), 0, 2 * BLK);
+	T_OK(xfer_dlist_create(c, xfer_mem_handle(a), 2, offs, NULL, BLK, &la));
+	T_OK(xfer_dlist_create(c, xfer_mem_handle(b), 2, offs, NULL, BLK, &lb));
+	struct xfer_sqe *sqe = tl_get_sqe(c);
+	int rc = xfer_prep_dlist(c, sqe, XFER_OP_WRITE_DLIST, la, lb, 2, NULL,
+				 NULL, 1);
+	T_ASSERT(rc == -EOPNOTSUPP, "no index area: prep %s",
+		 xfer_strerror(rc));
+	*sqe = (struct xfer_sqe){ .opcode = XFER_OP_WRITE_DLIST, .len = 2,
+				  .local = xfer_dlist_handle(la),
+				  .remote = xfer_dlist_handle(lb),
+				  .user_data = 2 };
+	struct xfer_cqe cqe = tl_submit_wait(c);
+	T_ASSERT(cqe.user_data == 2 && cqe.result == -EOPNOTSUPP,
+		 "no index area: a list descriptor by hand: %lld",
+		 (long long)cqe.result);
+	const uint8_t *p = xfer_mem_ptr(b);
+	for (size_t i = 0; i < 2 * BLK; i++)
+		T_ASSERT(p[i] == 0, "no index area: byte %zu moved", i);
+	T_OK(xfer_dlist_destroy(c, la));
+	T_OK(xfer_dlist_destroy(c, lb));
+	xfer_close(c);  /* its regions go with it */
+	T_ASSERT(tl_daemon_stop(&xd) == 0, "xferd did not stop cleanly");
+	printf("no index area: -EOPNOTSUPP, nothing moved: ok\n");
 }
 
 static void expect_create(uint64_t handle, uint32_t n, const uint64_t *off,
@@ -412,8 +558,11 @@ int main(void)
 	contiguous();
 	own_lengths();
 	linked();
+	pairs_in_place();
 	notified();
 	index_area_reused();
+	cma_hole();
+	no_index_area();
 	bad_lists();
 
 	/* The owner's region goes: the list over our import of it fails

@@ -13,7 +13,8 @@
 #    standalone notify arrives with no data.
 #  - 1000 descriptors scattered in reverse order: one linked batch (one
 #    completion, one notification), one prepared-list descriptor (one
-#    completion) and 1000 independent ones (1000 completions), all read
+#    completion, one notification after the last byte) and 1000
+#    independent ones (1000 completions), all read
 #    back the same way.
 #  - publish/lookup: "b/NAME" asks b; a plain "NAME" is found through a's
 #    configured peer (-o peer=10.0.1.2:7474); "10.0.1.1:7474/NAME" asks a
@@ -22,9 +23,18 @@
 #  - no head-of-line blocking: a 64 B write, submitted while two 256 MiB
 #    writes to the same peer are in flight, completes before one of them
 #    that was submitted before it.
+#  - notifications held: an owner on b reads nothing while 10 000
+#    notifications from a arrive (all complete at once for a; b holds
+#    what the owner's CQ cannot, xferctl clients shows them), then gets
+#    every one, in order, and nothing else.
 #  - xferctl status counts the tcp path; both daemons stop cleanly.
 #  - start order: a started before its configured peer b still finds b's
 #    names once b is up (the peer is connected on use, not only at start).
+#  - notify_queue_max on b (100, CQs of 16): a's notifications to an owner
+#    that reads nothing complete until 16 + 100 are out, then with
+#    -ENOBUFS (b answers, the link stays up); a write with notify past
+#    the bound lands its bytes and completes with -ENOBUFS; the owner gets
+#    exactly the 116, in order.
 #
 # Exit 0 pass, 1 fail, 77 skip.
 set -u
@@ -59,6 +69,7 @@ for kind in memfd malloc; do
 	done
 	exp+=(--expect-notify "$((base + 10)):$((10 * base + 10)):$VEC_LINKED_OFF:$VEC_LEN")
 	exp+=(--expect-notify "$((base + 11))")
+	exp+=(--expect-notify "$((base + 14)):$((10 * base + 14)):$VEC_LINKED_OFF:$VEC_LEN")
 	[ $kind = memfd ] &&
 		exp+=(--expect-notify "$((base + 12)):$((10 * base + 12)):$PLAIN_OFF:4096")
 
@@ -86,11 +97,13 @@ for kind in memfd malloc; do
 	xnode_ok a read --lookup "b/$tag" --size $VEC_LEN --offset $VEC_LINKED_OFF \
 		--vector $VEC_N --linked --seed $seed --kind $lkind --expect-path tcp
 
-	step "$kind target: the same $VEC_N blocks as one prepared-list descriptor"
-	seed=$((10 * base + 14))
+	step "$kind target: the same $VEC_N blocks as one prepared-list descriptor (one notification, after the last byte)"
+	v=$((base + 14)) seed=$((10 * base + 14))
 	xnode_ok a write --lookup "b/$tag" --size $VEC_LEN --offset $VEC_LINKED_OFF \
-		--vector $VEC_N --dlist --seed $seed --kind $lkind --expect-path tcp
+		--vector $VEC_N --dlist --seed $seed --kind $lkind --notify $v \
+		--expect-path tcp
 	grep -q '^wrote 1 op(s), ' "$LAST_OUT" || fail "the list descriptor did not complete as one op"
+	expect_notified "$tag" $v
 	xnode_ok a read --lookup "b/$tag" --size $VEC_LEN --offset $VEC_LINKED_OFF \
 		--vector $VEC_N --dlist --seed $seed --kind $lkind --expect-path tcp
 
@@ -170,6 +183,23 @@ note "the 64 B write completed in $(((s_done - s_sub) / 1000)) ms while 256 MiB 
 serve_stop t-small
 serve_stop t-big
 
+step "10000 notifications from a to an owner on b that reads nothing meanwhile"
+NSEQ=10000
+serve_start b seq --name seq --size 4096 --expect-sequence "50000:$NSEQ" \
+	--hold-file "$TMP/seq.go"
+xnode_ok a notify --lookup b/seq --notify 50000 --repeat $NSEQ --depth 64
+grep -q "^notified $NSEQ: $NSEQ accepted, 0 refused" "$LAST_OUT" ||
+	fail "a's notifications: $(tail -n 2 "$LAST_OUT")"
+out=$(xferctl_on b --json clients) || fail "xferctl clients on b"
+jq -e '[.clients[].notify_queued] | add > 0' <<<"$out" >/dev/null ||
+	fail "b holds no notifications for the owner: $out"
+note "b holds $(jq '[.clients[].notify_queued] | add' <<<"$out") for the owner (its CQ is full)"
+touch "$TMP/seq.go"
+bg_wait_line seq '^(FAIL|sequence of )' 120
+bg_has seq "^sequence of $NSEQ notification\(s\) from 50000 in order" ||
+	fail "the owner on b: $(tail -n 3 "${BG_OUT[seq]}")"
+serve_stop seq
+
 step "xferctl: the tcp path is counted"
 out=$(xferctl_on a --json status) || fail "xferctl status on a"
 jq -e '[.paths[] | select(.path == "tcp")] | length == 1 and .[0].ops > 0' \
@@ -187,6 +217,30 @@ xnode_ok a write --lookup b/late --size 4096 --seed 99 --notify 9 --expect-path 
 expect_notified late 9
 xnode_ok a lookup --lookup late
 serve_stop late
+stop_xferd a
+stop_xferd b
+
+step "notify_queue_max 100 on b: past it, a's descriptors get ENOBUFS from b"
+start_xferd b b 10.0.1.2 notify_queue_max=100 sq_entries=8
+start_xferd a a 10.0.1.1 peer=10.0.1.2:7474
+# 16 fit the owner's CQ, 100 are held, the rest are refused.
+serve_start b nq --name nq --size 65536 --expect-sequence 60000:116 \
+	--hold-file "$TMP/nq.go"
+xnode_ok a notify --lookup b/nq --notify 60000 --repeat 150 --depth 8 \
+	--expect-error ENOBUFS --accepted 116
+xnode_ok a write --lookup b/nq --size 4096 --offset 8192 --seed 61 \
+	--notify 61000 --expect-error ENOBUFS --expect-path tcp
+note "the write past the bound completed with ENOBUFS; its bytes:"
+xnode_ok a read --lookup b/nq --size 4096 --offset 8192 --seed 61 --expect-path tcp
+out=$(xferctl_on b --json clients) || fail "xferctl clients on b"
+jq -e '[.clients[] | select(.notify_queued > 0)] | length == 1 and
+	.[0].notify_queued == 100 and .[0].notify_refused == 35' \
+	<<<"$out" >/dev/null || fail "b's clients: $out"
+touch "$TMP/nq.go"
+bg_wait_line nq '^(FAIL|sequence of )' 60
+bg_has nq '^sequence of 116 notification\(s\) from 60000 in order' ||
+	fail "the owner on b: $(tail -n 3 "${BG_OUT[nq]}")"
+serve_stop nq
 stop_xferd a
 stop_xferd b
 echo "pass: two nodes over TCP"

@@ -17,9 +17,14 @@
  *    that faults), a failed batch with notify, a NOTIFY on a bad handle:
  *    no notification at all (the next CQE is a fence);
  *  - a READ with notify: the owner learns its buffer was read.
- * Also: notifications beyond a full CQ are dropped and counted in
- * xfer_cq_overflow() without stalling the sender, and a client notifying
- * its own region gets both its completion and the notification.
+ * Also: notifications beyond a full CQ are held by xferd and all arrive,
+ * in order, once the owner reads (10 000 of them, the owner reading
+ * nothing meanwhile), without stalling the sender; a client notifying
+ * its own region gets both its completion and the notification.  On a
+ * private xferd with a small notify_queue_max: past the bound the sender
+ * gets -ENOBUFS (a write's data still lands) and the owner exactly those
+ * held, in order; an owner that goes with notifications held leaves
+ * xferd and the sender fine.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -44,7 +49,7 @@
 #define D_OFF      (REG_LEN - 3 * BLK)
 #define E_OFF      77u
 #define E_LEN      65536u
-#define NFLOOD     20000u  /* far more than a CQ of a default ring holds */
+#define NFLOOD     10000u  /* far more than a CQ of a default ring holds */
 
 enum phase {
 	PH_WRITE = 1, PH_NOTIFY, PH_BATCH, PH_FAIL, PH_READ, PH_FLOOD, PH_QUIT,
@@ -363,35 +368,217 @@ static void owner_kind(unsigned k)
 	printf("%s: ok\n", what);
 }
 
-/* Notifications beyond the CQ are counted, not queued, and never stall
- * the sender. */
+/*
+ * The owner's own NOTIFY to its region k: its completion and then the
+ * notification.  Whatever xferd held for the owner before it came
+ * first, so a fence read means nothing else is waiting.
+ */
+static void owner_fence(struct xfer_ctx *ctx, uint64_t handle, uint64_t value)
+{
+	struct xfer_sqe *sqe = xfer_get_sqe(ctx);
+
+	T_ASSERT(sqe, "owner: no SQE");
+	xfer_prep_notify(sqe, handle, value, 0xfe0ce);
+	T_ASSERT(xfer_submit(ctx) == 1, "fence submit");
+	struct xfer_cqe c = tl_wait(ctx);
+	T_ASSERT(!(c.flags & XFER_CQE_F_NOTIFY) && c.user_data == 0xfe0ce &&
+		 c.result == 0, "fence completion: flags %u user_data %#llx "
+		 "result %lld", c.flags, (unsigned long long)c.user_data,
+		 (long long)c.result);
+	c = tl_wait(ctx);
+	T_ASSERT((c.flags & XFER_CQE_F_NOTIFY) && c.user_data == value &&
+		 c.handle == handle, "after the fence's completion: %#llx, "
+		 "want the fence %#llx", (unsigned long long)c.user_data,
+		 (unsigned long long)value);
+}
+
+/* The next n CQEs are notifications for handle, values base.. in order. */
+static void expect_sequence(struct xfer_ctx *ctx, uint64_t handle,
+			    uint64_t base, unsigned n, const char *what)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct xfer_cqe c = tl_wait(ctx);
+		T_ASSERT((c.flags & XFER_CQE_F_NOTIFY) &&
+			 c.user_data == base + i && c.handle == handle &&
+			 c.result == 0,
+			 "%s: CQE %u of %u is %#llx (flags %u, result %lld), "
+			 "want notification %#llx", what, i, n,
+			 (unsigned long long)c.user_data, c.flags,
+			 (long long)c.result, (unsigned long long)(base + i));
+	}
+}
+
+/* Notifications past a full CQ wait in xferd: an owner that reads
+ * nothing while NFLOOD arrive gets every one, in order, afterwards; the
+ * sender saw each complete at once. */
 static void owner_flood(void)
 {
-	struct xfer_cqe *c;
-	unsigned got = 0;
-
-	T_ASSERT(xfer_cq_overflow(octx) == 0, "overflow before the flood");
 	go(PH_FLOOD, TL_HOST);
-	sender_done();
-	while (xfer_peek_cqe(octx, &c) == 0) {
-		T_ASSERT((c->flags & XFER_CQE_F_NOTIFY) &&
-			 c->user_data == nv(PH_FLOOD, TL_HOST) + got &&
-			 c->handle == tgt[TL_HOST].handle,
-			 "flood: CQE %u is %#llx", got,
-			 (unsigned long long)c->user_data);
-		xfer_cq_advance(octx, 1);
-		got++;
-	}
-	uint32_t lost = xfer_cq_overflow(octx);
-	T_ASSERT(got + lost == NFLOOD && lost > 0,
-		 "flood of %u: %u delivered, %u counted as overflow", NFLOOD,
-		 got, lost);
-	/* Once drained, notifications flow again. */
+	sender_done();  /* all NFLOOD completed for the sender */
+	expect_sequence(octx, tgt[TL_HOST].handle, nv(PH_FLOOD, TL_HOST),
+			NFLOOD, "flood");
+	owner_fence(octx, tgt[TL_HOST].handle, FENCE(TL_HOST));
+	T_ASSERT(xfer_cq_overflow(octx) == 0, "overflow %u",
+		 xfer_cq_overflow(octx));
+	/* Once drained, notifications flow as before. */
 	go(PH_NOTIFY, TL_HOST);
 	expect_notify(TL_HOST, nv(PH_NOTIFY, TL_HOST), 0, "notify after the flood");
 	sender_done();
-	printf("flood of %u notifications: %u delivered, %u overflowed: ok\n",
-	       NFLOOD, got, lost);
+	printf("flood of %u notifications, owner not reading: all delivered "
+	       "in order: ok\n", NFLOOD);
+}
+
+/* --- a private xferd with a small notify_queue_max --- */
+
+#define BOUND_SQ    8u    /* the owner's CQ: 16 */
+#define BOUND_MAX   100u  /* notify_queue_max */
+#define BOUND_HELD  (2 * BOUND_SQ + BOUND_MAX)  /* accepted unread */
+#define BOUND_EXTRA 40u   /* refused */
+#define BOUND_BASE  0xb0000ull
+#define GONE_N      BOUND_HELD  /* sent to an owner that then goes */
+#define W_OFF       8192u
+#define W_LEN       4096u
+
+/* Send n NOTIFYs of values base.. to rh, several in flight; returns how
+ * many completed with 0 before the first that did not, and checks that
+ * every one after it completed with -ENOBUFS. */
+static unsigned send_run(struct xfer_ctx *ctx, uint64_t rh, uint64_t base,
+			 unsigned n)
+{
+	unsigned sent = 0, done = 0, ok = 0;
+
+	while (done < n) {
+		struct xfer_sqe *sqe;
+		while (sent < n && (sqe = xfer_get_sqe(ctx))) {
+			xfer_prep_notify(sqe, rh, base + sent, sent);
+			sent++;
+		}
+		T_ASSERT(xfer_submit(ctx) >= 0, "submit");
+		struct xfer_cqe c = tl_wait(ctx);
+		T_ASSERT(c.user_data == done, "completion %llu, want %u",
+			 (unsigned long long)c.user_data, done);
+		if (c.result == 0 && ok == done)
+			ok++;
+		else
+			T_ASSERT(c.result == -ENOBUFS, "notify %u: %lld (%s) after "
+				 "%u accepted", done, (long long)c.result,
+				 xfer_strerror((int)c.result), ok);
+		done++;
+	}
+	return ok;
+}
+
+/* The sender on the private xferd: the bound, then the owner going. */
+static void bound_sender(const char *socket, int in, int out)
+{
+	uint8_t tok[2][XFER_TOKEN_MAX];
+	size_t tok_len[2];
+	struct xfer_ctx *ctx;
+	struct xfer_remote *rem[2];
+	struct tl_buf src;
+	uint8_t ok = 1;
+
+	for (unsigned k = 0; k < 2; k++)
+		tok_len[k] = tl_recv_blob(in, tok[k], sizeof(tok[k]));
+	T_OK(xfer_open(socket, &ctx));
+	tl_buf_alloc(ctx, TL_HOST, W_LEN, &src);
+	for (unsigned k = 0; k < 2; k++)
+		T_OK(xfer_import(ctx, tok[k], tok_len[k], &rem[k]));
+	uint64_t rh = xfer_remote_handle(rem[0]);
+
+	/* The owner reads nothing: its CQ, then BOUND_MAX held, then
+	 * -ENOBUFS for every one more. */
+	unsigned accepted = send_run(ctx, rh, BOUND_BASE,
+				     BOUND_HELD + BOUND_EXTRA);
+	T_ASSERT(accepted == BOUND_HELD, "accepted %u, want %u (CQ %u + "
+		 "notify_queue_max %u)", accepted, BOUND_HELD, 2 * BOUND_SQ,
+		 BOUND_MAX);
+	/* A write with notify past the bound: its data lands, its
+	 * notification is refused, and the sender is told so. */
+	tl_fill(src.ptr, W_LEN, 0x3b0f);
+	struct xfer_sqe *sqe = xfer_get_sqe(ctx);
+	xfer_prep_write(sqe, src.handle, 0, rh, W_OFF, W_LEN, 7777);
+	xfer_sqe_set_notify(sqe, BOUND_BASE + 9999);
+	struct xfer_cqe c = tl_submit_wait(ctx);
+	T_ASSERT(c.user_data == 7777 && c.result == -ENOBUFS,
+		 "write with notify past the bound: %lld (%s)",
+		 (long long)c.result, xfer_strerror((int)c.result));
+	tl_write_full(out, &ok, 1);
+
+	/* The second owner goes away with GONE_N - CQ held for it. */
+	T_ASSERT(send_run(ctx, xfer_remote_handle(rem[1]), 0x90000, GONE_N) ==
+		 GONE_N, "notifications to the second owner refused");
+	tl_write_full(out, &ok, 1);
+	tl_read_full(in, &ok, 1);  /* it has gone */
+	/* Nothing of that reaches this sender; its context works on. */
+	struct xfer_cqe *stray;
+	T_ASSERT(xfer_peek_cqe(ctx, &stray) == -EAGAIN, "sender: a stray CQE");
+	T_ASSERT(send_run(ctx, rh, BOUND_BASE + BOUND_HELD, 1) == 1,
+		 "notify after the other owner went");
+	tl_write_full(out, &ok, 1);
+	tl_buf_free(ctx, &src);
+	xfer_close(ctx);
+}
+
+static void owner_bound(void)
+{
+	struct tl_daemon xd;
+	char sq[32], max[32];
+	snprintf(sq, sizeof(sq), "sq_entries=%u", BOUND_SQ);
+	snprintf(max, sizeof(max), "notify_queue_max=%u", BOUND_MAX);
+	const char *args[] = { sq, max, NULL };
+	int to[2], from[2];
+	uint8_t tok[XFER_TOKEN_MAX], ok;
+	struct xfer_ctx *own, *gone;
+	struct tl_buf b, g;
+
+	tl_daemon_start(&xd, args);
+	T_ASSERT(pipe2(to, O_CLOEXEC) == 0 && pipe2(from, O_CLOEXEC) == 0,
+		 "pipe");
+	pid_t pid = tl_fork();
+	if (pid == 0) {
+		close(to[1]);
+		close(from[0]);
+		bound_sender(xd.socket, to[0], from[1]);
+		exit(0);
+	}
+	close(to[0]);
+	close(from[1]);
+	T_OK(xfer_open(xd.socket, &own));
+	T_OK(xfer_open(xd.socket, &gone));
+	tl_buf_alloc(own, TL_HOST, 2 * W_OFF, &b);
+	tl_buf_alloc(gone, TL_HOST, BLK, &g);
+	memset(b.ptr, 0, b.len);
+	tl_send_blob(to[1], tok, tl_export(&b, tok));
+	tl_send_blob(to[1], tok, tl_export(&g, tok));
+
+	tl_read_full(from[0], &ok, 1);  /* the sender met the bound */
+	T_ASSERT(!tl_check(b.ptr + W_OFF, W_LEN, 0x3b0f),
+		 "the refused notification's write did not land");
+	expect_sequence(own, b.handle, BOUND_BASE, BOUND_HELD, "bounded");
+	owner_fence(own, b.handle, 0xfe0ce1);
+	printf("notify_queue_max %u: %u accepted in order, %u refused with "
+	       "ENOBUFS, data of a refused write landed: ok\n", BOUND_MAX,
+	       BOUND_HELD, BOUND_EXTRA + 1);
+
+	/* An owner that goes with notifications held. */
+	tl_read_full(from[0], &ok, 1);
+	T_ASSERT(xfer_cq_overflow(gone) == 0, "overflow before closing");
+	tl_buf_free(gone, &g);
+	xfer_close(gone);
+	tl_write_full(to[1], &ok, 1);
+	tl_read_full(from[0], &ok, 1);
+	/* The sender's notification after that reached this owner. */
+	expect_sequence(own, b.handle, BOUND_BASE + BOUND_HELD, 1,
+			"after the other owner went");
+	T_ASSERT(tl_child_wait(pid, 30000) == 0, "bound sender failed");
+	close(to[1]);
+	close(from[0]);
+	tl_buf_free(own, &b);
+	xfer_close(own);
+	T_ASSERT(tl_daemon_stop(&xd) == 0, "xferd did not exit cleanly");
+	printf("owner gone with %u notifications held: xferd and the sender "
+	       "fine: ok\n", GONE_N - 2 * BOUND_SQ);
 }
 
 /* A client notifying its own region gets its completion and the
@@ -468,5 +655,8 @@ int main(void)
 	for (unsigned k = 0; k < 2; k++)
 		tl_buf_free(octx, &tgt[k]);
 	xfer_close(octx);
+	close(to_sender);
+	close(from_sender);
+	owner_bound();
 	return 0;
 }

@@ -349,10 +349,10 @@ fi
 
 ctl clients
 expect_rc 0 "clients with a holder"
-[ "$(cells | head -n 1)" = "$(printf 'ID\tPID\tUID\tNAME\tREGIONS\tIMPORTS\tOPS\tFAILED\tBYTES\tSQ\tAGE')" ] ||
+[ "$(cells | head -n 1)" = "$(printf 'ID\tPID\tUID\tNAME\tREGIONS\tIMPORTS\tOPS\tFAILED\tBYTES\tSQ\tAGE\tNOTIFY')" ] ||
 	fail "clients header"
 [ "$(wc -l <<<"$out")" = 2 ] || fail "clients: want header + 1 row"
-IFS=$'\t' read -r cid pid uid name nreg nimp ops failed bytes sq age \
+IFS=$'\t' read -r cid pid uid name nreg nimp ops failed bytes sq age held \
 	< <(cells | sed -n 2p)
 [ "$pid" = "$holder_pid" ] || fail "clients PID $pid, want $holder_pid"
 [ "$uid" = "$(id -u)" ] || fail "clients UID $uid"
@@ -362,13 +362,15 @@ IFS=$'\t' read -r cid pid uid name nreg nimp ops failed bytes sq age \
 [ "$bytes" = "768.0 KiB" ] || fail "clients BYTES '$bytes'"
 [[ $cid =~ ^[0-9]+$ && $sq =~ ^[1-9][0-9]*$ && $age =~ ^[0-9]+s$ ]] ||
 	fail "clients ID '$cid' SQ '$sq' AGE '$age'"
+[ "$held" = 0 ] || fail "clients NOTIFY '$held', want 0"
 
 ctl --json clients
 expect_rc 0 "clients --json"
 expect_json '.clients | length == 1 and (.[0] | .id == $id and
 	.pid == $pid and .uid == $uid and .name == $name and .regions == 2 and
 	.imports == 1 and .ops_completed == 1 and .ops_failed == 0 and
-	.bytes_moved == $half and .sq_entries == $sq and .connected_ms >= 0)' \
+	.bytes_moved == $half and .sq_entries == $sq and .connected_ms >= 0 and
+	.notify_queued == 0 and .notify_refused == 0)' \
 	"clients --json" --argjson id "$cid" --argjson pid "$holder_pid" \
 	--argjson uid "$(id -u)" --arg name "$NAME" --argjson half "$HALF" \
 	--argjson sq "$sq"

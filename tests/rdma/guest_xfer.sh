@@ -11,7 +11,8 @@
 #               64 MiB at odd offsets, each with a notification that b's
 #               client checks the bytes against when it arrives; 1000
 #               descriptors as one linked batch (one completion, one
-#               notification), as one prepared-list descriptor, and as
+#               notification), as one prepared-list descriptor (one
+#               completion, one notification), and as
 #               1000 independent ones; a standalone
 #               notification; b -> a as well.  xferctl status counts the
 #               rdma path; in the pair setup the bytes crossed the veth.
@@ -141,6 +142,7 @@ part_data() {
 		exp+=(--expect-notify "$((100 + i)):$((1000 + i)):${CASES[i]#*@}:${CASES[i]%@*}")
 	done
 	exp+=(--expect-notify "110:1010:$VEC_LINKED_OFF:$VEC_LEN" --expect-notify 111)
+	exp+=(--expect-notify "114:1014:$VEC_LINKED_OFF:$VEC_LEN")
 	step "target: memfd region of $REGION bytes on b; sources memfd on a"
 	serve_start b t --name t --size $REGION --kind memfd "${exp[@]}"
 
@@ -182,10 +184,12 @@ part_data() {
 	xnode_ok a read --lookup "$(addr b)/t" --size $VEC_LEN --offset $VEC_LINKED_OFF \
 		--vector $VEC_N --linked --seed 1010 --kind memfd --expect-path rdma
 
-	step "the same $VEC_N blocks as one prepared-list descriptor"
+	step "the same $VEC_N blocks as one prepared-list descriptor (its notification after the last work request)"
 	xnode_ok a write --lookup "$(addr b)/t" --size $VEC_LEN --offset $VEC_LINKED_OFF \
-		--vector $VEC_N --dlist --seed 1014 --kind memfd --expect-path rdma
+		--vector $VEC_N --dlist --seed 1014 --kind memfd --notify 114 \
+		--expect-path rdma
 	grep -q '^wrote 1 op(s), ' "$LAST_OUT" || fail "the list descriptor did not complete as one op"
+	expect_notified t 114
 	xnode_ok a read --lookup "$(addr b)/t" --size $VEC_LEN --offset $VEC_LINKED_OFF \
 		--vector $VEC_N --dlist --seed 1014 --kind memfd --expect-path rdma
 

@@ -23,7 +23,9 @@
  *   storm mute  --socket S --name NAME --size BYTES
  *       Own a region, publish its token as NAME, print "ready", and never
  *       look at the completion queue, while others notify it.  On SIGTERM
- *       print how many completions waited and overflowed, and exit 0.
+ *       read every notification xferd posted or held for it (up to a
+ *       fence: its own NOTIFY, which comes behind them), print how many
+ *       and how many were lost (xfer_cq_overflow), and exit 0.
  *
  *   storm notify --socket S --target NAME --count N
  *       N writes of 4 KiB with a notification each into NAME, 16 at
@@ -437,14 +439,23 @@ static int storm_mute(const struct opts *o)
 	fflush(stdout);
 	while (!stop)
 		pause();
-	/* Only now: what waited, then what overflowed. */
-	struct xfer_cqe *cqe;
-	unsigned waiting = 0;
-	while (xfer_peek_cqe(ctx, &cqe) == 0) {
-		waiting++;
-		xfer_cq_advance(ctx, 1);
+	/* Only now: every notification, those xferd held included (each
+	 * CQE consumed lets it post more), up to the fence behind them. */
+	const uint64_t fence = ~0ull;
+	struct xfer_sqe *sqe = xfer_get_sqe(ctx);
+	T_ASSERT(sqe, "no SQE");
+	xfer_prep_notify(sqe, b.handle, fence, 1);
+	T_ASSERT(xfer_submit(ctx) == 1, "submit the fence");
+	unsigned notified = 0;
+	for (;;) {
+		struct xfer_cqe c = tl_wait(ctx);
+		if (!(c.flags & XFER_CQE_F_NOTIFY))
+			continue;  /* the fence's own completion */
+		if (c.user_data == fence)
+			break;
+		notified++;
 	}
-	printf("cq_waiting=%u cq_overflow=%u\n", waiting,
+	printf("notified=%u cq_overflow=%u\n", notified,
 	       xfer_cq_overflow(ctx));
 	T_OK(xfer_unpublish(ctx, o->name));
 	tl_buf_free(ctx, &b);

@@ -2,15 +2,18 @@
 /*
  * xnode.c - a libxfer client that the multi-node test scripts drive
  * (tests/integration/netns_*.sh), one process per step.  Long (about
- * 1450 lines) because every step the scripts need is one subcommand of
+ * 1700 lines) because every step the scripts need is one subcommand of
  * one tool, sharing its argument parsing and byte checks.
  *
  *   xnode serve      own a region, export it, publish it, print "ready",
  *                    then watch its notifications and check the bytes
- *                    (or, with --clobber-on-notify, overwrite them)
+ *                    (or, with --clobber-on-notify, overwrite them; with
+ *                    --expect-sequence, check a run of values in order,
+ *                    reading nothing before --hold-file appears)
  *   xnode write      move bytes into a remote (or local) region
  *   xnode read       move bytes out of it and check them
- *   xnode notify     a standalone notification, no data
+ *   xnode notify     a standalone notification, no data (--repeat N: N
+ *                    of them, values V, V+1, ..., several in flight)
  *   xnode stream     write until a completion carries an error, then
  *                    show that nothing stays in flight past its deadline
  *                    (--unmap-after: the error comes from unmapping the
@@ -126,6 +129,13 @@ struct opts {
 	unsigned depth;
 	bool until_error;
 	uint32_t max_ms;
+	/* serve: exactly seq_n notifications seq_base.. in this order */
+	uint64_t seq_base;
+	unsigned seq_n;
+	bool seq_set;
+	const char *hold_file; /* serve: read no CQE before it exists */
+	unsigned accepted;     /* notify --repeat: the first N succeed */
+	bool accepted_set;
 };
 
 static struct opts opt;
@@ -237,6 +247,7 @@ static void usage(FILE *f)
 	      "  serve       --size N [--name NAME] [--token-file F] [--kind K] [--seed S]\n"
 	      "              [--export-range OFF:LEN] [--expect-notify V[:SEED:OFF:LEN]]...\n"
 	      "              [--count N] [--verify-unchanged] [--clobber-on-notify]\n"
+	      "              [--expect-sequence V:N [--hold-file F]]\n"
 	      "  write|read  --lookup SPEC|--token-file F --size N [--offset O] [--kind K]\n"
 	      "              [--seed S] [--notify V] [--vector K [--linked|--dlist]]\n"
 	      "              [--repeat N]\n"
@@ -244,6 +255,7 @@ static void usage(FILE *f)
 	      "              [--expect-error LIST] [--expect-path PATH]\n"
 	      "              [--allow-error LIST (write --repeat)]\n"
 	      "  notify      --lookup SPEC|--token-file F --notify V [--expect-error LIST]\n"
+	      "              [--repeat N [--depth D] [--accepted K]]\n"
 	      "  stream      --lookup SPEC|--token-file F --size N --until-error [--depth D]\n"
 	      "              [--timeout-ms T] [--grace-ms G] [--max-ms M] [--expect-error LIST]\n"
 	      "              [--unmap-after N]\n"
@@ -269,6 +281,13 @@ static void usage(FILE *f)
 	      "  --clobber-on-notify  serve: the --expect-notify ranges start with their\n"
 	      "                       seed's bytes (what readers must get); the moment\n"
 	      "                       notification V arrives, its range is overwritten\n"
+	      "  --expect-sequence V:N  serve: exactly N notifications, values V, V+1,\n"
+	      "                       ... in this order, then none (a fence of its own\n"
+	      "                       NOTIFY comes next); then it waits for SIGTERM\n"
+	      "  --hold-file F        serve: read no completion before file F exists\n"
+	      "                       (notifications pile up in xferd meanwhile)\n"
+	      "  --accepted K         notify --repeat: the first K succeed, every later\n"
+	      "                       one fails with an --expect-error errno\n"
 	      "  --unmap-after N      stream (--kind malloc): the source is anonymous pages\n"
 	      "                       of its own; after N writes succeeded they are\n"
 	      "                       unmapped, and the writes after that must fail\n",
@@ -389,7 +408,7 @@ enum {
 	O_TIMEOUT, O_GRACE, O_EXPECT_ERROR, O_EXPECT_PATH, O_EXPECT_NOTIFY,
 	O_COUNT, O_VERIFY_UNCHANGED, O_REPEAT, O_DEPTH, O_UNTIL_ERROR,
 	O_MAX_MS, O_CLOBBER, O_UNMAP_AFTER, O_ALLOW_ERROR, O_EXPECT_PATHS,
-	O_INTERVAL, O_HELP,
+	O_INTERVAL, O_EXPECT_SEQUENCE, O_HOLD_FILE, O_ACCEPTED, O_HELP,
 };
 
 static void parse_args(int argc, char **argv)
@@ -424,6 +443,9 @@ static void parse_args(int argc, char **argv)
 		{ "clobber-on-notify", no_argument, NULL, O_CLOBBER },
 		{ "unmap-after", required_argument, NULL, O_UNMAP_AFTER },
 		{ "allow-error", required_argument, NULL, O_ALLOW_ERROR },
+		{ "expect-sequence", required_argument, NULL, O_EXPECT_SEQUENCE },
+		{ "hold-file", required_argument, NULL, O_HOLD_FILE },
+		{ "accepted", required_argument, NULL, O_ACCEPTED },
 		{ "help", no_argument, NULL, O_HELP },
 		{ 0 },
 	};
@@ -538,6 +560,22 @@ static void parse_args(int argc, char **argv)
 			opt.unmap_after = parse_u32("--unmap-after", optarg);
 			opt.unmap_set = true;
 			break;
+		case O_EXPECT_SEQUENCE: {
+			char buf[64], *colon;
+			if (strlen(optarg) >= sizeof(buf) ||
+			    !(colon = strchr(strcpy(buf, optarg), ':')))
+				usage_error("--expect-sequence '%s' is not V:N", optarg);
+			*colon = '\0';
+			opt.seq_base = parse_size("--expect-sequence value", buf);
+			opt.seq_n = parse_u32("--expect-sequence count", colon + 1);
+			opt.seq_set = true;
+			break;
+		}
+		case O_HOLD_FILE: opt.hold_file = optarg; break;
+		case O_ACCEPTED:
+			opt.accepted = parse_u32("--accepted", optarg);
+			opt.accepted_set = true;
+			break;
 		case O_HELP: usage(stdout); exit(0);
 		default: usage_error("bad option");
 		}
@@ -587,6 +625,17 @@ static void parse_args(int argc, char **argv)
 		usage_error("--notify with --vector needs --linked (one notification per batch)");
 	if (opt.repeat_set && opt.vector > 1)
 		usage_error("--repeat goes with single descriptors (no --vector)");
+	if ((opt.seq_set || opt.hold_file) &&
+	    (opt.cmd != CMD_SERVE || opt.nexpects || opt.clobber ||
+	     opt.verify_unchanged || opt.count))
+		usage_error("--expect-sequence and --hold-file go with serve alone");
+	if (opt.cmd == CMD_NOTIFY && opt.repeat_set && opt.repeat == 0)
+		usage_error("notify --repeat needs a count");
+	if (opt.accepted_set &&
+	    (opt.cmd != CMD_NOTIFY || !opt.expect_err_set ||
+	     opt.accepted > opt.repeat))
+		usage_error("--accepted N goes with notify --repeat M (N <= M) "
+			    "--expect-error");
 	if ((opt.expect_first[0] || opt.interval_ms) &&
 	    (!opt.repeat_set || opt.depth > 1 || opt.expect_path))
 		usage_error("--expect-paths and --interval-ms go with --repeat "
@@ -1090,28 +1139,55 @@ static int cmd_notify(void)
 	struct xfer_ctx *ctx = open_ctx();
 	size_t toklen = get_token(ctx, tok);
 	struct xfer_remote *remote = import_token(ctx, tok, toklen);
-	struct xfer_sqe *sqe = get_sqe(ctx);
-	struct xfer_cqe c;
+	const unsigned n = opt.repeat;
+	const unsigned depth = opt.depth ? opt.depth : n;
+	unsigned sent = 0, done = 0, ok = 0, refused = 0;
 
-	xfer_prep_notify(sqe, xfer_remote_handle(remote), opt.notify, 1);
-	if (opt.timeout_ms)
-		xfer_sqe_set_timeout(sqe, opt.timeout_ms);
-	if (xfer_submit(ctx) != 1)
-		fail("xfer_submit");
-	uint64_t t0 = now_us();
-	if (!next_cqe(ctx, t0 + op_limit_us(), false, &c))
-		fail("notify: no completion within its deadline: it hangs");
-	printf("op=1 result=%" PRId64 "%s%s path=%s\n", c.result,
-	       c.result < 0 ? " " : "", c.result < 0 ? err_name(c.result) : "",
-	       xfer_path_name(c.path));
-	if (opt.expect_err_set) {
-		if (!errset_has(&opt.expect_err, c.result))
-			fail("notify: result %" PRId64 ", want an expected error",
-			     c.result);
-	} else if (c.result != 0) {
-		fail("notify: result %" PRId64 " (%s)", c.result,
-		     err_name(c.result));
+	/* Notification i carries value opt.notify + i; their completions
+	 * come in order (user_data i). */
+	while (done < n) {
+		while (sent < n && sent - done < depth) {
+			struct xfer_sqe *sqe = xfer_get_sqe(ctx);
+			if (!sqe)
+				break;
+			xfer_prep_notify(sqe, xfer_remote_handle(remote),
+					 opt.notify + sent, sent);
+			if (opt.timeout_ms)
+				xfer_sqe_set_timeout(sqe, opt.timeout_ms);
+			sent++;
+		}
+		if (xfer_submit(ctx) < 0)
+			fail("xfer_submit");
+		struct xfer_cqe c;
+		if (!next_cqe(ctx, now_us() + op_limit_us(), false, &c))
+			fail("notify %u: no completion within its deadline: it "
+			     "hangs", done);
+		if (c.user_data != done)
+			fail("completion of notify %" PRIu64 ", want %u",
+			     c.user_data, done);
+		if (n == 1 || (c.result < 0 && refused == 0))
+			printf("op=%u result=%" PRId64 "%s%s path=%s\n", done + 1,
+			       c.result, c.result < 0 ? " " : "",
+			       c.result < 0 ? err_name(c.result) : "",
+			       xfer_path_name(c.path));
+		if (c.result == 0 && refused == 0) {
+			ok++;
+		} else if (!opt.expect_err_set ||
+			   !errset_has(&opt.expect_err, c.result)) {
+			fail("notify %u (value %" PRIu64 "): result %" PRId64
+			     " (%s)%s", done, opt.notify + done, c.result,
+			     err_name(c.result),
+			     c.result == 0 ? " after a refused one" : "");
+		} else {
+			refused++;
+		}
+		done++;
 	}
+	printf("notified %u: %u accepted, %u refused\n", n, ok, refused);
+	if (opt.accepted_set && ok != opt.accepted)
+		fail("%u accepted, want %u", ok, opt.accepted);
+	if (opt.expect_err_set && !opt.accepted_set && refused == 0)
+		fail("notify: no expected error");
 	xfer_unimport(ctx, remote);
 	xfer_close(ctx);
 	printf("ok\n");
@@ -1391,6 +1467,63 @@ static void clobber_range(uint8_t *p, uint64_t len, uint64_t seed,
 	}
 }
 
+/* The next CQE; SIGTERM before it fails (something never came). */
+static struct xfer_cqe serve_next(struct xfer_ctx *ctx, const char *what)
+{
+	struct xfer_cqe c;
+
+	if (!next_cqe(ctx, UINT64_MAX, true, &c))
+		fail("stopped while waiting for %s", what);
+	return c;
+}
+
+/*
+ * --expect-sequence: hold (with --hold-file) while notifications pile up
+ * in xferd, then take exactly the run asked for, in order, and prove
+ * none is left: a NOTIFY of its own region goes behind whatever xferd
+ * still held, so the next notification must be that fence.
+ */
+static void serve_sequence(struct xfer_ctx *ctx, uint64_t handle)
+{
+	const uint64_t fence = ~0ull;
+
+	if (opt.hold_file) {
+		printf("holding: reading nothing until %s exists\n",
+		       opt.hold_file);
+		while (access(opt.hold_file, F_OK) != 0) {
+			if (stop_requested)
+				fail("stopped while holding");
+			usleep(10000);
+		}
+	}
+	for (unsigned i = 0; i < opt.seq_n; i++) {
+		struct xfer_cqe c = serve_next(ctx, "the sequence");
+		if (!(c.flags & XFER_CQE_F_NOTIFY) || c.handle != handle ||
+		    c.user_data != opt.seq_base + i || c.result != 0)
+			fail("sequence: CQE %u of %u: flags %u handle %" PRIu64
+			     " value %" PRIu64 " result %" PRId64 ", want "
+			     "notification %" PRIu64, i, opt.seq_n, c.flags,
+			     c.handle, c.user_data, c.result, opt.seq_base + i);
+	}
+	struct xfer_sqe *sqe = get_sqe(ctx);
+	xfer_prep_notify(sqe, handle, fence, 1);
+	if (xfer_submit(ctx) != 1)
+		fail("xfer_submit (fence)");
+	struct xfer_cqe c = serve_next(ctx, "the fence's completion");
+	if ((c.flags & XFER_CQE_F_NOTIFY) || c.user_data != 1 || c.result)
+		fail("after the sequence: flags %u value %" PRIu64 " result %"
+		     PRId64 ", want the fence's completion", c.flags,
+		     c.user_data, c.result);
+	c = serve_next(ctx, "the fence");
+	if (!(c.flags & XFER_CQE_F_NOTIFY) || c.user_data != fence)
+		fail("after the sequence: notification %" PRIu64 ", want only "
+		     "the fence", c.user_data);
+	printf("sequence of %u notification(s) from %" PRIu64 " in order, "
+	       "nothing else held\n", opt.seq_n, opt.seq_base);
+	while (!stop_requested)
+		usleep(10000);
+}
+
 static int cmd_serve(void)
 {
 	struct tl_buf b;
@@ -1437,6 +1570,13 @@ static int cmd_serve(void)
 	printf("ready name=%s size=%" PRIu64 " kind=%s handle=%" PRIu64
 	       " token_bytes=%zu %s\n", opt.name ? opt.name : "-", opt.size,
 	       kind_name(b.kind), b.handle, toklen, desc);
+	if (opt.seq_set) {
+		serve_sequence(ctx, b.handle);
+		tl_buf_free(ctx, &b);
+		xfer_close(ctx);
+		printf("ok\n");
+		return 0;
+	}
 
 	while (!stop_requested && (!opt.count || seen < opt.count)) {
 		struct xfer_cqe *c;

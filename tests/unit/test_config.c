@@ -276,6 +276,13 @@ START_TEST(key_limits)
 	c = good_line("max_names = 1");
 	ck_assert_uint_eq(c.max_names, 1);
 	bad_line("max_names = 0", "max_names");
+	c = good_line("max_names = 2");
+	ck_assert_uint_eq(c.notify_queue_max, 65536);  /* the default */
+	c = good_line("notify_queue_max = 0");
+	ck_assert_uint_eq(c.notify_queue_max, 0);
+	c = good_line("notify_queue_max = 1M");
+	ck_assert_uint_eq(c.notify_queue_max, 1u << 20);
+	bad_line("notify_queue_max = 16777217", "notify_queue_max");
 	c = good_line("max_connections_per_uid = 4");
 	ck_assert_uint_eq(c.max_connections_per_uid, 4);
 	bad_line("max_connections_per_uid = -1", "max_connections_per_uid");

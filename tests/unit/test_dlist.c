@@ -2,7 +2,7 @@
 /*
  * test_dlist.c - prepared lists (mem/dlist.h): entries checked against
  * their range (empty entries, overflow, past the end), the table's
- * handles (never a region handle), ownership, the per-client bound, and
+ * handles (never a region handle), ownership, the per-client bounds, and
  * lists going with their target and their client.
  */
 #include <check.h>
@@ -39,8 +39,9 @@ static uint64_t add(struct dltab *t, uint64_t owner, uint64_t target,
 		    uint32_t max, int want)
 {
 	uint64_t *off = calloc(4, sizeof(*off)), h = 0;
-	int rc = dltab_add(t, owner, target, false, 4, off, NULL, 8, 8, max,
-			   &h);
+	int rc = dltab_add(t, owner, target, false, 4, off, NULL, 8, 8,
+			   (struct dlist_limits){ .lists = max,
+						  .entries = 1000 }, &h);
 	ck_assert_int_eq(rc, want);
 	if (rc)
 		free(off);
@@ -88,6 +89,36 @@ START_TEST(table)
 }
 END_TEST
 
+/* The entries of all of a client's lists are bounded too: many lists
+ * of few entries pass, one entry past the bound does not. */
+START_TEST(entries_bounded)
+{
+	struct dltab *t = dltab_create();
+	struct dlist_limits max = { .lists = 100, .entries = 10 };
+	uint64_t h;
+
+	for (int i = 0; i < 2; i++) {
+		uint64_t *off = calloc(4, sizeof(*off));
+		ck_assert_int_eq(dltab_add(t, 1, 10, false, 4, off, NULL, 8, 8,
+					   max, &h), 0);
+	}
+	uint64_t *off = calloc(3, sizeof(*off));
+	ck_assert_int_eq(dltab_add(t, 1, 10, false, 3, off, NULL, 8, 8, max,
+				   &h), -ENOBUFS);
+	ck_assert_int_eq(dltab_add(t, 2, 10, false, 3, off, NULL, 8, 8, max,
+				   &h), 0);  /* another client's own budget */
+	off = calloc(2, sizeof(*off));
+	ck_assert_int_eq(dltab_add(t, 1, 10, false, 2, off, NULL, 8, 8, max,
+				   &h), 0);
+	ck_assert_uint_eq(dltab_entries(t, 1), 10);
+	ck_assert_uint_eq(dltab_entries(t, 0), 13);
+	/* Removing lists gives their entries back. */
+	ck_assert_int_eq(dltab_remove(t, 1, h), 0);
+	ck_assert_uint_eq(dltab_entries(t, 1), 8);
+	dltab_destroy(t);
+}
+END_TEST
+
 Suite *dlist_suite(void)
 {
 	Suite *s = suite_create("dlist");
@@ -95,6 +126,7 @@ Suite *dlist_suite(void)
 
 	tcase_add_test(tc, entries_checked);
 	tcase_add_test(tc, table);
+	tcase_add_test(tc, entries_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }

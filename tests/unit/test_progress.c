@@ -9,7 +9,8 @@
  * test's own memory and on a child's, before and after it exits), NOP,
  * every class of invalid descriptor (right errno, no memory touched, no
  * notification), imports and stale imports, linked batches, NOTIFY and
- * write-with-notify, notification overflow, CQ back-pressure, index
+ * write-with-notify, notifications held for a full CQ and their bound,
+ * CQ back-pressure, index
  * wrap-around, a corrupted SQ tail and detaching.  Every wait is bounded
  * (WAIT_MS); nothing depends on timing.
  *
@@ -1018,33 +1019,133 @@ START_TEST(write_with_notify)
 }
 END_TEST
 
-START_TEST(notify_overflow)
+/* A's notifications to B, values base.. in order, each completing on
+ * A's ring with want. */
+static void notify_b(uint64_t imp, unsigned n, uint64_t base, int64_t want)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct xfer_cqe c = run1(&A, (struct xfer_sqe){
+			.opcode = XFER_OP_NOTIFY, .remote = imp,
+			.user_data = base + i, .notify_value = base + i });
+		ck_assert_int_eq(c.result, want);
+	}
+}
+
+/* B reads n notifications, values base.. in order. */
+static void b_reads(unsigned n, uint64_t base)
+{
+	for (unsigned i = 0; i < n; i++) {
+		struct xfer_cqe c = wait_cqe(&B);
+		ck_assert_uint_eq(c.flags, XFER_CQE_F_NOTIFY);
+		ck_assert_uint_eq(c.user_data, base + i);
+		ck_assert_uint_eq(c.handle, B.handle);
+	}
+}
+
+static uint64_t b_queued(void)
+{
+	return atomic_load(&B.pc.stats.notify_queued);
+}
+
+START_TEST(notify_held)
 {
 	uint64_t imp = import_range(&B, &A, 0, REGION_LEN);
 	const uint32_t cq_entries = B.pc.ring.cq_entries;
-	const unsigned total = cq_entries + 3;
 
-	/* B never reaps: once its CQ is full, notifications are dropped
-	 * and counted, and A's own completions are not held up. */
-	for (unsigned i = 0; i < total; i++) {
-		struct xfer_cqe c = run1(&A, (struct xfer_sqe){
-			.opcode = XFER_OP_NOTIFY, .remote = imp,
-			.user_data = i, .notify_value = 1000 + i });
-		ck_assert_int_eq(c.result, 0);
-	}
+	/* B never reaps: past its full CQ xferd holds them, and A's own
+	 * completions are not held up. */
+	notify_b(imp, cq_entries + 5, 1000, 0);
 	ck_assert_uint_eq(ring_cq_avail(&B.pc.ring, B.cq_head), cq_entries);
-	ck_assert_uint_eq(*B.pc.ring.cq_overflow, total - cq_entries);
-	for (unsigned i = 0; i < cq_entries; i++) {
-		struct xfer_cqe c = wait_cqe(&B);
+	ck_assert_uint_eq(b_queued(), 5);
+	/* Room for two: they come, and what A sends now goes behind the
+	 * three still held, not into the room. */
+	b_reads(2, 1000);
+	notify_b(imp, 4, 1000 + cq_entries + 5, 0);
+	/* Every one, in order, as B reads: each read rings xferd (it set
+	 * XFER_SQ_CQ_WAIT) with nothing submitted. */
+	b_reads(cq_entries + 7, 1002);
+	assert_cq_empty(&B);
+	ck_assert_uint_eq(b_queued(), 0);
+	ck_assert_uint_eq(*B.pc.ring.cq_overflow, 0);
+	ck_assert_uint_eq(atomic_load(&B.pc.stats.notify_refused), 0);
+	/* Nothing held: the next one is posted at once. */
+	notify_b(imp, 1, 77, 0);
+	b_reads(1, 77);
+	assert_cq_empty(&B);
+}
+END_TEST
+
+START_TEST(notify_bound)
+{
+	uint64_t imp = import_range(&B, &A, 0, REGION_LEN);
+	const uint32_t cq_entries = B.pc.ring.cq_entries;
+
+	/* Past 3 held the sender hears -ENOBUFS; nothing is lost silently. */
+	progress_set_notify_queue_max(prog, 3);
+	notify_b(imp, cq_entries + 3, 2000, 0);
+	notify_b(imp, 4, 3000, -ENOBUFS);
+	ck_assert_uint_eq(b_queued(), 3);
+	ck_assert_uint_eq(atomic_load(&B.pc.stats.notify_refused), 4);
+	/* A write with notify past the bound: the bytes land, the sender
+	 * is told the notification did not. */
+	struct xfer_sqe w = sqe_write(A.handle, 0, imp, 500, 64, 9);
+	w.flags = XFER_SQE_F_NOTIFY;
+	w.notify_value = 3100;
+	struct xfer_cqe c = run1(&A, w);
+	ck_assert_int_eq(c.result, -ENOBUFS);
+	memcpy(snap_b + 500, snap_a, 64);
+	assert_regions_unchanged();
+	/* B gets exactly those held, in order, and nothing refused. */
+	b_reads(cq_entries + 3, 2000);
+	assert_cq_empty(&B);
+	/* Drained, it takes notifications again. */
+	notify_b(imp, 1, 4000, 0);
+	b_reads(1, 4000);
+	assert_cq_empty(&B);
+
+	/* 0: nothing is held, a full CQ refuses at once. */
+	progress_set_notify_queue_max(prog, 0);
+	notify_b(imp, cq_entries, 5000, 0);
+	notify_b(imp, 1, 6000, -ENOBUFS);
+	b_reads(cq_entries, 5000);
+	assert_cq_empty(&B);
+	ck_assert_uint_eq(*B.pc.ring.cq_overflow, 0);
+}
+END_TEST
+
+/* A client notifying its own region whose CQ holds only its own
+ * completion's slot: the completion comes first, the notification is
+ * held and follows. */
+START_TEST(notify_self_held)
+{
+	const uint32_t cq_entries = A.pc.ring.cq_entries;
+	uint64_t imp = import_range(&A, &B, 0, REGION_LEN);
+
+	/* B fills A's CQ but for one slot. */
+	for (unsigned i = 0; i < cq_entries - 1; i++)
+		run1(&B, (struct xfer_sqe){ .opcode = XFER_OP_NOTIFY,
+					    .remote = imp, .user_data = i,
+					    .notify_value = 100 + i });
+	ck_assert_uint_eq(ring_cq_avail(&A.pc.ring, A.cq_head), cq_entries - 1);
+	struct xfer_sqe s = sqe_write(A.handle, 0, A.handle, 1000, 8, 55);
+	s.flags = XFER_SQE_F_NOTIFY;
+	s.notify_value = 0x5e1f;
+	submit1(&A, s);
+	for (unsigned i = 0; i < cq_entries - 1; i++) {
+		struct xfer_cqe c = wait_cqe(&A);
 		ck_assert_uint_eq(c.flags, XFER_CQE_F_NOTIFY);
-		ck_assert_uint_eq(c.user_data, 1000 + i);
+		ck_assert_uint_eq(c.user_data, 100 + i);
 	}
-	/* With room again, the next one arrives. */
-	run1(&A, (struct xfer_sqe){ .opcode = XFER_OP_NOTIFY, .remote = imp,
-				    .user_data = 99, .notify_value = 2 });
-	struct xfer_cqe c = wait_cqe(&B);
-	ck_assert_uint_eq(c.user_data, 2);
-	ck_assert_uint_eq(*B.pc.ring.cq_overflow, total - cq_entries);
+	struct xfer_cqe c = wait_cqe(&A);
+	ck_assert_uint_eq(c.flags, 0);
+	ck_assert_uint_eq(c.user_data, 55);
+	ck_assert_int_eq(c.result, 8);
+	c = wait_cqe(&A);
+	ck_assert_uint_eq(c.flags, XFER_CQE_F_NOTIFY);
+	ck_assert_uint_eq(c.user_data, 0x5e1f);
+	assert_cq_empty(&A);
+	memcpy(snap_a + 1000, snap_a, 8);
+	assert_regions_unchanged();
 }
 END_TEST
 
@@ -1249,7 +1350,9 @@ Suite *progress_suite(void)
 	tcase_add_test(tc, linked_batch_error);
 	tcase_add_test(tc, notify_op);
 	tcase_add_test(tc, write_with_notify);
-	tcase_add_test(tc, notify_overflow);
+	tcase_add_test(tc, notify_held);
+	tcase_add_test(tc, notify_bound);
+	tcase_add_test(tc, notify_self_held);
 	tcase_add_test(tc, cq_backpressure);
 	tcase_add_test(tc, many_across_wrap);
 	tcase_add_test(tc, corrupt_sq_tail);

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * notify_queue.c - the per-client queue of notifications that did not
+ * fit its CQ yet (notify_queue.h).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/notify_queue.h"
+
+/* First allocation: small, most queues see short bursts. */
+#define NQ_MIN_CAP 64u
+
+int nq_reserve(struct notify_queue *q, uint32_t max)
+{
+	if (q->count >= max)
+		return -ENOBUFS;
+	if (q->count < q->cap)
+		return 0;
+	uint32_t cap = q->cap ? 2 * q->cap : NQ_MIN_CAP;
+	if (cap < q->cap)
+		return -ENOMEM;  /* 2^32 entries: never reached in practice */
+	struct xfer_cqe *n = malloc((size_t)cap * sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	/* Unwrapped into the new ring, oldest first. */
+	uint32_t first = q->cap - q->head < q->count ? q->cap - q->head
+						      : q->count;
+	if (q->count) {
+		memcpy(n, q->q + q->head, (size_t)first * sizeof(*n));
+		memcpy(n + first, q->q, (size_t)(q->count - first) * sizeof(*n));
+	}
+	free(q->q);
+	q->q = n;
+	q->head = 0;
+	q->cap = cap;
+	return 0;
+}
+
+void nq_push(struct notify_queue *q, const struct xfer_cqe *cqe)
+{
+	q->q[(q->head + q->count) & (q->cap - 1)] = *cqe;
+	q->count++;
+}
+
+const struct xfer_cqe *nq_front(const struct notify_queue *q)
+{
+	return &q->q[q->head];
+}
+
+void nq_pop(struct notify_queue *q)
+{
+	q->head = (q->head + 1) & (q->cap - 1);
+	/* Emptied after a burst: its memory goes back; the first small
+	 * ring stays, so an owner just behind does not malloc each time. */
+	if (--q->count == 0 && q->cap > NQ_MIN_CAP)
+		nq_free(q);
+}
+
+void nq_free(struct notify_queue *q)
+{
+	free(q->q);
+	*q = (struct notify_queue){ 0 };
+}

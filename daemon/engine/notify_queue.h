@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * notify_queue.h - notifications xferd holds for one client until its CQ
+ * has room for them.
+ *
+ * A notification (XFER_CQE_F_NOTIFY) for a region's owner is posted on
+ * the owner's CQ when it fits; when the CQ is full, or when older ones
+ * wait already, it waits here, in xferd's memory, and is posted in
+ * arrival order as the owner consumes CQEs.  The queue is bounded (the
+ * config key notify_queue_max); the caller reserves a place before it
+ * commits to delivering, so that the sender of one that does not fit
+ * can be told (-ENOBUFS) instead of the notification vanishing.
+ *
+ * Progress thread only; no locking.
+ */
+#ifndef XFERD_NOTIFY_QUEUE_H
+#define XFERD_NOTIFY_QUEUE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "xfer_ring.h"
+
+/* A ring of CQEs that grows by doubling while it is used and is freed
+ * once empty after a burst (only the first small ring stays).  Zeroed:
+ * empty. */
+struct notify_queue {
+	struct xfer_cqe *q;
+	uint32_t head;   /* index of the oldest, modulo cap */
+	uint32_t count;
+	uint32_t cap;    /* a power of two, or 0 */
+};
+
+static inline uint32_t nq_len(const struct notify_queue *q)
+{
+	return q->count;
+}
+
+/*
+ * Make sure one more notification fits, while at most max are held:
+ * 0, -ENOBUFS (max are held already) or -ENOMEM.  After 0, nq_push()
+ * of one notification cannot fail.
+ */
+int nq_reserve(struct notify_queue *q, uint32_t max);
+/* Append cqe behind the others; the caller reserved its place. */
+void nq_push(struct notify_queue *q, const struct xfer_cqe *cqe);
+/* The oldest notification; only when nq_len() > 0. */
+const struct xfer_cqe *nq_front(const struct notify_queue *q);
+/* Drop the oldest one (posted by the caller). */
+void nq_pop(struct notify_queue *q);
+/* Drop everything (its owner went); the queue is empty after. */
+void nq_free(struct notify_queue *q);
+
+#endif /* XFERD_NOTIFY_QUEUE_H */
