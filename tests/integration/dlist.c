@@ -425,7 +425,9 @@ static void no_index_area(void)
 		T_ASSERT(p[i] == 0, "no index area: byte %zu moved", i);
 	T_OK(xfer_dlist_destroy(c, la));
 	T_OK(xfer_dlist_destroy(c, lb));
-	xfer_close(c);  /* its regions go with it */
+	T_OK(xfer_free_host(c, a));
+	T_OK(xfer_free_host(c, b));
+	xfer_close(c);
 	T_ASSERT(tl_daemon_stop(&xd) == 0, "xferd did not stop cleanly");
 	printf("no index area: -EOPNOTSUPP, nothing moved: ok\n");
 }
