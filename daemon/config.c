@@ -34,6 +34,7 @@ void config_defaults(struct xferd_config *cfg)
 		.spin_us = 50,
 		.progress_cpu = -1,
 		.copy_workers = -1,
+		.cma_split_bytes = 8u << 20,
 		.log_level = LOG_LVL_INFO,
 		.max_clients = 1024,
 		.max_region_bytes = 1ull << 40,
@@ -242,6 +243,16 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 			c.copy_workers = -1;
 		else if (!(rc = parse_u32(key, value, 0, 64, &v, err, errlen)))
 			c.copy_workers = (int)v;
+	} else if (strcmp(key, "cma_split_bytes") == 0) {
+		uint64_t v;
+		if (strcmp(value, "off") == 0)
+			c.cma_split_bytes = 0;
+		else if (config_parse_size(value, &v) || v < (1u << 20) ||
+			 v > (1ull << 40))
+			return fail(err, errlen, "cma_split_bytes: '%s' is not "
+				    "off or a size in 1M..1T", value);
+		else
+			c.cma_split_bytes = v;
 	} else if (strcmp(key, "log_level") == 0) {
 		int lvl = log_level_parse(value);
 		if (lvl < 0)

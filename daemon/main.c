@@ -382,9 +382,12 @@ int main(int argc, char **argv)
 	(void)progress_enable_staging(d->progress, d->cfg.staging_mb,
 				      d->cfg.tcp_chunk);
 	int workers = progress_enable_copy_workers(d->progress,
-						   d->cfg.copy_workers);
+						   d->cfg.copy_workers,
+						   d->cfg.cma_split_bytes);
 	if (workers > 0)
-		log_info("staging: %d copy workers", workers);
+		log_info("%d copy workers (staging, CMA copies of %llu bytes "
+			 "and more)", workers,
+			 (unsigned long long)d->cfg.cma_split_bytes);
 	struct transport_cfg net = net_cfg(d);
 	if (progress_enable_net(d->progress, &net, d->cfg.op_timeout_ms))
 		fatalx("cannot set up links");

@@ -170,6 +170,14 @@ int xfer_lookup(struct xfer_ctx *ctx, const char *name, void *buf,
  * SQ is full; fill it (the xfer_prep_* helpers below) and call
  * xfer_submit() to publish every entry got so far.  xfer_submit() never
  * blocks; it returns the number of entries published.
+ *
+ * Order: xferd starts descriptors in submission order, but those that
+ * move asynchronously (GPU copies, another node's memory, and same-node
+ * copies with xfer_reg'd memory of xferd's cma_split_bytes and more,
+ * which its copy workers do in parts) may complete after descriptors
+ * submitted behind them, as in UCX and NIXL.  A client that needs one
+ * descriptor's bytes in place before another's starts waits for its CQE
+ * (a batch's CQE: all of the batch) before submitting the next.
  */
 struct xfer_sqe *xfer_get_sqe(struct xfer_ctx *ctx);
 int xfer_submit(struct xfer_ctx *ctx);

@@ -20,6 +20,8 @@
 #include "gpu/gpu.h"
 #include "gpu/kernel.h"
 #include "engine/path.h"
+#include "engine/copy_workers.h"
+#include "engine/path_cma.h"
 #include "engine/path_staged.h"
 #include "engine/progress_int.h"
 #include "engine/xop.h"
@@ -651,6 +653,32 @@ static int64_t go_gpu_staged(struct progress *p, struct prog_client *pc,
 	return 0;
 }
 
+/*
+ * A large copy between a memfd region and xfer_reg'd memory: on the copy
+ * workers, in parts (path_cma.c), one operation that ends with its last
+ * part.
+ */
+static int64_t go_cma_split(struct progress *p, struct prog_client *pc,
+			    const struct xfer_sqe *sqe, struct region *local,
+			    uint64_t loff, struct region *remote,
+			    uint64_t roff, bool *async)
+{
+	struct abatch *ab = batch_async(pc);
+	if (!ab)
+		return -ENOMEM;
+	struct xop *op = op_begin(p, pc, ab, sqe, local, remote);
+	if (!op)
+		return -ENOMEM;
+	op->len = sqe->len;
+	int err = cma_split_submit(p, op, loff, roff);
+	if (err) {
+		op_abandon(p, op);
+		return err;
+	}
+	*async = true;
+	return 0;
+}
+
 /* --- executing one descriptor --- */
 
 /* The facts path_choose() decides on, for a descriptor between local
@@ -726,6 +754,13 @@ move_range(struct progress *p, struct prog_client *pc,
 	*target = remote;  /* the caller notifies its owner */
 	if (sqe->len == 0)
 		return 0;
+	if (route == ROUTE_CMA && p->exec.cma_split_bytes &&
+	    sqe->len >= p->exec.cma_split_bytes &&
+	    copy_workers_count(p->workers) >= 2 &&
+	    (write ? cma_split_fits(local, loff, remote, roff, sqe->len)
+		   : cma_split_fits(remote, roff, local, loff, sqe->len)))
+		return go_cma_split(p, pc, sqe, local, loff, remote, roff,
+				    async);
 	rc = write ? local_copy(&p->exec.staging, local, loff, remote, roff,
 				sqe->len, path)
 		   : local_copy(&p->exec.staging, remote, roff, local, loff,
@@ -1257,6 +1292,7 @@ void exec_cancel_client(struct progress *p, struct prog_client *pc)
 	for (int i = 0; i < p->ntransports; i++)
 		p->transports[i].ops->cancel_client(p->transports[i].impl, pc);
 	lstage_cancel_client(p, pc);
+	cma_split_cancel_client(p, pc);
 	/* Its GPU copies run on (their regions are held) but end into
 	 * nothing: the ring and pc are freed once the main thread hears
 	 * that the client was detached. */

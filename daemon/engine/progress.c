@@ -19,6 +19,7 @@
 #include "mem/staging.h"
 #include "engine/path_staged.h"
 #include "engine/copy_workers.h"
+#include "engine/path_cma.h"
 #include "engine/progress_int.h"
 #include "engine/xop.h"
 #include "peer.pb-c.h"
@@ -708,6 +709,7 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 	p->cmds_tail = &p->cmds;
 	TAILQ_INIT(&p->exec.deferred);
 	TAILQ_INIT(&p->exec.lstages);
+	TAILQ_INIT(&p->exec.cma_splits);
 	pthread_mutex_init(&p->lock, NULL);
 	p->doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (p->doorbell < 0)
@@ -813,10 +815,10 @@ int progress_enable_staging(struct progress *p, uint32_t staging_mb,
 	return 0;
 }
 
-int progress_enable_copy_workers(struct progress *p, int n)
+int progress_enable_copy_workers(struct progress *p, int n,
+				 uint64_t cma_split_bytes)
 {
-	if (!p->staging)
-		return 0;  /* nothing to copy into */
+	p->exec.cma_split_bytes = cma_split_bytes;
 	if (n < 0) {
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		/* Measured on a 16-core H100 node: 1 worker 6.5 GB/s, 2 12,
@@ -827,8 +829,8 @@ int progress_enable_copy_workers(struct progress *p, int n)
 		return 0;
 	p->workers = copy_workers_create((unsigned)n);
 	if (!p->workers) {
-		log_warnx("no copy workers: staged copies run on the progress "
-			  "thread");
+		log_warnx("no copy workers: staged and large CMA copies run "
+			  "on the progress thread");
 		return 0;
 	}
 	return (int)copy_workers_count(p->workers);
@@ -868,7 +870,9 @@ void progress_destroy(struct progress *p)
 	 * last reports (link down) must find it gone, not freed. */
 	exec_run_deferred(p);
 	lstage_cancel_client(p, NULL);
-	/* Their chunks go back to the pool as their copies end. */
+	cma_split_cancel_client(p, NULL);
+	/* Their chunks go back to the pool as their copies end (and the
+	 * split copies free what their parts share). */
 	copy_workers_destroy(p->workers);
 	p->workers = NULL;
 	/* Forgotten before they go: what they report while going (link

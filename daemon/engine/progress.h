@@ -130,10 +130,13 @@ void progress_set_dlists(struct progress *p, struct dltab *t);
  */
 int progress_enable_staging(struct progress *p, uint32_t staging_mb,
 			    uint32_t chunk);
-/* With the staging pool: n copy workers (engine/copy_workers.h) for
- * the CMA copies of staged transfers; -1 chooses from the CPU count.
- * Returns how many run (0: the progress thread copies). */
-int progress_enable_copy_workers(struct progress *p, int n);
+/* n copy workers (engine/copy_workers.h) for the CMA copies of staged
+ * transfers and for memfd <-> CMA copies of cma_split_bytes and more (0:
+ * none of those; engine/path_cma.h); n -1 chooses from the CPU count.
+ * Before progress_start.  Returns how many run (0: the progress thread
+ * copies). */
+int progress_enable_copy_workers(struct progress *p, int n,
+				 uint64_t cma_split_bytes);
 struct staging_stats;
 /* For ctl, from any thread: false (and zeros) when there is no pool. */
 bool progress_staging_stats(const struct progress *p,

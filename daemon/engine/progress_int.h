@@ -37,6 +37,10 @@ struct exec_state {
 	struct xop_list deferred;  /* to submit after this pass */
 	/* Same-node descriptors going through staging (path_staged.c). */
 	TAILQ_HEAD(lstage_list, lstage) lstages;
+	/* Large memfd <-> CMA copies on the copy workers (path_cma.c),
+	 * from cma_split_bytes up (0: never); set before the thread. */
+	TAILQ_HEAD(cma_split_list, cma_split) cma_splits;
+	uint64_t cma_split_bytes;
 	struct xop *xop_cache;     /* ended operations, for reuse */
 	unsigned nxop_cache;
 	uint32_t op_timeout_ms;    /* set by commands from main */

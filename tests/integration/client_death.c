@@ -12,6 +12,12 @@
  * to what they were before the child came (polled, 10 s at most: no
  * growth over the rounds), and the dead child's token no longer imports
  * (-EACCES).  At the end xferd stops cleanly with exit status 0.
+ *
+ * xferd runs with two copy workers and cma_split_bytes at 1 MiB, and
+ * every fourth descriptor of the child is a 2 MiB write of its malloc'd
+ * memory, which xferd copies in parts on the workers: a child killed
+ * with such copies running leaves them to finish into memory xferd
+ * still holds, and nothing of it behind.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +32,7 @@
 #define CHUNK     (64u * 1024u)
 #define INFLIGHT  32u
 #define WARMUP    200u   /* completions before the child says it streams */
+#define BIG       (2u * 1024u * 1024u) /* split on the copy workers */
 
 static struct tl_daemon xd;
 static struct xfer_ctx *survivor;
@@ -78,7 +85,7 @@ static void child_main(const void *land_tok, size_t land_tok_len, int out)
 	T_OK(xfer_open(xd.socket, &ctx));
 	tl_buf_alloc(ctx, TL_HOST, 1024 * 1024, &a);
 	tl_buf_alloc(ctx, TL_HOST, 64 * 1024, &b);
-	tl_buf_alloc(ctx, TL_MALLOC, 1024 * 1024, &m);
+	tl_buf_alloc(ctx, TL_MALLOC, BIG, &m);
 	T_OK(xfer_import(ctx, land_tok, land_tok_len, &rem));
 	tl_send_blob(out, tok, tl_export(&a, tok));
 	tl_fill(a.ptr, a.len, 1);
@@ -90,7 +97,7 @@ static void child_main(const void *land_tok, size_t land_tok_len, int out)
 		while (inflight < INFLIGHT && (sqe = xfer_get_sqe(ctx))) {
 			uint64_t roff = (n % (LAND_LEN / CHUNK)) * CHUNK;
 			uint64_t loff = (n * CHUNK) % (1024 * 1024);
-			switch (n % 3) {
+			switch (n % 4) {
 			case 0:
 				xfer_prep_write(sqe, a.handle, loff, rh, roff,
 						CHUNK, n);
@@ -99,9 +106,13 @@ static void child_main(const void *land_tok, size_t land_tok_len, int out)
 				xfer_prep_write(sqe, m.handle, loff, rh, roff,
 						CHUNK, n);
 				break;
-			default:
+			case 2:
 				xfer_prep_read(sqe, m.handle, loff, rh, roff,
 					       CHUNK, n);
+				break;
+			default:
+				xfer_prep_write(sqe, m.handle, 0, rh,
+						(n / 4 % 2) * BIG, BIG, n);
 			}
 			n++;
 			inflight++;
@@ -109,7 +120,8 @@ static void child_main(const void *land_tok, size_t land_tok_len, int out)
 		T_ASSERT(xfer_submit(ctx) >= 0, "child: submit");
 		struct xfer_cqe *c;
 		T_OK(xfer_wait_cqe(ctx, &c, 10000));
-		T_ASSERT(c->result == CHUNK, "child: transfer -> %lld (%s)",
+		int64_t want = c->user_data % 4 == 3 ? BIG : CHUNK;
+		T_ASSERT(c->result == want, "child: transfer -> %lld (%s)",
 			 (long long)c->result, xfer_strerror((int)c->result));
 		xfer_cq_advance(ctx, 1);
 		inflight--;
@@ -139,7 +151,9 @@ int main(void)
 	size_t land_tok_len, dead_tok_len;
 	char when[64];
 
-	tl_daemon_start(&xd, NULL);
+	static const char *const split[] = { "copy_workers=2",
+					     "cma_split_bytes=1M", NULL };
+	tl_daemon_start(&xd, split);
 	const int fds_idle = tl_fd_count(xd.pid);
 
 	T_OK(xfer_open(xd.socket, &survivor));

@@ -13,6 +13,11 @@
  * must hold the source's bytes, and the bytes around the target range
  * must be untouched.  Finally a sub-range token grants exactly its range:
  * offsets are relative to it and one byte past it is -ERANGE.
+ *
+ * All of it runs twice: against make check's xferd, and against a
+ * private one with three copy workers and cma_split_bytes at 1 MiB, so
+ * that every CMA copy from 1 MiB up is cut into parts (unaligned, of
+ * unequal length) copied at once.
  */
 #include <errno.h>
 #include <string.h>
@@ -218,14 +223,13 @@ static void sub_range(struct side *s, enum tl_kind kind)
 	T_OK(xfer_unimport(s->ctx, rem));
 }
 
-int main(void)
+static void run_all(const char *xferd)
 {
 	static const enum tl_kind kinds[2] = { TL_HOST, TL_MALLOC };
 	static const size_t lens[2] = { REG_LEN, REG_LEN };
 	struct side s;
 	unsigned n = 0;
 
-	tl_socket();
 	/* The owner first: it must not inherit our connection. */
 	tl_owner_start(&s.owner, NULL, kinds, lens, 2);
 	s.ctx = tl_open();
@@ -243,7 +247,8 @@ int main(void)
 			for (unsigned src = 0; src < 2; src++)
 				for (unsigned dst = 0; dst < 2; dst++)
 					run_case(&s, op, sizes[i], src, dst, n++);
-		printf("%zu B: write and read, all kinds: ok\n", sizes[i]);
+		printf("%s: %zu B: write and read, all kinds: ok\n", xferd,
+		       sizes[i]);
 	}
 	sub_range(&s, TL_HOST);
 	sub_range(&s, TL_MALLOC);
@@ -255,5 +260,20 @@ int main(void)
 	}
 	xfer_close(s.ctx);
 	tl_owner_stop(&s.owner);
+}
+
+int main(void)
+{
+	static const char *const split[] = { "copy_workers=3",
+					     "cma_split_bytes=1M", NULL };
+	struct tl_daemon xd;
+
+	tl_socket();
+	run_all("xferd of make check");
+	tl_daemon_start(&xd, split);
+	T_ASSERT(setenv("XFERD_SOCKET", xd.socket, 1) == 0, "setenv");
+	run_all("xferd splitting CMA copies");
+	int status = tl_daemon_stop(&xd);
+	T_ASSERT(status == 0, "xferd exited with %d", status);
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "engine/copy_workers.h"
+#include "engine/path_cma.h"
 #include "suites.h"
 
 #define NJOBS 2000u
@@ -144,6 +145,21 @@ START_TEST(no_workers_run_inline)
 }
 END_TEST
 
+/* A split CMA copy: parts of at least CMA_PART_MIN, one per worker at
+ * most, never none. */
+START_TEST(cma_split_parts_bounds)
+{
+	ck_assert_uint_eq(cma_split_parts(0, 8), 1);
+	ck_assert_uint_eq(cma_split_parts(CMA_PART_MIN - 1, 8), 1);
+	ck_assert_uint_eq(cma_split_parts(2 * CMA_PART_MIN, 8), 2);
+	ck_assert_uint_eq(cma_split_parts(2 * CMA_PART_MIN - 1, 8), 1);
+	ck_assert_uint_eq(cma_split_parts(256ull << 20, 8), 8);
+	ck_assert_uint_eq(cma_split_parts(256ull << 20, 1), 1);
+	ck_assert_uint_eq(cma_split_parts(256ull << 20, 0), 1);
+	ck_assert_uint_eq(cma_split_parts(1ull << 40, 64), 64);
+}
+END_TEST
+
 Suite *copy_workers_suite(void)
 {
 	Suite *s = suite_create("copy_workers");
@@ -152,6 +168,7 @@ Suite *copy_workers_suite(void)
 	tcase_add_test(tc, each_job_ends_once);
 	tcase_add_test(tc, destroy_drains_the_queue);
 	tcase_add_test(tc, no_workers_run_inline);
+	tcase_add_test(tc, cma_split_parts_bounds);
 	suite_add_tcase(s, tc);
 	return s;
 }
