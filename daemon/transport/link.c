@@ -76,19 +76,42 @@ int link_queue_bytes(struct link *l, const uint8_t *p, size_t n)
 	return n && evbuffer_add(out, p, n) ? -ENOMEM : 0;
 }
 
+/* Control headers are small: a 1 KiB stack buffer holds them. */
+#define HEADER_ROOM 1024u
+
 /* Queue a frame without payload (or whose payload the caller adds). */
 int link_put_msg(struct link *l, Xfer__Peer__PeerMsg *m, uint32_t payload)
 {
-	uint8_t buf[FRAME_PREFIX + 1024];
+	uint8_t buf[FRAME_PREFIX + HEADER_ROOM];
 	m->proto_version = XFER_PROTO_VERSION;
-	/* Control headers are small; a 1 KiB stack buffer holds them. */
-	if (protobuf_c_message_get_packed_size(&m->base) > sizeof(buf) - FRAME_PREFIX)
+	if (protobuf_c_message_get_packed_size(&m->base) > HEADER_ROOM)
 		return -EMSGSIZE;
 	int n = link_frame_header(&m->base, payload, buf);
 	if (n < 0)
 		return n;
 	stat_add(&l->stats->bytes_tx, (uint64_t)n);
 	return link_queue_bytes(l, buf, (size_t)n);
+}
+
+/*
+ * Header and payload in one send: with TCP_NODELAY two sends are two
+ * segments, and the peer often wakes for the header alone, then again
+ * for the payload (an 8 B write's round trip pays that twice).
+ */
+int link_put_msg_small(struct link *l, Xfer__Peer__PeerMsg *m,
+		       const void *p, uint32_t len)
+{
+	uint8_t buf[FRAME_PREFIX + HEADER_ROOM + SMALL_PAYLOAD];
+	m->proto_version = XFER_PROTO_VERSION;
+	if (len > SMALL_PAYLOAD ||
+	    protobuf_c_message_get_packed_size(&m->base) > HEADER_ROOM)
+		return -EMSGSIZE;
+	int n = link_frame_header(&m->base, len, buf);
+	if (n < 0)
+		return n;
+	memcpy(buf + n, p, len);
+	stat_add(&l->stats->bytes_tx, (uint64_t)n);
+	return link_queue_bytes(l, buf, (size_t)n + len);
 }
 
 struct rpeer *link_find_peer(struct linkset *ls, const uint8_t *id,

@@ -186,6 +186,10 @@ struct linkset {
  * the frame's payload, if any, is the caller's to queue next. */
 int link_queue_bytes(struct link *l, const uint8_t *p, size_t n);
 int link_put_msg(struct link *l, Xfer__Peer__PeerMsg *m, uint32_t payload);
+/* The same with a small payload (at most SMALL_PAYLOAD bytes at p) in
+ * the same send: one segment on the wire, one read at the peer. */
+int link_put_msg_small(struct link *l, Xfer__Peer__PeerMsg *m,
+		       const void *p, uint32_t len);
 /* The link is gone (see link.c): every operation on it ends with err. */
 void link_fail(struct link *l, int err, const char *why);
 /* The sink has a receive chunk again: read on. */

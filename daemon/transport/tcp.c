@@ -308,6 +308,16 @@ static int put_payload(struct link *l, struct region *r, uint64_t off,
 	return 0;
 }
 
+/* Whether n payload bytes of r go in their header's send: few, and
+ * in memory xferd maps (not staged, not a GPU chunk). */
+static bool small_mapped(struct region *r, uint64_t n,
+			 const struct staging_chunk *c,
+			 const struct evbuffer *staged)
+{
+	return !c && !staged && n && n <= SMALL_PAYLOAD &&
+	       region_kind(r) == REGION_MEMFD;
+}
+
 /* Queue the next frame of op; false if op ended meanwhile. */
 static bool send_frame(struct link *l, struct xop *op)
 {
@@ -360,8 +370,16 @@ static bool send_frame(struct link *l, struct xop *op)
 			return false;
 		}
 		/* Header, then payload: a failure between them would leave
-		 * the stream out of step, so it ends the link. */
-		if (link_put_msg(l, &m, (uint32_t)n) ||
+		 * the stream out of step, so it ends the link.  A small
+		 * payload of mapped memory goes in the header's send. */
+		if (small_mapped(op->local, n, c, staged)) {
+			if (link_put_msg_small(l, &m, region_map_at(op->local,
+					op->local_off + op->tcp.done),
+					(uint32_t)n)) {
+				link_fail(l, -ENOMEM, "cannot queue a frame");
+				return false;
+			}
+		} else if (link_put_msg(l, &m, (uint32_t)n) ||
 		    (c ? staged_queue_chunk(l, c)
 		       : put_payload(l, op->local, op->local_off + op->tcp.done,
 				     n, staged))) {
@@ -416,8 +434,9 @@ static void serve_free(struct serve *s)
 	free(s);
 }
 
-static void read_data(struct link *l, uint64_t op, uint64_t at, bool last,
-		      int64_t result, uint32_t payload)
+static int read_data_with(struct link *l, uint64_t op, uint64_t at,
+			  bool last, int64_t result, uint32_t payload,
+			  const void *bytes)
 {
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__ReadData d = XFER__PEER__READ_DATA__INIT;
@@ -428,7 +447,15 @@ static void read_data(struct link *l, uint64_t op, uint64_t at, bool last,
 	d.result = result;
 	m.body_case = XFER__PEER__PEER_MSG__BODY_READ_DATA;
 	m.read_data = &d;
-	link_put_msg(l, &m, payload);
+	return bytes ? link_put_msg_small(l, &m, bytes, payload)
+		     : link_put_msg(l, &m, payload);
+}
+
+/* A ReadData header; its payload (if any) is the caller's to queue. */
+static void read_data(struct link *l, uint64_t op, uint64_t at, bool last,
+		      int64_t result, uint32_t payload)
+{
+	read_data_with(l, op, at, last, result, payload, NULL);
 }
 
 enum serve_state { SERVE_MORE, SERVE_DONE, SERVE_PARKED };
@@ -461,9 +488,18 @@ static enum serve_state serve_frame(struct link *l, struct serve *s)
 		serve_free(s);
 		return SERVE_DONE;
 	}
-	read_data(l, s->op, s->done, last, (int64_t)n, (uint32_t)n);
-	if (c ? staged_queue_chunk(l, c)
-	      : put_payload(l, s->r, s->off + s->done, n, staged)) {
+	int qerr;
+	if (small_mapped(s->r, n, c, staged))
+		/* A small payload goes in the header's send. */
+		qerr = read_data_with(l, s->op, s->done, last, (int64_t)n,
+				      (uint32_t)n,
+				      region_map_at(s->r, s->off + s->done));
+	else {
+		read_data(l, s->op, s->done, last, (int64_t)n, (uint32_t)n);
+		qerr = c ? staged_queue_chunk(l, c)
+			 : put_payload(l, s->r, s->off + s->done, n, staged);
+	}
+	if (qerr) {
 		serve_free(s);
 		link_fail(l, -ENOMEM, "cannot queue a frame");
 		return SERVE_DONE;
