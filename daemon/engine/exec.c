@@ -624,6 +624,36 @@ static int64_t go_gpu(struct progress *p, struct prog_client *pc,
 }
 
 /*
+ * A same-node descriptor whose bytes an engine of this node moves later
+ * as one operation: begun here, handed to submit (lstage_submit,
+ * cma_split_submit), which ends it through exec_op_done; undone if
+ * submit refuses it.
+ */
+static int64_t go_local_async(struct progress *p, struct prog_client *pc,
+			      const struct xfer_sqe *sqe,
+			      struct region *local, uint64_t loff,
+			      struct region *remote, uint64_t roff,
+			      bool *async,
+			      int (*submit)(struct progress *, struct xop *,
+					    uint64_t, uint64_t))
+{
+	struct abatch *ab = batch_async(pc);
+	if (!ab)
+		return -ENOMEM;
+	struct xop *op = op_begin(p, pc, ab, sqe, local, remote);
+	if (!op)
+		return -ENOMEM;
+	op->len = sqe->len;
+	int err = submit(p, op, loff, roff);
+	if (err) {
+		op_abandon(p, op);
+		return err;
+	}
+	*async = true;
+	return 0;
+}
+
+/*
  * GPU memory and xfer_reg'd host memory on this node: through staging
  * chunks (path_staged.c), one operation per descriptor that ends when
  * its last chunk did.
@@ -637,46 +667,8 @@ static int64_t go_gpu_staged(struct progress *p, struct prog_client *pc,
 		return -ENOTSUP;
 	if (sqe->len == 0)
 		return 0;
-	struct abatch *ab = batch_async(pc);
-	if (!ab)
-		return -ENOMEM;
-	struct xop *op = op_begin(p, pc, ab, sqe, local, remote);
-	if (!op)
-		return -ENOMEM;
-	op->len = sqe->len;
-	int err = lstage_submit(p, op, loff, roff);
-	if (err) {
-		op_abandon(p, op);
-		return err;
-	}
-	*async = true;
-	return 0;
-}
-
-/*
- * A large copy between a memfd region and xfer_reg'd memory: on the copy
- * workers, in parts (path_cma.c), one operation that ends with its last
- * part.
- */
-static int64_t go_cma_split(struct progress *p, struct prog_client *pc,
-			    const struct xfer_sqe *sqe, struct region *local,
-			    uint64_t loff, struct region *remote,
-			    uint64_t roff, bool *async)
-{
-	struct abatch *ab = batch_async(pc);
-	if (!ab)
-		return -ENOMEM;
-	struct xop *op = op_begin(p, pc, ab, sqe, local, remote);
-	if (!op)
-		return -ENOMEM;
-	op->len = sqe->len;
-	int err = cma_split_submit(p, op, loff, roff);
-	if (err) {
-		op_abandon(p, op);
-		return err;
-	}
-	*async = true;
-	return 0;
+	return go_local_async(p, pc, sqe, local, loff, remote, roff, async,
+			      lstage_submit);
 }
 
 /* --- executing one descriptor --- */
@@ -759,8 +751,9 @@ move_range(struct progress *p, struct prog_client *pc,
 	    copy_workers_count(p->workers) >= 2 &&
 	    (write ? cma_split_fits(local, loff, remote, roff, sqe->len)
 		   : cma_split_fits(remote, roff, local, loff, sqe->len)))
-		return go_cma_split(p, pc, sqe, local, loff, remote, roff,
-				    async);
+		/* In parts on the copy workers (path_cma.c). */
+		return go_local_async(p, pc, sqe, local, loff, remote, roff,
+				      async, cma_split_submit);
 	rc = write ? local_copy(&p->exec.staging, local, loff, remote, roff,
 				sqe->len, path)
 		   : local_copy(&p->exec.staging, remote, roff, local, loff,
