@@ -923,6 +923,25 @@ static bool range_ok(uint64_t off, uint64_t len, uint64_t size)
 	return off <= size && len <= size - off;
 }
 
+/* One turn of waiting for ring room (mu held): publish what is
+ * submitted, reap, then yield the CPU without the GIL.  0 to go on, or
+ * the error that ends the wait (xferd gone, the deadline passed). */
+static int ring_wait_step(ContextObject *c, uint64_t deadline)
+{
+	int n = xfer_submit(c->ctx);
+	if (n < 0)
+		return n;
+	reap_locked(c);
+	if (c->dead)
+		return c->dead;
+	if (now_ns() > deadline)
+		return -ETIMEDOUT;
+	Py_BEGIN_ALLOW_THREADS
+	sched_yield();
+	Py_END_ALLOW_THREADS
+	return 0;
+}
+
 /* Reap, then wait for SQ room without the GIL (mu held: the ring is
  * ours).  xferd takes SQEs only while our CQ has room, so reaping is
  * what frees the SQ when completions pile up. */
@@ -931,17 +950,9 @@ static int sq_room(ContextObject *c, struct xfer_sqe **sqe)
 	uint64_t deadline = now_ns() + 30000000000ull;
 
 	while (!(*sqe = xfer_get_sqe(c->ctx))) {
-		int n = xfer_submit(c->ctx);
-		if (n < 0)
-			return n;
-		reap_locked(c);
-		if (c->dead)
-			return c->dead;
-		if (now_ns() > deadline)
-			return -ETIMEDOUT;
-		Py_BEGIN_ALLOW_THREADS
-		sched_yield();
-		Py_END_ALLOW_THREADS
+		int err = ring_wait_step(c, deadline);
+		if (err)
+			return err;
 	}
 	return 0;
 }
@@ -1396,17 +1407,8 @@ static int dlist_sqe(ContextObject *c, unsigned op, DListObject *l,
 			return err;
 		}
 		xfer_prep_nop(sqe, UINT64_MAX);
-		int rc = xfer_submit(c->ctx);
-		if (rc < 0)
-			return rc;
-		reap_locked(c);
-		if (c->dead)
-			return c->dead;
-		if (now_ns() > deadline)
-			return -ETIMEDOUT;
-		Py_BEGIN_ALLOW_THREADS
-		sched_yield();
-		Py_END_ALLOW_THREADS
+		if ((err = ring_wait_step(c, deadline)))
+			return err;
 	}
 }
 
