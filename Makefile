@@ -82,6 +82,13 @@ CFLAGS  := -O1 -g -fno-omit-frame-pointer \
 LDFLAGS += -fsanitize=address,undefined
 endif
 
+# `make BUILD=build-stages STAGE_STAMPS=1`: an xferd that stamps each
+# same-node completion with the TSC at which it took the SQE and wrote
+# the CQE, for `xferbench lat --stages` (tools/stages.h).  Not for use.
+ifeq ($(STAGE_STAMPS),1)
+CPPFLAGS += -DXFERD_STAGE_STAMPS
+endif
+
 GEN     := $(BUILD)/gen
 OBJ     := $(BUILD)/obj
 # Includes by path: "common/ring.h" from the root, "mem/region.h" inside
@@ -142,6 +149,7 @@ XFERBENCH := $(BUILD)/xferbench
 DLISTBENCH := $(BUILD)/dlistbench
 XFERDEMO  := $(BUILD)/xferdemo
 XFERSTREAM := $(BUILD)/xferstream
+TCPBASE   := $(BUILD)/tcpbase
 LIBSO     := $(BUILD)/libxfer.so.$(SOVERSION)
 LIBA      := $(BUILD)/libxfer.a
 LIBPC     := $(BUILD)/libxfer.pc
@@ -172,7 +180,7 @@ UNIT_BIN   := $(BUILD)/tests/unit_tests
 	clean python soak
 .DEFAULT_GOAL := all
 
-all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(DLISTBENCH) $(XFERDEMO) $(XFERSTREAM) $(LIBSO) $(LIBA) $(LIBPC) \
+all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(DLISTBENCH) $(XFERDEMO) $(XFERSTREAM) $(TCPBASE) $(LIBSO) $(LIBA) $(LIBPC) \
 	$(TEST_PROGS) $(TEST_TOOLS) $(UNIT_BIN) $(GPU_TESTS) $(GPUBENCH)
 
 # --- dependencies --------------------------------------------------------
@@ -305,7 +313,7 @@ $(DLISTBENCH): $(OBJ)/tools/dlistbench.o $(LIBA)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
 
-$(XFERBENCH): $(OBJ)/tools/xferbench.o $(LIBA)
+$(XFERBENCH): $(OBJ)/tools/xferbench.o $(OBJ)/tools/stages.o $(LIBA)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) -lm
 
@@ -317,6 +325,11 @@ $(XFERDEMO): $(OBJ)/tools/xferdemo.o $(LIBA)
 $(XFERSTREAM): $(OBJ)/tools/xferstream.o $(LIBA)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
+
+# Plain TCP, the baseline of the link between two xferds (tools/tcpbase.c).
+$(TCPBASE): $(OBJ)/tools/tcpbase.o
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^
 
 $(BUILD)/tests/%: $(OBJ)/tests/integration/%.o $(OBJ)/tests/integration/testlib.o $(LIBA)
 	@mkdir -p $(dir $@)

@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "stages.h"
 #include "xfer.h"
 
 #define MAX_SIZES 16
@@ -75,6 +76,8 @@ struct opts {
 	bool linked;
 	int sleep_wait;              /* -1: the mode's default */
 	long pid;
+	bool stages;                 /* lat: per-stage split (stages.h) */
+	int xferd_cpu;               /* lat --stages: xferd's progress CPU */
 };
 
 static void die(const char *fmt, ...)
@@ -732,6 +735,8 @@ static void run_lat(const struct opts *cmdline)
 
 	if (!ns)
 		die("out of memory");
+	if (o->stages && !stages_begin(iters))
+		die("--stages needs x86-64's TSC (and memory)");
 	session_open(&s, o, size < 4096 ? 4096 : size);
 	transfer_once(&s, o, size);
 	session_verify(&s, size);
@@ -742,11 +747,17 @@ static void run_lat(const struct opts *cmdline)
 		if (!sqe)
 			die("SQ full on an idle ring");
 		prep_copy(sqe, &s, o->op, 0, 0, size, i);
+		uint64_t c0 = o->stages ? stages_tsc() : 0;
 		uint64_t t0 = now_ns();
 		xfer_submit(s.ctx);
 		cqe = next_cqe(s.ctx, o->sleep_wait);
 		uint64_t t1 = now_ns();
+		uint64_t c1 = o->stages ? stages_tsc() : 0;
 		check_cqe(cqe, (int64_t)size);
+		if (o->stages && i >= warmup &&
+		    !stages_record(i - warmup, c0, c1, cqe->handle))
+			die("--stages: the completion carries no stamps; run "
+			    "an xferd built with `make STAGE_STAMPS=1`");
 		path = cqe->path;
 		xfer_cq_advance(s.ctx, 1);
 		if (i >= warmup)
@@ -783,6 +794,8 @@ static void run_lat(const struct opts *cmdline)
 	for (size_t i = 0; i < sizeof(m) / sizeof(m[0]); i++)
 		printf("RES xferbench_lat %s %s %s %.4g us\n", variant, lbl,
 		       m[i].name, m[i].us);
+	if (o->stages)
+		stages_report(variant, lbl, o->cpu, o->xferd_cpu);
 	fflush(stdout);
 	free(ns);
 }
@@ -928,6 +941,8 @@ static void usage(FILE *f)
 	      "         [--sizes 4K,64K,1M,16M,256M] [--time-ms 300] [--reps 7]\n"
 	      "         [--window N]\n"
 	      "  lat    [--iters 200000] [--warmup N] [--size 8] [--kind K]\n"
+	      "         [--stages [--xferd-cpu 0]]: split each round trip at\n"
+	      "         xferd's stamps (an xferd of `make STAGE_STAMPS=1`)\n"
 	      "  rate   [--size 64] [--batch 64] [--inflight N] [--linked]\n"
 	      "         [--time-ms 1000] [--reps 3]\n"
 	      "  memcpy [--sizes ...] [--kind malloc|memfd] [--time-ms 300]"
@@ -976,7 +991,7 @@ enum {
 	OPT_SOCKET = 256, OPT_CPU, OPT_TARGET_CPU, OPT_KIND, OPT_LOCAL_KIND,
 	OPT_OP, OPT_SIZES, OPT_TIME, OPT_REPS, OPT_WINDOW, OPT_ITERS,
 	OPT_WARMUP, OPT_SIZE, OPT_BATCH, OPT_INFLIGHT, OPT_LINKED, OPT_SLEEP,
-	OPT_SPIN, OPT_PID, OPT_TARGET_SOCKET,
+	OPT_SPIN, OPT_PID, OPT_TARGET_SOCKET, OPT_STAGES, OPT_XFERD_CPU,
 };
 
 static const char *parse_args(int argc, char **argv, struct opts *o)
@@ -1002,6 +1017,8 @@ static const char *parse_args(int argc, char **argv, struct opts *o)
 		{ "sleep", no_argument, NULL, OPT_SLEEP },
 		{ "spin", no_argument, NULL, OPT_SPIN },
 		{ "pid", required_argument, NULL, OPT_PID },
+		{ "stages", no_argument, NULL, OPT_STAGES },
+		{ "xferd-cpu", required_argument, NULL, OPT_XFERD_CPU },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -1074,6 +1091,11 @@ static const char *parse_args(int argc, char **argv, struct opts *o)
 		case OPT_LINKED: o->linked = true; break;
 		case OPT_SLEEP: o->sleep_wait = 1; break;
 		case OPT_SPIN: o->sleep_wait = 0; break;
+		case OPT_STAGES: o->stages = true; break;
+		case OPT_XFERD_CPU:
+			o->xferd_cpu = (int)parse_uint("xferd-cpu", optarg, 0,
+						       maxcpu);
+			break;
 		case OPT_PID:
 			o->pid = (long)parse_uint("pid", optarg, 1, 1u << 30);
 			break;

@@ -20,6 +20,9 @@
 #include "gpu/gpu.h"
 #include "gpu/kernel.h"
 #include "engine/path.h"
+#ifdef XFERD_STAGE_STAMPS
+#include <x86intrin.h>
+#endif
 #include "engine/copy_workers.h"
 #include "engine/path_cma.h"
 #include "engine/path_staged.h"
@@ -42,6 +45,15 @@ void exec_publish(struct prog_client *pc)
 /* Caller made sure there is room (exec_cq_room or a reservation). */
 static void write_cqe(struct prog_client *pc, const struct xfer_cqe *cqe)
 {
+#ifdef XFERD_STAGE_STAMPS
+	/* tools/stages.h: when the SQE was taken, and now; a completion of
+	 * its own has no handle. */
+	struct xfer_cqe stamped = *cqe;
+	if (!(cqe->flags & XFER_CQE_F_NOTIFY))
+		stamped.handle = (uint64_t)pc->stage_taken << 32 |
+				 (uint32_t)__rdtsc();
+	cqe = &stamped;
+#endif
 	*ring_cqe_at(&pc->ring, pc->cq_tail) = *cqe;
 	pc->cq_tail++;
 	pc->cq_dirty = true;

@@ -24,6 +24,9 @@
 #include "engine/xop.h"
 #include "peer.pb-c.h"
 #include "transport/rdma_grant.h"
+#ifdef XFERD_STAGE_STAMPS
+#include <x86intrin.h>
+#endif
 
 /* SQEs taken from one client before looking at the next (fairness);
  * as large as a typical KV-cache vector, so that one pass sees all of it
@@ -149,6 +152,9 @@ static bool drain(struct progress *p, struct prog_client *pc)
 	for (i = 0; i < n && (pc->cq_tail - tail0) + (pc->cq_reserved - res0) <
 				     room && client_may_start(p, pc); i++) {
 		struct xfer_sqe sqe;
+#ifdef XFERD_STAGE_STAMPS
+		pc->stage_taken = (uint32_t)__rdtsc();
+#endif
 		ring_sqe_copy(&pc->ring, pc->sq_head + i, &sqe);
 		exec_sqe(p, pc, &sqe);
 		if (sqe.len >= PUBLISH_EARLY_BYTES)

@@ -68,6 +68,9 @@ struct prog_client {
 
 	/* progress thread only, from attach to detach */
 	uint32_t sq_head, cq_tail;
+#ifdef XFERD_STAGE_STAMPS
+	uint32_t stage_taken;  /* TSC when the SQE being run was taken */
+#endif
 	struct {
 		bool open;        /* inside a linked run of SQEs */
 		int64_t error;    /* first error of the batch, or 0 */

@@ -114,6 +114,7 @@ struct link {
 	struct rpeer *peer;
 	uint64_t gen;                /* the main thread's name for it */
 	bool read_paused;            /* backpressure: the peer reads too slowly */
+	bool corked;                 /* tcp_fill queues frames: no send yet */
 	struct bufferevent *bev;     /* NULL once the link failed */
 	struct link_stats *stats;
 	uint64_t last_rx_ns;
@@ -190,6 +191,12 @@ int link_put_msg(struct link *l, Xfer__Peer__PeerMsg *m, uint32_t payload);
  * the same send: one segment on the wire, one read at the peer. */
 int link_put_msg_small(struct link *l, Xfer__Peer__PeerMsg *m,
 		       const void *p, uint32_t len);
+/* The same with a large payload (len bytes at p of memfd region r),
+ * sent with its header when nothing waits, else queued by reference. */
+int link_put_msg_mapped(struct link *l, Xfer__Peer__PeerMsg *m,
+			struct region *r, const void *p, uint32_t len);
+/* Write what is queued now, up to SINGLE_IO bytes in one writev. */
+void link_flush(struct link *l);
 /* The link is gone (see link.c): every operation on it ends with err. */
 void link_fail(struct link *l, int err, const char *why);
 /* The sink has a receive chunk again: read on. */

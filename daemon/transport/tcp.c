@@ -248,12 +248,6 @@ static int add_cma(struct evbuffer *out, const struct region *r,
 	return evbuffer_commit_space(out, v, n) ? -ENOMEM : 0;
 }
 
-static void unref_region(const void *data, size_t len, void *arg)
-{
-	(void)data, (void)len;
-	region_put(arg);
-}
-
 /*
  * A payload from memory of another process (CMA) is read before its
  * frame's header is queued: if that memory went away, only its own
@@ -282,40 +276,31 @@ static int stage_payload(const struct region *r, uint64_t off, uint64_t len,
 	return 0;
 }
 
-/* Queue the payload behind its header: staged bytes, or [off, off + len)
- * of memfd region r (small ones copied and sent at once, large ones by
- * reference, the region kept alive until they left the buffer). */
-static int put_payload(struct link *l, struct region *r, uint64_t off,
-		       uint64_t len, struct evbuffer *staged)
+/*
+ * Queue frame m with its payload, [off, off + n) of r: memory xferd maps
+ * goes in the header's send (copied when small, by reference when not),
+ * staged bytes (CMA) or a staging chunk (GPU) are queued behind it.  A
+ * failure leaves the stream out of step: the caller ends the link.
+ */
+static int put_frame(struct link *l, Xfer__Peer__PeerMsg *m, struct region *r,
+		     uint64_t off, uint64_t n, struct staging_chunk *c,
+		     struct evbuffer *staged)
 {
-	struct evbuffer *out = bufferevent_get_output(l->bev);
-
-	if (staged) {
-		int err = evbuffer_add_buffer(out, staged) ? -ENOMEM : 0;
+	if (!c && !staged && n && region_kind(r) == REGION_MEMFD) {
+		const void *p = region_map_at(r, off);
+		return n <= SMALL_PAYLOAD
+			       ? link_put_msg_small(l, m, p, (uint32_t)n)
+			       : link_put_msg_mapped(l, m, r, p, (uint32_t)n);
+	}
+	int err = link_put_msg(l, m, (uint32_t)n);
+	if (!err && c)
+		err = staged_queue_chunk(l, c);
+	else if (!err && staged)
+		err = evbuffer_add_buffer(bufferevent_get_output(l->bev),
+					  staged) ? -ENOMEM : 0;
+	if (staged)
 		evbuffer_free(staged);
-		return err;
-	}
-	if (len == 0)
-		return 0;
-	if (len <= SMALL_PAYLOAD)
-		return link_queue_bytes(l, (const uint8_t *)region_map_at(r, off), len);
-	region_get(r);
-	if (evbuffer_add_reference(out, region_map_at(r, off), len, unref_region,
-				   r)) {
-		region_put(r);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-/* Whether n payload bytes of r go in their header's send: few, and
- * in memory xferd maps (not staged, not a GPU chunk). */
-static bool small_mapped(struct region *r, uint64_t n,
-			 const struct staging_chunk *c,
-			 const struct evbuffer *staged)
-{
-	return !c && !staged && n && n <= SMALL_PAYLOAD &&
-	       region_kind(r) == REGION_MEMFD;
+	return err;
 }
 
 /* Queue the next frame of op; false if op ended meanwhile. */
@@ -369,20 +354,8 @@ static bool send_frame(struct link *l, struct xop *op)
 			op_end(l->ls, l, op, err);  /* its client's memory */
 			return false;
 		}
-		/* Header, then payload: a failure between them would leave
-		 * the stream out of step, so it ends the link.  A small
-		 * payload of mapped memory goes in the header's send. */
-		if (small_mapped(op->local, n, c, staged)) {
-			if (link_put_msg_small(l, &m, region_map_at(op->local,
-					op->local_off + op->tcp.done),
-					(uint32_t)n)) {
-				link_fail(l, -ENOMEM, "cannot queue a frame");
-				return false;
-			}
-		} else if (link_put_msg(l, &m, (uint32_t)n) ||
-		    (c ? staged_queue_chunk(l, c)
-		       : put_payload(l, op->local, op->local_off + op->tcp.done,
-				     n, staged))) {
+		if (put_frame(l, &m, op->local, op->local_off + op->tcp.done,
+			      n, c, staged)) {
 			link_fail(l, -ENOMEM, "cannot queue a frame");
 			return false;
 		}
@@ -434,9 +407,12 @@ static void serve_free(struct serve *s)
 	free(s);
 }
 
-static int read_data_with(struct link *l, uint64_t op, uint64_t at,
-			  bool last, int64_t result, uint32_t payload,
-			  const void *bytes)
+/* A ReadData frame with payload bytes [off, off + payload) of r (see
+ * put_frame), or without payload (r NULL). */
+static int read_data_frame(struct link *l, uint64_t op, uint64_t at,
+			   bool last, int64_t result, struct region *r,
+			   uint64_t off, uint32_t payload,
+			   struct staging_chunk *c, struct evbuffer *staged)
 {
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__ReadData d = XFER__PEER__READ_DATA__INIT;
@@ -447,15 +423,15 @@ static int read_data_with(struct link *l, uint64_t op, uint64_t at,
 	d.result = result;
 	m.body_case = XFER__PEER__PEER_MSG__BODY_READ_DATA;
 	m.read_data = &d;
-	return bytes ? link_put_msg_small(l, &m, bytes, payload)
-		     : link_put_msg(l, &m, payload);
+	return r ? put_frame(l, &m, r, off, payload, c, staged)
+		 : link_put_msg(l, &m, 0);
 }
 
-/* A ReadData header; its payload (if any) is the caller's to queue. */
+/* A ReadData frame without payload: the end of a read, or its error. */
 static void read_data(struct link *l, uint64_t op, uint64_t at, bool last,
-		      int64_t result, uint32_t payload)
+		      int64_t result)
 {
-	read_data_with(l, op, at, last, result, payload, NULL);
+	read_data_frame(l, op, at, last, result, NULL, 0, 0, NULL, NULL);
 }
 
 enum serve_state { SERVE_MORE, SERVE_DONE, SERVE_PARKED };
@@ -484,22 +460,12 @@ static enum serve_state serve_frame(struct link *l, struct serve *s)
 	if (err) {
 		/* The owner's memory went away: this read fails, not the
 		 * link. */
-		read_data(l, s->op, s->done, true, err, 0);
+		read_data(l, s->op, s->done, true, err);
 		serve_free(s);
 		return SERVE_DONE;
 	}
-	int qerr;
-	if (small_mapped(s->r, n, c, staged))
-		/* A small payload goes in the header's send. */
-		qerr = read_data_with(l, s->op, s->done, last, (int64_t)n,
-				      (uint32_t)n,
-				      region_map_at(s->r, s->off + s->done));
-	else {
-		read_data(l, s->op, s->done, last, (int64_t)n, (uint32_t)n);
-		qerr = c ? staged_queue_chunk(l, c)
-			 : put_payload(l, s->r, s->off + s->done, n, staged);
-	}
-	if (qerr) {
+	if (read_data_frame(l, s->op, s->done, last, (int64_t)n, s->r,
+			    s->off + s->done, (uint32_t)n, c, staged)) {
 		serve_free(s);
 		link_fail(l, -ENOMEM, "cannot queue a frame");
 		return SERVE_DONE;
@@ -512,17 +478,25 @@ static enum serve_state serve_frame(struct link *l, struct serve *s)
 	return SERVE_DONE;
 }
 
-/* Queue frames round-robin until the output buffer is full enough. */
+/*
+ * Queue frames round-robin until the output buffer is full enough.  The
+ * frames of one fill are corked and written together at its end (and
+ * every SINGLE_IO bytes): one writev for a burst of frames rather than a
+ * send each, and no wait for the event loop's next turn.
+ */
 void tcp_fill(struct link *l)
 {
 	struct evbuffer *out;
 
+	l->corked = true;
 	while (l->bev && (out = bufferevent_get_output(l->bev)) &&
 	       evbuffer_get_length(out) < OUT_HIGH) {
 		struct xop *op = TAILQ_FIRST(&l->sendq);
 		struct serve *s = TAILQ_FIRST(&l->serveq);
 		if (!op && !s)
-			return;
+			break;
+		if (evbuffer_get_length(out) >= SINGLE_IO)
+			link_flush(l);
 		l->serve_turn = !l->serve_turn;
 		if (s && (l->serve_turn || !op)) {
 			TAILQ_REMOVE(&l->serveq, s, q);
@@ -546,6 +520,8 @@ void tcp_fill(struct link *l)
 		if (!op->tcp.sent_all && !op->tcp.parked)
 			TAILQ_INSERT_TAIL(&l->sendq, op, q);
 	}
+	l->corked = false;
+	link_flush(l);
 }
 
 void tcp_unpark(struct staged_send *ss, bool fill_now)
@@ -882,13 +858,13 @@ int tcp_on_read_request(struct link *l, const Xfer__Peer__ReadRequest *rq)
 	if (err == -EACCES || err == -ERANGE)
 		return -EPROTO;
 	if (err) {
-		read_data(l, rq->op, 0, true, err, 0);
+		read_data(l, rq->op, 0, true, err);
 		return 0;
 	}
 	struct serve *s = calloc(1, sizeof(*s));
 	if (!s) {
 		region_put(r);
-		read_data(l, rq->op, 0, true, -ENOMEM, 0);
+		read_data(l, rq->op, 0, true, -ENOMEM);
 		return 0;
 	}
 	*s = (struct serve){ .op = rq->op, .r = r, .off = off,
@@ -898,7 +874,7 @@ int tcp_on_read_request(struct link *l, const Xfer__Peer__ReadRequest *rq)
 		s->send = staged_send_new(l, r, off, rq->length);
 		if (!s->send) {
 			serve_free(s);
-			read_data(l, rq->op, 0, true, -ENOMEM, 0);
+			read_data(l, rq->op, 0, true, -ENOMEM);
 			return 0;
 		}
 		s->send->s = s;

@@ -27,7 +27,8 @@
 # there when set), PER_TEST_TIMEOUT (s, default 240), BENCH=0 skips the
 # benchmarks (BENCH=staged runs only the two-node one: gpubench
 # --remote-socket between two xferds on loopback), ONLY="gpu_remote
-# gpu_host" runs just those tests.  Exit status: 0 when every test passed
+# gpu_host" runs just those tests, ONLY=none builds only; MAKE_EXTRA
+# (e.g. "STAGE_STAMPS=1") is passed to make.  Exit status: 0 when every test passed
 # or skipped, xferd stopped cleanly and every benchmark target held; 1
 # otherwise.
 set -u
@@ -104,7 +105,7 @@ build() {
 	cp "$CARRY"/gen/* "$BUILD/gen/"
 	# Newer than the .proto files, so that make never wants protoc-c.
 	touch "$BUILD"/gen/*
-	targets="$BUILD/xferd $BUILD/xferctl $BUILD/gpubench $BUILD/dlistbench $BUILD/xferbench"
+	targets="$BUILD/xferd $BUILD/xferctl $BUILD/gpubench $BUILD/dlistbench $BUILD/xferbench $BUILD/tcpbase"
 	for src in tests/gpu/gpu_*.c; do
 		targets="$targets $BUILD/tests/$(basename "$src" .c)"
 	done
@@ -117,7 +118,7 @@ build() {
 		EXTRA_DEPS= XFERCTL_CFLAGS="-I$CARRY/include/libsmartcols" \
 		XFERCTL_LIBS="-lsmartcols -l:libjson-c.a" \
 		ETCD_CFLAGS= ETCD_LIBS="-l:libjson-c.a -levent_openssl -lssl -lcrypto" \
-		$targets >"$TMP/build.log" 2>&1
+		${MAKE_EXTRA:-} $targets >"$TMP/build.log" 2>&1
 	local rc=$?
 	if [ $rc -ne 0 ]; then
 		tail -n 60 "$TMP/build.log"
