@@ -11,11 +11,16 @@
  * cache line (or an adjacent-line prefetch pair) with the other side's. */
 enum {
 	HDR_MAGIC = 0,             /* magic, version: written once */
-	HDR_SQ_CONS = 1 * RING_LINE, /* xferd: sq_head, sq_flags */
+	HDR_SQ_CONS = 1 * RING_LINE, /* xferd: sq_head */
 	HDR_SQ_PROD = 2 * RING_LINE, /* client: sq_tail */
 	HDR_CQ_CONS = 3 * RING_LINE, /* client: cq_head, cq_flags */
 	HDR_CQ_PROD = 4 * RING_LINE, /* xferd: cq_tail, cq_overflow */
-	HDR_SIZE = 5 * RING_LINE,
+	/* xferd: sq_flags, alone: a polling client reads it at every look
+	 * at its CQ, and xferd stores sq_head at every pass; on one line
+	 * each store of sq_head took the line from the client, and the
+	 * cq_tail store behind it (stores leave in order) waited for that. */
+	HDR_SQ_FLAGS = 5 * RING_LINE,
+	HDR_SIZE = 6 * RING_LINE,
 };
 _Static_assert(HDR_SQ_PROD - HDR_SQ_CONS >= 128, "SQ indices share a line");
 _Static_assert(HDR_CQ_PROD - HDR_CQ_CONS >= 128, "CQ indices share a line");
@@ -42,7 +47,7 @@ int ring_layout(uint32_t sq_entries, uint32_t idx_bytes,
 		.cq_entries = cq_entries,
 		.magic = HDR_MAGIC,
 		.sq_head = HDR_SQ_CONS,
-		.sq_flags = HDR_SQ_CONS + 4,
+		.sq_flags = HDR_SQ_FLAGS,
 		.sq_tail = HDR_SQ_PROD,
 		.cq_head = HDR_CQ_CONS,
 		.cq_flags = HDR_CQ_CONS + 4,

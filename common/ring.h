@@ -135,6 +135,13 @@ static inline void ring_sq_release(const struct ring_view *v, uint32_t head)
 
 /* --- producer side of the CQ (xferd) --- */
 
+/* The client's CQ head (D): a line the client writes at every consume,
+ * so xferd looks only when what it saw last leaves too little room. */
+static inline uint32_t ring_cq_head(const struct ring_view *v)
+{
+	return atomic_load_explicit(v->cq_head, memory_order_acquire);
+}
+
 /* Free CQ slots given xferd's private tail; 0 if the client's head is
  * corrupt (beyond the tail), which only stalls that client. */
 static inline uint32_t ring_cq_space(const struct ring_view *v,

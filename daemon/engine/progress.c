@@ -522,7 +522,7 @@ void progress_net_cfg(struct progress *p, const struct transport_cfg *cfg,
  * or notifications held for it and CQ room to post them: work we can do
  * now.  (At max_inflight an ending operation wakes the thread, as at a
  * full CQ the client's doorbell does.) */
-static bool client_has_work(struct progress *p, const struct prog_client *pc)
+static bool client_has_work(struct progress *p, struct prog_client *pc)
 {
 	if (pc->broken)
 		return false;

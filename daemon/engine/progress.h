@@ -68,6 +68,7 @@ struct prog_client {
 
 	/* progress thread only, from attach to detach */
 	uint32_t sq_head, cq_tail;
+	uint32_t cq_head_seen;    /* the client's cq_head when last read */
 #ifdef XFERD_STAGE_STAMPS
 	uint32_t stage_taken;  /* TSC when the SQE being run was taken */
 #endif

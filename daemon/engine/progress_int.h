@@ -132,7 +132,7 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 	      const struct xfer_sqe *sqe);
 void exec_publish(struct prog_client *pc);
 /* CQ slots a client may still fill with new completions. */
-uint32_t exec_cq_room(const struct prog_client *pc);
+uint32_t exec_cq_room(struct prog_client *pc);
 /* Notify r's owner (engine/exec.c): posted, or held for it in order;
  * -ENOBUFS past notify_queue_max held (-ENOMEM), for the sender. */
 int exec_notify_owner(struct progress *p, const struct region *r,
