@@ -87,17 +87,28 @@ int link_queue_bytes(struct link *l, const uint8_t *p, size_t n)
 /* Control headers are small: a 1 KiB stack buffer holds them. */
 #define HEADER_ROOM 1024u
 
+/* Frame m for a payload of len bytes into buf (FRAME_PREFIX +
+ * HEADER_ROOM at least): its length, or a negative errno. */
+static int put_header(struct link *l, Xfer__Peer__PeerMsg *m, uint32_t len,
+		      uint8_t *buf)
+{
+	m->proto_version = XFER_PROTO_VERSION;
+	if (protobuf_c_message_get_packed_size(&m->base) > HEADER_ROOM)
+		return -EMSGSIZE;
+	int n = link_frame_header(&m->base, len, buf);
+	if (n > 0)
+		stat_add(&l->stats->bytes_tx, (uint64_t)n);
+	return n;
+}
+
 /* Queue a frame without payload (or whose payload the caller adds). */
 int link_put_msg(struct link *l, Xfer__Peer__PeerMsg *m, uint32_t payload)
 {
 	uint8_t buf[FRAME_PREFIX + HEADER_ROOM];
-	m->proto_version = XFER_PROTO_VERSION;
-	if (protobuf_c_message_get_packed_size(&m->base) > HEADER_ROOM)
-		return -EMSGSIZE;
-	int n = link_frame_header(&m->base, payload, buf);
+	int n = put_header(l, m, payload, buf);
+
 	if (n < 0)
 		return n;
-	stat_add(&l->stats->bytes_tx, (uint64_t)n);
 	return link_queue_bytes(l, buf, (size_t)n);
 }
 
@@ -110,15 +121,12 @@ int link_put_msg_small(struct link *l, Xfer__Peer__PeerMsg *m,
 		       const void *p, uint32_t len)
 {
 	uint8_t buf[FRAME_PREFIX + HEADER_ROOM + SMALL_PAYLOAD];
-	m->proto_version = XFER_PROTO_VERSION;
-	if (len > SMALL_PAYLOAD ||
-	    protobuf_c_message_get_packed_size(&m->base) > HEADER_ROOM)
+	if (len > SMALL_PAYLOAD)
 		return -EMSGSIZE;
-	int n = link_frame_header(&m->base, len, buf);
+	int n = put_header(l, m, len, buf);
 	if (n < 0)
 		return n;
 	memcpy(buf + n, p, len);
-	stat_add(&l->stats->bytes_tx, (uint64_t)n);
 	return link_queue_bytes(l, buf, (size_t)n + len);
 }
 
@@ -140,14 +148,10 @@ int link_put_msg_mapped(struct link *l, Xfer__Peer__PeerMsg *m,
 {
 	uint8_t buf[FRAME_PREFIX + HEADER_ROOM];
 	struct evbuffer *out = bufferevent_get_output(l->bev);
+	int n = put_header(l, m, len, buf);
 
-	m->proto_version = XFER_PROTO_VERSION;
-	if (protobuf_c_message_get_packed_size(&m->base) > HEADER_ROOM)
-		return -EMSGSIZE;
-	int n = link_frame_header(&m->base, len, buf);
 	if (n < 0)
 		return n;
-	stat_add(&l->stats->bytes_tx, (uint64_t)n);
 	struct iovec iov[2] = {
 		{ .iov_base = buf, .iov_len = (size_t)n },
 		{ .iov_base = (void *)p, .iov_len = len },
