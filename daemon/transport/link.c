@@ -52,20 +52,34 @@ int link_frame_header(const ProtobufCMessage *msg, uint32_t payload_len,
 	return (int)(FRAME_PREFIX + hlen);
 }
 
+/* Control headers are small: a 1 KiB stack buffer holds them. */
+#define HEADER_ROOM 1024u
+
 /*
  * With nothing else queued, hand the bytes to the socket at once: a frame
- * then leaves now, not on the event loop's next turn (latency).  Not
- * while tcp_fill corks the link: it writes its frames together.  Returns
- * how many the socket took; errors surface on the bufferevent's next
- * write.
+ * then leaves now, not on the event loop's next turn (latency).  While
+ * tcp_fill corks the link only its first frame may, and only a small one:
+ * a lone request or answer goes at once, without passing through the
+ * bufferevent (whose write event costs two epoll_ctl calls a frame), and
+ * a burst is written together at the fill's end.  Returns how many bytes
+ * the socket took; errors surface on the bufferevent's next write.
  */
 static size_t send_now(struct link *l, struct iovec *iov, int iovcnt)
 {
 	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)iovcnt };
+	size_t total = 0;
 	ssize_t k;
 
-	if (l->corked || evbuffer_get_length(bufferevent_get_output(l->bev)))
+	if (evbuffer_get_length(bufferevent_get_output(l->bev)))
 		return 0;
+	for (int i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	if (l->corked) {
+		bool first = !l->cork_used;
+		l->cork_used = true;
+		if (!first || total > FRAME_PREFIX + HEADER_ROOM + SMALL_PAYLOAD)
+			return 0;
+	}
 	do
 		k = sendmsg(l->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 	while (k < 0 && errno == EINTR);
@@ -84,8 +98,6 @@ int link_queue_bytes(struct link *l, const uint8_t *p, size_t n)
 				     n - k) ? -ENOMEM : 0;
 }
 
-/* Control headers are small: a 1 KiB stack buffer holds them. */
-#define HEADER_ROOM 1024u
 
 /* Frame m for a payload of len bytes into buf (FRAME_PREFIX +
  * HEADER_ROOM at least): its length, or a negative errno. */

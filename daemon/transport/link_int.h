@@ -115,6 +115,7 @@ struct link {
 	uint64_t gen;                /* the main thread's name for it */
 	bool read_paused;            /* backpressure: the peer reads too slowly */
 	bool corked;                 /* tcp_fill queues frames: no send yet */
+	bool cork_used;              /* ... and one went by (link.c send_now) */
 	struct bufferevent *bev;     /* NULL once the link failed */
 	struct link_stats *stats;
 	uint64_t last_rx_ns;

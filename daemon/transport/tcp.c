@@ -482,13 +482,15 @@ static enum serve_state serve_frame(struct link *l, struct serve *s)
  * Queue frames round-robin until the output buffer is full enough.  The
  * frames of one fill are corked and written together at its end (and
  * every SINGLE_IO bytes): one writev for a burst of frames rather than a
- * send each, and no wait for the event loop's next turn.
+ * send each, and no wait for the event loop's next turn.  A lone small
+ * frame still goes at once (send_now in link.c).
  */
 void tcp_fill(struct link *l)
 {
 	struct evbuffer *out;
 
 	l->corked = true;
+	l->cork_used = false;
 	while (l->bev && (out = bufferevent_get_output(l->bev)) &&
 	       evbuffer_get_length(out) < OUT_HIGH) {
 		struct xop *op = TAILQ_FIRST(&l->sendq);
