@@ -46,6 +46,10 @@
 #      With the guest's 2 vCPUs the initiator, which polls, gets one to
 #      itself, as perftest's client does; b's xferd has nothing to do for
 #      one-sided operations.
+#      STAGES_BUILD=DIR (inside the project: a build of
+#      `make BUILD=DIR STAGE_STAMPS=1 DIR/xferd DIR/xferbench`): after the
+#      passes, the 8 B round trip again against a pair of its xferds,
+#      split into stages (xferbench lat --stages; raw/stages.log),
 #      RXE_VM_TIMEOUT (the whole guest; default from PASSES),
 #      BENCH_REPORT=FILE (instead of BENCHMARKS.md), NO_REPORT=1.
 set -uo pipefail
@@ -358,6 +362,30 @@ guest_main() {
 	done
 	G_PIDS=()
 	log "guest: passes done in $((t1 - t0)) s"
+	[ -n "${STAGES_BUILD:-}" ] && stages_run
+	return 0
+}
+
+# The 8 B round trip against a pair of stamping xferds (STAGES_BUILD),
+# split at their stamps: the client's and a's part, the RDMA write and
+# its completion, and the way back (tools/stages.h).
+stages_run() {
+	local p
+	for p in xferd xferbench; do
+		cp "$STAGES_BUILD/$p" "$GTMP/stages-$p" || { warn "missing $STAGES_BUILD/$p"; return; }
+	done
+	XFERD=$GTMP/stages-xferd XB=$GTMP/stages-xferbench
+	start_xferd b "$B_IP" "$B_PORT" "$XFERD_CPU_B"
+	start_xferd a "$A_IP" "$A_PORT" "$XFERD_CPU_A"
+	log "guest: xferbench lat --stages against stamping xferds"
+	local xcpu=$XFERD_CPU_A
+	[ "$xcpu" = none ] && xcpu=0
+	# "Pass" stages: its RES lines stay out of the passes' medians.
+	xb stages stages lat --size 8 --iters "$LAT_ITERS" \
+		--warmup $((LAT_ITERS / 10)) --stages --xferd-cpu "$xcpu"
+	mv "$OUT/raw/stages.passstages.log" "$OUT/raw/stages.log"
+	for p in "${G_PIDS[@]}"; do kill -TERM "$p"; wait "$p"; done
+	G_PIDS=()
 }
 
 # --- on the host ---------------------------------------------------------------
