@@ -84,6 +84,11 @@ START_TEST(layout_every_size)
 		 * xferd writes beside one the client writes. */
 		ck_assert(!same_block(o.sq_head, o.sq_tail));
 		ck_assert(!same_block(o.cq_head, o.cq_tail));
+		/* sq_flags, which a polling client reads at every look at
+		 * its CQ, apart from what xferd stores at every pass: a store
+		 * to its line would first take it back from the client. */
+		ck_assert(!same_block(o.sq_flags, o.sq_head));
+		ck_assert(!same_block(o.sq_flags, o.cq_tail));
 		const uint32_t by_xferd[] = { o.sq_head, o.sq_flags, o.cq_tail,
 					      o.cq_overflow };
 		const uint32_t by_client[] = { o.sq_tail, o.cq_head,
