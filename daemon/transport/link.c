@@ -98,7 +98,6 @@ int link_queue_bytes(struct link *l, const uint8_t *p, size_t n)
 				     n - k) ? -ENOMEM : 0;
 }
 
-
 /* Frame m for a payload of len bytes into buf (FRAME_PREFIX +
  * HEADER_ROOM at least): its length, or a negative errno. */
 static int put_header(struct link *l, Xfer__Peer__PeerMsg *m, uint32_t len,
@@ -124,24 +123,6 @@ int link_put_msg(struct link *l, Xfer__Peer__PeerMsg *m, uint32_t payload)
 	return link_queue_bytes(l, buf, (size_t)n);
 }
 
-/*
- * Header and payload in one send: with TCP_NODELAY two sends are two
- * segments, and the peer often wakes for the header alone, then again
- * for the payload (an 8 B write's round trip pays that twice).
- */
-int link_put_msg_small(struct link *l, Xfer__Peer__PeerMsg *m,
-		       const void *p, uint32_t len)
-{
-	uint8_t buf[FRAME_PREFIX + HEADER_ROOM + SMALL_PAYLOAD];
-	if (len > SMALL_PAYLOAD)
-		return -EMSGSIZE;
-	int n = put_header(l, m, len, buf);
-	if (n < 0)
-		return n;
-	memcpy(buf + n, p, len);
-	return link_queue_bytes(l, buf, (size_t)n + len);
-}
-
 static void unref_region(const void *data, size_t len, void *arg)
 {
 	(void)data, (void)len;
@@ -149,11 +130,12 @@ static void unref_region(const void *data, size_t len, void *arg)
 }
 
 /*
- * Header and a large payload of memory xferd maps (len bytes at p, in
- * region r) in one sendmsg: the payload used to wait behind its header
- * for the event loop's next turn and the socket's EV_WRITE, which cost a
- * 64 KiB write about half its rate.  What the socket does not take is
- * queued, the payload's rest by reference, r held until it has left.
+ * A frame with a payload of memory xferd maps (len bytes at p, in region
+ * r), header and payload in one sendmsg: with TCP_NODELAY two sends are
+ * two segments, the peer often woke for the header alone, and a payload
+ * queued behind its header waited for the event loop's next turn.  What
+ * the socket does not take is queued: a small payload's rest copied, a
+ * large one's by reference, r held until it has left.
  */
 int link_put_msg_mapped(struct link *l, Xfer__Peer__PeerMsg *m,
 			struct region *r, const void *p, uint32_t len)
@@ -170,13 +152,15 @@ int link_put_msg_mapped(struct link *l, Xfer__Peer__PeerMsg *m,
 	};
 	size_t k = send_now(l, iov, 2);
 	size_t head = k < (size_t)n ? k : (size_t)n, body = k - head;
+	const uint8_t *rest = (const uint8_t *)p + body;
 	if (head < (size_t)n && evbuffer_add(out, buf + head, (size_t)n - head))
 		return -ENOMEM;
 	if (body == len)
 		return 0;
+	if (len <= SMALL_PAYLOAD)
+		return evbuffer_add(out, rest, len - body) ? -ENOMEM : 0;
 	region_get(r);
-	if (evbuffer_add_reference(out, (const uint8_t *)p + body, len - body,
-				   unref_region, r)) {
+	if (evbuffer_add_reference(out, rest, len - body, unref_region, r)) {
 		region_put(r);
 		return -ENOMEM;
 	}

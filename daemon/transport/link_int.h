@@ -188,12 +188,8 @@ struct linkset {
  * the frame's payload, if any, is the caller's to queue next. */
 int link_queue_bytes(struct link *l, const uint8_t *p, size_t n);
 int link_put_msg(struct link *l, Xfer__Peer__PeerMsg *m, uint32_t payload);
-/* The same with a small payload (at most SMALL_PAYLOAD bytes at p) in
- * the same send: one segment on the wire, one read at the peer. */
-int link_put_msg_small(struct link *l, Xfer__Peer__PeerMsg *m,
-		       const void *p, uint32_t len);
-/* The same with a large payload (len bytes at p of memfd region r),
- * sent with its header when nothing waits, else queued by reference. */
+/* The same with its payload, len bytes at p of memfd region r, in the
+ * header's send when nothing waits (link.c). */
 int link_put_msg_mapped(struct link *l, Xfer__Peer__PeerMsg *m,
 			struct region *r, const void *p, uint32_t len);
 /* Write what is queued now, up to SINGLE_IO bytes in one writev. */

@@ -278,7 +278,7 @@ static int stage_payload(const struct region *r, uint64_t off, uint64_t len,
 
 /*
  * Queue frame m with its payload, [off, off + n) of r: memory xferd maps
- * goes in the header's send (copied when small, by reference when not),
+ * goes in the header's send (link_put_msg_mapped),
  * staged bytes (CMA) or a staging chunk (GPU) are queued behind it.  A
  * failure leaves the stream out of step: the caller ends the link.
  */
@@ -286,12 +286,9 @@ static int put_frame(struct link *l, Xfer__Peer__PeerMsg *m, struct region *r,
 		     uint64_t off, uint64_t n, struct staging_chunk *c,
 		     struct evbuffer *staged)
 {
-	if (!c && !staged && n && region_kind(r) == REGION_MEMFD) {
-		const void *p = region_map_at(r, off);
-		return n <= SMALL_PAYLOAD
-			       ? link_put_msg_small(l, m, p, (uint32_t)n)
-			       : link_put_msg_mapped(l, m, r, p, (uint32_t)n);
-	}
+	if (!c && !staged && n && region_kind(r) == REGION_MEMFD)
+		return link_put_msg_mapped(l, m, r, region_map_at(r, off),
+					   (uint32_t)n);
 	int err = link_put_msg(l, m, (uint32_t)n);
 	if (!err && c)
 		err = staged_queue_chunk(l, c);
