@@ -26,6 +26,7 @@
 #include "client.pb-c.h"
 #include "gpu/gpu.h"
 #include "quota.h"
+#include "uid_usage.h"
 #include "log.h"
 #include "mem/dlist.h"
 #include "mem/regworker.h"
@@ -59,6 +60,9 @@ struct client {
 	void *ring_map;
 	size_t ring_len;
 	struct client_usage use; /* against the limits (quota.h) */
+	struct uid_usage *uu;    /* its user's, against per-uid limits
+				  * (uid_usage.h); also its notify pool */
+	uint32_t names;          /* names it published, counted in uu */
 	TAILQ_ENTRY(client) link;
 };
 
@@ -257,6 +261,7 @@ static void reg_job_done(struct regworker_job *j, int result)
 		/* counted while the job was out */
 		c->use.regions--;
 		c->use.region_bytes -= rj->length;
+		c->uu->regions--;
 		err = reply_status(c, rj->seq, result,
 				   result != -ENOTSUP ? strerror(-result)
 				   : gpu_count()
@@ -289,6 +294,7 @@ static void reg_submit(struct client *c, struct reg_job *rj, uint64_t seq,
 	rj->job.done = reg_job_done;
 	c->use.regions++;
 	c->use.region_bytes += length;
+	c->uu->regions++;
 	if (!rj->background)
 		client_pause(c);  /* until done() replies */
 	regworker_submit(c->d->regworker, &rj->job);
@@ -331,6 +337,8 @@ static int handle_reg(struct client *c, uint64_t seq,
 	int err;
 
 	err = quota_check_region(cfg, &c->use, req->length, &why);
+	if (!err)
+		err = uid_usage_check(cfg, c->uu, UID_RES_REGIONS, &why);
 	if (err)
 		return reply_status(c, seq, err, why);
 	/* Kind, length and descriptors: checked by client_msg_check. */
@@ -385,6 +393,7 @@ static int handle_reg(struct client *c, uint64_t seq,
 	}
 	c->use.regions++;
 	c->use.region_bytes += req->length;
+	c->uu->regions++;
 	return reply_reg(c, seq, r);
 }
 
@@ -434,8 +443,10 @@ static void on_token_checked(void *arg, int error,
 	if (error && rdma)  /* not adopted (twice is harmless) */
 		peers_release_grant(w->d->peers, w->tok.instance_id,
 				    rdma->grant);
-	if (error)
+	if (error) {
 		c->use.imports--;  /* counted while the check was out */
+		c->uu->imports--;
+	}
 	if (error)
 		err = reply_status(c, w->seq, error,
 				   error == -EACCES
@@ -465,6 +476,9 @@ static int handle_import(struct client *c, uint64_t seq,
 	const char *why;
 	int lim = quota_check_import(&c->d->cfg, &c->use, &why);
 
+	if (!lim)
+		lim = uid_usage_check(&c->d->cfg, c->uu, UID_RES_IMPORTS, &why);
+
 	if (lim)
 		return reply_status(c, seq, lim, why);
 	if (token_decode(req->token.data, req->token.len, &tok))
@@ -477,6 +491,7 @@ static int handle_import(struct client *c, uint64_t seq,
 					   .seq = seq, .tok = tok };
 		/* Counted now, so imports in flight respect max_imports. */
 		c->use.imports++;
+		c->uu->imports++;
 		peers_check_token(c->d->peers, &tok, on_token_checked, w);
 		return 0;
 	}
@@ -486,6 +501,7 @@ static int handle_import(struct client *c, uint64_t seq,
 		return reply_status(c, seq, err,
 				    "token key does not match a live region");
 	c->use.imports++;
+	c->uu->imports++;
 	return reply_import(c, seq, handle, length);
 }
 
@@ -501,9 +517,11 @@ static int handle_remove(struct client *c, uint64_t seq, uint64_t handle,
 	err = regtab_remove(c->d->regs, c->pc.id, handle, is_import);
 	if (!err && is_import) {
 		c->use.imports--;
+		c->uu->imports--;
 	} else if (!err) {
 		c->use.regions--;
 		c->use.region_bytes -= length;
+		c->uu->regions--;
 	}
 	/* Its prepared lists go with it. */
 	if (!err)
@@ -634,13 +652,29 @@ static int handle_dlist_create(struct client *c, uint64_t seq,
 			lens, req->length, end,
 			(struct dlist_limits){
 				.lists = cfg->dlist_max_per_client,
-				.entries = cfg->dlist_max_client_entries },
+				.entries = cfg->dlist_max_client_entries,
+				.uid = &c->uu->lists,
+				.uid_lists = cfg->dlist_max_per_uid,
+				.uid_bytes = cfg->dlist_max_uid_bytes },
 			&handle);
 	if (err) {
-		why = err == -ENOSPC ? "too many lists (dlist_max_per_client)"
-		    : err == -ENOBUFS ? "entries of this client's lists would "
-				       "exceed dlist_max_client_entries"
-				     : "out of memory";
+		/* The client's bound is checked first: if it holds room,
+		 * its user's was hit. */
+		bool mine = err == -ENOSPC
+			? dltab_count(c->d->dlists, c->pc.id) >=
+				  cfg->dlist_max_per_client
+			: dltab_entries(c->d->dlists, c->pc.id) + n >
+				  cfg->dlist_max_client_entries;
+		why = err == -ENOSPC && mine
+			? "too many lists (dlist_max_per_client)"
+		    : err == -ENOSPC ? "too many lists of this user "
+				       "(dlist_max_per_uid)"
+		    : err == -ENOBUFS && mine
+			? "entries of this client's lists would exceed "
+			  "dlist_max_client_entries"
+		    : err == -ENOBUFS ? "memory of this user's lists would "
+					"exceed dlist_max_uid_bytes"
+				      : "out of memory";
 		goto fail;
 	}
 	log_debug("client %llu: list %llx of %u entries over %llu",
@@ -672,6 +706,16 @@ struct publish_wait {
 	char name[NAMES_NAME_MAX + 1];
 };
 
+/* The user's count of names follows the table: what this client holds
+ * now (a publish may replace a token under a name it has). */
+static void names_recount(struct client *c)
+{
+	uint32_t now = (uint32_t)names_client_count(c->d->names, c->pc.id);
+
+	c->uu->names = c->uu->names - c->names + now;
+	c->names = now;
+}
+
 static void on_cluster_published(void *arg, int error)
 {
 	struct publish_wait *w = arg;
@@ -679,8 +723,10 @@ static void on_cluster_published(void *arg, int error)
 
 	if (c) {
 		/* Another node has the name: it is not ours here either. */
-		if (error)
+		if (error) {
 			names_unpublish(w->d->names, w->name, c->pc.id);
+			names_recount(c);
+		}
 		if (reply_status(c, w->seq, error,
 				 error == -EEXIST ? "name published by another node"
 				 : error ? strerror(-error) : NULL))
@@ -711,8 +757,15 @@ static int handle_publish(struct client *c, uint64_t seq,
 	/* Name and token length: checked by client_msg_check.  The table
 	 * keeps opaque bytes: a token is checked where it is used, on
 	 * import at the xferd that owns it. */
+	const char *why = NULL;
 	int err = names_publish(c->d->names, req->name, c->pc.id,
 				req->token.data, req->token.len);
+	/* A new name (not a new token under one it has) past its user's
+	 * bound: taken back. */
+	if (!err && names_client_count(c->d->names, c->pc.id) > c->names &&
+	    (err = uid_usage_check(&c->d->cfg, c->uu, UID_RES_NAMES, &why)))
+		names_unpublish(c->d->names, req->name, c->pc.id);
+	names_recount(c);
 	if (!err)
 		log_debug("client %llu: published '%s' (%zu bytes)",
 			  (unsigned long long)c->pc.id, req->name,
@@ -720,7 +773,8 @@ static int handle_publish(struct client *c, uint64_t seq,
 	if (!err && c->d->cluster)
 		return publish_in_cluster(c, seq, req);
 	return reply_status(c, seq, err,
-			    err == -EEXIST ? "name published by another client"
+			    why ? why
+			    : err == -EEXIST ? "name published by another client"
 			    : err == -EMLINK
 			    ? "too many published names of this client (max_names)"
 			    : err ? strerror(-err) : NULL);
@@ -730,6 +784,7 @@ static int handle_unpublish(struct client *c, uint64_t seq,
 			    const Xfer__Client__UnpublishRequest *req)
 {
 	int err = names_unpublish(c->d->names, req->name, c->pc.id);
+	names_recount(c);
 	if (!err)
 		cluster_unpublish(c->d->cluster, req->name);
 	return reply_status(c, seq, err,
@@ -948,6 +1003,17 @@ static void on_hangup(evutil_socket_t fd, short what, void *arg)
 	client_drop(arg, "disconnected");
 }
 
+/* What the client held leaves its user's counts (its lists leave with
+ * dltab_remove_client).  Once: the counts are the client's no more. */
+static void client_give_back(struct client *c)
+{
+	c->uu->regions -= c->use.regions;
+	c->uu->imports -= c->use.imports;
+	c->use.regions = 0;
+	c->use.imports = 0;
+	names_recount(c);
+}
+
 static void client_free(struct client *c)
 {
 	if (c->ev)
@@ -962,6 +1028,8 @@ static void client_free(struct client *c)
 		munmap(c->ring_map, c->ring_len);
 	if (c->pidfd >= 0)
 		close(c->pidfd);
+	/* After the progress thread let go of it (its notify pool). */
+	uid_usage_put(c->d->uid_use, c->uu);
 	free(c);
 }
 
@@ -989,6 +1057,7 @@ static void client_drop(struct client *c, const char *why)
 	dltab_remove_client(d->dlists, c->pc.id);
 	cluster_client_gone(d->cluster, c->pc.id);
 	names_remove_client(d->names, c->pc.id);
+	client_give_back(c);
 	uid_conn_release(d->uids, c->uid, UID_CLIENT);
 	d->nclients--;
 	progress_detach(d->progress, &c->pc);
@@ -1200,12 +1269,16 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 		goto out;
 	}
 
-	c = calloc(1, sizeof(*c));
+	struct uid_usage *uu = uid_usage_get(d->uid_use, cred->uid);
+	c = uu ? calloc(1, sizeof(*c)) : NULL;
 	if (!c) {
+		uid_usage_put(d->uid_use, uu);
 		refuse(sock, seq, -ENOMEM, "out of memory");
 		goto out;
 	}
 	c->d = d;
+	c->uu = uu;
+	c->pc.notify.pool = &uu->notify;
 	c->sock = sock;
 	c->pid = cred->pid;
 	c->uid = cred->uid;
@@ -1285,6 +1358,11 @@ void client_free_all(struct xferd *d)
 	while ((c = TAILQ_FIRST(&d->clients))) {
 		TAILQ_REMOVE(&d->clients, c, link);
 		regtab_remove_client(d->regs, c->pc.id);
+		if (c->state == CLIENT_ACTIVE) {  /* never dropped */
+			dltab_remove_client(d->dlists, c->pc.id);
+			names_remove_client(d->names, c->pc.id);
+			client_give_back(c);
+		}
 		client_free(c);
 	}
 	d->nclients = 0;

@@ -64,6 +64,14 @@ void config_defaults(struct xferd_config *cfg)
 		.max_names = 4096,
 		.max_inflight = 16384,
 		.notify_queue_max = 65536,
+		/* Per user: a few clients' worth, so that a user's many
+		 * clients share what one client may hold (uid_usage.h). */
+		.max_regions_per_uid = 131072,
+		.max_imports_per_uid = 131072,
+		.max_names_per_uid = 16384,
+		.dlist_max_per_uid = 16384,
+		.dlist_max_uid_bytes = 256ull << 20,
+		.notify_queue_max_per_uid = 262144,
 	};
 	meta_config_defaults(&cfg->meta);
 }
@@ -129,6 +137,51 @@ static int parse_u32(const char *key, const char *s, uint64_t min,
 			    (unsigned long long)min, (unsigned long long)max);
 	*out = (uint32_t)v;
 	return 0;
+}
+
+/*
+ * The per-uid keys of uid_usage.h.  True if key is one of them, with *rc
+ * the result of parsing value into c.
+ */
+static bool config_set_uid_limit(struct xferd_config *c, const char *key,
+				 const char *value, char *err, size_t errlen,
+				 int *rc)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+		uint32_t min, max;
+	} u32[] = {
+#define LIMIT(k, lo, hi) { #k, offsetof(struct xferd_config, k), lo, hi }
+		LIMIT(max_regions_per_uid, 1, 1u << 24),
+		LIMIT(max_imports_per_uid, 1, 1u << 24),
+		LIMIT(max_names_per_uid, 1, 1u << 20),
+		LIMIT(dlist_max_per_uid, 0, 1u << 24),
+		LIMIT(notify_queue_max_per_uid, 0, 1u << 24),
+#undef LIMIT
+	};
+
+	for (size_t i = 0; i < sizeof(u32) / sizeof(u32[0]); i++)
+		if (strcmp(key, u32[i].key) == 0) {
+			*rc = parse_u32(key, value, u32[i].min, u32[i].max,
+					(uint32_t *)((char *)c + u32[i].off),
+					err, errlen);
+			return true;
+		}
+	if (strcmp(key, "dlist_max_uid_bytes") == 0) {
+		uint64_t v;
+		*rc = 0;
+		/* Finite: at most 1T, at least one list of one entry. */
+		if (config_parse_size(value, &v) || v < 4096 ||
+		    v > (1ull << 40))
+			*rc = fail(err, errlen,
+				   "dlist_max_uid_bytes: '%s' is not a size in "
+				   "4K..1T (e.g. 256M)", value);
+		else
+			c->dlist_max_uid_bytes = v;
+		return true;
+	}
+	return false;
 }
 
 /*
@@ -400,6 +453,8 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 			 value);
 	} else if (config_set_limit(&c, key, value, err, errlen, &rc)) {
 		/* one of the limits of quota.h: rc says how it went */
+	} else if (config_set_uid_limit(&c, key, value, err, errlen, &rc)) {
+		/* per uid (uid_usage.h): the same */
 	} else {
 		return fail(err, errlen, "unknown key '%s'", key);
 	}

@@ -89,6 +89,14 @@ struct xferd_config {
 	uint32_t max_inflight;     /* a client's operations out on links */
 	/* Notifications held for one client whose CQ is full. */
 	uint32_t notify_queue_max;
+
+	/* What all clients of one user hold together (uid_usage.h). */
+	uint32_t max_regions_per_uid;
+	uint32_t max_imports_per_uid;
+	uint32_t max_names_per_uid;
+	uint32_t dlist_max_per_uid;      /* prepared lists */
+	uint64_t dlist_max_uid_bytes;    /* xferd's memory for them */
+	uint32_t notify_queue_max_per_uid;
 };
 
 /*

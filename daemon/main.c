@@ -40,6 +40,7 @@
 #include "mem/region.h"
 #include "common/rendezvous.h"
 #include "sdnotify.h"
+#include "uid_usage.h"
 #include "xferd.h"
 
 #define STATUS_INTERVAL_S 2
@@ -274,6 +275,8 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 		progress_set_max_inflight(rt->d.progress, cfg.max_inflight);
 		progress_set_notify_queue_max(rt->d.progress,
 					      cfg.notify_queue_max);
+		progress_set_notify_uid_max(rt->d.progress,
+					    cfg.notify_queue_max_per_uid);
 		names_set_limit(rt->d.names, cfg.max_names);
 		rcache_set_limits(rt->d.rcache, cfg.rcache_max_entries,
 				  cfg.rcache_max_bytes);
@@ -345,7 +348,8 @@ int main(int argc, char **argv)
 	d->names = names_create();
 	d->dlists = dltab_create();
 	d->uids = uid_table_create();
-	if (!d->names || !d->dlists || !d->uids)
+	d->uid_use = uid_usage_table_create();
+	if (!d->names || !d->dlists || !d->uids || !d->uid_use)
 		fatalx("out of memory");
 	names_set_limit(d->names, d->cfg.max_names);
 	/* GPUs are opened before anything uses them, and before READY:
@@ -373,6 +377,8 @@ int main(int argc, char **argv)
 	progress_set_dlists(d->progress, d->dlists);
 	progress_set_max_inflight(d->progress, d->cfg.max_inflight);
 	progress_set_notify_queue_max(d->progress, d->cfg.notify_queue_max);
+	progress_set_notify_uid_max(d->progress,
+				    d->cfg.notify_queue_max_per_uid);
 	rt.ev_notice = event_new(d->base, progress_notice_fd(d->progress),
 				 EV_READ | EV_PERSIST, on_notice, &rt);
 	if (!rt.ev_notice || event_add(rt.ev_notice, NULL))
@@ -444,6 +450,7 @@ int main(int argc, char **argv)
 	/* Before the GPUs go: lists hold copies of themselves there. */
 	dltab_destroy(d->dlists);
 	uid_table_destroy(d->uids);
+	uid_usage_table_destroy(d->uid_use);
 	regtab_destroy(d->regs);
 	/* Regions held the imports: now the cache is empty. */
 	rcache_destroy(d->rcache);

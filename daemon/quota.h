@@ -18,7 +18,8 @@
  * on links: its ring is not drained further until some end) and the
  * handshake deadline (a connection that says nothing is closed).
  * Prepared descriptor lists and streams get theirs here too when they
- * come (a count per client, with an errno of their own).
+ * come (a count per client, with an errno of their own).  What all
+ * clients of one user hold together is bounded in uid_usage.h.
  *
  * Main thread only.
  */

@@ -27,6 +27,7 @@ struct rcache;
 struct regworker;
 struct dltab;
 struct uid_table;
+struct uid_usage_table;
 
 #define XFERD_VERSION "0.1.0"
 
@@ -51,6 +52,7 @@ struct xferd {
 	struct regworker *regworker; /* the registration thread (regworker.h) */
 	struct dltab *dlists;       /* prepared descriptor lists (dlist.h) */
 	struct uid_table *uids;     /* connections per user (quota.h) */
+	struct uid_usage_table *uid_use; /* what each user holds (uid_usage.h) */
 	struct client_list clients;
 	uint32_t nclients;          /* attached, not yet dropped */
 	uint64_t next_client_id;

@@ -86,8 +86,9 @@ uint32_t exec_cq_room(struct prog_client *pc)
  * A notification (XFER_CQE_F_NOTIFY) goes on its owner's CQ when that
  * has room and no older one is held; else it waits in the owner's
  * notify_queue (engine/notify_queue.h) and exec_notify_flush() posts it,
- * in order, as the owner consumes CQEs.  Past notify_queue_max held the
- * sender's descriptor fails with -ENOBUFS: never silently dropped.
+ * in order, as the owner consumes CQEs.  Past notify_queue_max held for
+ * the owner, or notify_queue_max_per_uid for all clients of its user,
+ * the sender's descriptor fails with -ENOBUFS: never silently dropped.
  * Delivery is two steps, notify_admit() before the sender's own CQE is
  * written (so that CQE can carry the refusal) and notify_deliver()
  * after it (so a client notifying itself sees its completion first).
@@ -114,9 +115,11 @@ static int notify_admit(struct progress *p, struct prog_client *owner,
 {
 	if (nq_len(&owner->notify) == 0 && exec_cq_room(owner) > held)
 		return 0;
-	/* Relaxed: a setting, changed only by a reload. */
+	/* Relaxed: settings, changed only by a reload. */
 	int err = nq_reserve(&owner->notify,
 			     atomic_load_explicit(&p->notify_queue_max,
+						  memory_order_relaxed),
+			     atomic_load_explicit(&p->notify_uid_max,
 						  memory_order_relaxed));
 	if (err)
 		stat_add(&owner->stats.notify_refused, 1);
@@ -141,7 +144,7 @@ static void notify_deliver(struct prog_client *owner, const struct region *r,
 	}
 	/* Admitted, its place is there: no limit and no allocation here.
 	 * (Only if that ever failed would one be lost, and counted.) */
-	if (nq_reserve(&owner->notify, UINT32_MAX)) {
+	if (nq_reserve(&owner->notify, UINT32_MAX, UINT32_MAX)) {
 		atomic_fetch_add_explicit(owner->ring.cq_overflow, 1,
 					  memory_order_relaxed);
 		return;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * notify_queue.c - the per-client queue of notifications that did not
- * fit its CQ yet (notify_queue.h).
+ * fit its CQ yet (notify_queue.h).  Progress thread only.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -12,9 +12,21 @@
 /* First allocation: small, most queues see short bursts. */
 #define NQ_MIN_CAP 64u
 
-int nq_reserve(struct notify_queue *q, uint32_t max)
+/* Relaxed: only this thread writes held; it is a count, ordering
+ * nothing else. */
+static void pool_add(struct notify_queue *q, int32_t n)
+{
+	if (q->pool)
+		atomic_fetch_add_explicit(&q->pool->held, (uint32_t)n,
+					  memory_order_relaxed);
+}
+
+int nq_reserve(struct notify_queue *q, uint32_t max, uint32_t pool_max)
 {
 	if (q->count >= max)
+		return -ENOBUFS;
+	if (q->pool && atomic_load_explicit(&q->pool->held,
+					    memory_order_relaxed) >= pool_max)
 		return -ENOBUFS;
 	if (q->count < q->cap)
 		return 0;
@@ -42,6 +54,7 @@ void nq_push(struct notify_queue *q, const struct xfer_cqe *cqe)
 {
 	q->q[(q->head + q->count) & (q->cap - 1)] = *cqe;
 	q->count++;
+	pool_add(q, 1);
 }
 
 const struct xfer_cqe *nq_front(const struct notify_queue *q)
@@ -52,6 +65,7 @@ const struct xfer_cqe *nq_front(const struct notify_queue *q)
 void nq_pop(struct notify_queue *q)
 {
 	q->head = (q->head + 1) & (q->cap - 1);
+	pool_add(q, -1);
 	/* Emptied after a burst: its memory goes back; the first small
 	 * ring stays, so an owner just behind does not malloc each time. */
 	if (--q->count == 0 && q->cap > NQ_MIN_CAP)
@@ -60,6 +74,9 @@ void nq_pop(struct notify_queue *q)
 
 void nq_free(struct notify_queue *q)
 {
+	struct nq_pool *pool = q->pool;
+
+	pool_add(q, -(int32_t)q->count);
 	free(q->q);
-	*q = (struct notify_queue){ 0 };
+	*q = (struct notify_queue){ .pool = pool };
 }

@@ -11,24 +11,44 @@
  * commits to delivering, so that the sender of one that does not fit
  * can be told (-ENOBUFS) instead of the notification vanishing.
  *
- * Progress thread only; no locking.
+ * Every queue of one user's clients (their uid) also draws on one
+ * struct nq_pool, so that a user with many clients that never read
+ * their CQs holds at most notify_queue_max_per_uid notifications in
+ * xferd, not notify_queue_max times its clients.
+ *
+ * Progress thread only; no locking.  A pool is the one exception to
+ * "only": the main thread makes and frees it (uid_usage.h), with no
+ * queue using it then (it outlives every client of its user, and the
+ * progress thread lets a client's queue go, nq_free, before the main
+ * thread frees the client), and may read held, a relaxed atomic, as a
+ * gauge.
  */
 #ifndef XFERD_NOTIFY_QUEUE_H
 #define XFERD_NOTIFY_QUEUE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "xfer_ring.h"
 
+/* What the queues of one user hold together. */
+struct nq_pool {
+	/* Written by the progress thread only; relaxed (a count, and a
+	 * gauge for the main thread). */
+	_Atomic uint32_t held;
+};
+
 /* A ring of CQEs that grows by doubling while it is used and is freed
  * once empty after a burst (only the first small ring stays).  Zeroed:
- * empty. */
+ * empty, in no pool. */
 struct notify_queue {
 	struct xfer_cqe *q;
 	uint32_t head;   /* index of the oldest, modulo cap */
 	uint32_t count;
 	uint32_t cap;    /* a power of two, or 0 */
+	/* Set before the owner is attached (then fixed); NULL: none. */
+	struct nq_pool *pool;
 };
 
 static inline uint32_t nq_len(const struct notify_queue *q)
@@ -37,18 +57,20 @@ static inline uint32_t nq_len(const struct notify_queue *q)
 }
 
 /*
- * Make sure one more notification fits, while at most max are held:
- * 0, -ENOBUFS (max are held already) or -ENOMEM.  After 0, nq_push()
- * of one notification cannot fail.
+ * Make sure one more notification fits, while at most max are held in
+ * q and at most pool_max in its pool: 0, -ENOBUFS (max or pool_max are
+ * held already) or -ENOMEM.  After 0, nq_push() of one notification
+ * cannot fail.
  */
-int nq_reserve(struct notify_queue *q, uint32_t max);
+int nq_reserve(struct notify_queue *q, uint32_t max, uint32_t pool_max);
 /* Append cqe behind the others; the caller reserved its place. */
 void nq_push(struct notify_queue *q, const struct xfer_cqe *cqe);
 /* The oldest notification; only when nq_len() > 0. */
 const struct xfer_cqe *nq_front(const struct notify_queue *q);
 /* Drop the oldest one (posted by the caller). */
 void nq_pop(struct notify_queue *q);
-/* Drop everything (its owner went); the queue is empty after. */
+/* Drop everything (its owner went); the queue is empty after, still in
+ * its pool. */
 void nq_free(struct notify_queue *q);
 
 #endif /* XFERD_NOTIFY_QUEUE_H */

@@ -722,6 +722,7 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 	atomic_init(&p->spin_us, spin_us);
 	atomic_init(&p->max_inflight, UINT32_MAX);
 	atomic_init(&p->notify_queue_max, PROGRESS_NOTIFY_QUEUE_MAX);
+	atomic_init(&p->notify_uid_max, PROGRESS_NOTIFY_UID_MAX);
 	atomic_init(&p->ops_in_flight, 0);
 	p->cmds_tail = &p->cmds;
 	TAILQ_INIT(&p->exec.deferred);
@@ -1017,6 +1018,12 @@ void progress_set_notify_queue_max(struct progress *p, uint32_t max)
 {
 	/* Relaxed: a plain setting, read once per notification held. */
 	atomic_store_explicit(&p->notify_queue_max, max, memory_order_relaxed);
+}
+
+void progress_set_notify_uid_max(struct progress *p, uint32_t max)
+{
+	/* Relaxed: as notify_queue_max. */
+	atomic_store_explicit(&p->notify_uid_max, max, memory_order_relaxed);
 }
 
 

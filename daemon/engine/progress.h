@@ -198,6 +198,13 @@ void progress_set_max_inflight(struct progress *p, uint32_t max);
  */
 #define PROGRESS_NOTIFY_QUEUE_MAX 65536u  /* until set */
 void progress_set_notify_queue_max(struct progress *p, uint32_t max);
+/*
+ * And for all clients of one user together (notify_queue_max_per_uid):
+ * the queues of clients whose notify.pool is the same (set by the main
+ * thread before progress_attach, engine/notify_queue.h).
+ */
+#define PROGRESS_NOTIFY_UID_MAX 262144u  /* until set */
+void progress_set_notify_uid_max(struct progress *p, uint32_t max);
 /* Operations out now (links, GPU copies, staging), from any thread. */
 uint64_t progress_ops_in_flight(const struct progress *p);
 const struct path_stats *progress_path_stats(const struct progress *p);

@@ -59,6 +59,7 @@ struct progress {
 	_Atomic uint32_t spin_us;
 	_Atomic uint32_t max_inflight; /* per client (progress.h) */
 	_Atomic uint32_t notify_queue_max; /* per client (progress.h) */
+	_Atomic uint32_t notify_uid_max;   /* per uid (progress.h) */
 	int cpu;
 
 	pthread_mutex_t lock;      /* guards cmds and both notice lists */

@@ -22,6 +22,12 @@
  * progress thread; its mutex is a leaf lock.  Lists are refcounted: a
  * transfer holds the lists it uses, so destroying one under a transfer
  * frees it only when the transfer is done.
+ *
+ * The progress thread takes that mutex for every list descriptor, so
+ * nothing done under it may grow with the lists of other clients: lists
+ * are indexed by handle, by owner (its counts, kept as lists come and go)
+ * and by (owner, target), so adding, removing, a target's removal and a
+ * client's leaving cost O(1) or O(the lists concerned).
  */
 #ifndef XFERD_DLIST_H
 #define XFERD_DLIST_H
@@ -72,20 +78,41 @@ struct dltab *dltab_create(void);
 void dltab_destroy(struct dltab *t);
 
 /*
+ * What the lists of one user (uid) hold, over all its clients: charged
+ * when a list enters the table and given back when it leaves it.  The
+ * caller owns it (quota.h); the table only adds and subtracts, under its
+ * mutex, on the main thread.
+ */
+struct dlist_usage {
+	uint32_t lists;
+	uint64_t bytes;
+};
+
+/* What one list costs xferd: its entries and its bookkeeping. */
+uint64_t dlist_bytes(uint32_t n, bool has_lens);
+
+/*
  * What one client may hold: lists, and entries over all its lists (each
  * entry is 8 or 16 bytes of xferd's memory, so the count of lists alone
- * would let one client take gigabytes).
+ * would let one client take gigabytes).  With uid set, also what all
+ * clients of its user may hold together (a user opens as many clients
+ * as max_connections_per_uid allows): uid_lists lists, uid_bytes bytes
+ * (dlist_bytes()).  An owner's lists are charged to the uid usage given
+ * with its first list; every later add of that owner must give the same.
  */
 struct dlist_limits {
 	uint32_t lists;
 	uint64_t entries;
+	struct dlist_usage *uid;  /* NULL: no per-uid bound */
+	uint32_t uid_lists;
+	uint64_t uid_bytes;
 };
 
 /*
  * Add a list of client owner over target (already checked with
  * dlist_check against it); the table takes off and lens (malloc'd).
- * Past the client's limits: -ENOSPC (lists) or -ENOBUFS (entries).  Sets
- * *handle.
+ * Past the client's or its user's limits: -ENOSPC (lists) or -ENOBUFS
+ * (entries, bytes).  Sets *handle.
  */
 int dltab_add(struct dltab *t, uint64_t owner, uint64_t target,
 	      bool is_import, uint32_t n, uint64_t *off, uint64_t *lens,
@@ -101,6 +128,10 @@ void dltab_remove_client(struct dltab *t, uint64_t owner);
 unsigned dltab_count(struct dltab *t, uint64_t owner);
 /* Entries over all lists of owner (0: all clients). */
 uint64_t dltab_entries(struct dltab *t, uint64_t owner);
+/* Lists visited by the table's scans so far (removals by target or
+ * client): what tests count to show that work follows the lists
+ * concerned, never all of them. */
+uint64_t dltab_visits(struct dltab *t);
 
 /* A reference to owner's list handle, or NULL. */
 struct dlist *dltab_get(struct dltab *t, uint64_t owner, uint64_t handle);

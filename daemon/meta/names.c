@@ -296,6 +296,13 @@ void names_set_limit(struct names *n, uint32_t per_client)
 	n->per_client = per_client;
 }
 
+size_t names_client_count(const struct names *n, uint64_t client)
+{
+	const struct name_owner *o = owner_find(n, client);
+
+	return o ? o->count : 0;
+}
+
 size_t names_count(const struct names *n)
 {
 	return HASH_COUNT(n->by_name);

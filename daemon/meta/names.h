@@ -44,6 +44,8 @@ void names_remove_client(struct names *n, uint64_t client);
  * above a lowered limit stay. */
 void names_set_limit(struct names *n, uint32_t per_client);
 size_t names_count(const struct names *n);
+/* Names of one client (for its user's count, uid_usage.h). */
+size_t names_client_count(const struct names *n, uint64_t client);
 
 /* Every name (of one client), with its token: for the copies of the
  * table elsewhere (meta/cluster_names.c).  fn must not change the table. */

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * uid_usage.c - per-uid usage and its bounds (uid_usage.h).  Main
+ * thread only (the notify pool inside is the progress thread's).
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "log.h"
+#include "uid_usage.h"
+
+struct uid_usage_table {
+	struct uid_usage *head;   /* uthash: the users with a client */
+};
+
+struct uid_usage_table *uid_usage_table_create(void)
+{
+	return calloc(1, sizeof(struct uid_usage_table));
+}
+
+void uid_usage_table_destroy(struct uid_usage_table *t)
+{
+	struct uid_usage *u, *tmp;
+
+	if (!t)
+		return;
+	HASH_ITER(hh, t->head, u, tmp) {
+		HASH_DELETE(hh, t->head, u);
+		free(u);
+	}
+	free(t);
+}
+
+struct uid_usage *uid_usage_get(struct uid_usage_table *t, uid_t uid)
+{
+	struct uid_usage *u;
+
+	HASH_FIND(hh, t->head, &uid, sizeof(uid), u);
+	if (!u) {
+		u = calloc(1, sizeof(*u));
+		if (!u)
+			return NULL;
+		u->uid = uid;
+		atomic_init(&u->notify.held, 0);
+		HASH_ADD(hh, t->head, uid, sizeof(u->uid), u);
+		if (!htable_added(u)) {
+			free(u);
+			return NULL;
+		}
+	}
+	u->refs++;
+	return u;
+}
+
+void uid_usage_put(struct uid_usage_table *t, struct uid_usage *u)
+{
+	if (!u || --u->refs)
+		return;
+	/* Each client gave back what it held before it was freed; a
+	 * count left here would be a leak in that bookkeeping. */
+	if (u->regions || u->imports || u->names || u->lists.lists ||
+	    u->lists.bytes ||
+	    atomic_load_explicit(&u->notify.held, memory_order_relaxed))
+		log_warnx("uid %d: usage left at its last client: %u regions, "
+			  "%u imports, %u names, %u lists", (int)u->uid,
+			  u->regions, u->imports, u->names, u->lists.lists);
+	HASH_DELETE(hh, t->head, u);
+	free(u);
+}
+
+int uid_usage_check(const struct xferd_config *cfg,
+		    const struct uid_usage *u, enum uid_res res,
+		    const char **why)
+{
+	switch (res) {
+	case UID_RES_REGIONS:
+		if (u->regions < cfg->max_regions_per_uid)
+			return 0;
+		*why = "too many regions of this user (max_regions_per_uid)";
+		return -ENOSPC;
+	case UID_RES_IMPORTS:
+		if (u->imports < cfg->max_imports_per_uid)
+			return 0;
+		*why = "too many imported tokens of this user "
+		       "(max_imports_per_uid)";
+		return -ETOOMANYREFS;
+	case UID_RES_NAMES:
+		if (u->names < cfg->max_names_per_uid)
+			return 0;
+		*why = "too many published names of this user "
+		       "(max_names_per_uid)";
+		return -EMLINK;
+	}
+	return 0;
+}
