@@ -2,8 +2,9 @@
 /*
  * test_dlist.c - prepared lists (mem/dlist.h): entries checked against
  * their range (empty entries, overflow, past the end), the table's
- * handles (never a region handle), ownership, the per-client bounds, and
- * lists going with their target and their client.
+ * handles (never a region handle), ownership, the per-client and
+ * per-user bounds, lists going with their target and their client, and
+ * work under the table's mutex that follows the lists concerned only.
  */
 #include <check.h>
 #include <errno.h>
@@ -119,6 +120,109 @@ START_TEST(entries_bounded)
 }
 END_TEST
 
+/* The lists of all clients of one user are bounded together: in count
+ * (-ENOSPC) and in bytes (-ENOBUFS), each client within its own
+ * bounds; removing, by handle, target or client, gives the charge
+ * back. */
+START_TEST(uid_bounded)
+{
+	struct dltab *t = dltab_create();
+	struct dlist_usage uid = { 0 }, other = { 0 };
+	struct dlist_limits max = {
+		.lists = 100, .entries = 1000, .uid = &uid, .uid_lists = 3,
+		.uid_bytes = 3 * dlist_bytes(4, false),
+	};
+	uint64_t h[3];
+
+	/* Three clients of the user, one list each: the user's count. */
+	for (int i = 0; i < 3; i++) {
+		uint64_t *off = calloc(4, sizeof(*off));
+		ck_assert_int_eq(dltab_add(t, 10 + i, 7, false, 4, off, NULL,
+					   8, 8, max, &h[i]), 0);
+	}
+	ck_assert_uint_eq(uid.lists, 3);
+	ck_assert_uint_eq(uid.bytes, 3 * dlist_bytes(4, false));
+	uint64_t *off = calloc(4, sizeof(*off)), x;
+	ck_assert_int_eq(dltab_add(t, 13, 7, false, 4, off, NULL, 8, 8, max,
+				   &x), -ENOSPC);
+	/* Another user is not touched by it. */
+	struct dlist_limits max2 = max;
+	max2.uid = &other;
+	ck_assert_int_eq(dltab_add(t, 20, 7, false, 4, off, NULL, 8, 8, max2,
+				   &x), 0);
+	ck_assert_uint_eq(other.lists, 1);
+	/* Bytes: room for lists, not for their memory. */
+	max.uid_lists = 100;
+	off = calloc(1, sizeof(*off));
+	ck_assert_int_eq(dltab_add(t, 13, 7, false, 1, off, NULL, 8, 8, max,
+				   &x), -ENOBUFS);
+	/* Every way out gives back. */
+	ck_assert_int_eq(dltab_remove(t, 10, h[0]), 0);
+	dltab_remove_target(t, 11, 7);
+	dltab_remove_client(t, 12);
+	ck_assert_uint_eq(uid.lists, 0);
+	ck_assert_uint_eq(uid.bytes, 0);
+	ck_assert_int_eq(dltab_add(t, 13, 7, false, 1, off, NULL, 8, 8, max,
+				   &x), 0);
+	ck_assert_uint_eq(uid.lists, 1);
+	dltab_destroy(t);
+}
+END_TEST
+
+/* The work under the table's mutex (which the progress thread takes for
+ * every list descriptor) follows the lists concerned, not all lists:
+ * with 65536 lists of another client held, adding a list, removing it,
+ * removing a target and a client visit only their own lists. */
+START_TEST(work_is_local)
+{
+	struct dltab *t = dltab_create();
+	const struct dlist_limits max = { .lists = 1u << 20,
+					  .entries = 1u << 24 };
+	uint64_t h;
+
+	for (int i = 0; i < 65536; i++) {
+		uint64_t *off = calloc(1, sizeof(*off));
+		ck_assert_int_eq(dltab_add(t, 1, 100 + (i & 7), false, 1, off,
+					   NULL, 8, 8, max, &h), 0);
+	}
+	uint64_t v0 = dltab_visits(t);
+	for (int round = 0; round < 100; round++) {
+		uint64_t *off = calloc(2, sizeof(*off));
+		ck_assert_int_eq(dltab_add(t, 2, 5, false, 2, off, NULL, 8, 8,
+					   max, &h), 0);
+		ck_assert_uint_eq(dltab_count(t, 2), 1);
+		ck_assert_uint_eq(dltab_entries(t, 2), 2);
+		ck_assert_int_eq(dltab_remove(t, 2, h), 0);
+	}
+	ck_assert_uint_eq(dltab_visits(t), v0);
+	/* A target's removal visits its 3 lists; a client's, its 2. */
+	for (int i = 0; i < 3; i++) {
+		uint64_t *off = calloc(1, sizeof(*off));
+		ck_assert_int_eq(dltab_add(t, 2, 5, false, 1, off, NULL, 8, 8,
+					   max, &h), 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		uint64_t *off = calloc(1, sizeof(*off));
+		ck_assert_int_eq(dltab_add(t, 2, 6, false, 1, off, NULL, 8, 8,
+					   max, &h), 0);
+	}
+	dltab_remove_target(t, 2, 5);
+	ck_assert_uint_eq(dltab_visits(t), v0 + 3);
+	dltab_remove_client(t, 2);
+	ck_assert_uint_eq(dltab_visits(t), v0 + 5);
+	ck_assert_uint_eq(dltab_count(t, 2), 0);
+	/* Another client's target of the same number is its own. */
+	dltab_remove_target(t, 3, 100);
+	ck_assert_uint_eq(dltab_count(t, 1), 65536);
+	ck_assert_uint_eq(dltab_count(t, 0), 65536);
+	ck_assert_uint_eq(dltab_entries(t, 0), 65536);
+	dltab_remove_target(t, 1, 100);
+	ck_assert_uint_eq(dltab_visits(t), v0 + 5 + 8192);
+	ck_assert_uint_eq(dltab_count(t, 1), 65536 - 8192);
+	dltab_destroy(t);
+}
+END_TEST
+
 Suite *dlist_suite(void)
 {
 	Suite *s = suite_create("dlist");
@@ -127,6 +231,8 @@ Suite *dlist_suite(void)
 	tcase_add_test(tc, entries_checked);
 	tcase_add_test(tc, table);
 	tcase_add_test(tc, entries_bounded);
+	tcase_add_test(tc, uid_bounded);
+	tcase_add_test(tc, work_is_local);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -128,6 +128,8 @@ static void close_client(struct fake_client *c)
 	free(c->ring_mem);
 }
 
+static struct nq_pool uid_pool;
+
 static void progress_setup(void)
 {
 	nseen = 0;
@@ -145,6 +147,11 @@ static void progress_setup(void)
 	prog = progress_create(regs, 0, -1);
 	ck_assert_ptr_nonnull(prog);
 	ck_assert_int_eq(progress_start(prog), 0);
+	/* A and B are clients of one user: one pool of held
+	 * notifications (engine/notify_queue.h). */
+	atomic_store(&uid_pool.held, 0);
+	A.pc.notify.pool = &uid_pool;
+	B.pc.notify.pool = &uid_pool;
 	progress_attach(prog, &A.pc);
 	progress_attach(prog, &B.pc);
 }
@@ -1113,6 +1120,33 @@ START_TEST(notify_bound)
 }
 END_TEST
 
+/* The bound of a user's clients together (notify_queue_max_per_uid):
+ * below each client's own, it refuses first; what is read gives room
+ * back to the pool. */
+START_TEST(notify_uid_bound)
+{
+	uint64_t imp = import_range(&B, &A, 0, REGION_LEN);
+	const uint32_t cq_entries = B.pc.ring.cq_entries;
+
+	progress_set_notify_uid_max(prog, 3);
+	notify_b(imp, cq_entries + 3, 2000, 0);
+	ck_assert_uint_eq(atomic_load(&uid_pool.held), 3);
+	notify_b(imp, 2, 3000, -ENOBUFS);
+	ck_assert_uint_eq(b_queued(), 3);
+	ck_assert_uint_eq(atomic_load(&B.pc.stats.notify_refused), 2);
+	/* B reads: in order, nothing of the refused ones, the pool empty. */
+	b_reads(cq_entries + 3, 2000);
+	assert_cq_empty(&B);
+	ck_assert_uint_eq(atomic_load(&uid_pool.held), 0);
+	/* Room again. */
+	notify_b(imp, cq_entries + 1, 4000, 0);
+	ck_assert_uint_eq(atomic_load(&uid_pool.held), 1);
+	b_reads(cq_entries + 1, 4000);
+	ck_assert_uint_eq(*B.pc.ring.cq_overflow, 0);
+	progress_set_notify_uid_max(prog, PROGRESS_NOTIFY_UID_MAX);
+}
+END_TEST
+
 /* A client notifying its own region whose CQ holds only its own
  * completion's slot: the completion comes first, the notification is
  * held and follows. */
@@ -1352,6 +1386,7 @@ Suite *progress_suite(void)
 	tcase_add_test(tc, write_with_notify);
 	tcase_add_test(tc, notify_held);
 	tcase_add_test(tc, notify_bound);
+	tcase_add_test(tc, notify_uid_bound);
 	tcase_add_test(tc, notify_self_held);
 	tcase_add_test(tc, cq_backpressure);
 	tcase_add_test(tc, many_across_wrap);
