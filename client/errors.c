@@ -37,20 +37,20 @@ XFER_EXPORT const char *xfer_strerror(int err)
 	case -EPIPE: return "the other end closed the stream";
 	case -ETIMEDOUT: return "the other node's xferd did not answer in time";
 	case -ECANCELED: return "cancelled (the client is closing)";
-	case -ENOBUFS: return "a descriptor's notification refused: its owner already holds xferd's notify_queue_max unread ones (the data, if any, landed); or, creating a prepared list, the client's lists would exceed dlist_max_client_entries";
+	case -ENOBUFS: return "a descriptor's notification refused: its owner already holds xferd's notify_queue_max unread ones, or its user's clients notify_queue_max_per_uid (the data, if any, landed); or, creating a prepared list, the client's lists would exceed dlist_max_client_entries, or its user's dlist_max_uid_bytes";
 	case -EEXIST: return "the name is published by another client";
 	case -ENOTSUP: return "not supported here (no GPU or CUDA driver for GPU memory, or memory xferd cannot reach that way; see xferctl gpus)";
 	case -ENODEV: return "a GPU this xferd does not see";
 	case -ESRCH: return "the process owning the memory has exited";
 	case -EFAULT: return "the registered memory is no longer mapped";
-	case -ENOSPC: return "too many regions (xferd's max_regions) or prepared lists (dlist_max_per_client) of this client, or a buffer too small";
+	case -ENOSPC: return "too many regions (xferd's max_regions, max_regions_per_uid) or prepared lists (dlist_max_per_client, dlist_max_per_uid) of this client or its user, or a buffer too small";
 	/* xferd's limits (xferd.conf(5)), one code each. */
 	case -EMFILE: return "too many connections of this user to xferd (max_connections_per_uid)";
 	case -EUSERS: return "xferd serves its maximum number of clients (max_clients)";
 	case -EDQUOT: return "bytes registered by this client would exceed xferd's max_client_bytes";
 	case -EFBIG: return "region larger than xferd's max_region_bytes";
-	case -ETOOMANYREFS: return "too many imported tokens of this client (xferd's max_imports)";
-	case -EMLINK: return "too many names published by this client (xferd's max_names)";
+	case -ETOOMANYREFS: return "too many imported tokens of this client or its user (xferd's max_imports, max_imports_per_uid)";
+	case -EMLINK: return "too many names published by this client or its user (xferd's max_names, max_names_per_uid)";
 	case -E2BIG: return "more entries than xferd's dlist_max_entries, or more index pairs than the ring's index area holds";
 	}
 	return err < 0 ? strerror(-err) : "not an error code";

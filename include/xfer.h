@@ -95,7 +95,8 @@ int xfer_free_host(struct xfer_ctx *ctx, struct xfer_mem *mem);
  * same address or not) must be registered again, and tokens of the old
  * registration stop working.
  * xferd's limits (xferd.conf(5)) answer xfer_reg and xfer_alloc_host with
- * -EFBIG (max_region_bytes), -ENOSPC (max_regions) or -EDQUOT
+ * -EFBIG (max_region_bytes), -ENOSPC (max_regions, or
+ * max_regions_per_uid over all contexts of this user) or -EDQUOT
  * (max_client_bytes).
  */
 int xfer_reg(struct xfer_ctx *ctx, void *ptr, size_t len,
@@ -123,7 +124,8 @@ int xfer_export(const struct xfer_mem *mem, uint64_t off, uint64_t len,
  * to that node first): a token that was altered gives -EACCES, one whose
  * region is gone -EACCES or -ESTALE, one that is not a token at all
  * -EINVAL, one whose node cannot be reached -EHOSTUNREACH/-ETIMEDOUT.
- * Past xferd's max_imports of this context: -ETOOMANYREFS.
+ * Past xferd's max_imports of this context (or max_imports_per_uid of
+ * this user's contexts): -ETOOMANYREFS.
  * Blocks for the round trip(s).  Transfers to an imported token of
  * another node go over the link between the two xferds (CQE path
  * XFER_PATH_TCP) and may fail later with -ECONNRESET or -ETIMEDOUT.
@@ -144,7 +146,8 @@ uint64_t xfer_remote_handle(const struct xfer_remote *remote);
  * on any node finds it.  Names are 1-XFER_NAME_MAX (200) bytes of
  * [A-Za-z0-9._:@+-] (no '/': "node/name" addresses a node).  Publishing a name again
  * from the same context replaces its token; another context's name is
- * -EEXIST; past xferd's max_names of this context, -EMLINK.  Names are
+ * -EEXIST; past xferd's max_names of this context (or max_names_per_uid
+ * of this user's contexts), -EMLINK.  Names are
  * removed by xfer_unpublish() or when the context closes.  Blocks for
  * one round trip.
  */
@@ -292,7 +295,8 @@ static inline void xfer_prep_notify(struct xfer_sqe *sqe, uint64_t remote,
  * Also notify the remote owner with value once the data has landed.
  *
  * Notifications are never dropped.  When the owner's CQ is full, its
- * xferd holds them (up to its notify_queue_max, per owner context, see
+ * xferd holds them (up to its notify_queue_max per owner context, and
+ * notify_queue_max_per_uid over all contexts of the owner's user, see
  * xferd.conf(5)) and posts them in order as the owner consumes CQEs.
  * Past that bound the sender's descriptor (a NOTIFY, or the write or
  * batch carrying the notification) completes with -ENOBUFS instead of a
@@ -366,8 +370,9 @@ static inline void xfer_sqe_set_link(struct xfer_sqe *sqe)
  * entry once (-ERANGE: outside the range, or offset + length
  * overflowing; -EINVAL: an entry of 0 bytes) and keeps the list (-E2BIG:
  * more than xferd's dlist_max_entries; -ENOSPC: this context has
- * dlist_max_per_client lists; -ENOBUFS: its lists would hold more than
- * dlist_max_client_entries entries).  The arrays are copied: the caller
+ * dlist_max_per_client lists, or this user's contexts dlist_max_per_uid;
+ * -ENOBUFS: its lists would hold more than dlist_max_client_entries
+ * entries, or this user's more than dlist_max_uid_bytes bytes).  The arrays are copied: the caller
  * may free them on return.  Blocks for one round trip.  A list lives until
  * xfer_dlist_destroy(), or until its region or import is removed, or
  * the context closes; *out is freed by xfer_dlist_destroy() only.
