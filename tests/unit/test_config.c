@@ -329,6 +329,36 @@ START_TEST(key_limits)
 }
 END_TEST
 
+/* The per-uid bounds (uid_usage.h): finite defaults, finite maxima. */
+START_TEST(key_uid_limits)
+{
+	struct xferd_config c;
+
+	config_defaults(&c);
+	ck_assert_uint_eq(c.max_regions_per_uid, 131072);
+	ck_assert_uint_eq(c.max_imports_per_uid, 131072);
+	ck_assert_uint_eq(c.max_names_per_uid, 16384);
+	ck_assert_uint_eq(c.dlist_max_per_uid, 16384);
+	ck_assert_uint_eq(c.dlist_max_uid_bytes, 256ull << 20);
+	ck_assert_uint_eq(c.notify_queue_max_per_uid, 262144);
+	c = good_line("max_regions_per_uid = 8");
+	ck_assert_uint_eq(c.max_regions_per_uid, 8);
+	bad_line("max_regions_per_uid = 0", "max_regions_per_uid");
+	c = good_line("max_imports_per_uid = 16M");
+	ck_assert_uint_eq(c.max_imports_per_uid, 16u << 20);
+	bad_line("max_imports_per_uid = 16777217", "max_imports_per_uid");
+	bad_line("max_names_per_uid = 0", "max_names_per_uid");
+	c = good_line("dlist_max_per_uid = 0");
+	ck_assert_uint_eq(c.dlist_max_per_uid, 0);
+	c = good_line("dlist_max_uid_bytes = 1G");
+	ck_assert_uint_eq(c.dlist_max_uid_bytes, 1ull << 30);
+	bad_line("dlist_max_uid_bytes = 0", "dlist_max_uid_bytes");
+	bad_line("dlist_max_uid_bytes = 2T", "dlist_max_uid_bytes");
+	c = good_line("notify_queue_max_per_uid = 0");
+	ck_assert_uint_eq(c.notify_queue_max_per_uid, 0);
+}
+END_TEST
+
 START_TEST(line_syntax)
 {
 	struct xferd_config c, d;
@@ -656,6 +686,7 @@ Suite *config_suite(void)
 	tcase_add_test(tc, key_copy_workers);
 	tcase_add_test(tc, key_log_level);
 	tcase_add_test(tc, key_limits);
+	tcase_add_test(tc, key_uid_limits);
 	tcase_add_test(tc, line_syntax);
 	tcase_add_test(tc, parse_size);
 	suite_add_tcase(s, tc);
