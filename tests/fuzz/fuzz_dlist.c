@@ -88,7 +88,8 @@ struct model_list {
 
 static void check_table(struct reader *in)
 {
-	static const struct dlist_limits max = { MAX_LISTS, MAX_ENTRIES };
+	static const struct dlist_limits max = { .lists = MAX_LISTS,
+						 .entries = MAX_ENTRIES };
 	struct model_list alive[MAX_ALIVE];
 	unsigned nalive = 0;
 	struct dlist *held = NULL;   /* a reference kept across removals */
