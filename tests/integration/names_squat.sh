@@ -48,8 +48,8 @@ cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	_nd_kill_all
-	_nd_remove_tmp $rc "${XFERT_KEEP:-0}"
-	exit $rc
+	_nd_remove_tmp "$rc" "${XFERT_KEEP:-0}"
+	exit "$rc"
 }
 _nd_traps cleanup
 TMP=$(mktemp -d /tmp/xferd-squat.XXXXXX) || fail "mktemp"
