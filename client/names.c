@@ -33,21 +33,29 @@ static int status_call(struct xfer_ctx *ctx, Xfer__Client__ClientMsg *m)
 	return err;
 }
 
-XFER_EXPORT int xfer_publish(struct xfer_ctx *ctx, const char *name,
-			     const void *token, size_t len)
+XFER_EXPORT int xfer_publish_flags(struct xfer_ctx *ctx, const char *name,
+				   const void *token, size_t len,
+				   unsigned flags)
 {
 	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
 	Xfer__Client__PublishRequest req = XFER__CLIENT__PUBLISH_REQUEST__INIT;
 
 	if (!ctx || !name || !name_valid(name) || !token ||
-	    len == 0 || len > XFER_TOKEN_MAX)
+	    len == 0 || len > XFER_TOKEN_MAX || (flags & ~XFER_PUBLISH_SHARED))
 		return -EINVAL;
 	req.name = (char *)name;
 	req.token.data = (uint8_t *)token;
 	req.token.len = len;
+	req.flags = flags;
 	m.body_case = XFER__CLIENT__CLIENT_MSG__BODY_PUBLISH;
 	m.publish = &req;
 	return status_call(ctx, &m);
+}
+
+XFER_EXPORT int xfer_publish(struct xfer_ctx *ctx, const char *name,
+			     const void *token, size_t len)
+{
+	return xfer_publish_flags(ctx, name, token, len, 0);
 }
 
 XFER_EXPORT int xfer_unpublish(struct xfer_ctx *ctx, const char *name)

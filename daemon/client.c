@@ -724,7 +724,8 @@ static void on_cluster_published(void *arg, int error)
 	if (c) {
 		/* Another node has the name: it is not ours here either. */
 		if (error) {
-			names_unpublish(w->d->names, w->name, c->pc.id);
+			names_unpublish(w->d->names, w->name, c->pc.id,
+					(uint32_t)c->uid, NULL);
 			names_recount(c);
 		}
 		if (reply_status(c, w->seq, error,
@@ -751,30 +752,47 @@ static int publish_in_cluster(struct client *c, uint64_t seq,
 	return reply_status(c, seq, 0, NULL);
 }
 
+/*
+ * The name goes into the namespace of the client's uid (SO_PEERCRED at
+ * connect): another user's name of the same spelling is no conflict.
+ * Only a shared name leaves this xferd (etcd, other nodes' lookups).
+ */
 static int handle_publish(struct client *c, uint64_t seq,
 			  const Xfer__Client__PublishRequest *req)
 {
-	/* Name and token length: checked by client_msg_check.  The table
-	 * keeps opaque bytes: a token is checked where it is used, on
-	 * import at the xferd that owns it. */
+	/* Name, flags and token length: checked by client_msg_check.  The
+	 * table keeps opaque bytes: a token is checked where it is used,
+	 * on import at the xferd that owns it. */
+	bool shared = req->flags & NAMES_SHARED;
 	const char *why = NULL;
+	/* A shared name published again private leaves etcd too. */
+	int was = names_flags(c->d->names, (uint32_t)c->uid, req->name);
 	int err = names_publish(c->d->names, req->name, c->pc.id,
-				req->token.data, req->token.len);
+				(uint32_t)c->uid, req->flags, req->token.data,
+				req->token.len);
 	/* A new name (not a new token under one it has) past its user's
 	 * bound: taken back. */
 	if (!err && names_client_count(c->d->names, c->pc.id) > c->names &&
-	    (err = uid_usage_check(&c->d->cfg, c->uu, UID_RES_NAMES, &why)))
-		names_unpublish(c->d->names, req->name, c->pc.id);
+	    (err = uid_usage_check(&c->d->cfg, c->uu, UID_RES_NAMES, &why))) {
+		names_unpublish(c->d->names, req->name, c->pc.id,
+				(uint32_t)c->uid, NULL);
+		was = 0;
+	}
 	names_recount(c);
 	if (!err)
-		log_debug("client %llu: published '%s' (%zu bytes)",
-			  (unsigned long long)c->pc.id, req->name,
-			  req->token.len);
-	if (!err && c->d->cluster)
+		log_debug("client %llu (uid %u): published '%s'%s (%zu bytes)",
+			  (unsigned long long)c->pc.id, (unsigned)c->uid,
+			  req->name, shared ? " shared" : "", req->token.len);
+	if (!err && was > 0 && (was & NAMES_SHARED) && !shared)
+		cluster_unpublish(c->d->cluster, req->name);
+	if (!err && shared && c->d->cluster)
 		return publish_in_cluster(c, seq, req);
 	return reply_status(c, seq, err,
 			    why ? why
-			    : err == -EEXIST ? "name published by another client"
+			    : err == -EEXIST
+			    ? (shared ? "name published by another client of "
+					"this user, or shared by another user"
+				      : "name published by another client")
 			    : err == -EMLINK
 			    ? "too many published names of this client (max_names)"
 			    : err ? strerror(-err) : NULL);
@@ -783,9 +801,11 @@ static int handle_publish(struct client *c, uint64_t seq,
 static int handle_unpublish(struct client *c, uint64_t seq,
 			    const Xfer__Client__UnpublishRequest *req)
 {
-	int err = names_unpublish(c->d->names, req->name, c->pc.id);
+	uint32_t flags = 0;
+	int err = names_unpublish(c->d->names, req->name, c->pc.id,
+				  (uint32_t)c->uid, &flags);
 	names_recount(c);
-	if (!err)
+	if (!err && (flags & NAMES_SHARED))
 		cluster_unpublish(c->d->cluster, req->name);
 	return reply_status(c, seq, err,
 			    err == -ENOENT ? "no such name"
@@ -841,31 +861,43 @@ out:
 }
 
 /*
- * "name": this xferd's table, then every configured peer; "node/name":
- * only that node (answered here if it is this one).  An answer from the
- * peers comes later, through on_peer_lookup.
+ * "name": the caller's own name in this xferd's table (never another
+ * user's: that is what keeps a squatter's name from answering), then
+ * the shared names of every configured peer (or etcd's); "~uid/name":
+ * that uid's name here, if the caller may see it (names_lookup_as);
+ * "node/..." : only that node, which answers shared names alone (as
+ * here if it is this one).  An answer from the peers comes later,
+ * through on_peer_lookup.
  */
 static int handle_lookup(struct client *c, uint64_t seq,
 			 const Xfer__Client__LookupRequest *req)
 {
 	struct xferd *d = c->d;
-	const char *name = req->name, *slash = strchr(name, '/');
+	struct pubname_ref ref;
 	char node[CONFIG_HOST_MAX];
 	const void *token;
 	size_t len;
+	int err;
 
-	/* "name" or "node/name", well-formed: client_msg_check. */
-	if (slash) {
-		size_t nlen = (size_t)(slash - name);
-		memcpy(node, name, nlen);
-		node[nlen] = '\0';
-		name = slash + 1;
+	/* Well-formed: client_msg_check. */
+	if (!pubname_lookup_parse(req->name, &ref))
+		return reply_status(c, seq, -EINVAL, "malformed lookup");
+	if (ref.node) {
+		memcpy(node, ref.node, ref.node_len);
+		node[ref.node_len] = '\0';
 	}
-	if (!slash || strcmp(node, peers_node_name(d->peers)) == 0) {
-		if (names_lookup(d->names, name, &token, &len) == 0)
+	if (!ref.node || strcmp(node, peers_node_name(d->peers)) == 0) {
+		err = ref.uid == PUBNAME_NO_UID
+			? names_lookup(d->names, (uint32_t)c->uid, ref.name,
+				       &token, &len)
+			: names_lookup_as(d->names, (uint32_t)c->uid, ref.uid,
+					  ref.name, &token, &len);
+		if (err == 0)
 			return reply_token(c, seq, token, len);
-		/* With no peers configured, nobody else could have it. */
-		if (slash || (d->cfg.npeers == 0 && !d->cluster))
+		/* "~uid/name" is this node's uid; with no peers configured,
+		 * nobody else could have it. */
+		if (ref.node || ref.uid != PUBNAME_NO_UID ||
+		    (d->cfg.npeers == 0 && !d->cluster))
 			return reply_status(c, seq, -ENOENT, "no such name");
 	}
 
@@ -873,15 +905,17 @@ static int handle_lookup(struct client *c, uint64_t seq,
 	if (!w)
 		return reply_status(c, seq, -ENOMEM, "out of memory");
 	*w = (struct lookup_wait){ .d = d, .client = c->pc.id, .seq = seq };
-	/* With etcd: one read there for "name"; a node it knows gets a
-	 * peer record for "node/name". */
-	if (d->cluster && !slash) {
-		cluster_lookup(d->cluster, name, on_peer_lookup, w);
+	/* With etcd: one read there for "name" (other nodes' shared names);
+	 * a node it knows gets a peer record for "node/name". */
+	if (d->cluster && !ref.node) {
+		cluster_lookup(d->cluster, ref.name, on_peer_lookup, w);
 		return 0;
 	}
 	if (d->cluster)
 		cluster_resolve_node(d->cluster, node);
-	peers_lookup(d->peers, slash ? node : NULL, name, on_peer_lookup, w);
+	/* The peer is asked for "[~uid/]name": its uid, its shared names. */
+	peers_lookup(d->peers, ref.node ? node : NULL, ref.qname,
+		     on_peer_lookup, w);
 	return 0;
 }
 

@@ -46,20 +46,20 @@ static int check_reg(const Xfer__Client__RegRequest *req, unsigned nfds,
 	}
 }
 
-/* "name" or "node/name". */
+/* "[node/][~uid/]name" (common/pubname.h). */
 static int check_lookup(const char *name, const char **why)
 {
-	const char *slash = strchr(name, '/');
+	struct pubname_ref ref;
+	const char *last = strrchr(name, '/');
 
-	if (slash) {
-		if (!pubname_node_valid(name, (size_t)(slash - name))) {
-			*why = "lookup is 'name' or 'node/name'";
-			return -EINVAL;
-		}
-		name = slash + 1;
-	}
-	*why = BAD_NAME;
-	return names_valid(name) ? 0 : -EINVAL;
+	if (pubname_lookup_parse(name, &ref))
+		return 0;
+	/* A good name behind a bad node or qualifier: say which. */
+	*why = last && names_valid(last + 1)
+		? "lookup is 'name', '~uid/name', 'node/name' or "
+		  "'node/~uid/name'"
+		: BAD_NAME;
+	return -EINVAL;
 }
 
 int client_msg_check(const Xfer__Client__ClientMsg *m, unsigned nfds,
@@ -87,6 +87,10 @@ int client_msg_check(const Xfer__Client__ClientMsg *m, unsigned nfds,
 	case XFER__CLIENT__CLIENT_MSG__BODY_PUBLISH:
 		if (!names_valid(m->publish->name)) {
 			*why = BAD_NAME;
+			return -EINVAL;
+		}
+		if (m->publish->flags & ~NAMES_FLAGS) {
+			*why = "unknown publish flags";
 			return -EINVAL;
 		}
 		if (m->publish->token.len == 0 ||

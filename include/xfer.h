@@ -142,28 +142,51 @@ uint64_t xfer_remote_handle(const struct xfer_remote *remote);
 #define XFER_NAME_MAX 200
 
 /*
- * Publish a token under a name at the local xferd so that xfer_lookup()
- * on any node finds it.  Names are 1-XFER_NAME_MAX (200) bytes of
- * [A-Za-z0-9._:@+-] (no '/': "node/name" addresses a node).  Publishing a name again
- * from the same context replaces its token; another context's name is
- * -EEXIST; past xferd's max_names of this context (or max_names_per_uid
- * of this user's contexts), -EMLINK.  Names are
- * removed by xfer_unpublish() or when the context closes.  Blocks for
- * one round trip.
+ * Publish a token under a name at the local xferd.  Names are
+ * 1-XFER_NAME_MAX (200) bytes of [A-Za-z0-9._:@+-] (no '/': "node/name"
+ * addresses a node, "~uid/name" a user).  A name belongs to the
+ * publishing user (its uid): users have a namespace each, so another
+ * user's name of the same spelling is no conflict, and a name is seen
+ * only by lookups of the same uid (and root's "~uid/name"), unless
+ * published with XFER_PUBLISH_SHARED (xfer_publish_flags).  Publishing
+ * a name again from the same context replaces its token (and flags);
+ * another context of the same user holding it is -EEXIST; past xferd's
+ * max_names of this context (or max_names_per_uid of this user's
+ * contexts), -EMLINK.  Names are removed by xfer_unpublish() or when the
+ * context closes.  Blocks for one round trip.  xfer_publish() is
+ * xfer_publish_flags() with flags 0.
  */
 int xfer_publish(struct xfer_ctx *ctx, const char *name, const void *token,
 		 size_t len);
+/*
+ * XFER_PUBLISH_SHARED: other users of this node find the name as
+ * "~uid/name", and other nodes find it (by "name", "node/name" or
+ * "node/~uid/name"): uids are not comparable between nodes, so a name
+ * leaves its node only when shared.  One user at a time may share a
+ * spelling on a node (and, with xferd's metadata = etcd, in the
+ * cluster): -EEXIST if another has.  Unknown flags: -EINVAL.
+ */
+#define XFER_PUBLISH_SHARED 0x1u
+int xfer_publish_flags(struct xfer_ctx *ctx, const char *name,
+		       const void *token, size_t len, unsigned flags);
 int xfer_unpublish(struct xfer_ctx *ctx, const char *name);
 
 /*
- * Find a published token.  "name" looks at the local xferd, then at every
- * peer configured in xferd.conf (the first that has it answers);
- * "node/name" asks the xferd of that node only (its node_name, or
- * host[:port]: 1-79 bytes of printable ASCII without spaces).  buf must hold *len bytes (XFER_TOKEN_MAX is enough); on
- * success *len is the token's size; -ENOSPC sets *len to the size needed
- * (buf may be NULL with *len 0 to ask).  Blocks until answered: -ENOENT
- * if nobody has the name, -EHOSTUNREACH/-ETIMEDOUT if the node cannot be
- * asked, -EINVAL for a malformed name.
+ * Find a published token.  "name" finds the caller's own name (its uid's,
+ * any context) at the local xferd, then a shared name of another node:
+ * of every peer configured in xferd.conf (the first that has it
+ * answers) or, with metadata = etcd, the cluster's; never another local
+ * user's.  "~uid/name" finds the name of that uid at the local xferd if
+ * it is the caller's, shared, or the caller is root.  "node/name" and
+ * "node/~uid/name" ask the xferd of that node only (its node_name, or
+ * host[:port]: 1-79 bytes of printable ASCII without spaces, not
+ * starting with '~'), which answers shared names only (the local node
+ * answers as for "name" and "~uid/name").  A name the caller may not see
+ * is -ENOENT, as if absent.  buf must hold *len bytes (XFER_TOKEN_MAX is
+ * enough); on success *len is the token's size; -ENOSPC sets *len to
+ * the size needed (buf may be NULL with *len 0 to ask).  Blocks until
+ * answered: -ENOENT if nobody has the name, -EHOSTUNREACH/-ETIMEDOUT if
+ * the node cannot be asked, -EINVAL for a malformed name.
  */
 int xfer_lookup(struct xfer_ctx *ctx, const char *name, void *buf,
 		size_t *len);

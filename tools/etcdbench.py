@@ -77,7 +77,8 @@ def register(gw, nodes, names, ttl, token, instance):
         ops = []
         for m in range(names):
             val = {"v": 1, "node": node, "instance": instance,
-                   "token": base64.b64encode(token).decode()}
+                   "token": base64.b64encode(token).decode(),
+                   "shared": True}
             ops.append({"request_put": {
                 "key": b64(f"{PREFIX}names/{node}-kv-{m}"),
                 "value": b64(json.dumps(val)), "lease": lease}})

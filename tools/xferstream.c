@@ -131,13 +131,17 @@ static int do_recv(const struct opts *o)
 		die("recv", "alloc", rc);
 	if ((rc = xfer_stream_listen(ctx, mem, 0, o->slots, o->size, &s)))
 		die("recv", "listen", rc);
+	/* Shared (XFER_PUBLISH_SHARED): the producer is another user's
+	 * process or on another node as often as not. */
 	if ((rc = xfer_stream_token(s, tok, &len)) ||
-	    (rc = xfer_publish(ctx, o->name, tok, len)))
+	    (rc = xfer_publish_flags(ctx, o->name, tok, len,
+				     XFER_PUBLISH_SHARED)))
 		die("recv", "publish", rc);
 	len = XFER_TOKEN_MAX;
 	snprintf(name, sizeof(name), "%s.slots", o->name);
 	if ((rc = xfer_export(mem, 0, xfer_mem_len(mem), tok, &len)) ||
-	    (rc = xfer_publish(ctx, name, tok, len)))
+	    (rc = xfer_publish_flags(ctx, name, tok, len,
+				     XFER_PUBLISH_SHARED)))
 		die("recv", "publish the slots", rc);
 	printf("recv: %u slots of %llu bytes published as %s\n", o->slots,
 	       (unsigned long long)o->size, o->name);

@@ -1,7 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cluster_names.c - published names in etcd: <prefix>names/<name> holds
- * a name record (record.h) under this node's lease.
+ * cluster_names.c - shared names in etcd: <prefix>names/<name> holds a
+ * name record (record.h) under this node's lease.
+ *
+ * Only names published shared (NAMES_SHARED) come here: uids mean
+ * nothing between nodes, so etcd holds the cluster's one shared
+ * namespace, first come first served, and a name its publisher kept
+ * private never leaves its xferd.  A record is written with
+ * "shared":true, and a lookup takes no record without it: a record of a
+ * node that predates shared names is of a name nobody chose to share.
+ * A lookup takes no record of this node either: this node's names were
+ * looked up in its table, per uid, and another local user's shared
+ * name must not answer a bare lookup here.
  *
  * Publish is a transaction: create the key if nobody has it; else read
  * it, and if the record is ours (this instance, or this node's previous
@@ -170,6 +180,7 @@ static int publish_start(struct cluster *c, const char *name,
 		return -ENOMEM;
 	}
 	snprintf(rec.node, sizeof(rec.node), "%s", c->node);
+	rec.shared = true;
 	memcpy(rec.instance, c->d->instance_id, RECORD_ID_LEN);
 	memcpy(rec.token, token, len);
 	p->value = record_name_encode(&rec);
@@ -234,13 +245,21 @@ static void write_one(void *arg, const char *name, const void *token,
 		((struct cluster *)arg)->names_dirty = true;
 }
 
+static void count_one(void *arg, const char *name, const void *token,
+		      size_t len)
+{
+	(void)name, (void)token, (void)len;
+	(*(size_t *)arg)++;
+}
+
 void cnames_write_all(struct cluster *c)
 {
-	size_t n = names_count(c->d->names);
+	size_t n = 0;
 
+	names_foreach_shared(c->d->names, count_one, &n);
 	if (n)
-		log_info("etcd: writing %zu local names", n);
-	names_foreach(c->d->names, write_one, c);
+		log_info("etcd: writing %zu shared local names", n);
+	names_foreach_shared(c->d->names, write_one, c);
 }
 
 /* --- unpublish --- */
@@ -269,7 +288,8 @@ static void on_deleted(void *arg, int err, struct json_object *reply)
 		const void *tok;
 		size_t len;
 		/* Unless published again meanwhile (then it is written). */
-		if (names_lookup(u->c->d->names, u->name, &tok, &len))
+		if (names_lookup_shared(u->c->d->names, u->name, &tok,
+					&len))
 			delete_later(u->c, u->name);
 	}
 	free(u);
@@ -325,7 +345,8 @@ static void unpublish_one(void *arg, const char *name, const void *token,
 void cluster_client_gone(struct cluster *c, uint64_t client)
 {
 	if (c)
-		names_foreach_client(c->d->names, client, unpublish_one, c);
+		names_foreach_client_shared(c->d->names, client,
+					    unpublish_one, c);
 }
 
 void cnames_flush_deletes(struct cluster *c)
@@ -401,6 +422,17 @@ static void on_lookup(void *arg, int err, struct json_object *reply)
 	    memcmp(tok.instance_id, rec.instance, RECORD_ID_LEN)) {
 		log_warnx("etcd: '%s': the record's token is not a token of "
 			  "instance it names: ignored", l->name);
+		goto out;
+	}
+	if (!rec.shared) {
+		log_debug("etcd: '%s' of node %s is not marked shared (a node "
+			  "that predates shared names): ignored", l->name,
+			  rec.node);
+		goto out;
+	}
+	if (strcmp(rec.node, c->node) == 0) {
+		log_debug("etcd: '%s' is a name of this node: not another "
+			  "user's here", l->name);
 		goto out;
 	}
 	const uint8_t *now = membership_instance(c, rec.node);

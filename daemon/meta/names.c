@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * names.c - the publish/lookup table: name -> token, per xferd.
+ * names.c - the publish/lookup table: (uid, name) -> token, per xferd.
  *
- * A hash table of names (uthash), and beside it one record per
- * publishing client with the list of its names, so that a client's
- * limit is checked in O(1) and its names go in O(its names) when it
- * disconnects.
+ * A hash table of names keyed by the publisher's uid and the name
+ * (uthash), a second one of the shared names keyed by the name alone
+ * (one uid per shared spelling: what other nodes look up), and beside
+ * them one record per publishing client with the list of its names, so
+ * that a client's limit is checked in O(1) and its names go in O(its
+ * names) when it disconnects.
  *
  * Names come from any local client, so the hash is keyed (SipHash-2-4,
  * OpenSSL's EVP_MAC "SIPHASH", with a random key per table): nobody can
@@ -14,6 +16,7 @@
  * uthash's default hash.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
@@ -28,14 +31,23 @@
 struct name_owner;
 
 struct name_entry {
-	UT_hash_handle hh;                /* names.by_name, key: name */
+	UT_hash_handle hh;                /* names.by_name, key: uid + name */
+	UT_hash_handle hh_shared;         /* names.shared, key: name */
 	LIST_ENTRY(name_entry) by_owner;
 	struct name_owner *owner;
 	uint8_t *token;
 	size_t token_len;
 	size_t name_len;
-	char name[];                      /* NUL-terminated */
+	uint32_t flags;                   /* NAMES_* */
+	uint32_t uid;                     /* the key starts here ... */
+	char name[];                      /* ... and goes on; NUL-terminated */
 };
+
+/* by_name's key is uid's 4 bytes and the name, contiguous in the entry. */
+_Static_assert(offsetof(struct name_entry, name) ==
+	       offsetof(struct name_entry, uid) + sizeof(uint32_t),
+	       "uid and name form one key");
+#define KEY_MAX (sizeof(uint32_t) + NAMES_NAME_MAX)
 
 struct name_owner {
 	UT_hash_handle hh;                /* names.owners, key: client */
@@ -45,7 +57,8 @@ struct name_owner {
 };
 
 struct names {
-	struct name_entry *by_name;       /* uthash head */
+	struct name_entry *by_name;       /* uthash head, every name */
+	struct name_entry *shared;        /* uthash head (hh_shared) */
 	struct name_owner *owners;        /* uthash head */
 	EVP_MAC *siphash;                 /* fetched once per table */
 	EVP_MAC_CTX *key;                 /* keyed with the table's key */
@@ -55,13 +68,14 @@ struct names {
 /* --- the hash --- */
 
 /*
- * SipHash-2-4 of the name under the table's key.  EVP_MAC_init without
+ * SipHash-2-4 of a key (uid + name, or a shared name) under the table's
+ * key.  EVP_MAC_init without
  * a key restarts from the key set in names_create, so a call costs no
  * fetch, allocation or key schedule (about 0.1 us).  OpenSSL cannot fail
  * here short of a broken provider; 0 then still finds every name, in one
  * chain.
  */
-static unsigned name_hash(const struct names *n, const char *name, size_t len)
+static unsigned name_hash(const struct names *n, const void *name, size_t len)
 {
 	uint8_t out[8];
 	size_t outl = 0;
@@ -133,6 +147,7 @@ void names_destroy(struct names *n)
 
 	if (!n)
 		return;
+	HASH_CLEAR(hh_shared, n->shared);
 	HASH_ITER(hh, n->by_name, e, etmp) {
 		HASH_DELETE(hh, n->by_name, e);
 		entry_free(e);
@@ -146,13 +161,63 @@ void names_destroy(struct names *n)
 	free(n);
 }
 
-static struct name_entry *find(const struct names *n, const char *name,
-			       size_t len, unsigned hash)
+/* uid + name as by_name's key, in buf (KEY_MAX bytes); its length. */
+static size_t make_key(uint8_t *buf, uint32_t uid, const char *name,
+		       size_t len)
+{
+	memcpy(buf, &uid, sizeof(uid));
+	memcpy(buf + sizeof(uid), name, len);
+	return sizeof(uid) + len;
+}
+
+/* uid's name, or NULL; name is pubname_valid. */
+static struct name_entry *find(const struct names *n, uint32_t uid,
+			       const char *name, size_t len)
+{
+	uint8_t key[KEY_MAX];
+	size_t klen = make_key(key, uid, name, len);
+	struct name_entry *e;
+
+	HASH_FIND_BYHASHVALUE(hh, n->by_name, key, klen,
+			      name_hash(n, key, klen), e);
+	return e;
+}
+
+static struct name_entry *find_shared(const struct names *n,
+				      const char *name, size_t len)
 {
 	struct name_entry *e;
 
-	HASH_FIND_BYHASHVALUE(hh, n->by_name, name, len, hash, e);
+	HASH_FIND_BYHASHVALUE(hh_shared, n->shared, name, len,
+			      name_hash(n, name, len), e);
 	return e;
+}
+
+/* e into the shared namespace: -EEXIST if another uid has its
+ * spelling there, -ENOMEM. */
+static int share_entry(struct names *n, struct name_entry *e)
+{
+	struct name_entry *other = find_shared(n, e->name, e->name_len);
+
+	if (other == e)
+		return 0;
+	if (other)
+		return -EEXIST;
+	HASH_ADD_KEYPTR_BYHASHVALUE(hh_shared, n->shared, e->name,
+				    e->name_len,
+				    name_hash(n, e->name, e->name_len), e);
+	/* htable_added() for the second handle. */
+	if (!e->hh_shared.tbl)
+		return -ENOMEM;
+	e->flags |= NAMES_SHARED;
+	return 0;
+}
+
+static void unshare_entry(struct names *n, struct name_entry *e)
+{
+	if (e->flags & NAMES_SHARED)
+		HASH_DELETE(hh_shared, n->shared, e);
+	e->flags &= ~NAMES_SHARED;
 }
 
 static struct name_owner *owner_find(const struct names *n, uint64_t client)
@@ -163,12 +228,13 @@ static struct name_owner *owner_find(const struct names *n, uint64_t client)
 	return o;
 }
 
-/* Unlink e from the table and its owner, free it, and the owner with
+/* Unlink e from the tables and its owner, free it, and the owner with
  * its last name. */
 static void remove_entry(struct names *n, struct name_entry *e)
 {
 	struct name_owner *o = e->owner;
 
+	unshare_entry(n, e);
 	HASH_DELETE(hh, n->by_name, e);
 	LIST_REMOVE(e, by_owner);
 	if (--o->count == 0) {
@@ -178,30 +244,50 @@ static void remove_entry(struct names *n, struct name_entry *e)
 	entry_free(e);
 }
 
-int names_publish(struct names *n, const char *name, uint64_t client,
-		  const void *token, size_t len)
+/* The same client again: a new token and flags under its name. */
+static int republish(struct names *n, struct name_entry *e, uint32_t flags,
+		     uint8_t *copy, size_t len)
 {
-	if (!names_valid(name) || !token || len == 0 || len > NAMES_TOKEN_MAX)
+	if (flags & NAMES_SHARED) {
+		int err = share_entry(n, e);
+		if (err) {
+			free(copy);
+			return err;
+		}
+	} else {
+		unshare_entry(n, e);
+	}
+	free(e->token);
+	e->token = copy;
+	e->token_len = len;
+	return 0;
+}
+
+int names_publish(struct names *n, const char *name, uint64_t client,
+		  uint32_t uid, uint32_t flags, const void *token,
+		  size_t len)
+{
+	if (!names_valid(name) || !token || len == 0 ||
+	    len > NAMES_TOKEN_MAX || (flags & ~NAMES_FLAGS))
 		return -EINVAL;
 
 	size_t name_len = strlen(name);
-	unsigned hash = name_hash(n, name, name_len);
-	struct name_entry *e = find(n, name, name_len, hash);
+	struct name_entry *e = find(n, uid, name, name_len);
 	uint8_t *copy;
 
 	if (e && e->owner->client != client)
+		return -EEXIST;
+	/* Checked before anything changes: a refused publish leaves the
+	 * table as it was. */
+	if ((flags & NAMES_SHARED) && find_shared(n, name, name_len) &&
+	    find_shared(n, name, name_len) != e)
 		return -EEXIST;
 	copy = malloc(len);
 	if (!copy)
 		return -ENOMEM;
 	memcpy(copy, token, len);
-	if (e) {
-		/* The same client again: a new token under its name. */
-		free(e->token);
-		e->token = copy;
-		e->token_len = len;
-		return 0;
-	}
+	if (e)
+		return republish(n, e, flags, copy, len);
 
 	struct name_owner *o = owner_find(n, client);
 	if (o && o->count >= n->per_client) {
@@ -213,14 +299,23 @@ int names_publish(struct names *n, const char *name, uint64_t client,
 		free(copy);
 		return -ENOMEM;
 	}
+	e->uid = uid;
 	memcpy(e->name, name, name_len + 1);
 	e->name_len = name_len;
 	e->token = copy;
 	e->token_len = len;
-	HASH_ADD_KEYPTR_BYHASHVALUE(hh, n->by_name, e->name, name_len, hash, e);
+	HASH_ADD_KEYPTR_BYHASHVALUE(hh, n->by_name, &e->uid,
+				    sizeof(e->uid) + name_len,
+				    name_hash(n, &e->uid,
+					      sizeof(e->uid) + name_len), e);
 	if (!htable_added(e)) {
 		entry_free(e);
 		return -ENOMEM;
+	}
+	if ((flags & NAMES_SHARED) && share_entry(n, e)) {
+		HASH_DELETE(hh, n->by_name, e);
+		entry_free(e);
+		return -ENOMEM;  /* not -EEXIST: checked above */
 	}
 	if (!o) {
 		o = calloc(1, sizeof(*o));
@@ -234,6 +329,7 @@ int names_publish(struct names *n, const char *name, uint64_t client,
 			}
 		}
 		if (!o) {
+			unshare_entry(n, e);
 			HASH_DELETE(hh, n->by_name, e);
 			entry_free(e);
 			return -ENOMEM;
@@ -245,39 +341,73 @@ int names_publish(struct names *n, const char *name, uint64_t client,
 	return 0;
 }
 
-int names_unpublish(struct names *n, const char *name, uint64_t client)
+int names_unpublish(struct names *n, const char *name, uint64_t client,
+		    uint32_t uid, uint32_t *flags)
 {
 	struct name_entry *e;
-	size_t len;
 
 	/* A name that is not valid was never stored. */
 	if (!names_valid(name))
 		return -ENOENT;
-	len = strlen(name);
-	e = find(n, name, len, name_hash(n, name, len));
+	e = find(n, uid, name, strlen(name));
 	if (!e)
 		return -ENOENT;
 	if (e->owner->client != client)
 		return -EACCES;
+	if (flags)
+		*flags = e->flags;
 	remove_entry(n, e);
 	return 0;
 }
 
-int names_lookup(const struct names *n, const char *name, const void **token,
+static int found(const struct name_entry *e, const void **token,
 		 size_t *len)
 {
-	struct name_entry *e;
-	size_t name_len;
-
-	if (!names_valid(name))
-		return -ENOENT;
-	name_len = strlen(name);
-	e = find(n, name, name_len, name_hash(n, name, name_len));
 	if (!e)
 		return -ENOENT;
 	*token = e->token;
 	*len = e->token_len;
 	return 0;
+}
+
+int names_lookup(const struct names *n, uint32_t uid, const char *name,
+		 const void **token, size_t *len)
+{
+	if (!names_valid(name))
+		return -ENOENT;
+	return found(find(n, uid, name, strlen(name)), token, len);
+}
+
+int names_lookup_as(const struct names *n, uint32_t caller, uint32_t owner,
+		    const char *name, const void **token, size_t *len)
+{
+	const struct name_entry *e;
+
+	if (!names_valid(name))
+		return -ENOENT;
+	e = find(n, owner, name, strlen(name));
+	if (e && caller != owner && caller != 0 &&
+	    !(e->flags & NAMES_SHARED))
+		e = NULL;
+	return found(e, token, len);
+}
+
+int names_lookup_shared(const struct names *n, const char *name,
+			const void **token, size_t *len)
+{
+	if (!names_valid(name))
+		return -ENOENT;
+	return found(find_shared(n, name, strlen(name)), token, len);
+}
+
+int names_flags(const struct names *n, uint32_t uid, const char *name)
+{
+	const struct name_entry *e;
+
+	if (!names_valid(name))
+		return -ENOENT;
+	e = find(n, uid, name, strlen(name));
+	return e ? (int)e->flags : -ENOENT;
 }
 
 void names_remove_client(struct names *n, uint64_t client)
@@ -308,21 +438,22 @@ size_t names_count(const struct names *n)
 	return HASH_COUNT(n->by_name);
 }
 
-void names_foreach(const struct names *n, names_fn fn, void *arg)
+void names_foreach_shared(const struct names *n, names_fn fn, void *arg)
 {
 	const struct name_entry *e, *tmp;
 
-	HASH_ITER(hh, n->by_name, e, tmp)
+	HASH_ITER(hh_shared, n->shared, e, tmp)
 		fn(arg, e->name, e->token, e->token_len);
 }
 
-void names_foreach_client(const struct names *n, uint64_t client,
-			  names_fn fn, void *arg)
+void names_foreach_client_shared(const struct names *n, uint64_t client,
+				 names_fn fn, void *arg)
 {
 	const struct name_owner *o = owner_find(n, client);
 	const struct name_entry *e;
 
 	if (o)
 		LIST_FOREACH(e, &o->names, by_owner)
-			fn(arg, e->name, e->token, e->token_len);
+			if (e->flags & NAMES_SHARED)
+				fn(arg, e->name, e->token, e->token_len);
 }

@@ -144,6 +144,9 @@ char *record_name_encode(const struct name_record *r)
 	json_object_object_add(o, "node", jstr(r->node));
 	json_object_object_add(o, "instance", jstr(hex));
 	json_object_object_add(o, "token", jstr(tok));
+	if (r->shared)
+		json_object_object_add(o, "shared",
+				       json_object_new_boolean(1));
 	free(tok);
 	return finish(o);
 }
@@ -371,6 +374,15 @@ int record_name_parse(const char *p, size_t len, struct name_record *out,
 	}
 	memcpy(out->token, raw, n);
 	out->token_len = n;
+	/* Optional (record.h); present, it must be a boolean. */
+	if (json_object_object_get_ex(o, "shared", NULL)) {
+		struct json_object *sh = get(o, "shared", json_type_boolean);
+		if (!sh) {
+			*why = "\"shared\" is not a boolean";
+			goto out;
+		}
+		out->shared = json_object_get_boolean(sh);
+	}
 	rc = 0;
 out:
 	free(raw);

@@ -14,7 +14,13 @@
  *          "addrs":[{"ip":"10.0.1.1","prefix":24,"port":7474},...],
  *          "rails":[{"index":0,"gid":"<32 hex>","ip":"10.0.1.1",
  *                    "prefix":24,"lid":0,"mtu":5,"ib":false},...]}
- *   name: {"v":1,"node":"a","instance":"<32 hex>","token":"<base64>"}
+ *   name: {"v":1,"node":"a","instance":"<32 hex>","token":"<base64>",
+ *          "shared":true}
+ *
+ * "shared" came later within version 1: readers that predate it ignore
+ * it (they read named members only), and a record without it is of a
+ * writer that published every name, shared or not (cluster_names.c
+ * ignores those).
  */
 #ifndef XFERD_META_RECORD_H
 #define XFERD_META_RECORD_H
@@ -57,6 +63,7 @@ struct name_record {
 	uint8_t instance[RECORD_ID_LEN];
 	uint8_t token[NAMES_TOKEN_MAX];
 	size_t token_len;
+	bool shared;               /* its publisher shared it (NAMES_SHARED) */
 };
 
 /* JSON of a record, malloc'd (NULL if out of memory). */

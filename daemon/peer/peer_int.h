@@ -138,7 +138,7 @@ struct request {
 	char who[NAME_MAX_LEN];
 	/* A lookup at a node whose name no link has told us yet. */
 	char node[NAME_MAX_LEN];
-	char name[NAMES_NAME_MAX + 1];
+	char name[PUBNAME_QUALIFIED_MAX + 1];  /* "[~uid/]name" */
 	bool unresolved;
 	TAILQ_ENTRY(request) q;       /* peer->waiting, ps->inflight or
 				       * ps->unresolved */

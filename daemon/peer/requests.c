@@ -265,7 +265,7 @@ void request_resolve_waiting(struct peers *ps)
 		}
 		peers_lookup_cb cb = r->cb.lookup;
 		void *arg = r->arg;
-		char name[NAMES_NAME_MAX + 1];
+		char name[PUBNAME_QUALIFIED_MAX + 1];
 		snprintf(name, sizeof(name), "%s", r->name);
 		request_free(r);
 		send_lookup(ps, pe, name, cb, arg, NULL);
@@ -406,18 +406,30 @@ static int peer_errno(int32_t e)
 	return e <= 0 && e > -4096 ? e : -EPROTO;
 }
 
-/* A peer asked for one of our names. */
+/*
+ * A peer asked for one of our names: "name" in our shared namespace,
+ * "~uid/name" if our uid shared it.  A name its publisher kept private
+ * is never answered to another node (its uid means nothing there):
+ * -ENOENT, as if absent.
+ */
 static void answer_lookup(struct peers *ps, const uint8_t *id,
 			  const Xfer__Peer__Lookup *lk)
 {
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__LookupReply rep = XFER__PEER__LOOKUP_REPLY__INIT;
+	struct pubname_ref ref;
 	const void *tok = NULL;
 	size_t len = 0;
 
 	rep.id = lk->id;
-	rep.error = lk->name && names_valid(lk->name)
-		? names_lookup(ps->d->names, lk->name, &tok, &len) : -EINVAL;
+	if (!lk->name || !pubname_qualified_parse(lk->name, &ref))
+		rep.error = -EINVAL;
+	else if (ref.uid == PUBNAME_NO_UID)
+		rep.error = names_lookup_shared(ps->d->names, ref.name, &tok,
+						&len);
+	else
+		rep.error = names_lookup_as(ps->d->names, PUBNAME_NO_UID,
+					    ref.uid, ref.name, &tok, &len);
 	rep.token.data = (uint8_t *)tok;
 	rep.token.len = rep.error ? 0 : len;
 	m.proto_version = XFER_PROTO_VERSION;

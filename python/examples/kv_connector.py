@@ -72,7 +72,8 @@ class Cache:
 
 def prefill(ctx, a):
     cache = Cache(ctx, a, prefill_content(a))
-    ctx.publish(a.name, cache.region.export())
+    # Shared: the decode side runs on another node.
+    ctx.publish(a.name, cache.region.export(), shared=True)
     print(f"prefill: {a.layers} layers x K,V x {a.blocks} blocks "
           f"({cache.region.length} B) published as {a.name!r}", flush=True)
     # Decode says it is done with a notification on the cache region.

@@ -57,7 +57,8 @@ def lookup(ctx, name, timeout):
 def receiver(ctx, a):
     ring = ctx.alloc_host(a.slots * a.size)
     view = ring.numpy().reshape(a.slots, a.size)
-    ctx.publish(a.name, ring.export())
+    # Shared: the sender may be another user's process or on another node.
+    ctx.publish(a.name, ring.export(), shared=True)
     head_word = lookup(ctx, a.name + "-head", a.timeout)
     credit = ctx.alloc_host(8)
     credit_val = credit.numpy(np.uint64)
@@ -95,7 +96,7 @@ def receiver(ctx, a):
 def sender(ctx, a):
     head_region = ctx.alloc_host(8)
     head = head_region.numpy(np.uint64)
-    ctx.publish(a.name + "-head", head_region.export())
+    ctx.publish(a.name + "-head", head_region.export(), shared=True)
     ring = lookup(ctx, a.name, a.timeout)
     stage = ctx.alloc_host(a.slots * a.size)
     sview = stage.numpy().reshape(a.slots, a.size)

@@ -807,13 +807,17 @@ static PyObject *Context_import_token(ContextObject *c, PyObject *obj)
 	return res;
 }
 
-static PyObject *Context_publish(ContextObject *c, PyObject *args)
+static PyObject *Context_publish(ContextObject *c, PyObject *args,
+				 PyObject *kw)
 {
+	static char *kwlist[] = { "name", "token", "shared", NULL };
 	const char *name;
 	Py_buffer tok;
+	int shared = 0;
 	int err;
 
-	if (!PyArg_ParseTuple(args, "sy*:publish", &name, &tok))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "sy*|p:publish", kwlist,
+					 &name, &tok, &shared))
 		return NULL;
 	if (ctx_check_open(c)) {
 		PyBuffer_Release(&tok);
@@ -821,7 +825,8 @@ static PyObject *Context_publish(ContextObject *c, PyObject *args)
 	}
 	ctx_lock(c);
 	Py_BEGIN_ALLOW_THREADS
-	err = xfer_publish(c->ctx, name, tok.buf, (size_t)tok.len);
+	err = xfer_publish_flags(c->ctx, name, tok.buf, (size_t)tok.len,
+				 shared ? XFER_PUBLISH_SHARED : 0);
 	Py_END_ALLOW_THREADS
 	ctx_unlock(c);
 	PyBuffer_Release(&tok);
@@ -1673,16 +1678,21 @@ static PyMethodDef Context_methods[] = {
 	{ "import_token", (PyCFunction)Context_import_token, METH_O,
 	  "import_token(token) -> Remote\n\n"
 	  "Import a token from anyone (checked by the xferd that owns it)." },
-	{ "publish", (PyCFunction)Context_publish, METH_VARARGS,
-	  "publish(name, token)\n\n"
+	{ "publish", (PyCFunction)(void (*)(void))Context_publish,
+	  METH_VARARGS | METH_KEYWORDS,
+	  "publish(name, token, shared=False)\n\n"
 	  "Publish a token under name at the local xferd (until unpublish or\n"
-	  "close).  Names: 1-200 of [A-Za-z0-9._:@+-]." },
+	  "close), in this user's namespace.  shared: other users see it as\n"
+	  "'~uid/name', and other nodes see it.  Names: 1-200 of\n"
+	  "[A-Za-z0-9._:@+-]." },
 	{ "unpublish", (PyCFunction)Context_unpublish, METH_VARARGS,
 	  "unpublish(name)" },
 	{ "lookup", (PyCFunction)Context_lookup, METH_VARARGS,
 	  "lookup(name) -> bytes\n\n"
-	  "'name' asks the local xferd then its configured peers; 'node/name'\n"
-	  "asks that node.  XferError(ENOENT) if nobody has it." },
+	  "'name' asks the local xferd for this user's name, then its\n"
+	  "configured peers for a shared one; '~uid/name' that user's name\n"
+	  "if shared; 'node/name' asks that node (shared names only).\n"
+	  "XferError(ENOENT) if nobody has it (or may see it)." },
 	{ "write", (PyCFunction)(void (*)(void))Context_write,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "write(local, remote, local_off=0, remote_off=0, length=None,\n"

@@ -41,6 +41,7 @@ static void check_passed(const Xfer__Client__ClientMsg *m, unsigned nfds)
 	case XFER__CLIENT__CLIENT_MSG__BODY_PUBLISH:
 		FUZZ_ASSERT(nfds == 0);
 		FUZZ_ASSERT(strlen(m->publish->name) <= PUBNAME_MAX);
+		FUZZ_ASSERT(!(m->publish->flags & ~NAMES_FLAGS));
 		FUZZ_ASSERT(m->publish->token.len >= 1 &&
 			    m->publish->token.len <= NAMES_TOKEN_MAX);
 		break;
@@ -51,7 +52,9 @@ static void check_passed(const Xfer__Client__ClientMsg *m, unsigned nfds)
 		if (slash)
 			FUZZ_ASSERT((size_t)(slash - m->lookup->name) <
 				    CONFIG_HOST_MAX);
-		FUZZ_ASSERT(names_valid(slash ? slash + 1 : m->lookup->name));
+		FUZZ_ASSERT(names_valid(strrchr(m->lookup->name, '/')
+					? strrchr(m->lookup->name, '/') + 1
+					: m->lookup->name));
 		break;
 	case XFER__CLIENT__CLIENT_MSG__BODY_DLIST_CREATE:
 		/* The entries come in exactly one memfd. */

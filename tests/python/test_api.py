@@ -4,6 +4,7 @@ checks the bytes that arrived."""
 import asyncio
 import errno
 import gc
+import os
 import select
 import threading
 import time
@@ -243,6 +244,16 @@ def test_names(ctx, ctx2):
     assert e.value.errno == errno.EINVAL
     with pytest.raises(TypeError):
         ctx.publish("n", 5)
+    # shared=True: the same user sees it either way, also as "~uid/name".
+    ctx.publish("py-shared", tok, shared=True)
+    assert ctx2.lookup("py-shared") == tok
+    assert ctx2.lookup("~%d/py-shared" % os.getuid()) == tok
+    ctx.publish("py-shared", tok, shared=False)
+    assert ctx2.lookup("~%d/py-shared" % os.getuid()) == tok
+    ctx.unpublish("py-shared")
+    with pytest.raises(xferd.XferError) as e:
+        ctx.lookup("~01/x")
+    assert e.value.errno == errno.EINVAL
 
 
 def test_notifications(ctx, ctx2):

@@ -431,7 +431,8 @@ static int storm_mute(const struct opts *o)
 		die("xfer_open: %s", xfer_strerror(rc));
 	tl_buf_alloc(ctx, TL_HOST, o->size, &b);
 	size_t len = tl_export(&b, tok);
-	rc = xfer_publish(ctx, o->name, tok, len);
+	/* Shared: the storm's writers are on other nodes. */
+	rc = xfer_publish_flags(ctx, o->name, tok, len, XFER_PUBLISH_SHARED);
 	if (rc)
 		die("publish %s: %s", o->name, xfer_strerror(rc));
 	printf("ready name=%s size=%llu\n", o->name,

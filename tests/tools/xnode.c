@@ -91,6 +91,7 @@ struct opts {
 	enum cmd cmd;
 	const char *socket;
 	const char *name;      /* serve: publish under it */
+	bool private_name;     /* serve: publish it without XFER_PUBLISH_SHARED */
 	const char *lookup;    /* the target, by name */
 	const char *token_file;
 	uint64_t size;
@@ -244,7 +245,8 @@ static void usage(FILE *f)
 {
 	fputs("usage: xnode COMMAND [OPTIONS]\n"
 	      "commands:\n"
-	      "  serve       --size N [--name NAME] [--token-file F] [--kind K] [--seed S]\n"
+	      "  serve       --size N [--name NAME [--private]] [--token-file F] [--kind K]\n"
+	      "              [--seed S]\n"
 	      "              [--export-range OFF:LEN] [--expect-notify V[:SEED:OFF:LEN]]...\n"
 	      "              [--count N] [--verify-unchanged] [--clobber-on-notify]\n"
 	      "              [--expect-sequence V:N [--hold-file F]]\n"
@@ -265,6 +267,8 @@ static void usage(FILE *f)
 	      "options:\n"
 	      "  --socket PATH        xferd's socket (default $XFERD_SOCKET)\n"
 	      "  --kind memfd|malloc  local memory: xfer_alloc_host or malloc + xfer_reg\n"
+	      "  --private            serve: publish NAME for this uid alone (default:\n"
+	      "                       XFER_PUBLISH_SHARED, so that other nodes find it)\n"
 	      "  --size N             bytes (suffix K, M, G: powers of 1024)\n"
 	      "  --expect-error LIST  e.g. ECONNRESET,ETIMEDOUT or \"any\": the step that\n"
 	      "                       fails (lookup, import, a completion) must fail so\n"
@@ -408,7 +412,8 @@ enum {
 	O_TIMEOUT, O_GRACE, O_EXPECT_ERROR, O_EXPECT_PATH, O_EXPECT_NOTIFY,
 	O_COUNT, O_VERIFY_UNCHANGED, O_REPEAT, O_DEPTH, O_UNTIL_ERROR,
 	O_MAX_MS, O_CLOBBER, O_UNMAP_AFTER, O_ALLOW_ERROR, O_EXPECT_PATHS,
-	O_INTERVAL, O_EXPECT_SEQUENCE, O_HOLD_FILE, O_ACCEPTED, O_HELP,
+	O_INTERVAL, O_EXPECT_SEQUENCE, O_HOLD_FILE, O_ACCEPTED, O_PRIVATE,
+	O_HELP,
 };
 
 static void parse_args(int argc, char **argv)
@@ -446,6 +451,7 @@ static void parse_args(int argc, char **argv)
 		{ "expect-sequence", required_argument, NULL, O_EXPECT_SEQUENCE },
 		{ "hold-file", required_argument, NULL, O_HOLD_FILE },
 		{ "accepted", required_argument, NULL, O_ACCEPTED },
+		{ "private", no_argument, NULL, O_PRIVATE },
 		{ "help", no_argument, NULL, O_HELP },
 		{ 0 },
 	};
@@ -482,6 +488,7 @@ static void parse_args(int argc, char **argv)
 		switch (ch) {
 		case O_SOCKET: opt.socket = optarg; break;
 		case O_NAME: opt.name = optarg; break;
+		case O_PRIVATE: opt.private_name = true; break;
 		case O_LOOKUP: opt.lookup = optarg; break;
 		case O_TOKEN_FILE: opt.token_file = optarg; break;
 		case O_SIZE:
@@ -1561,7 +1568,10 @@ static int cmd_serve(void)
 	if (opt.token_file)
 		write_token_file(opt.token_file, tok, toklen);
 	if (opt.name) {
-		rc = xfer_publish(ctx, opt.name, tok, toklen);
+		/* Shared unless asked: the scripts publish for other nodes. */
+		rc = xfer_publish_flags(ctx, opt.name, tok, toklen,
+					opt.private_name ? 0
+							 : XFER_PUBLISH_SHARED);
 		if (rc)
 			fail("xfer_publish(%s): %s (%s)", opt.name, err_name(rc),
 			     xfer_strerror(rc));

@@ -81,6 +81,64 @@ START_TEST(test_pubname_lookup)
 }
 END_TEST
 
+/* "[node/][~uid/]name": the uid qualifier takes nothing that was valid. */
+START_TEST(test_pubname_uid)
+{
+	struct pubname_ref r;
+
+	ck_assert(pubname_lookup_parse("kv", &r));
+	ck_assert_ptr_null(r.node);
+	ck_assert_uint_eq(r.uid, PUBNAME_NO_UID);
+	ck_assert_str_eq(r.name, "kv");
+	ck_assert_str_eq(r.qname, "kv");
+
+	ck_assert(pubname_lookup_parse("~1000/kv", &r));
+	ck_assert_ptr_null(r.node);
+	ck_assert_uint_eq(r.uid, 1000);
+	ck_assert_str_eq(r.name, "kv");
+	ck_assert_str_eq(r.qname, "~1000/kv");
+	ck_assert(pubname_lookup_parse("~0/kv", &r));
+	ck_assert_uint_eq(r.uid, 0);
+	ck_assert(pubname_lookup_parse("~4294967294/kv", &r));
+	ck_assert_uint_eq(r.uid, 4294967294u);
+
+	ck_assert(pubname_lookup_parse("b:7474/~7/kv.1", &r));
+	ck_assert_uint_eq(r.node_len, 6);
+	ck_assert_mem_eq(r.node, "b:7474", 6);
+	ck_assert_uint_eq(r.uid, 7);
+	ck_assert_str_eq(r.qname, "~7/kv.1");
+	ck_assert_str_eq(r.name, "kv.1");
+	ck_assert(pubname_lookup_parse("b/kv", &r));
+	ck_assert_uint_eq(r.uid, PUBNAME_NO_UID);
+	ck_assert_str_eq(r.qname, "kv");
+
+	/* (uid_t)-1 is no uid; one spelling per uid; digits only. */
+	ck_assert(!pubname_lookup_valid("~4294967295/kv"));
+	ck_assert(!pubname_lookup_valid("~99999999999/kv"));
+	ck_assert(!pubname_lookup_valid("~01/kv"));
+	ck_assert(!pubname_lookup_valid("~/kv"));
+	ck_assert(!pubname_lookup_valid("~-1/kv"));
+	ck_assert(!pubname_lookup_valid("~+1/kv"));
+	ck_assert(!pubname_lookup_valid("~1x/kv"));
+	ck_assert(!pubname_lookup_valid("~alice/kv"));
+	ck_assert(!pubname_lookup_valid("~1000"));     /* no name */
+	ck_assert(!pubname_lookup_valid("~1000/"));
+	ck_assert(!pubname_lookup_valid("~1/~2/kv"));
+	ck_assert(!pubname_lookup_valid("b/~1/~2/kv"));
+	ck_assert(!pubname_lookup_valid("b/~1/c/kv"));
+	ck_assert(!pubname_lookup_valid("b/c/kv"));    /* still invalid */
+	ck_assert(!pubname_lookup_valid("~b/kv"));     /* no '~' node */
+	ck_assert(!pubname_node_valid("~b", 2));
+	ck_assert(!pubname_valid("~1000", 5));          /* nor a name */
+	/* A peer is asked for "[~uid/]name": no node there. */
+	ck_assert(pubname_qualified_parse("~5/kv", &r));
+	ck_assert_uint_eq(r.uid, 5);
+	ck_assert(pubname_qualified_parse("kv", &r));
+	ck_assert(!pubname_qualified_parse("b/kv", &r));
+	ck_assert(!pubname_qualified_parse(NULL, &r));
+}
+END_TEST
+
 START_TEST(test_path_names)
 {
 	ck_assert_str_eq(path_name(XFER_PATH_NONE), "none");
@@ -123,6 +181,7 @@ Suite *common_suite(void)
 	tcase_add_test(tc, test_pubname_chars);
 	tcase_add_test(tc, test_pubname_limits);
 	tcase_add_test(tc, test_pubname_lookup);
+	tcase_add_test(tc, test_pubname_uid);
 	tcase_add_test(tc, test_path_names);
 	tcase_add_test(tc, test_clock);
 	suite_add_tcase(s, tc);

@@ -184,8 +184,23 @@ START_TEST(test_name_record)
 	ck_assert_uint_eq(back.token_len, 300);
 	ck_assert_mem_eq(back.token, r.token, 300);
 	ck_assert_str_eq(back.node, "n1");
+	ck_assert(!back.shared);
+	ck_assert_ptr_null(strstr(s, "shared"));
 	free(s);
+	/* "shared" goes there and back; a record without it (a writer that
+	 * predates it) parses, unshared. */
+	r.shared = true;
+	s = record_name_encode(&r);
+	ck_assert_ptr_nonnull(s);
+	ck_assert_int_eq(record_name_parse(s, strlen(s), &back, &why), 0);
+	ck_assert(back.shared);
+	free(s);
+	static const char old[] = "{\"v\":1,\"node\":\"n1\",\"instance\":"
+		"\"00112233445566778899aabbccddeeff\",\"token\":\"AAAA\"}";
+	ck_assert_int_eq(record_name_parse(old, strlen(old), &back, &why), 0);
+	ck_assert(!back.shared);
 	static const char *const bad[] = {
+		"{\"v\":1,\"node\":\"n1\",\"instance\":\"00112233445566778899aabbccddeeff\",\"token\":\"AAAA\",\"shared\":1}",
 		"{\"v\":1,\"node\":\"n1\",\"instance\":\"00112233445566778899aabbccddeeff\"}",
 		"{\"v\":1,\"node\":\"n1\",\"instance\":\"00112233445566778899aabbccddeeff\",\"token\":5}",
 		"{\"v\":1,\"node\":\"n1\",\"instance\":\"00112233445566778899aabbccddeeff\",\"token\":\"\"}",
