@@ -28,6 +28,9 @@
 /* 2: the CQ sender area (cq_senders below); 1: none.  A client reads
  * what the offsets say is there, not this number. */
 #define XFER_RING_VERSION 2u
+/* For programs built against several versions of this header: struct
+ * xfer_cqe_sender, xfer_cqe_sender(), xfer_stream_peer() exist. */
+#define XFER_HAVE_CQE_SENDER 1
 
 /* Opcodes of a submission queue entry. */
 enum xfer_op {
