@@ -18,7 +18,9 @@
  * links), so DATA names its sequence number and the consumer hands out
  * messages in order; CREDIT is cumulative, so a late one is harmless.
  *
- * The formats on the wire are stream_wire.h's.
+ * The formats on the wire are stream_wire.h's.  One file past 800 lines:
+ * the state machine and the calls that wait on it share one struct and
+ * its invariants, which a split would spread over two files.
  * Set-up: the consumer's stream token holds the tokens of its slots and
  * of its mailbox; the producer WRITEs a HELLO record with the token of
  * its own small region into the mailbox, the consumer imports that and

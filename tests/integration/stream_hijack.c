@@ -30,11 +30,19 @@
  * end (xfer_stream_peer): the consumer the producer's identity, which
  * the producer reports from xfer_ctx_identity.
  *
+ * Across nodes (tests/integration/netns_stream_hijack.sh): with
+ * HIJACK_CONSUMER_SOCKET, HIJACK_PRODUCER_SOCKET and HIJACK_INTRUDER_SOCKET
+ * the three use those xferds (no private one), and the producer and
+ * the intruder look the stream up as HIJACK_NAME ("node/name"); then
+ * the consumer's peer must be the producer's identity on its own node,
+ * flagged XFER_SENDER_F_REMOTE: the identity crossed the link.
+ *
  * Built against an xferd and libxfer without sender records it still
  * runs, with the old API: the attacks then succeed and the test fails.
  */
 #include <errno.h>
 #include <grp.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/select.h>
 #include <sys/stat.h>
@@ -66,6 +74,8 @@ static uint64_t len_of(uint32_t i) { return i % 3 ? SLOT - i : SLOT; }
 /* Pipes: consumer -> producer, producer -> consumer, consumer ->
  * intruder, intruder -> consumer. */
 static int to_p[2], from_p[2], to_i[2], from_i[2];
+/* The name the producer and the intruder look up. */
+static const char *lookup_name = NAME;
 
 static void say(int fd, char c) { tl_write_full(fd, &c, 1); }
 static char hear(int fd)
@@ -124,7 +134,7 @@ static void intruder_join(struct intruder *in, const char *sock)
 	size_t len = sizeof(tok);
 
 	T_OK(xfer_open(sock, &in->ctx));
-	T_OK(xfer_lookup(in->ctx, NAME, tok, &len));
+	T_OK(xfer_lookup(in->ctx, lookup_name, tok, &len));
 	/* Version 1: a header of 40 bytes; 2: 48 (the consumer's id). */
 	size_t hdr = get16(tok + 4) >= 2 ? 48 : 40;
 	uint16_t slen = get16(tok + 32), mlen = get16(tok + 34);
@@ -220,7 +230,7 @@ static int producer(const char *sock)
 	size_t len = sizeof(tok);
 
 	T_OK(xfer_open(sock, &ctx));
-	T_OK(xfer_lookup(ctx, NAME, tok, &len));
+	T_OK(xfer_lookup(ctx, lookup_name, tok, &len));
 	T_OK(xfer_stream_connect(ctx, tok, len, 30000, &s));
 #ifdef XFER_HAVE_CQE_SENDER
 	struct xfer_cqe_sender self;
@@ -275,12 +285,24 @@ int main(void)
 	uint8_t tok[XFER_STREAM_TOKEN_MAX];
 	size_t len = sizeof(tok);
 
+	const char *csock = getenv("HIJACK_CONSUMER_SOCKET");
+	const char *psock = getenv("HIJACK_PRODUCER_SOCKET");
+	const char *isock = getenv("HIJACK_INTRUDER_SOCKET");
+	bool nodes = csock && psock && isock;
+
 	if (!getgrnam("nogroup"))
 		return printf("skip: no group nogroup\n"), TL_SKIP;
-	tl_daemon_start(&d, args);
-	/* The stranger (uid 65534) must reach the socket in this dir. */
-	T_ASSERT(chmod(d.dir, 0755) == 0, "chmod %s", d.dir);
-	T_OK(xfer_open(d.socket, &ctx));
+	if (nodes) {
+		if (getenv("HIJACK_NAME"))
+			lookup_name = getenv("HIJACK_NAME");
+		d.pid = 0;
+	} else {
+		tl_daemon_start(&d, args);
+		/* The stranger (uid 65534) must reach the socket here. */
+		T_ASSERT(chmod(d.dir, 0755) == 0, "chmod %s", d.dir);
+		csock = psock = isock = d.socket;
+	}
+	T_OK(xfer_open(csock, &ctx));
 	tl_buf_alloc(ctx, TL_HOST, NSLOTS * SLOT, &slots);
 	T_OK(xfer_stream_listen(ctx, slots.mem, 0, NSLOTS, SLOT, &s));
 	T_OK(xfer_stream_token(s, tok, &len));
@@ -290,11 +312,11 @@ int main(void)
 
 	pid_t pp = tl_fork();
 	if (pp == 0)
-		exit(producer(d.socket));
+		exit(producer(psock));
 	T_OK(xfer_stream_accept(s, 30000));
 	pid_t ip = tl_fork();
 	if (ip == 0)
-		exit(intruder(d.socket));
+		exit(intruder(isock));
 	T_ASSERT(hear(from_i[0]) == 'j', "the intruder joined");
 	printf("intruder (uid %d) looked the stream up and imported its "
 	       "regions\n", getuid() == 0 ? STRANGER : (int)getuid());
@@ -345,25 +367,28 @@ int main(void)
 	struct xfer_cqe_sender want, got;
 	tl_read_full(from_p[0], &want, sizeof(want));
 	T_OK(xfer_stream_peer(s, &got));
+	uint32_t want_flags = strcmp(csock, psock) ? XFER_SENDER_F_REMOTE : 0;
 	T_ASSERT(memcmp(got.node, want.node, sizeof(got.node)) == 0 &&
 		 got.client == want.client && got.uid == want.uid &&
-		 got.flags == 0, "the consumer's peer is client %llu uid %u, "
+		 got.flags == want_flags, "the consumer's peer is client %llu uid %u, "
 		 "the producer is client %llu uid %u",
 		 (unsigned long long)got.client, got.uid,
 		 (unsigned long long)want.client, want.uid);
 	uint64_t dropped = xfer_stream_dropped(s);
 	T_ASSERT(dropped >= 2, "the consumer dropped only %llu",
 		 (unsigned long long)dropped);
-	printf("consumer: its producer is client %llu (uid %u) of this node; "
+	printf("consumer: its producer is client %llu (uid %u) of %s node; "
 	       "%llu of the stranger's %u notifications came to it and were "
 	       "dropped\n", (unsigned long long)got.client, got.uid,
+	       want_flags ? "the other" : "this",
 	       (unsigned long long)dropped, sent);
 #endif
 	/* It ended with the producer's close: that is what close reports. */
 	T_ASSERT(xfer_stream_close(s) == -EPIPE, "close");
 	tl_buf_free(ctx, &slots);
 	xfer_close(ctx);
-	T_ASSERT(tl_daemon_stop(&d) == 0, "xferd did not stop cleanly");
+	if (!nodes)
+		T_ASSERT(tl_daemon_stop(&d) == 0, "xferd did not stop cleanly");
 	printf("pass: a stranger with the stream token could not speak for "
 	       "either end\n");
 	return 0;
