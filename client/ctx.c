@@ -120,6 +120,8 @@ static void layout_from(const Xfer__Client__RingLayout *rl,
 		.cqes = rl->cqes,
 		.idx = rl->idx,
 		.idx_size = rl->idx_size,
+		.cq_senders = rl->cq_senders,
+		.cq_sender_size = rl->cq_sender_size,
 	};
 }
 
@@ -190,6 +192,7 @@ static int handshake(struct xfer_ctx *ctx)
 	ctx->cq_efd = fds[2];
 	nfds = 0;
 	ctx->client_id = hr->client_id;
+	ctx->uid = hr->uid;
 	ctx->daemon_pid = (pid_t)hr->daemon_pid;
 	memcpy(ctx->instance_id, hr->instance_id.data, TOKEN_INSTANCE_LEN);
 	err = take_addresses(ctx, hr);
@@ -241,6 +244,19 @@ XFER_EXPORT int xfer_open(const char *socket_path, struct xfer_ctx **out)
 	 */
 	prctl(PR_SET_PTRACER, (unsigned long)ctx->daemon_pid, 0, 0, 0);
 	*out = ctx;
+	return 0;
+}
+
+XFER_EXPORT int xfer_ctx_identity(const struct xfer_ctx *ctx,
+				  struct xfer_cqe_sender *out)
+{
+	if (!ctx || !out)
+		return -EINVAL;
+	*out = (struct xfer_cqe_sender){
+		.client = ctx->client_id,
+		.uid = ctx->uid,
+	};
+	memcpy(out->node, ctx->instance_id, sizeof(out->node));
 	return 0;
 }
 

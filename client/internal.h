@@ -30,6 +30,7 @@ struct xfer_ctx {
 	uint32_t cq_head;
 	uint64_t seq;             /* of the last control request */
 	uint64_t client_id;
+	uint32_t uid;             /* ours as xferd saw it (HelloReply) */
 	pid_t daemon_pid;
 	uint8_t instance_id[TOKEN_INSTANCE_LEN];
 	/* How other nodes reach our xferd (HelloReply): into every token. */

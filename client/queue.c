@@ -105,6 +105,29 @@ XFER_EXPORT void xfer_cq_advance(struct xfer_ctx *ctx, unsigned n)
 		ring_doorbell(ctx->sq_efd);
 }
 
+XFER_EXPORT int xfer_cqe_sender(const struct xfer_ctx *ctx,
+				const struct xfer_cqe *cqe,
+				struct xfer_cqe_sender *out)
+{
+	if (!ctx || !cqe || !out)
+		return -EINVAL;
+	/* A CQE of this ring's array, by address: its slot names its
+	 * record. */
+	uintptr_t at = (uintptr_t)cqe, base = (uintptr_t)ctx->ring.cqes;
+	if (at < base || (at - base) % sizeof(*cqe) ||
+	    (at - base) / sizeof(*cqe) >= ctx->ring.cq_entries ||
+	    !(cqe->flags & XFER_CQE_F_NOTIFY))
+		return -EINVAL;
+	if (!ctx->ring.senders)
+		return -EOPNOTSUPP;
+	/* Read after the acquire of cq_tail that found the CQE, before the
+	 * caller's xfer_cq_advance() hands the slot back: (C), (D). */
+	const struct xfer_cqe_sender *rec =
+		ring_cq_sender_at(&ctx->ring, (uint32_t)((at - base) / sizeof(*cqe)));
+	*out = *rec;
+	return 0;
+}
+
 XFER_EXPORT uint32_t xfer_cq_overflow(const struct xfer_ctx *ctx)
 {
 	return atomic_load_explicit(ctx->ring.cq_overflow, memory_order_relaxed);

@@ -18,7 +18,9 @@
  * links), so DATA names its sequence number and the consumer hands out
  * messages in order; CREDIT is cumulative, so a late one is harmless.
  *
- * The formats on the wire are stream_wire.h's.
+ * The formats on the wire are stream_wire.h's.  One file past 800 lines:
+ * the state machine and the calls that wait on it share one struct and
+ * its invariants, which a split would spread over two files.
  * Set-up: the consumer's stream token holds the tokens of its slots and
  * of its mailbox; the producer WRITEs a HELLO record with the token of
  * its own small region into the mailbox, the consumer imports that and
@@ -30,6 +32,20 @@
  *
  * Every CQE of the context is the stream's (xfer.h): stream_drain() feeds
  * them all to one state machine, whichever call is waiting.
+ *
+ * Who may speak.  The stream token, published for anyone to find, hands
+ * out the tokens of the mailbox and the slots; whoever holds them can
+ * notify our regions, and read the mailbox, where the producer's token
+ * then lies.  So each end takes notifications from the other end only,
+ * by the sender xferd records in every notification (xfer_cqe_sender),
+ * which the sender cannot choose: the producer binds to the consumer
+ * its token names (the tokens' node, and the client id the stream token
+ * carries), the consumer to the producer whose HELLO it accepted (the
+ * HELLO notification's sender, which the HELLO record must name too).
+ * Anyone else's notification - data, a credit, a close, a second HELLO
+ * - is dropped and counted (xfer_stream_dropped), and does not count as
+ * a sign of life of the other end.  Without sender records (an older
+ * xferd) the stream takes what comes, as before.
  *
  * CQ room (xfer.h: 2 * nslots + XFER_STREAM_CQ_SPARE).  Per slot the
  * consumer's CQ holds at most its DATA and the completion of the credit
@@ -79,6 +95,12 @@ struct xfer_stream {
 	unsigned credits_out;
 	bool probe_out, close_out, hello_out, accept_out, write_out;
 	uint64_t last_heard_ns;     /* the other end showed it is there */
+	/* The other end as a sender (see "who may speak"); senders: this
+	 * xferd names them, so strangers can be told apart. */
+	bool senders;
+	bool peer_known;
+	struct xfer_cqe_sender peer_id;
+	uint64_t dropped;           /* strangers' notifications */
 
 	/* consumer: the slots' handle and token, taken at listen, so that
 	 * nothing here touches the caller's xfer_mem afterwards */
@@ -86,6 +108,7 @@ struct xfer_stream {
 	uint8_t slots_tok[XFER_TOKEN_MAX];
 	size_t slots_tok_len;
 	bool hello_seen;
+	struct xfer_cqe_sender hello_from; /* of the latest HELLO */
 	uint64_t head;              /* released in order */
 	uint64_t credit_sent;       /* head as last sent */
 	uint64_t next;              /* next message to hand out */
@@ -117,6 +140,30 @@ static int peer_error(int64_t result)
 	return result == -ESTALE ? -ECONNRESET : (int)result;
 }
 
+static bool same_sender(const struct xfer_cqe_sender *a,
+			const struct xfer_cqe_sender *b)
+{
+	return a->client == b->client &&
+	       memcmp(a->node, b->node, sizeof(a->node)) == 0;
+}
+
+/*
+ * A notification from someone other than the other end: dropped and
+ * counted.  Before a producer was accepted, everyone but a HELLO's
+ * sender is a stranger.  from NULL: no sender record (an older xferd),
+ * which only happens when the whole ring has none.
+ */
+static bool from_stranger(struct xfer_stream *s,
+			  const struct xfer_cqe_sender *from)
+{
+	if (!s->senders)
+		return false;
+	if (from && s->peer_known && same_sender(from, &s->peer_id))
+		return false;
+	s->dropped++;
+	return true;
+}
+
 static bool slots_enough(const struct xfer_ctx *ctx, uint32_t nslots)
 {
 	return 2ull * nslots + XFER_STREAM_CQ_SPARE <= ctx->ring.cq_entries;
@@ -144,18 +191,28 @@ static void consumer_data(struct xfer_stream *s, const struct xfer_cqe *c,
 	};
 }
 
-static void consumer_notify(struct xfer_stream *s, const struct xfer_cqe *c)
+static void consumer_notify(struct xfer_stream *s, const struct xfer_cqe *c,
+			    const struct xfer_cqe_sender *from)
 {
 	uint64_t payload = c->user_data & MSG_PAYLOAD;
 
+	/* Only the first producer gets in; later HELLOs (into the
+	 * mailbox, whose token the stream token gave away) are
+	 * dropped.  Its sender is the one accept binds to. */
+	if (c->user_data >> MSG_SHIFT == MSG_HELLO && !s->connected) {
+		if (c->handle == xfer_mem_handle(s->own)) {
+			s->hello_seen = true;
+			if (from)
+				s->hello_from = *from;
+		}
+		return;
+	}
+	if (from_stranger(s, from))
+		return;
+	s->last_heard_ns = now_ns();
 	switch (c->user_data >> MSG_SHIFT) {
 	case MSG_HELLO:
-		/* Only the first producer gets in; later HELLOs (into the
-		 * mailbox, whose token the stream token gave away) are
-		 * ignored. */
-		if (c->handle == xfer_mem_handle(s->own) && !s->connected)
-			s->hello_seen = true;
-		return;
+		return;  /* ours again, after its ACCEPT: harmless */
 	case MSG_DATA:
 		if (c->handle != s->slots_handle)
 			return;   /* as below */
@@ -178,13 +235,15 @@ static void consumer_notify(struct xfer_stream *s, const struct xfer_cqe *c)
 	/* A notification for neither of our regions is a late one for the
 	 * region of an earlier stream on this context.  A stranger's
 	 * notification before a producer came is nobody's business; once
-	 * connected, it is the producer breaking the protocol (only it and
-	 * we hold the tokens that matter). */
+	 * connected, one the producer sent (strangers' were dropped above,
+	 * where xferd names senders) is the producer breaking the
+	 * protocol. */
 	if (s->connected)
 		stream_break(s, -EPROTO);
 }
 
-static void producer_notify(struct xfer_stream *s, const struct xfer_cqe *c)
+static void producer_notify(struct xfer_stream *s, const struct xfer_cqe *c,
+			    const struct xfer_cqe_sender *from)
 {
 	uint64_t payload = c->user_data & MSG_PAYLOAD;
 
@@ -192,6 +251,11 @@ static void producer_notify(struct xfer_stream *s, const struct xfer_cqe *c)
 	 * stream on this context, delivered as that region went. */
 	if (c->handle != xfer_mem_handle(s->own))
 		return;
+	/* Our region's token lay in the consumer's mailbox, which anyone
+	 * with the stream token may read: take the consumer's word only. */
+	if (from_stranger(s, from))
+		return;
+	s->last_heard_ns = now_ns();
 	switch (c->user_data >> MSG_SHIFT) {
 	case MSG_ACCEPT:
 		s->connected = true;
@@ -257,14 +321,20 @@ static void own_completion(struct xfer_stream *s, const struct xfer_cqe *c)
 
 static void stream_cqe(struct xfer_stream *s, const struct xfer_cqe *c)
 {
-	if (!(c->flags & XFER_CQE_F_NOTIFY))
+	struct xfer_cqe_sender from;
+	const struct xfer_cqe_sender *fp = NULL;
+
+	if (!(c->flags & XFER_CQE_F_NOTIFY)) {
 		own_completion(s, c);
-	else if (s->consumer)
-		consumer_notify(s, c);
+		return;
+	}
+	/* Read before the CQE is consumed: its record goes with its slot. */
+	if (s->senders && xfer_cqe_sender(s->ctx, c, &from) == 0)
+		fp = &from;
+	if (s->consumer)
+		consumer_notify(s, c, fp);
 	else
-		producer_notify(s, c);
-	if (c->flags & XFER_CQE_F_NOTIFY)
-		s->last_heard_ns = now_ns();
+		producer_notify(s, c, fp);
 }
 
 /* Take every CQE waiting.  Returns 0, or -ENOTCONN when xferd is gone. */
@@ -404,6 +474,7 @@ static int stream_alloc(struct xfer_ctx *ctx, bool consumer, uint32_t nslots,
 	s->slot_size = slot_size;
 	s->overflow_at_start = xfer_cq_overflow(ctx);
 	s->last_heard_ns = now_ns();
+	s->senders = ctx->ring.senders != NULL;
 	if (consumer) {
 		s->slot = calloc(nslots, sizeof(*s->slot));
 		if (!s->slot) {
@@ -480,6 +551,7 @@ XFER_EXPORT int xfer_stream_token(const struct xfer_stream *s, void *buf,
 		.nslots = s->nslots,
 		.slot_size = s->slot_size,
 		.id = s->id,
+		.client = s->ctx->client_id,
 		.slots_tok = s->slots_tok,
 		.slots_len = (uint16_t)s->slots_tok_len,
 		.mbox_tok = mbox,
@@ -512,11 +584,15 @@ static int consumer_take_hello(struct xfer_stream *s)
 	struct xfer_remote *peer;
 	const uint8_t *tok;
 	uint16_t tok_len;
+	struct xfer_cqe_sender who;
 
 	/* One copy, then checks on the copy: the mailbox is writable by
-	 * anyone who saw the stream token. */
+	 * anyone who saw the stream token.  The record must name the
+	 * sender of the latest HELLO notification: one written over by
+	 * someone else after that HELLO fails (-EPROTO: listen on). */
 	memcpy(rec, xfer_mem_ptr(s->own), sizeof(rec));
-	if (stream_hello_parse(rec, s->id, &tok, &tok_len))
+	if (stream_hello_parse(rec, s->id, &tok, &tok_len, &who) ||
+	    (s->senders && !same_sender(&who, &s->hello_from)))
 		return -EPROTO;
 	int err = xfer_import(s->ctx, tok, tok_len, &peer);
 	if (err)
@@ -526,6 +602,8 @@ static int consumer_take_hello(struct xfer_stream *s)
 		return -EPROTO;
 	}
 	s->peer = peer;
+	s->peer_id = s->senders ? s->hello_from : who;
+	s->peer_known = true;
 	return 0;
 }
 
@@ -566,6 +644,7 @@ XFER_EXPORT int xfer_stream_accept(struct xfer_stream *s, int timeout_ms)
 		 * it sent nothing): wait for another. */
 		xfer_unimport(s->ctx, s->peer);
 		s->peer = NULL;
+		s->peer_known = false;
 		s->connected = false;
 		s->broken = 0;
 		return rc;
@@ -637,9 +716,22 @@ static bool accepted(struct xfer_stream *s)
 	return s->connected || s->broken;
 }
 
-/* Import the consumer's two regions; each must be what the token says. */
+/* Import the consumer's two regions; each must be what the token says.
+ * The consumer, as a sender: the node of its tokens (its xferd checks
+ * their keys on import) and the client id the stream token names. */
 static int producer_import(struct xfer_stream *s, const struct stream_token *t)
 {
+	struct token mbox, slots;
+
+	if (token_decode(t->mbox_tok, t->mbox_len, &mbox) ||
+	    token_decode(t->slots_tok, t->slots_len, &slots) ||
+	    memcmp(mbox.instance_id, slots.instance_id, TOKEN_INSTANCE_LEN))
+		return -EINVAL;
+	s->peer_id = (struct xfer_cqe_sender){ .client = t->client };
+	memcpy(s->peer_id.node, mbox.instance_id, sizeof(s->peer_id.node));
+	if (memcmp(mbox.instance_id, s->ctx->instance_id, TOKEN_INSTANCE_LEN))
+		s->peer_id.flags = XFER_SENDER_F_REMOTE;
+	s->peer_known = true;
 	int err = xfer_import(s->ctx, t->slots_tok, t->slots_len, &s->slots);
 
 	if (err)
@@ -659,13 +751,16 @@ static int producer_hello(struct xfer_stream *s)
 {
 	uint8_t *rec = xfer_mem_ptr(s->own), tok[XFER_TOKEN_MAX];
 	size_t tok_len = sizeof(tok);
+	struct xfer_cqe_sender self;
 	struct xfer_sqe sqe;
 	int err = xfer_export(s->own, 0, STREAM_REGION_LEN, tok, &tok_len);
 	if (err)
 		return err;
+	xfer_ctx_identity(s->ctx, &self);
 	xfer_prep_write(&sqe, xfer_mem_handle(s->own), 0,
 			xfer_remote_handle(s->peer), 0,
-			stream_hello_encode(rec, s->id, tok, (uint16_t)tok_len),
+			stream_hello_encode(rec, s->id, &self, tok,
+					    (uint16_t)tok_len),
 			msg(MSG_HELLO, 0));
 	xfer_sqe_set_notify(&sqe, msg(MSG_HELLO, 0));
 	err = stream_submit(s, &sqe);
@@ -802,6 +897,22 @@ XFER_EXPORT int xfer_stream_close(struct xfer_stream *s)
 	while (xfer_peek_cqe(ctx, &c) == 0)
 		xfer_cq_advance(ctx, 1);
 	return err;
+}
+
+XFER_EXPORT int xfer_stream_peer(const struct xfer_stream *s,
+				 struct xfer_cqe_sender *out)
+{
+	if (!s || !out)
+		return -EINVAL;
+	if (!s->peer_known || (s->consumer && !s->connected))
+		return -ENOTCONN;
+	*out = s->peer_id;
+	return 0;
+}
+
+XFER_EXPORT uint64_t xfer_stream_dropped(const struct xfer_stream *s)
+{
+	return s ? s->dropped : 0;
 }
 
 XFER_EXPORT uint32_t xfer_stream_nslots(const struct xfer_stream *s)

@@ -60,6 +60,7 @@ size_t stream_token_encode(const struct stream_token *t, uint8_t *out)
 	put64(out + 24, t->id);
 	put16(out + 32, t->slots_len);
 	put16(out + 34, t->mbox_len);
+	put64(out + 40, t->client);
 	memcpy(out + STREAM_TOKEN_HDR, t->slots_tok, t->slots_len);
 	memcpy(out + STREAM_TOKEN_HDR + t->slots_len, t->mbox_tok, t->mbox_len);
 	return STREAM_TOKEN_HDR + (size_t)t->slots_len + t->mbox_len;
@@ -79,10 +80,11 @@ int stream_token_parse(const void *token, size_t len, struct stream_token *t)
 	t->id = get64(p + 24);
 	t->slots_len = get16(p + 32);
 	t->mbox_len = get16(p + 34);
+	t->client = get64(p + 40);
 	if (get16(p + 6) || get32(p + 12) || get32(p + 36) ||
 	    !stream_geometry_ok(t->nslots, t->slot_size) || t->slots_len == 0 ||
 	    t->slots_len > XFER_TOKEN_MAX || t->mbox_len == 0 ||
-	    t->mbox_len > XFER_TOKEN_MAX ||
+	    t->mbox_len > XFER_TOKEN_MAX || t->client == 0 ||
 	    len != STREAM_TOKEN_HDR + (size_t)t->slots_len + t->mbox_len)
 		return -EINVAL;
 	t->slots_tok = p + STREAM_TOKEN_HDR;
@@ -90,26 +92,31 @@ int stream_token_parse(const void *token, size_t len, struct stream_token *t)
 	return 0;
 }
 
-size_t stream_hello_encode(uint8_t *rec, uint64_t id, const uint8_t *tok,
-			   uint16_t tok_len)
+size_t stream_hello_encode(uint8_t *rec, uint64_t id,
+			   const struct xfer_cqe_sender *self,
+			   const uint8_t *tok, uint16_t tok_len)
 {
 	put32(rec, STREAM_HELLO_MAGIC);
 	put16(rec + 4, XFER_STREAM_VERSION);
 	put16(rec + 6, tok_len);
 	put64(rec + 8, id);
+	put64(rec + 16, self->client);
+	memcpy(rec + 24, self->node, sizeof(self->node));
 	memcpy(rec + STREAM_HELLO_HDR, tok, tok_len);
 	return STREAM_HELLO_HDR + (size_t)tok_len;
 }
 
 int stream_hello_parse(const uint8_t *rec, uint64_t id, const uint8_t **tok,
-		       uint16_t *tok_len)
+		       uint16_t *tok_len, struct xfer_cqe_sender *who)
 {
 	uint16_t n = get16(rec + 6);
 
 	if (get32(rec) != STREAM_HELLO_MAGIC ||
 	    get16(rec + 4) != XFER_STREAM_VERSION || get64(rec + 8) != id ||
-	    n == 0 || n > XFER_TOKEN_MAX)
+	    get64(rec + 16) == 0 || n == 0 || n > XFER_TOKEN_MAX)
 		return -EPROTO;
+	*who = (struct xfer_cqe_sender){ .client = get64(rec + 16) };
+	memcpy(who->node, rec + 24, sizeof(who->node));
 	*tok = rec + STREAM_HELLO_HDR;
 	*tok_len = n;
 	return 0;

@@ -10,11 +10,18 @@
  *     8 u32 nslots         12 u32 0        16 u64 slot_size
  *    24 u64 stream id      32 u16 slots token length
  *    34 u16 mailbox token length           36 u32 0
- *    40 the slots token, then the mailbox token
+ *    40 u64 the consumer's client id (its node: the tokens' instance)
+ *    48 the slots token, then the mailbox token
  *
  *   HELLO record (the producer WRITEs it into the mailbox at 0):
  *     0 u32 magic "XSHL"    4 u16 version   6 u16 token length
- *     8 u64 stream id      16 the token of the producer's region
+ *     8 u64 stream id      16 u64 the producer's client id
+ *    24 u8[16] the producer's node (its xferd's instance id)
+ *    40 the token of the producer's region
+ *
+ * The two client ids and nodes are what each end's notifications carry
+ * as their sender (xfer_cqe_sender); each end takes notifications only
+ * from the other's (stream.c).  Version 1 had neither.
  *
  *   notification values: type in bits 63..60, then
  *     HELLO, ACCEPT  0
@@ -35,8 +42,8 @@
 
 #include "xfer.h"
 
-#define STREAM_TOKEN_HDR   40u
-#define STREAM_HELLO_HDR   16u
+#define STREAM_TOKEN_HDR   48u
+#define STREAM_HELLO_HDR   40u
 #define STREAM_HELLO_MAX   (STREAM_HELLO_HDR + XFER_TOKEN_MAX)
 #define STREAM_PROBE_OFF   1024u
 #define STREAM_PROBE_LEN   8u
@@ -75,6 +82,7 @@ bool stream_geometry_ok(uint32_t nslots, uint64_t slot_size);
 struct stream_token {
 	uint32_t nslots;
 	uint64_t slot_size, id;
+	uint64_t client;   /* the consumer's */
 	const uint8_t *slots_tok, *mbox_tok;
 	uint16_t slots_len, mbox_len;
 };
@@ -86,13 +94,16 @@ size_t stream_token_encode(const struct stream_token *t, uint8_t *out);
  * version. */
 int stream_token_parse(const void *blob, size_t len, struct stream_token *t);
 
-/* The HELLO record of stream id with the producer's token into rec
- * (STREAM_HELLO_MAX bytes); returns its length. */
-size_t stream_hello_encode(uint8_t *rec, uint64_t id, const uint8_t *tok,
-			   uint16_t tok_len);
-/* A record of STREAM_HELLO_MAX bytes: 0 and the token inside it, or
- * -EPROTO if it is not a HELLO of stream id. */
+/* The HELLO record of stream id from producer self (node, client)
+ * with its region's token into rec (STREAM_HELLO_MAX bytes); returns
+ * its length. */
+size_t stream_hello_encode(uint8_t *rec, uint64_t id,
+			   const struct xfer_cqe_sender *self,
+			   const uint8_t *tok, uint16_t tok_len);
+/* A record of STREAM_HELLO_MAX bytes: 0, the token inside it and the
+ * producer it names (node, client; the rest zero), or -EPROTO if it is
+ * not a HELLO of stream id. */
 int stream_hello_parse(const uint8_t *rec, uint64_t id, const uint8_t **tok,
-		       uint16_t *tok_len);
+		       uint16_t *tok_len, struct xfer_cqe_sender *who);
 
 #endif /* XFER_CLIENT_STREAM_WIRE_H */

@@ -57,8 +57,14 @@ int ring_layout(uint32_t sq_entries, uint32_t idx_bytes,
 		.cqes = cqes,
 		.map_size = cqes + cq_entries * (uint32_t)sizeof(struct xfer_cqe),
 	};
+	/* The sender records after the CQEs, on lines of their own: xferd
+	 * writes one only for a notification, so a completion's round trip
+	 * touches no more lines than without them. */
+	off->cq_senders = (off->map_size + RING_LINE - 1) & ~(RING_LINE - 1);
+	off->cq_sender_size = (uint32_t)sizeof(struct xfer_cqe_sender);
+	off->map_size = off->cq_senders + cq_entries * off->cq_sender_size;
 	if (idx_bytes) {
-		/* Its own pages, after the CQEs. */
+		/* Its own pages, after the CQEs and their senders. */
 		off->idx = (off->map_size + 4095u) & ~4095u;
 		off->idx_size = idx_bytes;
 		off->map_size = off->idx + idx_bytes;
@@ -105,6 +111,19 @@ int ring_view_init(struct ring_view *v, void *base, size_t map_len,
 	     ((uint64_t)off->idx < sq_end && idx_end > off->sqes) ||
 	     ((uint64_t)off->idx < cq_end && idx_end > off->cqes)))
 		return -EPROTO;
+	/* The sender area, if any: records at least as large as we know,
+	 * 8-byte aligned, inside, clear of the queues and the index area. */
+	uint64_t snd_end = (uint64_t)off->cq_senders +
+			   (uint64_t)off->cq_entries * off->cq_sender_size;
+	if (off->cq_sender_size &&
+	    (off->cq_sender_size < sizeof(struct xfer_cqe_sender) ||
+	     off->cq_sender_size % 8 || off->cq_senders % 8 ||
+	     snd_end > off->map_size || off->cq_senders < header_end ||
+	     ((uint64_t)off->cq_senders < sq_end && snd_end > off->sqes) ||
+	     ((uint64_t)off->cq_senders < cq_end && snd_end > off->cqes) ||
+	     (off->idx_size && (uint64_t)off->cq_senders < idx_end &&
+	      snd_end > off->idx)))
+		return -EPROTO;
 	if (*(const uint32_t *)(b + off->magic) != XFER_RING_MAGIC)
 		return -EPROTO;
 	*v = (struct ring_view){
@@ -122,6 +141,9 @@ int ring_view_init(struct ring_view *v, void *base, size_t map_len,
 		.idx = off->idx_size ? (struct xfer_dlist_pair *)(b + off->idx)
 				     : NULL,
 		.idx_size = off->idx_size,
+		.senders = off->cq_sender_size ? (uint8_t *)b + off->cq_senders
+					       : NULL,
+		.sender_size = off->cq_sender_size,
 	};
 	return 0;
 }

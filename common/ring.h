@@ -11,10 +11,13 @@
  *                  xferd load-acquires sq_tail, then reads the entries.
  *   (B) SQ reuse:  xferd copies entries out, then store-release sq_head;
  *                  client load-acquires sq_head before overwriting slots.
- *   (C) CQ slots:  xferd writes entries, then store-release cq_tail;
- *                  client load-acquires cq_tail, then reads the entries.
- *   (D) CQ reuse:  client reads entries, then store-release cq_head;
- *                  xferd load-acquires cq_head before overwriting slots.
+ *   (C) CQ slots:  xferd writes entries (and a notification's sender
+ *                  record, ring_cq_sender_at), then store-release
+ *                  cq_tail; client load-acquires cq_tail, then reads the
+ *                  entries and their records.
+ *   (D) CQ reuse:  client reads entries and records, then store-release
+ *                  cq_head; xferd load-acquires cq_head before
+ *                  overwriting slots or their records.
  *   (E) doorbells: the sleeper sets NEED_WAKEUP, full fence, re-reads the
  *                  tail; the producer stores its tail, full fence, reads
  *                  the flag.  With both fences at least one side sees the
@@ -47,6 +50,10 @@ struct ring_view {
 	/* The index area of prepared-list descriptors (NULL, 0: none). */
 	struct xfer_dlist_pair *idx;
 	uint32_t idx_size;
+	/* The CQ sender area (NULL, 0: none): record i at senders +
+	 * i * sender_size. */
+	uint8_t *senders;
+	uint32_t sender_size;
 };
 
 /* Offsets for a ring of sq_entries (power of two) with an index area of
@@ -158,6 +165,20 @@ static inline struct xfer_cqe *ring_cqe_at(const struct ring_view *v,
 					   uint32_t index)
 {
 	return &v->cqes[index & (v->cq_entries - 1)];
+}
+
+/*
+ * The sender record of CQ slot index (NULL: the ring has none).  xferd
+ * fills it before ring_cq_publish() of that slot's notification; the
+ * release there publishes the record with the CQE (C).
+ */
+static inline struct xfer_cqe_sender *
+ring_cq_sender_at(const struct ring_view *v, uint32_t index)
+{
+	if (!v->senders)
+		return NULL;
+	return (struct xfer_cqe_sender *)(v->senders +
+		(size_t)(index & (v->cq_entries - 1)) * v->sender_size);
 }
 
 /* Publish completions up to tail; true if the client asked for a wake-up. */

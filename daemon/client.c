@@ -1209,9 +1209,12 @@ static int send_hello_reply(struct client *c, uint64_t seq,
 	rl.cqes = o->cqes;
 	rl.idx = o->idx;
 	rl.idx_size = o->idx_size;
+	rl.cq_senders = o->cq_senders;
+	rl.cq_sender_size = o->cq_sender_size;
 	rep.instance_id.data = c->d->instance_id;
 	rep.instance_id.len = sizeof(c->d->instance_id);
 	rep.client_id = c->pc.id;
+	rep.uid = c->uid;
 	rep.daemon_pid = (uint32_t)getpid();
 	rep.ring = &rl;
 	rep.n_addresses = naddr;
@@ -1318,6 +1321,7 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	c->uid = cred->uid;
 	c->gid = cred->gid;
 	c->pc.id = d->next_client_id++;
+	c->pc.uid = cred->uid;
 	c->pc.cq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	/* Fails only if the process already exited; then it gets no CMA. */
 	c->pidfd = pidfd_open(c->pid, 0);

@@ -375,6 +375,7 @@ int main(int argc, char **argv)
 	if (!d->progress)
 		fatal("cannot create the progress thread state");
 	progress_set_dlists(d->progress, d->dlists);
+	progress_set_instance_id(d->progress, d->instance_id);
 	progress_set_max_inflight(d->progress, d->cfg.max_inflight);
 	progress_set_notify_queue_max(d->progress, d->cfg.notify_queue_max);
 	progress_set_notify_uid_max(d->progress,

@@ -230,6 +230,30 @@ void xfer_cq_advance(struct xfer_ctx *ctx, unsigned n);
  * counted them here.
  */
 uint32_t xfer_cq_overflow(const struct xfer_ctx *ctx);
+/*
+ * Who sent notification cqe (a CQE of ctx flagged XFER_CQE_F_NOTIFY, got
+ * from xfer_peek_cqe/xfer_wait_cqe and not yet consumed by
+ * xfer_cq_advance): xferd's record of the sender, copied into *out.
+ * The sender cannot choose it: node is the instance id of the sender's
+ * xferd, client its connection id there (unique per xferd instance,
+ * never reused), uid its user id as that xferd saw it (informational
+ * for another node's sender); see struct xfer_cqe_sender in
+ * xfer_ring.h.  A client's own name (its program name) is not part of
+ * it.  To take a notification from one sender only, compare node and
+ * client.  Returns 0; -EINVAL for a CQE that is no notification of
+ * this ctx; -EOPNOTSUPP when this xferd names no senders (an older
+ * one).  Never blocks.
+ */
+int xfer_cqe_sender(const struct xfer_ctx *ctx, const struct xfer_cqe *cqe,
+		    struct xfer_cqe_sender *out);
+/*
+ * What notifications sent from ctx carry as their sender (flags 0):
+ * for comparing with a record from xfer_cqe_sender() at the other end,
+ * or for telling it to the other end out of band.  Returns 0.  Never
+ * blocks.
+ */
+int xfer_ctx_identity(const struct xfer_ctx *ctx,
+		      struct xfer_cqe_sender *out);
 /* How long xfer_wait_cqe() polls before sleeping (default 20 us). */
 void xfer_set_wait_spin(struct xfer_ctx *ctx, unsigned usec);
 
@@ -534,8 +558,8 @@ static inline void xfer_prep_dlist_at(struct xfer_sqe *sqe, unsigned op,
 struct xfer_stream;
 
 /* Largest stream token; the format is versioned (XFER_STREAM_VERSION). */
-#define XFER_STREAM_TOKEN_MAX (40 + 2 * XFER_TOKEN_MAX)
-#define XFER_STREAM_VERSION 1
+#define XFER_STREAM_TOKEN_MAX (48 + 2 * XFER_TOKEN_MAX)
+#define XFER_STREAM_VERSION 2
 /* CQ entries a stream needs besides 2 per slot. */
 #define XFER_STREAM_CQ_SPARE 4
 /* How often a waiting end checks that the other end is still there. */
@@ -567,10 +591,12 @@ int xfer_stream_token(const struct xfer_stream *s, void *buf, size_t *len);
 /*
  * Consumer: wait for a producer's HELLO, import its region and answer it.
  * Returns 0, -ETIME/-EAGAIN, -EPROTO for a HELLO that does not hold a
- * valid reply (the stream keeps listening: call again), or an error of
- * importing the producer's token.  Once accepted, later HELLOs (other
- * producers) are ignored: their xfer_stream_connect times out; calling
- * it again is -EISCONN.
+ * valid reply, or whose record names another sender than xferd's record
+ * of the HELLO notification (the stream keeps listening: call again),
+ * or an error of importing the producer's token.  From then on the
+ * stream takes notifications from that producer only
+ * (xfer_stream_peer); later HELLOs (other producers) are ignored:
+ * their xfer_stream_connect times out; calling it again is -EISCONN.
  */
 int xfer_stream_accept(struct xfer_stream *s, int timeout_ms);
 
@@ -638,6 +664,28 @@ int xfer_stream_credits(struct xfer_stream *s);
  * before (-EPIPE, -ECONNRESET, ...: s is freed anyway).  Accepts NULL.
  */
 int xfer_stream_close(struct xfer_stream *s);
+
+/*
+ * Either end: the other end as a sender (struct xfer_cqe_sender): for
+ * the consumer the producer it accepted (node, client, uid and flags as
+ * xferd recorded its HELLO), for the producer the consumer its token
+ * names (node and client; uid 0).  Each end takes notifications from
+ * the other end only: anyone else holding the stream token (it is
+ * published for anyone to look up) may notify the mailbox or the slots,
+ * or read the mailbox and notify the producer, but its data, credits,
+ * closes and HELLOs are dropped and counted (xfer_stream_dropped), never
+ * received.  Where xferd names no senders (an older xferd,
+ * xfer_cqe_sender -EOPNOTSUPP) a stream takes every notification, as
+ * streams of version 1 did.  What the stream does not guard: the bytes
+ * of the slots, which every holder of the stream token may write (the
+ * slots token is in it); a consumer that must not see others' bytes
+ * gives the stream token to its producer only.  Returns 0, -ENOTCONN
+ * before the consumer accepted a producer.  Never blocks.
+ */
+int xfer_stream_peer(const struct xfer_stream *s, struct xfer_cqe_sender *out);
+/* Notifications dropped so far because someone other than the other end
+ * sent them. */
+uint64_t xfer_stream_dropped(const struct xfer_stream *s);
 
 /* The stream's geometry: slots, bytes per slot. */
 uint32_t xfer_stream_nslots(const struct xfer_stream *s);

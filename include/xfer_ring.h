@@ -25,7 +25,12 @@
 #include <stdint.h>
 
 #define XFER_RING_MAGIC   0x58524e47u /* "XRNG" */
-#define XFER_RING_VERSION 1u
+/* 2: the CQ sender area (cq_senders below); 1: none.  A client reads
+ * what the offsets say is there, not this number. */
+#define XFER_RING_VERSION 2u
+/* For programs built against several versions of this header: struct
+ * xfer_cqe_sender, xfer_cqe_sender(), xfer_stream_peer() exist. */
+#define XFER_HAVE_CQE_SENDER 1
 
 /* Opcodes of a submission queue entry. */
 enum xfer_op {
@@ -131,7 +136,8 @@ enum {
 	 * the bytes that landed, handle the owner's handle of the region.
 	 * The notifications for one owner come in the order its xferd took
 	 * them; those that find the CQ full xferd holds and posts, in that
-	 * order, as CQEs are consumed (see xfer_sqe_set_notify()). */
+	 * order, as CQEs are consumed (see xfer_sqe_set_notify()).  Who
+	 * sent it: the CQ sender area (struct xfer_cqe_sender). */
 	XFER_CQE_F_NOTIFY = 1u << 0,
 };
 
@@ -145,6 +151,55 @@ struct xfer_cqe {
 	uint64_t handle;   /* XFER_CQE_F_NOTIFY: the region notified */
 };
 _Static_assert(sizeof(struct xfer_cqe) == 32, "two CQEs per cache line");
+
+/*
+ * Who sent a notification: xferd's own record of it, never a value the
+ * sender chose.  The CQ sender area (xfer_ring_offsets.cq_senders) holds
+ * one record per CQ slot; xferd fills the record of slot i before it
+ * publishes a notification CQE in slot i, and only then (a completion of
+ * one's own submission leaves its record as it was: the round trip of a
+ * descriptor writes nothing more than before).
+ *
+ *  node    the instance id of the xferd the sender is a client of (ours
+ *          for a sender on this node; HelloReply gives ours).  For a
+ *          notification from another node it is the instance id of the
+ *          link it came over, which the handshake proves where a
+ *          cluster_key is set: a sending xferd names its own clients
+ *          only, never another node's.
+ *  client  the sender's connection id at that xferd: unique per xferd
+ *          instance and never reused while it runs, never 0.  0: the
+ *          sending xferd did not say (an older xferd on another node);
+ *          then only node is known.
+ *  uid     the sender's user id as its xferd saw it (SO_PEERCRED).  For
+ *          another node this is what that node's xferd says about its own
+ *          client: informational (user ids differ between nodes).
+ *  flags   XFER_SENDER_F_*.
+ *
+ * The record is read like the CQE: after the acquire of cq_tail, before
+ * cq_head is released past it ((C) and (D) of common/ring.h cover the
+ * area as they cover the CQEs).  A client can write its own ring's
+ * records (it is shared memory) and so fool only itself.
+ *
+ * The record may grow: xferd says its size (cq_sender_size, a multiple
+ * of 8); a client reads the fields it knows, at their offsets below, and
+ * steps from record to record by that size.  Fields added later (a
+ * notification message's place and length, say) are zero from an xferd
+ * that does not fill them; the CQE itself keeps its size.
+ */
+struct xfer_cqe_sender {
+	uint8_t node[16];
+	uint64_t client;
+	uint32_t uid;
+	uint32_t flags;    /* XFER_SENDER_F_* */
+};
+_Static_assert(sizeof(struct xfer_cqe_sender) == 32, "sender record size");
+
+/* Sender flags. */
+enum {
+	/* The sender is a client of another node's xferd (node is not
+	 * ours): uid is that xferd's word for it. */
+	XFER_SENDER_F_REMOTE = 1u << 0,
+};
 
 /* Bits of the SQ flags word (written by xferd, read by the client). */
 enum {
@@ -190,6 +245,12 @@ struct xfer_ring_offsets {
 	 * 0: this xferd takes no prepared-list descriptors. */
 	uint32_t idx;
 	uint32_t idx_size;
+	/* The CQ sender area: cq_entries records of cq_sender_size bytes
+	 * (struct xfer_cqe_sender), the one of CQ slot i at cq_senders +
+	 * i * cq_sender_size.  cq_sender_size 0: this xferd names no
+	 * senders (an older one). */
+	uint32_t cq_senders;
+	uint32_t cq_sender_size;
 };
 
 #endif /* XFER_RING_H */

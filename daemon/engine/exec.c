@@ -42,6 +42,24 @@ void exec_publish(struct prog_client *pc)
 		ring_eventfd(pc->cq_efd);
 }
 
+/*
+ * A notification's CQE and, before it, the sender record of its slot:
+ * the release store of cq_tail in exec_publish() publishes both (C in
+ * common/ring.h; the client reads both after its acquire).  Completions
+ * of a client's own descriptors (write_cqe) leave the record alone.
+ */
+static void write_cqe(struct prog_client *pc, const struct xfer_cqe *cqe);
+static void write_notify_cqe(struct prog_client *pc,
+			     const struct xfer_cqe *cqe,
+			     const struct xfer_cqe_sender *from)
+{
+	struct xfer_cqe_sender *rec = ring_cq_sender_at(&pc->ring, pc->cq_tail);
+
+	if (rec)
+		*rec = *from;
+	write_cqe(pc, cqe);
+}
+
 /* Caller made sure there is room (exec_cq_room or a reservation). */
 static void write_cqe(struct prog_client *pc, const struct xfer_cqe *cqe)
 {
@@ -126,9 +144,23 @@ static int notify_admit(struct progress *p, struct prog_client *owner,
 	return err;
 }
 
+/* Who a client of ours is, as a sender (xfer_ring.h). */
+static struct xfer_cqe_sender sender_of(const struct progress *p,
+					const struct prog_client *pc)
+{
+	struct xfer_cqe_sender from = {
+		.client = pc->id,
+		.uid = pc->uid,
+	};
+
+	memcpy(from.node, p->instance_id, sizeof(from.node));
+	return from;
+}
+
 /* Post it, or queue it behind those held (notify_admit() said yes). */
 static void notify_deliver(struct prog_client *owner, const struct region *r,
-			   uint64_t value, int64_t bytes)
+			   uint64_t value, int64_t bytes,
+			   const struct xfer_cqe_sender *from)
 {
 	const struct xfer_cqe cqe = {
 		.user_data = value,
@@ -138,7 +170,7 @@ static void notify_deliver(struct prog_client *owner, const struct region *r,
 	};
 
 	if (nq_len(&owner->notify) == 0 && exec_cq_room(owner) > 0) {
-		write_cqe(owner, &cqe);
+		write_notify_cqe(owner, &cqe, from);
 		exec_publish(owner);
 		return;
 	}
@@ -149,14 +181,15 @@ static void notify_deliver(struct prog_client *owner, const struct region *r,
 					  memory_order_relaxed);
 		return;
 	}
-	nq_push(&owner->notify, &cqe);
+	nq_push(&owner->notify, &cqe, from);
 	/* Relaxed: a gauge for xferctl. */
 	atomic_store_explicit(&owner->stats.notify_queued,
 			      nq_len(&owner->notify), memory_order_relaxed);
 }
 
 int exec_notify_owner(struct progress *p, const struct region *r,
-		      uint64_t value, int64_t bytes)
+		      uint64_t value, int64_t bytes,
+		      const struct xfer_cqe_sender *from)
 {
 	struct prog_client *owner = notify_owner(p, r);
 
@@ -165,7 +198,7 @@ int exec_notify_owner(struct progress *p, const struct region *r,
 	int err = notify_admit(p, owner, 0);
 	if (err)
 		return err;
-	notify_deliver(owner, r, value, bytes);
+	notify_deliver(owner, r, value, bytes, from);
 	return 0;
 }
 
@@ -176,7 +209,8 @@ bool exec_notify_flush(struct progress *p, struct prog_client *pc)
 		return false;
 	uint32_t room = exec_cq_room(pc), n = 0;
 	for (; n < room && nq_len(&pc->notify); n++) {
-		write_cqe(pc, nq_front(&pc->notify));
+		const struct nq_entry *e = nq_front(&pc->notify);
+		write_notify_cqe(pc, &e->cqe, &e->from);
 		nq_pop(&pc->notify);
 	}
 	if (n == 0)
@@ -296,9 +330,10 @@ static bool rdma_can_move(struct progress *p, enum path_route how,
  * (exec_run_deferred): completions make them from inside a transport,
  * where a link failing at once would tear down what it is walking.
  */
-static struct xop *notify_later(struct progress *p, struct region *target,
-				uint64_t value, uint64_t bytes,
-				uint64_t deadline_ns, uint16_t path)
+static struct xop *notify_later(struct progress *p, struct prog_client *pc,
+				struct region *target, uint64_t value,
+				uint64_t bytes, uint64_t deadline_ns,
+				uint16_t path)
 {
 	struct xop *op = exec_xop_get(p);
 
@@ -310,6 +345,8 @@ static struct xop *notify_later(struct progress *p, struct region *target,
 		.remote = target,
 		.notify_value = value,
 		.notify_bytes = bytes,
+		.sender_client = pc->id,
+		.sender_uid = pc->uid,
 		.deadline_ns = deadline_ns,
 		.path = path,
 	};
@@ -326,8 +363,8 @@ static struct xop *notify_later(struct progress *p, struct region *target,
 static bool notify_batch_remote(struct progress *p, struct abatch *ab)
 {
 	/* The batch's path stays the one that moved its data. */
-	struct xop *op = notify_later(p, ab->notify_target, ab->notify_value,
-				      ab->bytes,
+	struct xop *op = notify_later(p, ab->pc, ab->notify_target,
+				      ab->notify_value, ab->bytes,
 				      now_ns() + 1000000ull * p->exec.op_timeout_ms,
 				      ab->path);
 
@@ -372,9 +409,11 @@ static void batch_complete(struct progress *p, struct abatch *ab)
 		.path = ab->path,
 	});
 	exec_publish(pc);
-	if (owner)
+	if (owner) {
+		const struct xfer_cqe_sender from = sender_of(p, pc);
 		notify_deliver(owner, ab->notify_target, ab->notify_value,
-			       result);
+			       result, &from);
+	}
 	region_put(ab->notify_target);
 	count_completion(p, pc, result);
 	completion_record(&p->exec.paths.done, ab->path, result, ab->start_ns);
@@ -390,8 +429,9 @@ static void batch_complete(struct progress *p, struct abatch *ab)
 static void notify_after_rdma(struct progress *p, const struct xop *done)
 {
 	/* The batch's path stays the one that moved its data. */
-	struct xop *op = notify_later(p, done->remote, done->notify_value,
-				      done->len, done->deadline_ns, done->path);
+	struct xop *op = notify_later(p, done->pc, done->remote,
+				      done->notify_value, done->len,
+				      done->deadline_ns, done->path);
 
 	if (!op) {
 		if (!done->batch->error)
@@ -493,6 +533,8 @@ static struct xop *op_begin(struct progress *p, struct prog_client *pc,
 		.opcode = sqe->opcode,
 		.local = local,
 		.remote = remote,
+		.sender_client = pc->id,
+		.sender_uid = pc->uid,
 	};
 	ab->pending++;
 	pc->ops_out++;
@@ -1285,9 +1327,11 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 		.result = result,
 		.path = pc->batch.path,
 	});
-	if (owner)
+	if (owner) {
+		const struct xfer_cqe_sender from = sender_of(p, pc);
 		notify_deliver(owner, target, sqe->notify_value,
-			       (int64_t)pc->batch.bytes);
+			       (int64_t)pc->batch.bytes, &from);
+	}
 	count_completion(p, pc, result);
 	completion_pass_add(&p->exec.pass, &p->exec.paths.done, pc->batch.path,
 			    result, pc->batch.start_ns);

@@ -33,7 +33,7 @@ int nq_reserve(struct notify_queue *q, uint32_t max, uint32_t pool_max)
 	uint32_t cap = q->cap ? 2 * q->cap : NQ_MIN_CAP;
 	if (cap < q->cap)
 		return -ENOMEM;  /* 2^32 entries: never reached in practice */
-	struct xfer_cqe *n = malloc((size_t)cap * sizeof(*n));
+	struct nq_entry *n = malloc((size_t)cap * sizeof(*n));
 	if (!n)
 		return -ENOMEM;
 	/* Unwrapped into the new ring, oldest first. */
@@ -50,14 +50,18 @@ int nq_reserve(struct notify_queue *q, uint32_t max, uint32_t pool_max)
 	return 0;
 }
 
-void nq_push(struct notify_queue *q, const struct xfer_cqe *cqe)
+void nq_push(struct notify_queue *q, const struct xfer_cqe *cqe,
+	     const struct xfer_cqe_sender *from)
 {
-	q->q[(q->head + q->count) & (q->cap - 1)] = *cqe;
+	q->q[(q->head + q->count) & (q->cap - 1)] = (struct nq_entry){
+		.cqe = *cqe,
+		.from = *from,
+	};
 	q->count++;
 	pool_add(q, 1);
 }
 
-const struct xfer_cqe *nq_front(const struct notify_queue *q)
+const struct nq_entry *nq_front(const struct notify_queue *q)
 {
 	return &q->q[q->head];
 }

@@ -39,11 +39,17 @@ struct nq_pool {
 	_Atomic uint32_t held;
 };
 
-/* A ring of CQEs that grows by doubling while it is used and is freed
+/* A held notification: its CQE and who sent it (xfer_ring.h). */
+struct nq_entry {
+	struct xfer_cqe cqe;
+	struct xfer_cqe_sender from;
+};
+
+/* A ring of entries that grows by doubling while it is used and is freed
  * once empty after a burst (only the first small ring stays).  Zeroed:
  * empty, in no pool. */
 struct notify_queue {
-	struct xfer_cqe *q;
+	struct nq_entry *q;
 	uint32_t head;   /* index of the oldest, modulo cap */
 	uint32_t count;
 	uint32_t cap;    /* a power of two, or 0 */
@@ -63,10 +69,12 @@ static inline uint32_t nq_len(const struct notify_queue *q)
  * cannot fail.
  */
 int nq_reserve(struct notify_queue *q, uint32_t max, uint32_t pool_max);
-/* Append cqe behind the others; the caller reserved its place. */
-void nq_push(struct notify_queue *q, const struct xfer_cqe *cqe);
+/* Append cqe from sender behind the others; the caller reserved its
+ * place. */
+void nq_push(struct notify_queue *q, const struct xfer_cqe *cqe,
+	     const struct xfer_cqe_sender *from);
 /* The oldest notification; only when nq_len() > 0. */
-const struct xfer_cqe *nq_front(const struct notify_queue *q);
+const struct nq_entry *nq_front(const struct notify_queue *q);
 /* Drop the oldest one (posted by the caller). */
 void nq_pop(struct notify_queue *q);
 /* Drop everything (its owner went); the queue is empty after, still in

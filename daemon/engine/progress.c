@@ -315,9 +315,9 @@ static void hook_region_released(void *arg, const struct region *r)
 }
 
 static int hook_notify_local(void *arg, struct region *r, uint64_t value,
-			     int64_t bytes)
+			     int64_t bytes, const struct xfer_cqe_sender *from)
 {
-	return exec_notify_owner(arg, r, value, bytes);
+	return exec_notify_owner(arg, r, value, bytes, from);
 }
 
 /* --- commands from the main thread --- */
@@ -709,6 +709,12 @@ static void *progress_main(void *arg)
 }
 
 /* --- life cycle --- */
+
+void progress_set_instance_id(struct progress *p,
+			      const uint8_t id[LINK_ID_LEN])
+{
+	memcpy(p->instance_id, id, LINK_ID_LEN);
+}
 
 struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 				 int cpu)

@@ -61,7 +61,8 @@ struct client_stats {
  * after the notice that it was detached.
  */
 struct prog_client {
-	uint64_t id;
+	uint64_t id;              /* never reused: names it as a sender */
+	uint32_t uid;             /* SO_PEERCRED: in its notifications */
 	struct ring_view ring;
 	int cq_efd;               /* rung when the client sleeps on its CQ */
 	struct client_stats stats;
@@ -123,6 +124,10 @@ struct progress;
 
 struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 				 int cpu);
+/* Before progress_start: this xferd's instance id, the node of every
+ * notification a client of ours sends (struct xfer_cqe_sender). */
+void progress_set_instance_id(struct progress *p,
+			      const uint8_t id[LINK_ID_LEN]);
 /* Before progress_start: the prepared lists descriptors name. */
 struct dltab;
 void progress_set_dlists(struct progress *p, struct dltab *t);

@@ -61,6 +61,7 @@ struct progress {
 	_Atomic uint32_t notify_queue_max; /* per client (progress.h) */
 	_Atomic uint32_t notify_uid_max;   /* per uid (progress.h) */
 	int cpu;
+	uint8_t instance_id[LINK_ID_LEN]; /* set before the thread starts */
 
 	pthread_mutex_t lock;      /* guards cmds and both notice lists */
 	struct cmd *cmds, **cmds_tail;
@@ -134,10 +135,13 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 void exec_publish(struct prog_client *pc);
 /* CQ slots a client may still fill with new completions. */
 uint32_t exec_cq_room(struct prog_client *pc);
-/* Notify r's owner (engine/exec.c): posted, or held for it in order;
- * -ENOBUFS past notify_queue_max held (-ENOMEM), for the sender. */
+/* Notify r's owner (engine/exec.c) on behalf of sender from (a client
+ * of another node: the link made the record): posted, or held for it
+ * in order; -ENOBUFS past notify_queue_max held (-ENOMEM), for the
+ * sender. */
 int exec_notify_owner(struct progress *p, const struct region *r,
-		      uint64_t value, int64_t bytes);
+		      uint64_t value, int64_t bytes,
+		      const struct xfer_cqe_sender *from);
 /* Post what pc's queue holds while its CQ has room; true if any. */
 bool exec_notify_flush(struct progress *p, struct prog_client *pc);
 /* pc goes: what it was still to be told goes with it. */

@@ -29,6 +29,11 @@ struct xop {
 	bool notify;              /* the owner is notified after the data */
 	uint64_t notify_value;
 	uint64_t notify_bytes;    /* NOTIFY: what the notified batch moved */
+	/* Who notifies: pc's client id and uid, for the peer to hand on
+	 * (struct xfer_cqe_sender); kept here so transports need not
+	 * know the client. */
+	uint64_t sender_client;
+	uint32_t sender_uid;
 	uint16_t path;            /* XFER_PATH_* that moved the data */
 
 	uint64_t deadline_ns;     /* CLOCK_MONOTONIC */

@@ -20,6 +20,7 @@
 
 #include "common/token_codec.h"
 #include "transport/transport.h"
+#include "xfer_ring.h"
 
 #define PEER_MAX_HEADER  (64u << 10)
 #define PEER_MAX_PAYLOAD (4u << 20)
@@ -45,11 +46,12 @@ struct linkset_hooks {
 	/* An operation ended: bytes moved, or a negative errno. */
 	void (*op_done)(void *arg, struct xop *op, int64_t result);
 	/* A peer's data landed in (or was read from) local region r and it
-	 * asked for the owner to be notified.  0: delivered or held for the
+	 * asked for the owner to be notified; from: the peer's client that
+	 * sent it, with the link's instance id as its node.  0: delivered or held for the
 	 * owner; -ENOBUFS (-ENOMEM): refused, which the peer's descriptor
 	 * ends with (the link stays up). */
 	int (*notify_local)(void *arg, struct region *r, uint64_t value,
-			    int64_t bytes);
+			    int64_t bytes, const struct xfer_cqe_sender *from);
 	/* Ops wait for a link to this instance: ask the main thread to
 	 * connect, using the addresses in tok. */
 	void (*need_peer)(void *arg, const struct token *tok);

@@ -49,6 +49,7 @@ struct rx_sink {
 	uint64_t op;                 /* the peer's (write) */
 	bool last, notify;
 	uint64_t notify_value, total;
+	struct xfer_cqe_sender notify_from; /* who notifies (tcp_on_write) */
 	struct xop *xop;             /* ReadData: ours; NULL once it ended */
 	/* GPU memory (staged.c): the payload goes into receive chunks,
 	 * each emptied by an H2D copy. */
@@ -92,6 +93,7 @@ struct staged_rx {
 	int err;
 	bool notify;
 	uint64_t notify_value, total;
+	struct xfer_cqe_sender notify_from;
 	TAILQ_ENTRY(staged_rx) q;    /* the link's rx_writes */
 };
 TAILQ_HEAD(staged_rx_list, staged_rx);

@@ -300,6 +300,30 @@ static int put_frame(struct link *l, Xfer__Peer__PeerMsg *m, struct region *r,
 	return err;
 }
 
+/* Who notifies with op: the client of ours that submitted it (the peer
+ * adds our instance id, the link's). */
+static void sender_to(const struct xop *op, Xfer__Peer__Sender *snd)
+{
+	xfer__peer__sender__init(snd);
+	snd->client = op->sender_client;
+	snd->uid = op->sender_uid;
+}
+
+/* The sender of a notification that came over l: the peer's word for
+ * its client, our link's for its node (never the peer's). */
+static struct xfer_cqe_sender sender_from(const struct link *l,
+					  const Xfer__Peer__Sender *snd)
+{
+	struct xfer_cqe_sender from = {
+		.client = snd ? snd->client : 0,
+		.uid = snd ? snd->uid : 0,
+		.flags = XFER_SENDER_F_REMOTE,
+	};
+
+	memcpy(from.node, l->peer->id, sizeof(from.node));
+	return from;
+}
+
 /* Queue the next frame of op; false if op ended meanwhile. */
 static bool send_frame(struct link *l, struct xop *op)
 {
@@ -315,6 +339,7 @@ static bool send_frame(struct link *l, struct xop *op)
 	switch (op->opcode) {
 	case XFER_OP_WRITE: {
 		Xfer__Peer__WriteChunk w = XFER__PEER__WRITE_CHUNK__INIT;
+		Xfer__Peer__Sender snd;
 		uint64_t n = op->len - op->tcp.done;
 		struct staging_chunk *c = NULL;
 		if (op->tcp.send) {
@@ -340,6 +365,10 @@ static bool send_frame(struct link *l, struct xop *op)
 		w.last = op->tcp.done + n == op->len;
 		w.notify = op->notify && w.last;
 		w.notify_value = op->notify_value;
+		if (w.notify) {
+			sender_to(op, &snd);
+			w.sender = &snd;
+		}
 		w.total = op->len;
 		m.body_case = XFER__PEER__PEER_MSG__BODY_WRITE;
 		m.write = &w;
@@ -378,6 +407,9 @@ static bool send_frame(struct link *l, struct xop *op)
 	}
 	case XFER_OP_NOTIFY: {
 		Xfer__Peer__Notify nt = XFER__PEER__NOTIFY__INIT;
+		Xfer__Peer__Sender snd;
+		sender_to(op, &snd);
+		nt.sender = &snd;
 		nt.op = op->tcp.id;
 		nt.target = &t;
 		nt.value = op->notify_value;
@@ -618,9 +650,10 @@ static int remember_failed(struct link *l, uint64_t op)
  * the data is in place, the notification did not fit).
  */
 static int64_t notify_result(struct link *l, struct region *r, uint64_t value,
-			     int64_t bytes)
+			     int64_t bytes, const struct xfer_cqe_sender *from)
 {
-	int err = l->ls->hooks.notify_local(l->ls->hooks.arg, r, value, bytes);
+	int err = l->ls->hooks.notify_local(l->ls->hooks.arg, r, value, bytes,
+					    from);
 
 	return err ? err : bytes;
 }
@@ -726,7 +759,7 @@ void tcp_rx_complete(struct staged_rx *srx)
 		/* Before the ack: it says whether the owner will hear. */
 		if (!srx->err && srx->notify)
 			result = notify_result(l, srx->r, srx->notify_value,
-					       result);
+					       result, &srx->notify_from);
 		write_ack(l, srx->op, result);
 	}
 	staged_rx_put(srx);  /* the list's */
@@ -773,6 +806,7 @@ void tcp_sink_finish(struct link *l)
 			srx->total = k->total;
 			srx->notify = k->notify;
 			srx->notify_value = k->notify_value;
+			srx->notify_from = k->notify_from;
 		}
 		if (k->last)
 			staged_rx_all_in(srx);
@@ -792,7 +826,7 @@ void tcp_sink_finish(struct link *l)
 			int64_t result = (int64_t)k->total;
 			if (k->notify)
 				result = notify_result(l, k->r, k->notify_value,
-						       result);
+						       result, &k->notify_from);
 			write_ack(l, k->op, result);
 		}
 	} else if (k->xop) {
@@ -823,6 +857,8 @@ int tcp_on_write(struct link *l, const Xfer__Peer__WriteChunk *w,
 				    .last = w->last, .notify = w->notify,
 				    .notify_value = w->notify_value,
 				    .total = w->total };
+	if (w->notify)
+		l->sink.notify_from = sender_from(l, w->sender);
 	if (!is_failed(l, w->op)) {
 		if (token_from(l->ls, w->target, &tok))
 			return -EPROTO;
@@ -941,8 +977,9 @@ int tcp_on_notify(struct link *l, const Xfer__Peer__Notify *nt)
 	if (!err) {
 		/* A refusal (-ENOBUFS: its owner holds notify_queue_max
 		 * already) is this operation's answer, not the link's. */
+		const struct xfer_cqe_sender from = sender_from(l, nt->sender);
 		err = l->ls->hooks.notify_local(l->ls->hooks.arg, r, nt->value,
-						(int64_t)nt->bytes);
+						(int64_t)nt->bytes, &from);
 		region_put(r);
 	}
 	write_ack(l, nt->op, err);

@@ -34,6 +34,7 @@
 PyObject *XferError;
 static PyObject *await_helper; /* set by xferd/__init__.py */
 static PyTypeObject *Notification_Type;
+static PyTypeObject *Sender_Type;
 
 static uint64_t now_ns(void)
 {
@@ -199,11 +200,14 @@ static void note_push(ContextObject *c, const struct xfer_cqe *cqe)
 		c->note_cap = n;
 		c->note_head = 0;
 	}
-	c->notes[(c->note_head + c->note_len++) % c->note_cap] = (struct note){
+	struct note *n = &c->notes[(c->note_head + c->note_len++) % c->note_cap];
+	*n = (struct note){
 		.value = cqe->user_data,
 		.bytes = cqe->result,
 		.handle = cqe->handle,
 	};
+	/* Before the CQE is consumed: the record goes with its slot. */
+	n->has_from = xfer_cqe_sender(c->ctx, cqe, &n->from) == 0;
 }
 
 /* Consume every CQE there is (mu held, GIL not needed).  Returns the
@@ -1574,6 +1578,14 @@ static PyObject *Context_get_notifications(ContextObject *c, PyObject *args,
 		PyStructSequence_SET_ITEM(nt, 1, PyLong_FromLongLong(got[i].bytes));
 		PyStructSequence_SET_ITEM(nt, 2, region_by_handle(c, got[i].handle));
 		PyStructSequence_SET_ITEM(nt, 3, PyLong_FromUnsignedLongLong(got[i].handle));
+		PyObject *from = got[i].has_from ? sender_object(&got[i].from)
+						 : Py_NewRef(Py_None);
+		if (!from) {
+			Py_DECREF(nt);
+			Py_CLEAR(list);
+			break;
+		}
+		PyStructSequence_SET_ITEM(nt, 4, from);
 		PyList_SET_ITEM(list, (Py_ssize_t)i, nt);
 	}
 	PyMem_RawFree(got);
@@ -1648,6 +1660,13 @@ static PyObject *Context_get(ContextObject *c, void *which)
 		return PyLong_FromUnsignedLong(c->ctx ? xfer_cq_overflow(c->ctx) : 0);
 	case 2:
 		return PyLong_FromLong(c->wake_fd);
+	case 4: {
+		struct xfer_cqe_sender self;
+		if (ctx_check_open(c))
+			return NULL;
+		xfer_ctx_identity(c->ctx, &self);
+		return sender_object(&self);
+	}
 	default:
 		return PyLong_FromUnsignedLongLong(c->notes_lost);
 	}
@@ -1767,6 +1786,8 @@ static PyGetSetDef Context_getset[] = {
 	{ "_wake_fd", (getter)Context_get, NULL, NULL, (void *)2 },
 	{ "notifications_lost", (getter)Context_get, NULL,
 	  "Notifications dropped here for lack of memory.", (void *)3 },
+	{ "identity", (getter)Context_get, NULL,
+	  "The Sender that this context's notifications carry.", (void *)4 },
 	{ NULL, NULL, NULL, NULL, NULL }
 };
 
@@ -1817,6 +1838,9 @@ static PyStructSequence_Field note_fields[] = {
 	{ "nbytes", "bytes that landed with it (0 for notify())" },
 	{ "region", "the Region notified (None if no longer registered)" },
 	{ "handle", "xferd's handle of that region" },
+	/* Not in the tuple (older code unpacks four): an attribute. */
+	{ "sender", "who sent it, as xferd recorded it (a Sender; None "
+		    "from an xferd that names no senders)" },
 	{ NULL, NULL }
 };
 
@@ -1825,6 +1849,44 @@ static PyStructSequence_Desc note_desc = {
 	"A notification for one of this context's regions.",
 	note_fields, 4,
 };
+
+static PyStructSequence_Field sender_fields[] = {
+	{ "node", "16 bytes: the instance id of the sender's xferd" },
+	{ "client", "the sender's connection id at that xferd (never reused)" },
+	{ "uid", "its user id as that xferd saw it (informational for "
+		 "another node)" },
+	{ "remote", "True: a client of another node's xferd" },
+	{ NULL, NULL }
+};
+
+static PyStructSequence_Desc sender_desc = {
+	"xferd.Sender",
+	"Who sent a notification, as xferd recorded it: the sender cannot\n"
+	"choose it.  Compare node and client to know a sender again.",
+	sender_fields, 4,
+};
+
+PyObject *sender_object(const struct xfer_cqe_sender *from)
+{
+	PyObject *o = PyStructSequence_New(Sender_Type);
+
+	if (!o)
+		return NULL;
+	PyStructSequence_SET_ITEM(o, 0, PyBytes_FromStringAndSize(
+					 (const char *)from->node,
+					 sizeof(from->node)));
+	PyStructSequence_SET_ITEM(o, 1, PyLong_FromUnsignedLongLong(from->client));
+	PyStructSequence_SET_ITEM(o, 2, PyLong_FromUnsignedLong(from->uid));
+	PyStructSequence_SET_ITEM(o, 3, PyBool_FromLong(
+					 !!(from->flags & XFER_SENDER_F_REMOTE)));
+	for (Py_ssize_t i = 0; i < 4; i++) {
+		if (!PyStructSequence_GET_ITEM(o, i)) {
+			Py_DECREF(o);
+			return NULL;
+		}
+	}
+	return o;
+}
 
 static struct PyModuleDef module_def = {
 	PyModuleDef_HEAD_INIT,
@@ -1853,7 +1915,9 @@ PyMODINIT_FUNC PyInit__core(void)
 		"xfer_strerror's explanation.",
 		PyExc_OSError, NULL);
 	Notification_Type = PyStructSequence_NewType(&note_desc);
-	if (!XferError || !Notification_Type ||
+	Sender_Type = PyStructSequence_NewType(&sender_desc);
+	if (!XferError || !Notification_Type || !Sender_Type ||
+	    PyModule_AddObjectRef(m, "Sender", (PyObject *)Sender_Type) ||
 	    PyModule_AddObjectRef(m, "XferError", XferError) ||
 	    PyModule_AddObjectRef(m, "Notification", (PyObject *)Notification_Type) ||
 	    PyModule_AddObjectRef(m, "Context", (PyObject *)&Context_Type) ||

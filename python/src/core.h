@@ -58,6 +58,8 @@ struct note {
 	uint64_t value;
 	int64_t bytes;
 	uint64_t handle;
+	bool has_from;            /* xferd named the sender */
+	struct xfer_cqe_sender from;
 };
 
 typedef struct ContextObject {
@@ -137,6 +139,8 @@ extern PyObject *XferError;
 
 /* Raise XferError(errno, "what: xfer_strerror(err)"); returns NULL. */
 PyObject *raise_xfer(int err, const char *what);
+/* An xferd.Sender for a sender record (xfer_cqe_sender). */
+PyObject *sender_object(const struct xfer_cqe_sender *from);
 
 /* mu with the GIL held: waits for it with the GIL released. */
 void ctx_lock(ContextObject *c);

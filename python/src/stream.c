@@ -317,6 +317,13 @@ static PyObject *Stream_get(StreamObject *st, void *which)
 	switch ((uintptr_t)which) {
 	case 0: return PyLong_FromUnsignedLong(xfer_stream_nslots(st->s));
 	case 1: return PyLong_FromUnsignedLongLong(xfer_stream_slot_size(st->s));
+	case 3: {
+		struct xfer_cqe_sender peer;
+		if (xfer_stream_peer(st->s, &peer))
+			Py_RETURN_NONE;
+		return sender_object(&peer);
+	}
+	case 4: return PyLong_FromUnsignedLongLong(xfer_stream_dropped(st->s));
 	default: return PyBool_FromLong(st->s == NULL);
 	}
 }
@@ -363,6 +370,11 @@ static PyGetSetDef Stream_getset[] = {
 	{ "nslots", (getter)Stream_get, NULL, "Slots of the stream.", (void *)0 },
 	{ "slot_size", (getter)Stream_get, NULL, "Bytes of a slot.", (void *)1 },
 	{ "closed", (getter)Stream_get, NULL, "close() was called.", (void *)2 },
+	{ "peer", (getter)Stream_get, NULL,
+	  "The other end as a Sender (the only one whose notifications the\n"
+	  "stream takes), None before accept().", (void *)3 },
+	{ "dropped", (getter)Stream_get, NULL,
+	  "Notifications of anyone else, dropped.", (void *)4 },
 	{ NULL, NULL, NULL, NULL, NULL }
 };
 

@@ -22,12 +22,12 @@ import asyncio as _asyncio
 import time as _time
 
 from . import _core
-from ._core import (DList, Notification, Region, Remote, Request, Stream,
-                    XferError, strerror, TOKEN_MAX, STREAM_TOKEN_MAX)
+from ._core import (DList, Notification, Region, Remote, Request, Sender,
+                    Stream, XferError, strerror, TOKEN_MAX, STREAM_TOKEN_MAX)
 
 __all__ = ["Context", "Region", "Remote", "Request", "DList",
-           "Notification", "Stream", "XferError", "strerror", "TOKEN_MAX",
-           "STREAM_TOKEN_MAX"]
+           "Notification", "Sender", "Stream", "XferError", "strerror",
+           "TOKEN_MAX", "STREAM_TOKEN_MAX"]
 __version__ = "0.1.0"
 
 

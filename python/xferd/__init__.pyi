@@ -13,11 +13,20 @@ IntArray = Union["numpy.ndarray", Sequence[int]]
 class XferError(OSError):
     """errno: the error number; strerror: xfer_strerror's explanation."""
 
+class Sender(tuple):
+    """Who sent a notification, as xferd recorded it (not the sender's
+    say): compare node and client to know a sender again."""
+    node: bytes           # 16 bytes: the instance id of its xferd
+    client: int           # its connection id there, never reused
+    uid: int              # as its xferd saw it (informational elsewhere)
+    remote: bool          # a client of another node's xferd
+
 class Notification(tuple):
     value: int            # the sender's notify value
     nbytes: int           # bytes that landed with it (0 for notify())
     region: Optional["Region"]
     handle: int
+    sender: Optional[Sender]  # attribute only; None: xferd names none
 
 def strerror(errno: int) -> str: ...
 
@@ -72,6 +81,7 @@ class Context:
     closed: bool
     overflow: int
     notifications_lost: int
+    identity: Sender      # what this context's notifications carry
     def __init__(self, socket: Optional[str] = None, spin_us: int = 20) -> None: ...
     def __enter__(self) -> "Context": ...
     def __exit__(self, *exc: Any) -> bool: ...
@@ -119,6 +129,8 @@ class Stream:
     nslots: int
     slot_size: int
     closed: bool
+    peer: Optional[Sender]  # the other end; None before accept()
+    dropped: int            # notifications of anyone else, dropped
     @classmethod
     def listen(cls, context: Context, region: Region, nslots: int,
                slot_size: int, offset: int = 0) -> "Stream": ...

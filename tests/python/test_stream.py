@@ -60,6 +60,11 @@ def test_stream_every_byte(daemon, ctx):
     p = producer(daemon, name, COUNT)
     try:
         s.accept(timeout_ms=30000)
+        # The producer, as xferd names it: another client of this node.
+        me = ctx.identity
+        assert isinstance(s.peer, xferd.Sender)
+        assert s.peer.node == me.node and s.peer.client != me.client
+        assert s.peer.uid == os.geteuid() and not s.peer.remote
         view = region.numpy()
         held = []
         for i in range(COUNT):
@@ -77,6 +82,7 @@ def test_stream_every_byte(daemon, ctx):
             s.release(h)
         assert s.recv(timeout_ms=30000) is None      # the producer closed
         assert p.wait(30) == 0
+        assert s.dropped == 0
     finally:
         p.kill()
         p.wait()
@@ -127,3 +133,17 @@ def test_stream_producer_killed(daemon, ctx):
         p.kill()
         p.wait()
         s.close()
+
+
+def test_notification_sender(ctx, ctx2):
+    """Every notification names its sender as xferd saw it, whatever
+    its value claims; the tuple keeps its four items."""
+    region = ctx.alloc_host(4096)
+    remote = ctx2.import_token(region.export())
+    ctx2.notify(remote, ctx.identity.client).wait(10)
+    (n,) = ctx.get_notifications(timeout=10)
+    assert len(n) == 4 and n.value == ctx.identity.client
+    assert n.sender == ctx2.identity
+    assert n.sender.client != ctx.identity.client
+    assert n.sender.node == ctx.identity.node and len(n.sender.node) == 16
+    assert n.sender.uid == os.geteuid() and n.sender.remote is False

@@ -44,6 +44,8 @@
 /* A's indices start just below the 32-bit wrap, so any test that
  * submits more than a few entries crosses it. */
 #define A_START     0xFFFFFFF8u
+/* This xferd's instance id: the node of every sender here. */
+static const uint8_t SELF_ID[LINK_ID_LEN] = "instance-id-16b";
 
 struct fake_client {
 	struct prog_client pc;
@@ -104,6 +106,7 @@ static void open_client(struct fake_client *c, uint64_t id, uint32_t start,
 
 	memset(c, 0, sizeof(*c));
 	c->pc.id = id;
+	c->pc.uid = (uint32_t)(id * 10);  /* as SO_PEERCRED would give */
 	ck_assert_int_eq(ring_layout(SQ_ENTRIES, 0, &off), 0);
 	c->ring_mem = aligned_alloc(4096, (off.map_size + 4095) & ~4095u);
 	ck_assert_ptr_nonnull(c->ring_mem);
@@ -146,6 +149,7 @@ static void progress_setup(void)
 	 * doorbell protocol is exercised all the time. */
 	prog = progress_create(regs, 0, -1);
 	ck_assert_ptr_nonnull(prog);
+	progress_set_instance_id(prog, SELF_ID);
 	ck_assert_int_eq(progress_start(prog), 0);
 	/* A and B are clients of one user: one pool of held
 	 * notifications (engine/notify_queue.h). */
@@ -1054,6 +1058,124 @@ static uint64_t b_queued(void)
 	return atomic_load(&B.pc.stats.notify_queued);
 }
 
+/* Wait for the next CQE, a notification, and copy its sender record
+ * before the slot goes back (as xfer_cqe_sender does). */
+static struct xfer_cqe wait_notify_from(struct fake_client *c,
+					struct xfer_cqe_sender *from)
+{
+	struct ring_view *v = &c->pc.ring;
+	int64_t deadline = now_ms() + WAIT_MS;
+
+	while (ring_cq_avail(v, c->cq_head) == 0) {
+		ck_assert_msg(now_ms() < deadline, "no notification");
+		poll(NULL, 0, 1);
+	}
+	*from = *ring_cq_sender_at(v, c->cq_head);
+	struct xfer_cqe cqe = wait_cqe(c);
+	ck_assert_uint_eq(cqe.flags, XFER_CQE_F_NOTIFY);
+	return cqe;
+}
+
+static void assert_sender(const struct xfer_cqe_sender *from, uint64_t id)
+{
+	ck_assert_mem_eq(from->node, SELF_ID, sizeof(from->node));
+	ck_assert_uint_eq(from->client, id);
+	ck_assert_uint_eq(from->uid, id * 10);
+	ck_assert_uint_eq(from->flags, 0);
+}
+
+/*
+ * Every notification names its sender (xfer_ring.h): this xferd's
+ * instance, the sending client's id and uid, whatever the value says;
+ * so does one xferd held for a full CQ; a completion of one's own
+ * leaves its slot's record alone.
+ */
+START_TEST(notify_sender)
+{
+	uint64_t imp = import_range(&B, &A, 0, REGION_LEN);
+	struct xfer_cqe_sender from;
+	struct xfer_cqe c;
+
+	/* A NOTIFY claiming to be B in its value is still A's. */
+	run1(&A, (struct xfer_sqe){ .opcode = XFER_OP_NOTIFY, .remote = imp,
+				    .user_data = 1, .notify_value = B_ID });
+	c = wait_notify_from(&B, &from);
+	ck_assert_uint_eq(c.user_data, B_ID);
+	assert_sender(&from, A_ID);
+
+	/* A write with a notification, and a batch's. */
+	struct xfer_sqe s = sqe_write(A.handle, 0, imp, 100, 10, 2);
+	s.flags = XFER_SQE_F_NOTIFY;
+	s.notify_value = 22;
+	run1(&A, s);
+	c = wait_notify_from(&B, &from);
+	ck_assert_uint_eq(c.user_data, 22);
+	assert_sender(&from, A_ID);
+	struct xfer_sqe b[2] = {
+		sqe_write(A.handle, 0, imp, 200, 10, 3),
+		sqe_write(A.handle, 0, imp, 300, 10, 4),
+	};
+	b[0].flags = XFER_SQE_F_LINK;
+	b[1].flags = XFER_SQE_F_NOTIFY;
+	b[1].notify_value = 33;
+	submit(&A, b, 2);
+	ck_assert_int_eq(wait_cqe(&A).result, 20);
+	c = wait_notify_from(&B, &from);
+	ck_assert_uint_eq(c.user_data, 33);
+	assert_sender(&from, A_ID);
+
+	/* B notifying itself: B. */
+	run1(&B, (struct xfer_sqe){ .opcode = XFER_OP_NOTIFY,
+				    .remote = B.handle, .user_data = 5,
+				    .notify_value = 55 });
+	c = wait_notify_from(&B, &from);
+	assert_sender(&from, B_ID);
+
+	/* Held ones keep theirs: B does not reap until its CQ is full and
+	 * three more of A and two of its own wait in xferd. */
+	const uint32_t cq_entries = B.pc.ring.cq_entries;
+	notify_b(imp, cq_entries + 3, 1000, 0);
+	for (unsigned i = 0; i < 2; i++) {
+		submit1(&B, (struct xfer_sqe){ .opcode = XFER_OP_NOTIFY,
+					       .remote = B.handle,
+					       .user_data = 7,
+					       .notify_value = 2000 + i });
+	}
+	for (uint32_t i = 0; i < cq_entries + 3; i++) {
+		c = wait_notify_from(&B, &from);
+		ck_assert_uint_eq(c.user_data, 1000 + i);
+		assert_sender(&from, A_ID);
+	}
+	/* B's own completions and notifications, in whatever order its
+	 * CQ took them. */
+	unsigned own = 0, mine = 0;
+	while (own + mine < 4) {
+		struct ring_view *v = &B.pc.ring;
+		int64_t deadline = now_ms() + WAIT_MS;
+		while (ring_cq_avail(v, B.cq_head) == 0)
+			ck_assert_msg(now_ms() < deadline, "B's own");
+		if (ring_cqe_at(v, B.cq_head)->flags & XFER_CQE_F_NOTIFY) {
+			c = wait_notify_from(&B, &from);
+			ck_assert_uint_eq(c.user_data, 2000 + mine);
+			assert_sender(&from, B_ID);
+			mine++;
+		} else {
+			ck_assert_uint_eq(wait_cqe(&B).user_data, 7);
+			own++;
+		}
+	}
+	assert_cq_empty(&B);
+
+	/* An own completion writes no record: a canary in the slot the
+	 * next CQE of A goes to stays. */
+	struct xfer_cqe_sender *rec = ring_cq_sender_at(&A.pc.ring, A.cq_head);
+	memset(rec, 0xa5, sizeof(*rec));
+	run1(&A, (struct xfer_sqe){ .opcode = XFER_OP_NOP, .user_data = 9 });
+	for (size_t i = 0; i < sizeof(*rec); i++)
+		ck_assert_uint_eq(((uint8_t *)rec)[i], 0xa5);
+}
+END_TEST
+
 START_TEST(notify_held)
 {
 	uint64_t imp = import_range(&B, &A, 0, REGION_LEN);
@@ -1385,6 +1507,7 @@ Suite *progress_suite(void)
 	tcase_add_test(tc, notify_op);
 	tcase_add_test(tc, write_with_notify);
 	tcase_add_test(tc, notify_held);
+	tcase_add_test(tc, notify_sender);
 	tcase_add_test(tc, notify_bound);
 	tcase_add_test(tc, notify_uid_bound);
 	tcase_add_test(tc, notify_self_held);

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -194,6 +195,108 @@ START_TEST(view_checks_index_area)
 }
 END_TEST
 
+/*
+ * The CQ sender area (struct xfer_cqe_sender): the ABI's sizes and
+ * offsets, where ring_layout puts it, what ring_view_init accepts.
+ */
+START_TEST(sender_abi)
+{
+	/* The record's fields where xfer_ring.h says: a client built
+	 * against this header reads them there. */
+	ck_assert_uint_eq(sizeof(struct xfer_cqe_sender), 32);
+	ck_assert_uint_eq(offsetof(struct xfer_cqe_sender, node), 0);
+	ck_assert_uint_eq(offsetof(struct xfer_cqe_sender, client), 16);
+	ck_assert_uint_eq(offsetof(struct xfer_cqe_sender, uid), 24);
+	ck_assert_uint_eq(offsetof(struct xfer_cqe_sender, flags), 28);
+	ck_assert_uint_eq(sizeof(struct xfer_cqe), 32);
+	/* The offsets message grew at its end only. */
+	ck_assert_uint_eq(offsetof(struct xfer_ring_offsets, idx_size), 14 * 4);
+	ck_assert_uint_eq(offsetof(struct xfer_ring_offsets, cq_senders), 15 * 4);
+	ck_assert_uint_eq(offsetof(struct xfer_ring_offsets, cq_sender_size),
+			  16 * 4);
+	ck_assert_uint_ge(XFER_RING_VERSION, 2);
+
+	for (uint32_t n = RING_MIN_SQ_ENTRIES; n <= RING_MAX_SQ_ENTRIES;
+	     n *= 2) {
+		for (uint32_t idx = 0; idx <= 4096; idx += 4096) {
+			struct xfer_ring_offsets o;
+			ck_assert_int_eq(ring_layout(n, idx, &o), 0);
+			ck_assert_uint_eq(o.cq_sender_size,
+					  sizeof(struct xfer_cqe_sender));
+			/* After the CQEs on a block of its own (a
+			 * notification's record shares no line with the
+			 * CQEs of a round trip), before the index area. */
+			uint32_t cq_end = o.cqes + o.cq_entries * 32;
+			ck_assert_uint_ge(o.cq_senders, cq_end);
+			ck_assert_uint_eq(o.cq_senders % RING_LINE, 0);
+			uint32_t end = o.cq_senders + o.cq_entries * 32;
+			if (idx)
+				ck_assert_uint_le(end, o.idx);
+			else
+				ck_assert_uint_eq(end, o.map_size);
+		}
+	}
+}
+END_TEST
+
+START_TEST(view_checks_sender_area)
+{
+	struct xfer_ring_offsets o = good;
+	struct ring_view v;
+
+	ck_assert_int_eq(ring_view_init(&v, good_mem, good.map_size, &o), 0);
+	ck_assert_ptr_eq(v.senders, (char *)good_mem + good.cq_senders);
+	ck_assert_uint_eq(v.sender_size, 32);
+	/* Slot i's record, wrapping with the CQ's indices. */
+	ck_assert_ptr_eq(ring_cq_sender_at(&v, 3),
+			 (char *)good_mem + good.cq_senders + 3 * 32);
+	ck_assert_ptr_eq(ring_cq_sender_at(&v, good.cq_entries + 3),
+			 ring_cq_sender_at(&v, 3));
+	ck_assert_ptr_eq(ring_cq_sender_at(&v, UINT32_MAX),
+			 ring_cq_sender_at(&v, good.cq_entries - 1));
+
+	o.cq_sender_size = 0;  /* an older xferd: none, no pointer */
+	ck_assert_int_eq(ring_view_init(&v, good_mem, good.map_size, &o), 0);
+	ck_assert_ptr_null(v.senders);
+	ck_assert_ptr_null(ring_cq_sender_at(&v, 0));
+
+	/* A larger record of a later xferd: stepped over by its size. */
+	o = good;
+	o.cq_sender_size = 40;
+	ck_assert_int_eq(ring_view_init(&v, good_mem, good.map_size, &o), 0);
+	ck_assert_ptr_eq(ring_cq_sender_at(&v, 2),
+			 (char *)good_mem + good.cq_senders + 80);
+
+	o = good;
+	o.cq_sender_size = 24;  /* smaller than the fields we read */
+	ck_assert_int_eq(try_view(&o, good.map_size), -EPROTO);
+	o = good;
+	o.cq_sender_size = 36;  /* not a multiple of 8 */
+	ck_assert_int_eq(try_view(&o, good.map_size), -EPROTO);
+	o = good;
+	o.cq_senders += 4;      /* unaligned */
+	ck_assert_int_eq(try_view(&o, good.map_size), -EPROTO);
+	o = good;
+	o.cq_senders = good.cqes + 32;  /* over the CQEs */
+	ck_assert_int_eq(try_view(&o, good.map_size), -EPROTO);
+	o = good;
+	o.cq_senders = good.sqes;       /* over the SQEs */
+	ck_assert_int_eq(try_view(&o, good.map_size), -EPROTO);
+	o = good;
+	o.cq_senders = 0;               /* over the header */
+	ck_assert_int_eq(try_view(&o, good.map_size), -EPROTO);
+	o = good;
+	o.cq_senders = good.idx - 32;   /* into the index area */
+	ck_assert_int_eq(try_view(&o, good.map_size), -EPROTO);
+	o = good;
+	o.cq_sender_size = 1u << 20;    /* far past the mapping */
+	ck_assert_int_eq(try_view(&o, good.map_size), -EPROTO);
+	o = good;
+	o.cq_senders = UINT32_MAX - 7;
+	ck_assert_int_eq(try_view(&o, good.map_size), -EPROTO);
+}
+END_TEST
+
 START_TEST(view_accepts_good_layout)
 {
 	struct xfer_ring_offsets o = good;
@@ -206,6 +309,7 @@ START_TEST(view_accepts_good_layout)
 	o = good;
 	o.sqes += 64;
 	o.cqes += 64;
+	o.cq_senders += 64;
 	o.map_size += 64;
 	ck_assert_int_eq(try_view(&o, o.map_size), 0);
 
@@ -288,6 +392,7 @@ START_TEST(view_rejects_misaligned)
 	ck_assert_int_eq(try_view(&o, o.map_size), -EPROTO);
 	o = good;
 	o.cqes += 32; /* the control: 32 is enough for CQEs */
+	o.cq_senders += 64;
 	o.map_size += 64;
 	ck_assert_int_eq(try_view(&o, o.map_size), 0);
 }
@@ -748,12 +853,14 @@ Suite *ring_suite(void)
 	tc = tcase_create("layout");
 	tcase_add_test(tc, layout_every_size);
 	tcase_add_test(tc, layout_rejects_bad_sizes);
+	tcase_add_test(tc, sender_abi);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("view_init");
 	tcase_add_checked_fixture(tc, view_setup, view_teardown);
 	tcase_add_test(tc, view_accepts_good_layout);
 	tcase_add_test(tc, view_checks_index_area);
+	tcase_add_test(tc, view_checks_sender_area);
 	tcase_add_test(tc, view_rejects_outside_mapping);
 	tcase_add_test(tc, view_rejects_misaligned);
 	tcase_add_test(tc, view_rejects_overlap);
