@@ -261,8 +261,8 @@ static int64_t mem_copy(const struct cma_owner *o, bool write, void *local,
 			continue;
 		if (got < 0) /* EIO: the first page is not mapped */
 			return errno == EIO ? -EFAULT : -errno;
-		if (got == 0)
-			return -ESRCH; /* its address space is gone */
+		if (got == 0) /* its address space is gone: exec or exit */
+			return pidfd_alive(o->pidfd) ? -EPERM : -ESRCH;
 		done += (uint64_t)got;
 	}
 	return (int64_t)len;
