@@ -17,6 +17,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/pidfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@
 #include "quota.h"
 #include "uid_usage.h"
 #include "log.h"
+#include "mem/cma.h"
 #include "mem/dlist.h"
 #include "mem/regworker.h"
 #include "meta/cluster.h"
@@ -52,7 +54,8 @@ struct client {
 	struct event *ev_closed; /* hang-up only; on while reg_pending */
 	bool reg_pending;        /* a registration job is out (regworker.h) */
 	pid_t pid;
-	int pidfd;               /* pins pid for the CMA path (region.h) */
+	int pidfd;               /* pins pid until cma takes it over */
+	struct cma_owner *cma;   /* its CMA regions' process (cma.h), lazily */
 	uid_t uid;
 	gid_t gid;
 	char name[64];
@@ -71,6 +74,44 @@ static void client_drop(struct client *c, const char *why);
 static struct client *client_of(struct prog_client *pc)
 {
 	return (struct client *)((char *)pc - offsetof(struct client, pc));
+}
+
+/*
+ * A pidfd of the process that connected on sock: SO_PEERPIDFD (Linux 6.5)
+ * names the process of connect() itself, so a pid reused since cannot be
+ * taken for it; before that, pidfd_open of the pid SO_PEERCRED gave
+ * (the process may have exited and its pid gone to another in between).
+ * -1 if it has exited: then it gets no CMA.
+ */
+static int peer_pidfd(int sock, pid_t pid)
+{
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77
+#endif
+	int fd = -1;
+	socklen_t len = sizeof(fd);
+
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERPIDFD, &fd, &len) == 0 &&
+	    fd >= 0)
+		return fd;
+	return pidfd_open(pid, 0);
+}
+
+/*
+ * The client's CMA owner (cma.h), opened at its first xfer_reg with its
+ * uid and gid from SO_PEERCRED; one per connection, shared by all its
+ * regions (two descriptors, however many regions).  Takes over pidfd.
+ */
+static int client_cma_owner(struct client *c)
+{
+	if (c->cma)
+		return 0;
+	if (c->pidfd < 0)
+		return -ESRCH;
+	int err = cma_owner_open(c->pid, c->pidfd, c->uid, c->gid, &c->cma);
+	if (!err)
+		c->pidfd = -1; /* the owner's now */
+	return err;
 }
 
 /* --- replies --- */
@@ -376,9 +417,10 @@ static int handle_reg(struct client *c, uint64_t seq,
 		reg_submit(c, rj, seq, req->length, run_cuda_import);
 		return 0;
 	case XFER__CLIENT__MEM_KIND__MEM_CMA:
-		err = c->pidfd < 0 ? -ESRCH
-			: region_create_cma(c->pid, c->pidfd, req->addr,
-					    req->length, c->pc.id, &r);
+		err = client_cma_owner(c);
+		if (!err)
+			err = region_create_cma(c->cma, req->addr, req->length,
+						c->pc.id, &r);
 		break;
 	default:
 		return reply_status(c, seq, -EINVAL, "unknown memory kind");
@@ -387,7 +429,9 @@ static int handle_reg(struct client *c, uint64_t seq,
 		why =
 			err == -EPERM && req->kind == XFER__CLIENT__MEM_KIND__MEM_MEMFD
 				? "memfd is not sealed against shrink and grow"
-			: err == -EPERM ? "xferd may not access this process (ptrace)"
+			: err == -EPERM ? "xferd may not reach this process's memory as "
+					  "its user (ptrace rules: another "
+					  "user's, set-uid or not dumpable)"
 					: strerror(-err);
 		return reply_status(c, seq, err, why);
 	}
@@ -1062,6 +1106,7 @@ static void client_free(struct client *c)
 		munmap(c->ring_map, c->ring_len);
 	if (c->pidfd >= 0)
 		close(c->pidfd);
+	cma_owner_put(c->cma);
 	/* After the progress thread let go of it (its notify pool). */
 	uid_usage_put(c->d->uid_use, c->uu);
 	free(c);
@@ -1323,8 +1368,7 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	c->pc.id = d->next_client_id++;
 	c->pc.uid = cred->uid;
 	c->pc.cq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	/* Fails only if the process already exited; then it gets no CMA. */
-	c->pidfd = pidfd_open(c->pid, 0);
+	c->pidfd = peer_pidfd(sock, c->pid);
 	clock_gettime(CLOCK_MONOTONIC, &c->connected);
 	snprintf(c->name, sizeof(c->name), "%s",
 		 m->hello->name && *m->hello->name ? m->hello->name : "?");

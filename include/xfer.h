@@ -66,8 +66,12 @@ int xfer_free_host(struct xfer_ctx *ctx, struct xfer_mem *mem);
  * numpy array) or GPU memory.  The memory must stay valid until
  * xfer_dereg().  Blocks for one round trip.
  *
- * Host memory: xferd reaches it with process_vm_readv/writev.  The
- * library allows xferd to do so under Yama (prctl(PR_SET_PTRACER)).
+ * Host memory: xferd reaches it through /proc/PID/mem, opened at the
+ * first xfer_reg with the caller's uid and gid, so only what the
+ * caller's own user may reach (the kernel's ptrace rules; -EPERM
+ * otherwise); after an exec, or a change of the caller's ids, copies
+ * with its regions fail.  The library allows xferd to do so under Yama
+ * (prctl(PR_SET_PTRACER)).
  * Pinned host memory (cudaMallocHost) is host memory.
  *
  * GPU memory: a CUDA device pointer is recognised through the CUDA driver

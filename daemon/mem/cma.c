@@ -1,103 +1,315 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cma.c - process_vm_readv/writev on a region of another process
- * (cma.h).  Any thread.
+ * cma.c - another process's memory through /proc/PID/mem, opened with
+ * that process's user's rights (cma.h).  cma_owner_open on the main
+ * thread; copies on any thread (pread/pwrite on one descriptor need no
+ * lock).  No locks.
+ *
+ * Why not process_vm_readv/writev as root: the kernel checks those
+ * against the caller at each call, by pid.  As root with CAP_SYS_PTRACE
+ * the check always passes, so a client that exec'd a set-uid program
+ * (or one with file capabilities) after xfer_reg handed its token
+ * holders the new program's memory.  Passing the check honestly would
+ * need the calling thread's real uid to be the client's, and a thread
+ * whose real uid is a client's can be sent SIGSTOP or SIGKILL by that
+ * client (tgkill), which stops or kills all of xferd; and its permitted
+ * capabilities would still pass the capability part of the check for a
+ * program with file capabilities.  /proc/PID/mem is checked once, at the
+ * open, with file-system ids (which signals ignore), and stays bound to
+ * the address space it was opened on.
  */
 #include <errno.h>
-#include <sys/uio.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/fsuid.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include "log.h"
 #include "mem/cma.h"
 #include "mem/region_int.h"
 
-int64_t cma_copy(const struct region *r, bool to_region, void *local,
-		 uint64_t off, uint64_t len)
+struct cma_owner {
+	_Atomic uint32_t refs;
+	pid_t pid;
+	uid_t uid;             /* from SO_PEERCRED: who connected */
+	gid_t gid;
+	int pidfd;             /* exit, and the ids it has now */
+	int mem;               /* /proc/PID/mem, of the address space then */
+};
+
+/* PIDFD_GET_INFO (Linux 6.13): the ids a process has now, by pidfd.
+ * Declared here: the C library's headers may predate it.  Layout as
+ * struct pidfd_info, version 0 (64 bytes). */
+struct owner_info {
+	uint64_t mask;
+	uint64_t cgroupid;
+	uint32_t pid, tgid, ppid;
+	uint32_t ruid, rgid, euid, egid, suid, sgid, fsuid, fsgid;
+	int32_t exit_code;
+};
+_Static_assert(sizeof(struct owner_info) == 64, "pidfd_info version 0");
+#define OWNER_INFO_CREDS (1ull << 1)
+#define OWNER_GET_INFO _IOWR(0xFF, 11, struct owner_info)
+
+/* Set once the kernel has said it has no PIDFD_GET_INFO (logged once). */
+static atomic_bool no_owner_info;
+
+static bool pidfd_alive(int pidfd)
+{
+	/* A pidfd becomes readable when its process exits. */
+	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
+
+	return poll(&pfd, 1, 0) == 0;
+}
+
+/*
+ * The owner's ids now against those it connected with, as the kernel's
+ * ptrace check compares them (uid, euid, suid; gid, egid, sgid): a
+ * set-uid drop or a set-gid change without exec refuses its regions
+ * from here on.  A change racing with a copy that already passed lets
+ * that copy finish on the same address space: without an exec no
+ * process gains privileges, so nothing it could not reach before.
+ */
+static int owner_ids_same(const struct cma_owner *o)
+{
+	struct owner_info info = { .mask = OWNER_INFO_CREDS };
+
+	if (atomic_load_explicit(&no_owner_info, memory_order_relaxed))
+		return 0;
+	if (ioctl(o->pidfd, OWNER_GET_INFO, &info) < 0) {
+		if (errno == ESRCH)
+			return -ESRCH;
+		if (errno != ENOTTY && errno != EINVAL)
+			return -errno;
+		if (!atomic_exchange(&no_owner_info, true))
+			log_warnx("cma: this kernel has no PIDFD_GET_INFO "
+				  "(Linux 6.13): a CMA owner that changes its "
+				  "ids without exec keeps its regions (exec "
+				  "still ends them)");
+		return 0;
+	}
+	if (!(info.mask & OWNER_INFO_CREDS))
+		return 0;
+	if (info.ruid != o->uid || info.euid != o->uid ||
+	    info.suid != o->uid || info.rgid != o->gid ||
+	    info.egid != o->gid || info.sgid != o->gid)
+		return -EPERM;
+	return 0;
+}
+
+/* --- the open, with the client's rights --- */
+
+static void log_no_switch_once(void)
+{
+	static atomic_bool said;
+
+	if (atomic_exchange(&said, true))
+		return;
+	log_warnx("cma: xferd cannot take a client's ids (it lacks "
+		  "CAP_SETUID/CAP_SETGID): xfer_reg'd memory (CMA) works only "
+		  "for clients of uid %u gid %u, as the kernel allows it; "
+		  "another client's xfer_reg fails with EPERM",
+		  (unsigned)getuid(), (unsigned)getgid());
+}
+
+/*
+ * open(path) as uid/gid would: file-system ids set to theirs (per thread,
+ * and ignored by signal permission checks, unlike the real uid), and for
+ * uid != 0 every effective capability off, so that the kernel's checks
+ * of the open (the file's owner and mode, then ptrace access with
+ * PTRACE_MODE_FSCREDS) are those of an unprivileged process of that
+ * user.  Root clients are trusted as root.  Everything is restored
+ * before returning.  xferd without CAP_SETUID/CAP_SETGID opens with its
+ * own ids, so the kernel allows only clients of its own user.
+ */
+static int open_as(const char *path, uid_t uid, gid_t gid)
+{
+	struct __user_cap_header_struct hdr = {
+		.version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct saved[2], none[2];
+	uid_t old_fsuid = (uid_t)setfsuid((uid_t)-1);
+	gid_t old_fsgid = (gid_t)setfsgid((gid_t)-1);
+	bool have_caps = syscall(SYS_capget, &hdr, saved) == 0;
+	bool caps_off = false;
+	int fd, err;
+
+	if (old_fsgid != gid) {
+		setfsgid(gid);
+		if ((gid_t)setfsgid((gid_t)-1) != gid)
+			log_no_switch_once();
+	}
+	if (old_fsuid != uid) {
+		setfsuid(uid);
+		if ((uid_t)setfsuid((uid_t)-1) != uid)
+			log_no_switch_once();
+	}
+	if (uid != 0 && have_caps) {
+		for (int i = 0; i < 2; i++)
+			none[i] = (struct __user_cap_data_struct){
+				.effective = 0,
+				.permitted = saved[i].permitted,
+				.inheritable = saved[i].inheritable };
+		caps_off = syscall(SYS_capset, &hdr, none) == 0;
+		if (!caps_off) {
+			/* Never open with a capability in effect for a
+			 * client that has none. */
+			err = -errno;
+			fd = -1;
+			goto restore;
+		}
+	}
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	err = fd < 0 ? -errno : 0;
+restore:
+	/* Capabilities first: changing the ids back needs CAP_SETUID and
+	 * CAP_SETGID in effect again. */
+	if (caps_off && syscall(SYS_capset, &hdr, saved))
+		fatal("cma: cannot restore xferd's capabilities");
+	setfsuid(old_fsuid);
+	setfsgid(old_fsgid);
+	if ((uid_t)setfsuid((uid_t)-1) != old_fsuid ||
+	    (gid_t)setfsgid((gid_t)-1) != old_fsgid)
+		fatal("cma: cannot restore xferd's file-system ids");
+	if (err == -EACCES)
+		err = -EPERM; /* the file's mode or the ptrace check */
+	return fd < 0 ? err : fd;
+}
+
+int cma_owner_open(pid_t pid, int pidfd, uid_t uid, gid_t gid,
+		   struct cma_owner **out)
+{
+	char path[32];
+
+	if (pid <= 0 || pidfd < 0)
+		return -ESRCH;
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
+	struct cma_owner *o = calloc(1, sizeof(*o));
+	if (!o)
+		return -ENOMEM;
+	int mem = open_as(path, uid, gid);
+	if (mem < 0) {
+		free(o);
+		return mem == -ENOENT ? -ESRCH : mem;
+	}
+	/* pid named the process of pidfd if that one is still alive after
+	 * the open: a pid is never reused while its process exists. */
+	if (!pidfd_alive(pidfd)) {
+		close(mem);
+		free(o);
+		return -ESRCH;
+	}
+	atomic_init(&o->refs, 1);
+	o->pid = pid;
+	o->uid = uid;
+	o->gid = gid;
+	o->pidfd = pidfd;
+	o->mem = mem;
+	*out = o;
+	return 0;
+}
+
+void cma_owner_get(struct cma_owner *o)
+{
+	/* Relaxed: a new reference is made from one the caller holds. */
+	atomic_fetch_add_explicit(&o->refs, 1, memory_order_relaxed);
+}
+
+void cma_owner_put(struct cma_owner *o)
+{
+	/* acq_rel: the last put sees every other holder's use done. */
+	if (!o || atomic_fetch_sub_explicit(&o->refs, 1,
+					    memory_order_acq_rel) != 1)
+		return;
+	close(o->mem);
+	close(o->pidfd);
+	free(o);
+}
+
+pid_t cma_owner_pid(const struct cma_owner *o)
+{
+	return o->pid;
+}
+
+bool cma_owner_alive(const struct cma_owner *o)
+{
+	return pidfd_alive(o->pidfd);
+}
+
+/* len bytes between local and addr of the owner's address space. */
+static int64_t mem_copy(const struct cma_owner *o, bool write, void *local,
+			uint64_t addr, uint64_t len)
 {
 	uint64_t done = 0;
 
-	if (r->head.kind != REGION_CMA)
-		return -EINVAL;
-	if (!region_cma_alive(r))
-		return -ESRCH;
 	while (done < len) {
-		struct iovec l = { .iov_base = (char *)local + done,
-				   .iov_len = len - done };
-		struct iovec rv = {
-			.iov_base = (void *)(uintptr_t)(r->addr + off + done),
-			.iov_len = len - done };
-		ssize_t n = to_region
-			? process_vm_writev(r->pid, &l, 1, &rv, 1, 0)
-			: process_vm_readv(r->pid, &l, 1, &rv, 1, 0);
-		if (n < 0 && errno == EINTR)
+		uint64_t n = len - done;
+		if (n > (1ull << 30))
+			n = 1ull << 30;
+		/* The file offset is the address (addr < 2^57: no sign). */
+		ssize_t got = write
+			? pwrite(o->mem, (char *)local + done, n,
+				 (off_t)(addr + done))
+			: pread(o->mem, (char *)local + done, n,
+				(off_t)(addr + done));
+		if (got < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
-			return -errno;
-		if (n == 0)
-			return -EFAULT;
-		done += (uint64_t)n;
+		if (got < 0) /* EIO: the first page is not mapped */
+			return errno == EIO ? -EFAULT : -errno;
+		if (got == 0) /* its address space is gone: exec or exit */
+			return pidfd_alive(o->pidfd) ? -EPERM : -ESRCH;
+		done += (uint64_t)got;
 	}
 	return (int64_t)len;
 }
 
-/* One system call for up to CMA_IOV_MAX ranges: the bytes it moved (the
- * kernel stops at the first range it cannot finish), or -errno. */
-static ssize_t copyv_once(const struct region *r, bool to_region,
-			  const struct cma_range *v, uint32_t n)
+int cma_owner_probe(const struct cma_owner *o, uint64_t addr)
 {
-	struct iovec l[CMA_IOV_MAX], rv[CMA_IOV_MAX];
+	char byte;
+	int64_t rc = mem_copy(o, false, &byte, addr, 1);
 
-	for (uint32_t i = 0; i < n; i++) {
-		l[i] = (struct iovec){ v[i].local, v[i].len };
-		rv[i] = (struct iovec){
-			(void *)(uintptr_t)(r->addr + v[i].off), v[i].len };
-	}
-	for (;;) {
-		ssize_t got = to_region
-			? process_vm_writev(r->pid, l, n, rv, n, 0)
-			: process_vm_readv(r->pid, l, n, rv, n, 0);
-		if (got >= 0 || errno != EINTR)
-			return got < 0 ? -errno : got;
-	}
+	return rc < 0 ? (int)rc : 0;
+}
+
+static int owner_check(const struct region *r)
+{
+	if (r->head.kind != REGION_CMA)
+		return -EINVAL;
+	if (!cma_owner_alive(r->cma))
+		return -ESRCH;
+	return owner_ids_same(r->cma);
+}
+
+int64_t cma_copy(const struct region *r, bool to_region, void *local,
+		 uint64_t off, uint64_t len)
+{
+	int err = owner_check(r);
+
+	if (err)
+		return err;
+	return mem_copy(r->cma, to_region, local, r->addr + off, len);
 }
 
 int64_t cma_copyv(const struct region *r, bool to_region,
 		  const struct cma_range *v, uint32_t n)
 {
 	uint64_t sum = 0;
+	int err = owner_check(r);
 
-	if (r->head.kind != REGION_CMA)
-		return -EINVAL;
-	if (!region_cma_alive(r))
-		return -ESRCH;
-	for (uint32_t i = 0; i < n;) {
-		uint32_t k = n - i < CMA_IOV_MAX ? n - i : CMA_IOV_MAX;
-		uint64_t want = 0;
-		for (uint32_t j = 0; j < k; j++)
-			want += v[i + j].len;
-		ssize_t got = copyv_once(r, to_region, v + i, k);
-		if (got < 0)
-			return got;
-		if ((uint64_t)got == want) {
-			sum += want;
-			i += k;
-			continue;
-		}
-		/* Short: finish range by range from where it stopped, so a
-		 * range that cannot be done says why (cma_copy's errno). */
-		uint64_t left = (uint64_t)got;
-		for (uint32_t j = i; j < i + k; j++) {
-			uint64_t skip = left < v[j].len ? left : v[j].len;
-			left -= skip;
-			if (skip < v[j].len) {
-				int64_t rc = cma_copy(r, to_region,
-						      (char *)v[j].local + skip,
-						      v[j].off + skip,
-						      v[j].len - skip);
-				if (rc < 0)
-					return rc;
-			}
-			sum += v[j].len;
-		}
-		i += k;
+	if (err)
+		return err;
+	/* One call a range: /proc/PID/mem has one offset a call. */
+	for (uint32_t i = 0; i < n; i++) {
+		int64_t rc = mem_copy(r->cma, to_region, v[i].local,
+				      r->addr + v[i].off, v[i].len);
+		if (rc < 0)
+			return rc;
+		sum += v[i].len;
 	}
 	return (int64_t)sum;
 }

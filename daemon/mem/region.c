@@ -4,19 +4,18 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "common/htable.h"
 #include "gpu/gpu.h"
 #include "log.h"
+#include "mem/cma.h"
 #include "mem/rcache.h"
 #include "mem/region_int.h"
 
@@ -48,7 +47,6 @@ static struct region *region_alloc(enum region_kind kind, uint64_t length,
 	r->head.length = length;
 	r->head.owner = owner;
 	r->fd = -1;
-	r->pidfd = -1;
 	atomic_init(&r->refs, 1);
 	return r;
 }
@@ -87,40 +85,23 @@ int region_create_memfd(int fd, uint64_t length, uint64_t owner,
 	return 0;
 }
 
-/* One byte through CMA: does the address exist and may we reach it? */
-static int cma_probe(pid_t pid, uint64_t addr)
-{
-	char byte;
-	struct iovec local = { .iov_base = &byte, .iov_len = 1 };
-	struct iovec remote = { .iov_base = (void *)(uintptr_t)addr,
-				.iov_len = 1 };
-
-	return process_vm_readv(pid, &local, 1, &remote, 1, 0) == 1 ? 0
-								     : -errno;
-}
-
-int region_create_cma(pid_t pid, int pidfd, uint64_t addr, uint64_t length,
+int region_create_cma(struct cma_owner *o, uint64_t addr, uint64_t length,
 		      uint64_t owner, struct region **out)
 {
 	if (length == 0 || addr == 0 || addr + length < addr ||
 	    addr + length > (1ull << 57))
 		return -EINVAL;
-	int err = cma_probe(pid, addr);
+	int err = cma_owner_probe(o, addr);
 	if (!err)
-		err = cma_probe(pid, addr + length - 1);
+		err = cma_owner_probe(o, addr + length - 1);
 	if (err)
-		return err; /* -EFAULT: not mapped; -EPERM: no ptrace right */
+		return err; /* -EFAULT: not mapped; -ESRCH: gone */
 
 	struct region *r = region_alloc(REGION_CMA, length, owner);
 	if (!r)
 		return -ENOMEM;
-	r->pidfd = fcntl(pidfd, F_DUPFD_CLOEXEC, 0);
-	if (r->pidfd < 0) {
-		err = -errno;
-		free(r);
-		return err;
-	}
-	r->pid = pid;
+	cma_owner_get(o);
+	r->cma = o;
 	r->addr = addr;
 	*out = r;
 	return 0;
@@ -128,10 +109,7 @@ int region_create_cma(pid_t pid, int pidfd, uint64_t addr, uint64_t length,
 
 bool region_cma_alive(const struct region *r)
 {
-	/* A pidfd becomes readable when its process exits. */
-	struct pollfd pfd = { .fd = r->pidfd, .events = POLLIN };
-
-	return poll(&pfd, 1, 0) == 0;
+	return r->cma && cma_owner_alive(r->cma);
 }
 
 int region_create_cuda(struct rcache *rc, uint64_t owner,
@@ -235,8 +213,7 @@ void region_put(struct region *r)
 		munmap(r->head.map, r->head.length);
 	if (r->fd >= 0)
 		close(r->fd);
-	if (r->pidfd >= 0)
-		close(r->pidfd);
+	cma_owner_put(r->cma);
 	free(r->head.token);
 	explicit_bzero(r->key, sizeof(r->key));
 	free(r);
@@ -254,7 +231,7 @@ uint32_t region_imports(const struct region *r)
 
 pid_t region_cma_pid(const struct region *r)
 {
-	return r->pid;
+	return r->cma ? cma_owner_pid(r->cma) : 0;
 }
 
 uint64_t region_cma_addr(const struct region *r)

@@ -136,12 +136,12 @@ void region_set_release_hook(void (*fn)(void *arg, const struct region *r),
 int region_create_memfd(int fd, uint64_t length, uint64_t owner,
 			struct region **out);
 /*
- * Describe [addr, addr + length) in process pid; checks it is readable.
- * pidfd refers to the same process (taken when it connected); the region
- * keeps a duplicate so that a copy never goes to a recycled pid: once the
- * process has exited, region_cma_alive() is false.
+ * Describe [addr, addr + length) of the process behind o (cma.h: one per
+ * client connection, whatever the number of its regions; the region
+ * takes a reference); checks that both ends are mapped there.
  */
-int region_create_cma(pid_t pid, int pidfd, uint64_t addr, uint64_t length,
+struct cma_owner;
+int region_create_cma(struct cma_owner *o, uint64_t addr, uint64_t length,
 		      uint64_t owner, struct region **out);
 /* Has the owner of a CMA region not exited yet? */
 bool region_cma_alive(const struct region *r);

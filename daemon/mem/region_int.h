@@ -15,8 +15,7 @@ struct region {
 	/* First: region.h's inline accessors read it through the pointer. */
 	struct region_head head;
 	int fd;                  /* MEMFD: the sealed memfd */
-	pid_t pid;               /* CMA: the owner process */
-	int pidfd;               /* CMA: the same process, pinned (see below) */
+	struct cma_owner *cma;   /* CMA: the owner process (cma.h), a ref */
 	uint64_t addr;           /* CMA: the range's address in the owner */
 	uint64_t gpu_ptr;        /* CUDA: the range's address in xferd */
 	int gpu_dev;             /* CUDA: xferd's index of its GPU */

@@ -38,6 +38,7 @@
 #include "common/token_codec.h"
 #include "engine/progress_int.h"
 #include "fuzz.h"
+#include "mem/cma.h"
 #include "mem/dlist.h"
 #include "mem/region.h"
 
@@ -165,14 +166,16 @@ static void setup(void)
 	clients[1] = &B.pc;
 	prog->clients = clients;
 	prog->nclients = prog->cap = 2;
-	/* A's own memory, reached with process_vm_* (CMA). */
+	/* A's own memory, reached as CMA (mem/cma.h). */
 	int pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	struct cma_owner *o;
 	cma_buf = calloc(1, REGION_LEN);
 	if (pidfd < 0 || !cma_buf ||
-	    region_create_cma(getpid(), pidfd, (uint64_t)(uintptr_t)cma_buf,
-			      REGION_LEN, A.pc.id, &r))
+	    cma_owner_open(getpid(), pidfd, getuid(), getgid(), &o) ||
+	    region_create_cma(o, (uint64_t)(uintptr_t)cma_buf, REGION_LEN,
+			      A.pc.id, &r))
 		die();
-	close(pidfd);
+	cma_owner_put(o);
 	regtab_add_region(regs, r);
 	handles[0] = A.handle;
 	handles[1] = import_of_b(4096, 8192);

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "engine/progress.h"
+#include "mem/cma.h"
 #include "mem/region.h"
 #include "common/ring.h"
 #include "suites.h"
@@ -666,7 +667,7 @@ START_TEST(import_refusals)
 }
 END_TEST
 
-/* --- memory reached with process_vm_readv/writev --- */
+/* --- another process's memory (CMA, mem/cma.h) --- */
 
 static int pidfd_of(pid_t pid)
 {
@@ -680,12 +681,14 @@ static int pidfd_of(pid_t pid)
 static uint64_t add_cma(pid_t pid, void *mem, size_t len,
 			struct region **out)
 {
-	int pidfd = pidfd_of(pid);
+	struct cma_owner *o;
 	struct region *r;
 
-	ck_assert_int_eq(region_create_cma(pid, pidfd, (uintptr_t)mem, len,
-					   A.pc.id, &r), 0);
-	close(pidfd); /* the region keeps its own */
+	ck_assert_int_eq(cma_owner_open(pid, pidfd_of(pid), getuid(), getgid(),
+					&o), 0);
+	ck_assert_int_eq(region_create_cma(o, (uintptr_t)mem, len, A.pc.id,
+					   &r), 0);
+	cma_owner_put(o); /* the region keeps its own */
 	regtab_add_region(regs, r);
 	if (out)
 		*out = r; /* valid while in the table */
@@ -730,7 +733,7 @@ START_TEST(cma_paths)
 	/* The client's memory goes away under a registered region: the
 	 * copy fails with -EFAULT, and the notification the batch asked
 	 * for is not sent. */
-	ck_assert_int_eq(mprotect(mem, len, PROT_NONE), 0);
+	ck_assert_int_eq(munmap(mem, len), 0);
 	struct xfer_sqe s[2] = {
 		sqe_write(A.handle, 0, imp, 100, 10, 4),
 		sqe_write(cma, 0, imp, 200, 10, 5),
@@ -747,7 +750,6 @@ START_TEST(cma_paths)
 	memcpy(snap_b + 100, snap_a, 10);
 	assert_regions_unchanged();
 
-	munmap(mem, len);
 	free(want);
 }
 END_TEST
