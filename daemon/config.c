@@ -40,7 +40,9 @@ void config_defaults(struct xferd_config *cfg)
 		.max_region_bytes = 1ull << 40,
 		.rcache_max_entries = 4096,
 		.rcache_max_bytes = 0,
-		.listen = "*:7474",
+		/* No peer port until asked for: *:7474 once a cluster key
+		 * authenticates the peers, else none (peer/listen.c). */
+		.listen = "auto",
 		.keepalive_ms = 1000,
 		.peer_timeout_ms = 5000,
 		.connect_timeout_ms = 3000,
@@ -289,10 +291,10 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 	} else if (strcmp(key, "listen") == 0) {
 		char host[CONFIG_HOST_MAX];
 		uint16_t port;
-		if (strcmp(value, "off") != 0 &&
+		if (strcmp(value, "off") != 0 && strcmp(value, "auto") != 0 &&
 		    (config_split_hostport(value, host, &port, 0) || port == 0))
 			return fail(err, errlen,
-				    "listen: '%s' is not ADDR:PORT, *:PORT or off",
+				    "listen: '%s' is not ADDR:PORT, *:PORT, auto or off",
 				    value);
 		snprintf(c.listen, sizeof(c.listen), "%s", value);
 	} else if (strcmp(key, "node_name") == 0) {
