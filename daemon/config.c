@@ -54,6 +54,9 @@ void config_defaults(struct xferd_config *cfg)
 		.rdma_stripe = 1u << 20,
 		/* Off: a TCP port is opened only when asked for (README). */
 		.metrics_listen = "off",
+		/* A few scrapers at once; a scrape takes milliseconds. */
+		.metrics_max_connections = 32,
+		.metrics_timeout_ms = 5000,
 		.max_connections_per_uid = 1024,
 		/* A connection is pending for the time its first packet
 		 * takes: enough for a burst of workers starting at once. */
@@ -400,6 +403,12 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 				    "or off (ADDR numeric)", value);
 		snprintf(c.metrics_listen, sizeof(c.metrics_listen), "%s",
 			 value);
+	} else if (strcmp(key, "metrics_max_connections") == 0) {
+		rc = parse_u32(key, value, 1, 4096,
+			       &c.metrics_max_connections, err, errlen);
+	} else if (strcmp(key, "metrics_timeout_ms") == 0) {
+		rc = parse_u32(key, value, 100, 600000, &c.metrics_timeout_ms,
+			       err, errlen);
 	} else if (config_set_limit(&c, key, value, err, errlen, &rc)) {
 		/* one of the limits of quota.h: rc says how it went */
 	} else {

@@ -75,6 +75,10 @@ struct xferd_config {
 	struct meta_config meta;
 	/* The Prometheus endpoint: "ADDR:PORT", "*:PORT" or "off" */
 	char metrics_listen[CONFIG_HOST_MAX];
+	/* Its bounds (ops/metrics.c): connections at once (one more closes
+	 * the oldest), and each one's absolute deadline */
+	uint32_t metrics_max_connections;
+	uint32_t metrics_timeout_ms;
 	int log_target;            /* enum log_target */
 
 	/* What one connection, client and user may hold (quota.h). */
