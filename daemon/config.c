@@ -57,6 +57,9 @@ void config_defaults(struct xferd_config *cfg)
 		/* A few scrapers at once; a scrape takes milliseconds. */
 		.metrics_max_connections = 32,
 		.metrics_timeout_ms = 5000,
+		/* A new node every 100 ms per user is plenty for lookups and
+		 * imports; a flood of forged tokens is not. */
+		.peer_connect_rate = 10,
 		.max_connections_per_uid = 1024,
 		/* A connection is pending for the time its first packet
 		 * takes: enough for a burst of workers starting at once. */
@@ -406,6 +409,9 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 	} else if (strcmp(key, "metrics_max_connections") == 0) {
 		rc = parse_u32(key, value, 1, 4096,
 			       &c.metrics_max_connections, err, errlen);
+	} else if (strcmp(key, "peer_connect_rate") == 0) {
+		rc = parse_u32(key, value, 1, 100000, &c.peer_connect_rate, err,
+			       errlen);
 	} else if (strcmp(key, "metrics_timeout_ms") == 0) {
 		rc = parse_u32(key, value, 100, 600000, &c.metrics_timeout_ms,
 			       err, errlen);

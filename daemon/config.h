@@ -78,6 +78,9 @@ struct xferd_config {
 	/* Its bounds (ops/metrics.c): connections at once (one more closes
 	 * the oldest), and each one's absolute deadline */
 	uint32_t metrics_max_connections;
+	/* Connections to other xferds one user's requests may cause, a
+	 * second (twice that at once) (peer/connect.c) */
+	uint32_t peer_connect_rate;
 	uint32_t metrics_timeout_ms;
 	int log_target;            /* enum log_target */
 
