@@ -133,6 +133,7 @@ static void connect_failed_as(struct peers *ps, struct peer *pe, int err,
 	snprintf(pe->last_error, sizeof(pe->last_error), "%s", why);
 	/* Back off: a dead peer must not be hammered with connects. */
 	if (backoff) {
+		pe->last_errno = err;
 		uint64_t b = BACKOFF_MIN_NS << (pe->failures < 5 ? pe->failures : 5);
 		pe->retry_at_ns = now_ns() + (b < BACKOFF_MAX_NS ? b
 								 : BACKOFF_MAX_NS);
@@ -167,7 +168,8 @@ void connect_peer(struct peers *ps, struct peer *pe)
 		char why[sizeof(pe->last_error)];
 		snprintf(why, sizeof(why), "%s", pe->last_error[0]
 			 ? pe->last_error : "unreachable (retrying later)");
-		connect_failed_as(ps, pe, -EHOSTUNREACH, why, false);
+		connect_failed_as(ps, pe, pe->last_errno == -EADDRNOTAVAIL
+				  ? -EADDRNOTAVAIL : -EHOSTUNREACH, why, false);
 		return;
 	}
 	connect_attempt(ps, pe, 0);

@@ -115,6 +115,7 @@ struct peer {
 	struct link_stats stats;      /* written by the progress thread */
 	uint64_t link_gen;            /* of the link last handed over */
 	unsigned failures;            /* connects failed in a row */
+	int last_errno;               /* of the last, for the backoff */
 	uint64_t links_up;            /* times a link came up (metrics) */
 	uint64_t retry_at_ns;         /* no new connect before (backoff) */
 	struct request_list waiting;  /* requests to send once up */
