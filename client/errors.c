@@ -51,6 +51,8 @@ XFER_EXPORT const char *xfer_strerror(int err)
 	case -EFBIG: return "region larger than xferd's max_region_bytes";
 	case -ETOOMANYREFS: return "too many imported tokens of this client or its user (xferd's max_imports, max_imports_per_uid)";
 	case -EMLINK: return "too many names published by this client or its user (xferd's max_names, max_names_per_uid)";
+	case -EADDRNOTAVAIL: return "the token's or lookup's address is not a known peer of xferd (without a cluster key xferd dials only configured peers and etcd members)";
+	case -EAGAIN: return "try again: not ready yet (no completion, no room), or too many connections to other nodes asked for at once (xferd's peer_connect_rate)";
 	case -E2BIG: return "more entries than xferd's dlist_max_entries, or more index pairs than the ring's index area holds";
 	}
 	return err < 0 ? strerror(-err) : "not an error code";

@@ -497,6 +497,13 @@ static void on_token_checked(void *arg, int error,
 				   ? "the owning xferd rejects the token's key"
 				   : error == -ESTALE
 				   ? "the region is gone on the owning xferd"
+				   : error == -EADDRNOTAVAIL
+				   ? "the token's address is not a known peer of "
+				     "this xferd (no cluster key: only configured "
+				     "peers and etcd members are dialed)"
+				   : error == -EAGAIN
+				   ? "too many connections to other xferds asked "
+				     "for at once (peer_connect_rate); retry later"
 				   : "cannot reach the xferd that owns the token");
 	else
 		err = reply_import(c, w->seq, handle, length);
@@ -536,7 +543,8 @@ static int handle_import(struct client *c, uint64_t seq,
 		/* Counted now, so imports in flight respect max_imports. */
 		c->use.imports++;
 		c->uu->imports++;
-		peers_check_token(c->d->peers, &tok, on_token_checked, w);
+		peers_check_token(c->d->peers, &tok, c->uid, on_token_checked,
+				  w);
 		return 0;
 	}
 	int err = regtab_add_import(c->d->regs, c->pc.id, &tok, &handle,
@@ -958,7 +966,7 @@ static int handle_lookup(struct client *c, uint64_t seq,
 	if (d->cluster)
 		cluster_resolve_node(d->cluster, node);
 	/* The peer is asked for "[~uid/]name": its uid, its shared names. */
-	peers_lookup(d->peers, ref.node ? node : NULL, ref.qname,
+	peers_lookup(d->peers, ref.node ? node : NULL, ref.qname, c->uid,
 		     on_peer_lookup, w);
 	return 0;
 }

@@ -40,7 +40,9 @@ void config_defaults(struct xferd_config *cfg)
 		.max_region_bytes = 1ull << 40,
 		.rcache_max_entries = 4096,
 		.rcache_max_bytes = 0,
-		.listen = "*:7474",
+		/* No peer port until asked for: *:7474 once a cluster key
+		 * authenticates the peers, else none (peer/listen.c). */
+		.listen = "auto",
 		.keepalive_ms = 1000,
 		.peer_timeout_ms = 5000,
 		.connect_timeout_ms = 3000,
@@ -52,6 +54,12 @@ void config_defaults(struct xferd_config *cfg)
 		.rdma_stripe = 1u << 20,
 		/* Off: a TCP port is opened only when asked for (README). */
 		.metrics_listen = "off",
+		/* A few scrapers at once; a scrape takes milliseconds. */
+		.metrics_max_connections = 32,
+		.metrics_timeout_ms = 5000,
+		/* A new node every 100 ms per user is plenty for lookups and
+		 * imports; a flood of forged tokens is not. */
+		.peer_connect_rate = 10,
 		.max_connections_per_uid = 1024,
 		/* A connection is pending for the time its first packet
 		 * takes: enough for a burst of workers starting at once. */
@@ -342,10 +350,10 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 	} else if (strcmp(key, "listen") == 0) {
 		char host[CONFIG_HOST_MAX];
 		uint16_t port;
-		if (strcmp(value, "off") != 0 &&
+		if (strcmp(value, "off") != 0 && strcmp(value, "auto") != 0 &&
 		    (config_split_hostport(value, host, &port, 0) || port == 0))
 			return fail(err, errlen,
-				    "listen: '%s' is not ADDR:PORT, *:PORT or off",
+				    "listen: '%s' is not ADDR:PORT, *:PORT, auto or off",
 				    value);
 		snprintf(c.listen, sizeof(c.listen), "%s", value);
 	} else if (strcmp(key, "node_name") == 0) {
@@ -451,6 +459,15 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 				    "or off (ADDR numeric)", value);
 		snprintf(c.metrics_listen, sizeof(c.metrics_listen), "%s",
 			 value);
+	} else if (strcmp(key, "metrics_max_connections") == 0) {
+		rc = parse_u32(key, value, 1, 4096,
+			       &c.metrics_max_connections, err, errlen);
+	} else if (strcmp(key, "peer_connect_rate") == 0) {
+		rc = parse_u32(key, value, 1, 100000, &c.peer_connect_rate, err,
+			       errlen);
+	} else if (strcmp(key, "metrics_timeout_ms") == 0) {
+		rc = parse_u32(key, value, 100, 600000, &c.metrics_timeout_ms,
+			       err, errlen);
 	} else if (config_set_limit(&c, key, value, err, errlen, &rc)) {
 		/* one of the limits of quota.h: rc says how it went */
 	} else if (config_set_uid_limit(&c, key, value, err, errlen, &rc)) {

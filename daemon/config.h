@@ -75,6 +75,13 @@ struct xferd_config {
 	struct meta_config meta;
 	/* The Prometheus endpoint: "ADDR:PORT", "*:PORT" or "off" */
 	char metrics_listen[CONFIG_HOST_MAX];
+	/* Its bounds (ops/metrics.c): connections at once (one more closes
+	 * the oldest), and each one's absolute deadline */
+	uint32_t metrics_max_connections;
+	/* Connections to other xferds one user's requests may cause, a
+	 * second (twice that at once) (peer/connect.c) */
+	uint32_t peer_connect_rate;
+	uint32_t metrics_timeout_ms;
 	int log_target;            /* enum log_target */
 
 	/* What one connection, client and user may hold (quota.h). */

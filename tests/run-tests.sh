@@ -58,6 +58,21 @@ echo "== integration tests"
 export XFERD_BIN="$BUILD/xferd" XFERCTL_BIN="$BUILD/xferctl" \
 	XFERBENCH_BIN="$BUILD/xferbench" XFER_BUILD="$BUILD" XFER_ROOT="$ROOT" \
 	XFER_TEST_TOOLS="$BUILD/test-tools"
+# As root, every xferd of the run (the shared one, and those tests start
+# from $XFERD_BIN) gets exactly the capabilities of the packaged unit:
+# $XFERD_BIN becomes a launcher that execs xferd under
+# `setpriv --bounding-set` with the list read from systemd/xferd.service
+# (tests/lib/unit_caps.sh), so a capability xferd needs and the unit
+# lacks fails here.  XFERD_REAL_BIN is the binary itself.
+export XFERD_REAL_BIN="$BUILD/xferd"
+# shellcheck source=lib/unit_caps.sh
+. "$ROOT/tests/lib/unit_caps.sh"
+if [ "$(id -u)" = 0 ] && [ -z "${XFER_NO_CAP_BOUND:-}" ]; then
+	unit_caps_launcher "$ROOT/systemd/xferd.service" "$XFERD_REAL_BIN" \
+		"$TMP/bin/xferd" || { echo "cannot make the capped launcher"; exit 1; }
+	export XFERD_BIN="$TMP/bin/xferd" XFERD_CAPS=$(unit_caps "$ROOT/systemd/xferd.service")
+	echo "xferd runs with the unit's capabilities only: $XFERD_CAPS"
+fi
 export XFERD_SOCKET="$TMP/xferd.sock"
 # No TCP listener: tests that span nodes start their own daemons.
 "$XFERD_BIN" -s "$XFERD_SOCKET" -l debug -o listen=off >"$TMP/xferd.log" 2>&1 &

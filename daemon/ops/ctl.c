@@ -54,6 +54,7 @@ struct ctl_conn {
 	struct xferd *d;
 	int sock;                 /* -1 once closed */
 	pid_t pid;
+	uid_t uid;                /* whose pings (peers rate-limit dials) */
 	struct event *ev;
 	/* Held by the open socket, a ping in flight and a dispatch under
 	 * way (a callback that runs inside peers_ping may close the socket
@@ -700,7 +701,8 @@ static int start_ping(struct ctl_conn *cc, const Xfer__Ctl__PingRequest *rq)
 	cc->ping_pending = true;
 	ctl_get(cc);
 	if (cc->d->peers)
-		peers_ping(cc->d->peers, cc->ping_target, on_ping_done, cc);
+		peers_ping(cc->d->peers, cc->ping_target, cc->uid, on_ping_done,
+			   cc);
 	else
 		on_ping_done(cc, -EHOSTUNREACH, 0, NULL);
 	return 0;
@@ -799,6 +801,7 @@ void ctl_accept(struct xferd *d, int sock, const struct ucred *cred,
 	cc->d = d;
 	cc->sock = sock;
 	cc->pid = cred->pid;
+	cc->uid = cred->uid;
 	cc->refs = 1; /* the socket's */
 	ctl_get(cc);
 	if (dispatch(cc, pkt, len)) {

@@ -1,83 +1,340 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * metrics.c - GET /metrics in the Prometheus text format, over HTTP on
- * the main thread (libevent's evhttp).
+ * the main thread.
  *
  * Each request gathers a fresh snapshot (ops/stats.c: relaxed reads of
  * the progress thread's counters, no locks) and writes it out
- * (ops/metrics_text.c); nothing here waits on anything.  The endpoint
- * faces the network, so it is bounded: small header and body limits, a
- * timeout for connections that send nothing, GET and HEAD only, and when
- * xferd runs out of file descriptors it stops accepting for a moment
- * instead of spinning on a listener it cannot serve.
+ * (ops/metrics_text.c); nothing here waits on anything.
+ *
+ * The endpoint faces the network, and every descriptor and every
+ * millisecond of the main thread it takes is one a local client does
+ * not get, so it is a small HTTP/1.x server of its own (one request per
+ * connection, answered with Connection: close) whose every resource is
+ * bounded:
+ *
+ *  - connections: at most metrics_max_connections at once; one more
+ *    closes the oldest that has not sent its request yet (else the
+ *    oldest of all).  A scrape takes milliseconds, so what has held a
+ *    slot longest is what stalls; a flood cannot hold more descriptors
+ *    than that number (plus the listener), whatever it does: the
+ *    endpoint's own fd budget, apart from the clients';
+ *  - time: one absolute deadline per connection, metrics_timeout_ms from
+ *    accept to the last byte of the answer; bytes that trickle in do not
+ *    renew it (a connection sending 1 byte a second is closed at the
+ *    deadline like a silent one);
+ *  - memory: 8 KiB of request head (more: 431), no body is read, GET
+ *    and HEAD only (else 405);
+ *  - accept: out of descriptors, stop accepting for a moment instead of
+ *    spinning on a listener that stays readable.
+ *
+ * After the answer the write side is shut and what the peer still sends
+ * is read and dropped until it closes (or the deadline): closing with
+ * unread input would reset the connection and could lose the answer.
+ *
+ * Main thread only, no locks.
  */
 #include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
-#include <event2/http.h>
 #include <event2/listener.h>
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 
 #include "log.h"
 #include "ops/metrics.h"
 #include "ops/metrics_text.h"
+#include "common/clock.h"
 #include "ops/stats.h"
 #include "xferd.h"
 
 /* A scraper sends a few hundred bytes of headers and no body. */
-#define METRICS_MAX_HEADERS 8192
-#define METRICS_MAX_BODY    4096
-/* Seconds a connection may take to send its request. */
-#define METRICS_TIMEOUT_S   10
+#define METRICS_MAX_HEAD 8192
 /* Pause on EMFILE/ENFILE before accepting again. */
 #define METRICS_ACCEPT_PAUSE_MS 100
 
+enum http_state {
+	HTTP_READING,   /* the request head is arriving */
+	HTTP_ANSWERING, /* the answer is being written */
+	HTTP_DRAINING,  /* answered, write side shut: reading to EOF */
+};
+
+struct http_conn {
+	struct metrics *m;
+	struct bufferevent *bev;
+	struct event *deadline;       /* absolute, from accept; never renewed */
+	enum http_state state;
+	TAILQ_ENTRY(http_conn) q;     /* m->conns, oldest first */
+};
+
 struct metrics {
 	struct xferd *d;
-	struct evhttp *http;
-	struct evconnlistener *listener;  /* owned by http once bound */
+	struct evconnlistener *listener;
 	struct event *resume;             /* accept again after a pause */
+	TAILQ_HEAD(, http_conn) conns;
+	uint32_t nconns;
 	struct stats_snapshot snap;       /* reused: ~40 KiB */
 };
 
-static void on_metrics(struct evhttp_request *req, void *arg)
+static void conn_close(struct http_conn *h)
 {
-	struct metrics *m = arg;
-	struct evbuffer *body = evbuffer_new();
-	struct evkeyvalq *hdrs = evhttp_request_get_output_headers(req);
+	struct metrics *m = h->m;
 
-	if (!body) {
-		evhttp_send_error(req, HTTP_SERVUNAVAIL, "out of memory");
+	TAILQ_REMOVE(&m->conns, h, q);
+	m->nconns--;
+	if (h->deadline)
+		event_free(h->deadline);
+	if (h->bev)
+		bufferevent_free(h->bev);  /* closes the socket */
+	free(h);
+	/* A slot is free: accepting may go on (a pause for EMFILE ends on
+	 * its own timer). */
+}
+
+/* --- the answer --- */
+
+static void on_written(struct bufferevent *bev, void *arg)
+{
+	struct http_conn *h = arg;
+
+	if (h->state != HTTP_ANSWERING)
 		return;
-	}
-	stats_collect(m->d, &m->snap);
-	if (metrics_text_write(&m->snap, body)) {
+	/* All of it is in the socket: say that nothing more comes and read
+	 * what the peer still sends until it closes. */
+	h->state = HTTP_DRAINING;
+	shutdown(bufferevent_getfd(bev), SHUT_WR);
+	evbuffer_drain(bufferevent_get_input(bev),
+		       evbuffer_get_length(bufferevent_get_input(bev)));
+	bufferevent_setwatermark(bev, EV_READ, 0, 0);
+	bufferevent_enable(bev, EV_READ);
+}
+
+/* Queue the answer (status, headers, body unless HEAD); the connection
+ * reads no more request bytes. */
+static void answer(struct http_conn *h, int code, const char *reason,
+		   const char *content_type, struct evbuffer *body,
+		   bool head_only, const char *extra_header)
+{
+	struct evbuffer *out = bufferevent_get_output(h->bev);
+	size_t len = body ? evbuffer_get_length(body) : 0;
+
+	h->state = HTTP_ANSWERING;
+	bufferevent_disable(h->bev, EV_READ);
+	evbuffer_add_printf(out,
+			    "HTTP/1.1 %d %s\r\n"
+			    "Content-Type: %s\r\n"
+			    "Content-Length: %zu\r\n"
+			    "%s"
+			    "Connection: close\r\n\r\n",
+			    code, reason, content_type, len,
+			    extra_header ? extra_header : "");
+	if (body && !head_only)
+		evbuffer_add_buffer(out, body);
+	/* An answer that fits the socket buffer at once still gets its
+	 * callback: the write watermark is 0, called when out drains. */
+}
+
+static void answer_text(struct http_conn *h, int code, const char *reason,
+			const char *text, bool head_only,
+			const char *extra_header)
+{
+	struct evbuffer *body = evbuffer_new();
+
+	if (body)
+		evbuffer_add(body, text, strlen(text));
+	answer(h, code, reason, "text/plain; charset=utf-8", body, head_only,
+	       extra_header);
+	if (body)
 		evbuffer_free(body);
-		evhttp_send_error(req, HTTP_SERVUNAVAIL, "out of memory");
+}
+
+static void answer_metrics(struct http_conn *h, bool head_only)
+{
+	struct metrics *m = h->m;
+	struct evbuffer *body = evbuffer_new();
+
+	stats_collect(m->d, &m->snap);
+	if (!body || metrics_text_write(&m->snap, body)) {
+		if (body)
+			evbuffer_free(body);
+		answer_text(h, 503, "Service Unavailable", "out of memory\n",
+			    head_only, NULL);
 		return;
 	}
-	evhttp_add_header(hdrs, "Content-Type", METRICS_CONTENT_TYPE);
-	evhttp_add_header(hdrs, "Cache-Control", "no-store");
-	evhttp_send_reply(req, HTTP_OK, "OK", body);
+	answer(h, 200, "OK", METRICS_CONTENT_TYPE, body, head_only,
+	       "Cache-Control: no-store\r\n");
 	evbuffer_free(body);
 }
 
-/* Anything but /metrics: say where the metrics are. */
-static void on_other(struct evhttp_request *req, void *arg)
-{
-	struct evbuffer *body = evbuffer_new();
-	(void)arg;
+/* --- the request --- */
 
-	if (body)
-		evbuffer_add_printf(body, "xferd: the metrics are at /metrics\n");
-	evhttp_add_header(evhttp_request_get_output_headers(req),
-			  "Content-Type", "text/plain; charset=utf-8");
-	evhttp_send_reply(req, HTTP_NOTFOUND, "Not Found", body);
-	if (body)
-		evbuffer_free(body);
+/* The request line of a complete head (line: without its end). */
+static void serve(struct http_conn *h, char *line)
+{
+	char *method = line, *target, *version, *end;
+
+	target = strchr(method, ' ');
+	if (!target)
+		goto bad;
+	*target++ = '\0';
+	version = strchr(target, ' ');
+	if (!version)
+		goto bad;
+	*version++ = '\0';
+	if (strchr(version, ' ') || target[0] != '/')
+		goto bad;
+	if (strcmp(version, "HTTP/1.0") && strcmp(version, "HTTP/1.1")) {
+		answer_text(h, 505, "HTTP Version Not Supported",
+			    "xferd: HTTP/1.0 or HTTP/1.1\n", false, NULL);
+		return;
+	}
+	bool head = strcmp(method, "HEAD") == 0;
+	if (!head && strcmp(method, "GET")) {
+		answer_text(h, 405, "Method Not Allowed",
+			    "xferd: GET or HEAD\n", false,
+			    "Allow: GET, HEAD\r\n");
+		return;
+	}
+	end = strchr(target, '?');
+	if (end)
+		*end = '\0';
+	if (strcmp(target, "/metrics") == 0) {
+		answer_metrics(h, head);
+		return;
+	}
+	answer_text(h, 404, "Not Found", "xferd: the metrics are at /metrics\n",
+		    head, NULL);
+	return;
+bad:
+	answer_text(h, 400, "Bad Request", "xferd: not an HTTP request\n",
+		    false, NULL);
+}
+
+static void on_read(struct bufferevent *bev, void *arg)
+{
+	struct http_conn *h = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	struct evbuffer_ptr p;
+	size_t len = evbuffer_get_length(in);
+
+	if (h->state == HTTP_DRAINING) {
+		evbuffer_drain(in, len);
+		return;
+	}
+	if (h->state != HTTP_READING)
+		return;
+	/* The head ends at the first empty line. */
+	p = evbuffer_search(in, "\r\n\r\n", 4, NULL);
+	if (p.pos < 0)
+		p = evbuffer_search(in, "\n\n", 2, NULL);
+	if (p.pos < 0 || (size_t)p.pos > METRICS_MAX_HEAD) {
+		if (len > METRICS_MAX_HEAD)
+			answer_text(h, 431, "Request Header Fields Too Large",
+				    "xferd: request head too large\n", false,
+				    NULL);
+		return;
+	}
+	char line[METRICS_MAX_HEAD + 1];
+	size_t n = 0;
+	struct evbuffer_ptr eol = evbuffer_search_eol(in, NULL, &n,
+						      EVBUFFER_EOL_CRLF);
+	n = eol.pos < 0 ? 0 : (size_t)eol.pos;
+	if (n > METRICS_MAX_HEAD)
+		n = METRICS_MAX_HEAD;
+	evbuffer_copyout(in, line, n);
+	line[n] = '\0';
+	evbuffer_drain(in, len);
+	if (memchr(line, '\0', n))
+		line[0] = '\0';   /* a NUL in the request line: not HTTP */
+	serve(h, line);
+}
+
+static void on_event(struct bufferevent *bev, short what, void *arg)
+{
+	struct http_conn *h = arg;
+	(void)bev;
+
+	/* The peer stopped sending after its request: the answer is still
+	 * written.  Anything else (an error, EOF before a request or after
+	 * the answer) ends the connection. */
+	if ((what & BEV_EVENT_EOF) && (what & BEV_EVENT_READING) &&
+	    h->state == HTTP_ANSWERING)
+		return;
+	if ((what & BEV_EVENT_EOF) && h->state == HTTP_READING &&
+	    evbuffer_get_length(bufferevent_get_input(bev))) {
+		/* A request cut short (no empty line): answer what came. */
+		on_read(bev, h);
+		if (h->state == HTTP_READING)
+			answer_text(h, 400, "Bad Request",
+				    "xferd: incomplete request\n", false,
+				    NULL);
+		return;
+	}
+	conn_close(h);
+}
+
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what;
+	conn_close(arg);
+}
+
+/* --- accepting --- */
+
+/* Make room for one more: close the oldest connection still reading its
+ * request, else the oldest of all. */
+static void evict_one(struct metrics *m)
+{
+	struct http_conn *h, *victim = TAILQ_FIRST(&m->conns);
+
+	TAILQ_FOREACH(h, &m->conns, q)
+		if (h->state == HTTP_READING) {
+			victim = h;
+			break;
+		}
+	log_warnx("metrics: %u connections (metrics_max_connections): "
+		  "closing the oldest", m->nconns);
+	if (victim)
+		conn_close(victim);
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
+		      struct sockaddr *sa, int salen, void *arg)
+{
+	struct metrics *m = arg;
+	struct xferd_config *cfg = &m->d->cfg;
+	struct timeval tv = ms_to_timeval(cfg->metrics_timeout_ms);
+	struct http_conn *h;
+	(void)l, (void)sa, (void)salen;
+
+	while (m->nconns >= cfg->metrics_max_connections && m->nconns)
+		evict_one(m);
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		evutil_closesocket(fd);
+		return;
+	}
+	h->m = m;
+	TAILQ_INSERT_TAIL(&m->conns, h, q);
+	m->nconns++;
+	h->bev = bufferevent_socket_new(m->d->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	h->deadline = evtimer_new(m->d->base, on_deadline, h);
+	if (!h->bev || !h->deadline || evtimer_add(h->deadline, &tv)) {
+		if (!h->bev)
+			evutil_closesocket(fd);
+		conn_close(h);
+		return;
+	}
+	/* Read no more than a head can be (plus one byte to know it is
+	 * too long); the rest stays in the socket until it is drained. */
+	bufferevent_setwatermark(h->bev, EV_READ, 0, METRICS_MAX_HEAD + 1);
+	bufferevent_setcb(h->bev, on_read, on_written, on_event, h);
+	bufferevent_enable(h->bev, EV_READ | EV_WRITE);
 }
 
 static void on_resume(evutil_socket_t fd, short what, void *arg)
@@ -88,21 +345,11 @@ static void on_resume(evutil_socket_t fd, short what, void *arg)
 	evconnlistener_enable(m->listener);
 }
 
-/*
- * The endpoint of this process, for on_accept_error: evhttp passes its
- * own pointer to the listener's callbacks, not ours, and there is one
- * endpoint per xferd.
- */
-static struct metrics *the_endpoint;
-
 static void on_accept_error(struct evconnlistener *l, void *arg)
 {
-	struct metrics *m = the_endpoint;
+	struct metrics *m = arg;
 	int err = EVUTIL_SOCKET_ERROR();
-	(void)arg;
-
-	if (!m || m->listener != l)
-		return;
+	(void)l;
 
 	if (err != EMFILE && err != ENFILE && err != ENOBUFS && err != ENOMEM)
 		return;   /* a connection that died before accept: go on */
@@ -136,7 +383,7 @@ static int bind_listener(struct metrics *m, const char *spec)
 	if (rc || !ai)
 		return -EINVAL;
 	m->listener = evconnlistener_new_bind(
-		m->d->base, NULL, NULL,
+		m->d->base, on_accept, m,
 		LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
 		128, ai->ai_addr, (int)ai->ai_addrlen);
 	rc = m->listener ? 0 : (errno ? -errno : -EADDRINUSE);
@@ -144,11 +391,6 @@ static int bind_listener(struct metrics *m, const char *spec)
 	if (rc)
 		return rc;
 	evconnlistener_set_error_cb(m->listener, on_accept_error);
-	if (!evhttp_bind_listener(m->http, m->listener)) {
-		evconnlistener_free(m->listener);
-		m->listener = NULL;
-		return -ENOMEM;
-	}
 	return 0;
 }
 
@@ -165,22 +407,12 @@ int metrics_open(struct xferd *d, struct metrics **out)
 	if (!m)
 		return -ENOMEM;
 	m->d = d;
-	m->http = evhttp_new(d->base);
+	TAILQ_INIT(&m->conns);
 	m->resume = evtimer_new(d->base, on_resume, m);
-	if (!m->http || !m->resume) {
+	if (!m->resume) {
 		rc = -ENOMEM;
 		goto fail;
 	}
-	evhttp_set_allowed_methods(m->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD);
-	evhttp_set_max_headers_size(m->http, METRICS_MAX_HEADERS);
-	evhttp_set_max_body_size(m->http, METRICS_MAX_BODY);
-	evhttp_set_timeout(m->http, METRICS_TIMEOUT_S);
-	evhttp_set_default_content_type(m->http, "text/plain; charset=utf-8");
-	if (evhttp_set_cb(m->http, "/metrics", on_metrics, m)) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	evhttp_set_gencb(m->http, on_other, m);
 	rc = bind_listener(m, spec);
 	if (rc) {
 		log_warnx_f(&((struct log_fields){ .err = -rc }),
@@ -188,8 +420,9 @@ int metrics_open(struct xferd *d, struct metrics **out)
 			    "endpoint", spec, strerror(-rc));
 		goto fail;
 	}
-	log_info("metrics on http://%s/metrics", spec);
-	the_endpoint = m;
+	log_info("metrics on http://%s/metrics (at most %u connections, "
+		 "%u ms each)", spec, d->cfg.metrics_max_connections,
+		 d->cfg.metrics_timeout_ms);
 	*out = m;
 	return 0;
 fail:
@@ -199,12 +432,14 @@ fail:
 
 void metrics_close(struct metrics *m)
 {
+	struct http_conn *h;
+
 	if (!m)
 		return;
-	if (the_endpoint == m)
-		the_endpoint = NULL;
-	if (m->http)
-		evhttp_free(m->http);  /* frees the bound listener too */
+	while ((h = TAILQ_FIRST(&m->conns)))
+		conn_close(h);
+	if (m->listener)
+		evconnlistener_free(m->listener);
 	if (m->resume)
 		event_free(m->resume);
 	free(m);

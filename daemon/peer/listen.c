@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * listen.c - the TCP listener for other xferds (setting `listen`,
- * default *:7474) and the addresses this node advertises in tokens and
+ * listen.c - the TCP listener for other xferds (setting `listen`:
+ * by default "auto", which is *:7474 with a cluster key and no listener
+ * without one: an unauthenticated peer port is opened only when a
+ * `listen` address is set explicitly) and the addresses this node
+ * advertises in tokens and
  * handshakes: the listen address, or every non-loopback address of an
  * interface that is up.  An accepted connection continues as a handshake
  * (handshake.c).
@@ -79,7 +82,21 @@ int listen_open(struct peers *ps)
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	struct netaddr na = { .family = AF_INET6 };
+	char any[16];
 
+	if (strcmp(spec, "auto") == 0 && ps->d->cfg.cluster_key_file[0]) {
+		snprintf(any, sizeof(any), "*:%u", CONFIG_DEFAULT_PORT);
+		spec = any;
+	}
+	if (strcmp(spec, "auto") == 0) {
+		log_info("peers: not listening: no cluster_key_file and no "
+			 "listen address set (set cluster_key_file to accept "
+			 "authenticated peers on *:%u, or listen = ADDR:PORT to "
+			 "accept unauthenticated ones); outgoing links to "
+			 "configured peers still work", CONFIG_DEFAULT_PORT);
+		listen_learn_addresses(ps, "*");
+		return 0;
+	}
 	if (strcmp(spec, "off") == 0) {
 		listen_learn_addresses(ps, "*");
 		return 0;
@@ -101,6 +118,10 @@ int listen_open(struct peers *ps)
 		return -EADDRINUSE;
 	}
 	log_info("listening for peers on %s (node %s)", spec, ps->node_name);
+	if (!ps->d->cfg.cluster_key_file[0] && !netaddr_is_loopback(&na))
+		log_warnx("peers: listening on %s without a cluster_key_file: "
+			  "any host that reaches this port may link as a peer",
+			  spec);
 	return 0;
 }
 

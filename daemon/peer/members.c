@@ -54,6 +54,7 @@ void peers_member_seen(struct peers *ps, const char *node, const uint8_t *id,
 	while ((named = peer_by_name(ps, node)) && named != pe)
 		named->node_name[0] = '\0';
 	snprintf(pe->node_name, sizeof(pe->node_name), "%s", node);
+	pe->known = true;   /* etcd says where it is: dialed without a key */
 	memcpy(a.addrs, addrs, a.n * sizeof(a.addrs[0]));
 	memcpy(a.ports, ports, a.n * sizeof(a.ports[0]));
 	if (pe->state != PEER_UP)

@@ -38,15 +38,27 @@ size_t peers_advertised(const struct peers *p, const struct netaddr **addrs,
 			uint16_t *port);
 const char *peers_node_name(const struct peers *p);
 
+/*
+ * Whose request a lookup, token check or ping is (a uid), or PEERS_SELF
+ * (xferd's own).  A connection to a peer record that is not known (a
+ * configured peer or an etcd member) which a user's request causes is
+ * rate-limited per uid (peer_connect_rate); past the rate the request
+ * fails with -EAGAIN and no connection is made.  Whoever asks, without a
+ * cluster key xferd dials only known peers' addresses: another address
+ * (from a token or a "host:port" lookup) fails with -EADDRNOTAVAIL.
+ */
+#define PEERS_SELF ((int64_t)-1)
+
 typedef void (*peers_lookup_cb)(void *arg, int error, const void *token,
 				size_t len);
 /*
  * Ask `node` (a node name, "host[:port]", or NULL for every configured
  * peer, first answer wins) for the token published under `name`.
- * error: 0, -ENOENT (nobody has it), -EHOSTUNREACH, -ETIMEDOUT, ...
+ * error: 0, -ENOENT (nobody has it), -EHOSTUNREACH, -ETIMEDOUT,
+ * -EADDRNOTAVAIL, -EAGAIN (above), ...
  */
 void peers_lookup(struct peers *p, const char *node, const char *name,
-		  peers_lookup_cb cb, void *arg);
+		  int64_t uid, peers_lookup_cb cb, void *arg);
 
 struct token;
 struct region_rdma;
@@ -55,11 +67,12 @@ typedef void (*peers_check_cb)(void *arg, int error,
 /*
  * Ask the xferd that owns tok (connecting to it first if needed) whether
  * the token is valid there: 0, -EACCES (bad key), -ESTALE (region gone),
- * -EHOSTUNREACH/-ECONNREFUSED/-ETIMEDOUT (cannot ask).  rdma: how the
+ * -EHOSTUNREACH/-ECONNREFUSED/-ETIMEDOUT (cannot ask), -EADDRNOTAVAIL
+ * or -EAGAIN (see PEERS_SELF).  rdma: how the
  * owner's NICs reach the region, when they do (else NULL).
  */
 void peers_check_token(struct peers *p, const struct token *tok,
-		       peers_check_cb cb, void *arg);
+		       int64_t uid, peers_check_cb cb, void *arg);
 /* The owner `owner` granted a range to a check whose answer nobody
  * took (the importer left, the import failed): tell it to end the
  * grant (transport/rdma_grant.h).  Sent if the link is up; a link that
@@ -75,8 +88,8 @@ typedef void (*peers_ping_cb)(void *arg, int error, uint64_t rtt_ns,
 			      const char *who);
 /* Round trip to a peer: node name, instance id (hex prefix) or
  * host[:port]. */
-void peers_ping(struct peers *p, const char *target, peers_ping_cb cb,
-		void *arg);
+void peers_ping(struct peers *p, const char *target, int64_t uid,
+		peers_ping_cb cb, void *arg);
 
 /*
  * The cluster's membership (metadata = etcd): node `node` is instance id

@@ -52,6 +52,7 @@
 #define NAME_MAX_LEN CONFIG_HOST_MAX
 #define MAX_PEERS    4096           /* peer records kept */
 #define PEERS_RETIRED 64            /* instance ids known replaced */
+#define PEERS_DIAL_UIDS 64          /* users with a dial rate bucket */
 
 enum peer_state { PEER_DOWN, PEER_CONNECTING, PEER_UP };
 
@@ -101,6 +102,10 @@ struct peer {
 	uint16_t ports[NETADDR_MAX];
 	size_t naddrs;
 	enum peer_state state;
+	/* Its addresses may be dialed without a cluster key: a configured
+	 * peer, an etcd member, or what such a peer said in its handshake
+	 * (connect.c).  A token never changes a known record's addresses. */
+	bool known;
 	struct conn *conn;            /* our outgoing connect, if any */
 	bool initiated;               /* the up link is ours */
 	char address[80];
@@ -110,6 +115,7 @@ struct peer {
 	struct link_stats stats;      /* written by the progress thread */
 	uint64_t link_gen;            /* of the link last handed over */
 	unsigned failures;            /* connects failed in a row */
+	int last_errno;               /* of the last, for the backoff */
 	uint64_t links_up;            /* times a link came up (metrics) */
 	uint64_t retry_at_ns;         /* no new connect before (backoff) */
 	struct request_list waiting;  /* requests to send once up */
@@ -140,6 +146,8 @@ struct request {
 	char node[NAME_MAX_LEN];
 	char name[PUBNAME_QUALIFIED_MAX + 1];  /* "[~uid/]name" */
 	bool unresolved;
+	int64_t uid;                  /* whose request (a dial it causes is
+				       * rate-limited), PEERS_SELF: xferd's */
 	TAILQ_ENTRY(request) q;       /* peer->waiting, ps->inflight or
 				       * ps->unresolved */
 };
@@ -164,6 +172,13 @@ struct peers {
 	/* Instances whose node restarted (members.c), a ring. */
 	uint8_t retired[PEERS_RETIRED][LINK_ID_LEN];
 	size_t nretired;
+	/* Dials that users' requests caused, a token bucket per uid
+	 * (connect.c); the least recently used entry makes room. */
+	struct dial_bucket {
+		int64_t uid;              /* -1: free */
+		uint64_t tokens_milli;    /* thousandths of a dial */
+		uint64_t at_ns;           /* last refill */
+	} dial_rate[PEERS_DIAL_UIDS];
 };
 
 /* --- table.c --- */
@@ -238,6 +253,21 @@ void conn_failed(struct conn *c, int err);
 /* Connect to pe unless it is up, connecting, or backing off (then what
  * waits for it fails at once). */
 void connect_peer(struct peers *ps, struct peer *pe);
+/* Would connect_peer dial now (down, no connect, not backing off)? */
+bool connect_would_dial(const struct peers *ps, const struct peer *pe);
+/*
+ * May an address be dialed: with a cluster key anything (the handshake
+ * proves the peer before any request is sent on the link); without one
+ * only a known record's addresses, a configured peer's, or an address a
+ * known record has.  connect_attempt refuses the others with
+ * -EADDRNOTAVAIL, opening no socket.
+ */
+bool connect_addr_allowed(const struct peers *ps, const struct peer *pe,
+			  const struct netaddr *a, uint16_t port);
+bool connect_dial_allowed(const struct peers *ps, const struct peer *pe);
+/* One dial caused by uid's request, if its bucket (peer_connect_rate a
+ * second, twice that at once) has one: true; false: refuse it. */
+bool connect_rate_take(struct peers *ps, int64_t uid);
 /* Connect to pe's address number `attempt` after the subnet choice. */
 void connect_attempt(struct peers *ps, struct peer *pe, size_t attempt);
 /* Connecting to pe failed: back off, fail what waits for it, mark it

@@ -117,6 +117,18 @@ static void request_start(struct peers *ps, struct request *r,
 		return;
 	}
 	protobuf_c_message_pack(&m->base, r->msg);
+	/* A dial this request causes: to a record that is not a known
+	 * peer, within its user's rate (connect.c).  One the address rule
+	 * refuses anyway opens nothing and costs no rate. */
+	if (pe->state != PEER_UP && !pe->known && connect_would_dial(ps, pe) &&
+	    connect_dial_allowed(ps, pe) && !connect_rate_take(ps, r->uid)) {
+		log_info("peer: uid %lld asks for connections to other "
+			 "xferds faster than peer_connect_rate (%u/s): refused",
+			 (long long)r->uid, ps->d->cfg.peer_connect_rate);
+		r->peer = NULL;   /* not queued anywhere */
+		request_end(r, -EAGAIN, NULL, 0, 0);
+		return;
+	}
 	if (pe->state == PEER_UP) {
 		progress_link_send(ps->d->progress, pe->id, r->msg, r->len);
 		r->sent = true;
@@ -127,13 +139,15 @@ static void request_start(struct peers *ps, struct request *r,
 	connect_peer(ps, pe);
 }
 
-static struct request *request_new(struct peers *ps, enum request_kind kind)
+static struct request *request_new(struct peers *ps, enum request_kind kind,
+				   int64_t uid)
 {
 	struct request *r = calloc(1, sizeof(*r));
 
 	if (r) {
 		r->kind = kind;
 		r->id = ++ps->next_request;
+		r->uid = uid;
 	}
 	return r;
 }
@@ -176,9 +190,10 @@ void request_cancel_all(struct peers *ps)
 /* --- lookup --- */
 
 static void send_lookup(struct peers *ps, struct peer *pe, const char *name,
-			peers_lookup_cb cb, void *arg, struct fanout *fan)
+			int64_t uid, peers_lookup_cb cb, void *arg,
+			struct fanout *fan)
 {
-	struct request *r = request_new(ps, REQ_LOOKUP);
+	struct request *r = request_new(ps, REQ_LOOKUP, uid);
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__Lookup lk = XFER__PEER__LOOKUP__INIT;
 
@@ -214,7 +229,8 @@ static bool configured_pending(struct peers *ps)
  * and wait until a handshake brings the name, or all of them failed.
  */
 static void lookup_unresolved(struct peers *ps, const char *node,
-			      const char *name, peers_lookup_cb cb, void *arg)
+			      const char *name, int64_t uid,
+			      peers_lookup_cb cb, void *arg)
 {
 	struct timeval tv = ms_to_timeval(ps->d->cfg.op_timeout_ms);
 
@@ -222,14 +238,14 @@ static void lookup_unresolved(struct peers *ps, const char *node,
 	peers_start(ps);
 	struct peer *pe = peer_by_name(ps, node);
 	if (pe) {
-		send_lookup(ps, pe, name, cb, arg, NULL);
+		send_lookup(ps, pe, name, uid, cb, arg, NULL);
 		return;
 	}
 	if (!configured_pending(ps)) {
 		cb(arg, -EHOSTUNREACH, NULL, 0);
 		return;
 	}
-	struct request *r = request_new(ps, REQ_LOOKUP);
+	struct request *r = request_new(ps, REQ_LOOKUP, uid);
 	if (!r) {
 		cb(arg, -ENOMEM, NULL, 0);
 		return;
@@ -265,24 +281,25 @@ void request_resolve_waiting(struct peers *ps)
 		}
 		peers_lookup_cb cb = r->cb.lookup;
 		void *arg = r->arg;
+		int64_t uid = r->uid;
 		char name[PUBNAME_QUALIFIED_MAX + 1];
 		snprintf(name, sizeof(name), "%s", r->name);
 		request_free(r);
-		send_lookup(ps, pe, name, cb, arg, NULL);
+		send_lookup(ps, pe, name, uid, cb, arg, NULL);
 	}
 }
 
 void peers_lookup(struct peers *ps, const char *node, const char *name,
-		  peers_lookup_cb cb, void *arg)
+		  int64_t uid, peers_lookup_cb cb, void *arg)
 {
 	const struct xferd_config *cfg = &ps->d->cfg;
 
 	if (node) {
 		struct peer *pe = peer_for(ps, node);
 		if (pe)
-			send_lookup(ps, pe, name, cb, arg, NULL);
+			send_lookup(ps, pe, name, uid, cb, arg, NULL);
 		else
-			lookup_unresolved(ps, node, name, cb, arg);
+			lookup_unresolved(ps, node, name, uid, cb, arg);
 		return;
 	}
 	if (cfg->npeers == 0) {
@@ -299,9 +316,10 @@ void peers_lookup(struct peers *ps, const char *node, const char *name,
 	f->outstanding = cfg->npeers;
 	for (uint32_t i = 0; i < cfg->npeers; i++) {
 		struct peer *pe = peer_for(ps, cfg->peers[i]);
-		if (pe)
-			send_lookup(ps, pe, name, cb, arg, f);
-		else
+		if (pe) {
+			pe->known = true;
+			send_lookup(ps, pe, name, uid, cb, arg, f);
+		} else
 			fanout_result(f, -EHOSTUNREACH, NULL, 0);
 	}
 }
@@ -309,7 +327,7 @@ void peers_lookup(struct peers *ps, const char *node, const char *name,
 /* --- token check, ping --- */
 
 void peers_check_token(struct peers *ps, const struct token *tok,
-		       peers_check_cb cb, void *arg)
+		       int64_t uid, peers_check_cb cb, void *arg)
 {
 	struct peer *pe = peer_by_id(ps, tok->instance_id);
 
@@ -328,7 +346,7 @@ void peers_check_token(struct peers *ps, const struct token *tok,
 	}
 	if (pe->state != PEER_UP)
 		peer_addrs_from_token(pe, tok);
-	struct request *r = request_new(ps, REQ_CHECK);
+	struct request *r = request_new(ps, REQ_CHECK, uid);
 	if (!r) {
 		cb(arg, -ENOMEM, NULL);
 		return;
@@ -362,11 +380,11 @@ void peers_release_grant(struct peers *ps, const uint8_t owner[16],
 		progress_link_send(ps->d->progress, owner, buf, len);
 }
 
-void peers_ping(struct peers *ps, const char *target, peers_ping_cb cb,
-		void *arg)
+void peers_ping(struct peers *ps, const char *target, int64_t uid,
+		peers_ping_cb cb, void *arg)
 {
 	struct peer *pe = peer_for(ps, target);
-	struct request *r = pe ? request_new(ps, REQ_PING) : NULL;
+	struct request *r = pe ? request_new(ps, REQ_PING, uid) : NULL;
 
 	if (!r) {
 		cb(arg, pe ? -ENOMEM : -EHOSTUNREACH, 0, target);

@@ -15,7 +15,9 @@
  *
  * The table is a list: it holds the configured peers and the owners of
  * imported tokens, a handful in practice; MAX_PEERS bounds it against
- * tokens and handshakes from anyone.
+ * tokens and handshakes from anyone, and a full table forgets idle
+ * records that are not known peers (connect.c: known records are the
+ * ones xferd dials without a cluster key).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -93,10 +95,11 @@ static struct peer *peer_by_addr(struct peers *ps, const struct netaddr *a,
 	return NULL;
 }
 
-/* A record nobody needs: down, no connect, nothing waiting on it. */
+/* A record nobody needs: down, no connect, nothing waiting on it, and
+ * not a known peer (tokens must not push those out). */
 static bool peer_idle(const struct peer *pe)
 {
-	return pe->state == PEER_DOWN && !pe->conn &&
+	return pe->state == PEER_DOWN && !pe->conn && !pe->known &&
 	       TAILQ_EMPTY(&pe->waiting);
 }
 
@@ -133,6 +136,7 @@ void peer_merge(struct peers *ps, struct peer *keep, struct peer *gone)
 {
 	struct request *r;
 
+	keep->known |= gone->known;
 	while ((r = TAILQ_FIRST(&gone->waiting))) {
 		TAILQ_REMOVE(&gone->waiting, r, q);
 		r->peer = keep;
@@ -182,6 +186,7 @@ struct peer *peer_replaced(struct peers *ps, struct peer *old,
 		return NULL;
 	memcpy(pe->id, id, LINK_ID_LEN);
 	pe->id_known = true;
+	pe->known |= old->known;
 	if (pe->state == PEER_DOWN)
 		pe->state = PEER_CONNECTING;
 	memcpy(pe->addrs, old->addrs, sizeof(pe->addrs));
@@ -302,6 +307,10 @@ void peer_addrs_from_token(struct peer *pe, const struct token *t)
 {
 	size_t k = 0;
 
+	/* A known peer is reached where the configuration, etcd or its own
+	 * handshake says: a token (anyone's) must not redirect it. */
+	if (pe->known && pe->naddrs)
+		return;
 	for (size_t i = 0; i < t->naddrs && k < NETADDR_MAX; i++) {
 		const struct token_addr *a = &t->addrs[i];
 		if (!token_addr_valid(a) || a->port == 0)
@@ -385,6 +394,8 @@ int peers_create(struct xferd *d, struct peers **out)
 	if (!ps)
 		return -ENOMEM;
 	ps->d = d;
+	for (size_t i = 0; i < PEERS_DIAL_UIDS; i++)
+		ps->dial_rate[i].uid = -1;
 	LIST_INIT(&ps->conns);
 	TAILQ_INIT(&ps->inflight);
 	TAILQ_INIT(&ps->unresolved);
@@ -420,8 +431,10 @@ void peers_start(struct peers *ps)
 
 	for (uint32_t i = 0; i < cfg->npeers; i++) {
 		struct peer *pe = peer_for(ps, cfg->peers[i]);
-		if (pe)
-			connect_peer(ps, pe);
+		if (!pe)
+			continue;
+		pe->known = true;
+		connect_peer(ps, pe);
 	}
 }
 

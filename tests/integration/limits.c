@@ -454,8 +454,10 @@ static long ops_in_flight(const char *socket)
 static void inflight_limit(void)
 {
 	struct tl_daemon a, b;
-	char listen_b[64];
-	const char *args_a[] = { "max_inflight=8", NULL };
+	char listen_b[64], peer_b[64];
+	/* b is a configured peer of a: without a cluster key xferd dials
+	 * only those. */
+	const char *args_a[] = { "max_inflight=8", peer_b, NULL };
 	const char *args_b[] = { listen_b, NULL };
 	const enum tl_kind kinds[] = { TL_HOST };
 	const size_t lens[] = { 4u << 20 };
@@ -467,8 +469,9 @@ static void inflight_limit(void)
 
 	if (!getenv("XFERCTL_BIN"))
 		return;
-	snprintf(listen_b, sizeof(listen_b), "listen=127.0.0.1:%u",
-		 free_port());
+	uint16_t port_b = free_port();
+	snprintf(listen_b, sizeof(listen_b), "listen=127.0.0.1:%u", port_b);
+	snprintf(peer_b, sizeof(peer_b), "peer=127.0.0.1:%u", port_b);
 	tl_daemon_start(&b, args_b);
 	tl_daemon_start(&a, args_a);
 	tl_owner_start(&owner, b.socket, kinds, lens, 1);

@@ -20,6 +20,8 @@
 set -u
 # shellcheck source-path=SCRIPTDIR source=../netns/lib.sh
 . "$(dirname "$0")/../netns/lib.sh"
+# Keys are this test's subject: no default cluster key (nd_key_args).
+ND_CLUSTER_KEY=off
 
 # What a refused link may fail with; not ETIMEDOUT, which would mean the
 # client waited for a link that was never coming.

@@ -23,8 +23,12 @@ set -u
 MiB=1048576
 
 topo_two
+# The fuzzer speaks the peer protocol without a key: no cluster key
+# here, so a reaches b as a configured peer (without a key xferd dials
+# only those).
+ND_CLUSTER_KEY=off
 # A short handshake deadline keeps the silent-connection case quick.
-start_xferd a a 10.0.1.1
+start_xferd a a 10.0.1.1 peer=10.0.1.2:7474
 start_xferd b b 10.0.1.2 connect_timeout_ms=1000 keepalive_ms=200 \
 	peer_timeout_ms=2000
 

@@ -102,6 +102,8 @@ launch_xferd() {
 	shift 3
 	local args=(-s "$TMP/$name.sock" -l debug -o "node_name=$name"
 		-o "listen=$addr:$XD_PORT")
+	# shellcheck disable=SC2207 # two words, no spaces in $TMP
+	args+=($(nd_key_args "$@"))
 	for kv in "$@"; do
 		args+=(-o "$kv")
 	done

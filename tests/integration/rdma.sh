@@ -24,7 +24,9 @@ VM=$ROOT/tests/rdma/vm.sh
 export XFER_ROOT=${XFER_ROOT:-$ROOT}
 export XFER_BUILD=${XFER_BUILD:-$ROOT/build}
 export XFER_TEST_TOOLS=${XFER_TEST_TOOLS:-$XFER_BUILD/test-tools}
-export XFERD_BIN=${XFERD_BIN:-$XFER_BUILD/xferd}
+# The guests run the binary itself: the capped launcher of run-tests.sh
+# (XFERD_BIN) lives in the host's /tmp, which a guest may not see.
+export XFERD_BIN=${XFERD_REAL_BIN:-${XFERD_BIN:-$XFER_BUILD/xferd}}
 export XFERCTL_BIN=${XFERCTL_BIN:-$XFER_BUILD/xferctl}
 export RXE_VM_DIR=${RXE_VM_DIR:-$XFER_BUILD/rdma-vm}
 

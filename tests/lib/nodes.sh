@@ -183,6 +183,25 @@ bg_wait_line() {
 
 # --- xferd ---------------------------------------------------------------
 
+# nd_key_args KV...: "-o cluster_key_file=..." of the test's cluster key
+# (made on first use, one for all the test's nodes), unless one of KV
+# sets cluster_key_file already or ND_CLUSTER_KEY=off.  Without a key
+# xferd dials only configured peers and etcd members: the tests that
+# pass tokens as files or look names up at "host:port/name" need one
+# (with it any address may be dialed: the handshake proves the peer).
+nd_key_args() {
+	local kv key=$TMP/cluster.key
+	[ "${ND_CLUSTER_KEY:-on}" = off ] && return 0
+	for kv in "$@"; do
+		case $kv in cluster_key_file=*) return 0 ;; esac
+	done
+	if [ ! -s "$key" ]; then
+		head -c 32 /dev/urandom >"$key" && chmod 600 "$key" ||
+			fail "cannot write the test's cluster key $key"
+	fi
+	echo "-o" "cluster_key_file=$key"
+}
+
 _nd_xferd_answers() {
 	local name=$1
 	_nd_running "${XD_PID[$name]}" ||

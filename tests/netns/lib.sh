@@ -156,6 +156,8 @@ start_xferd() {
 	esac
 	local args=(-s "$TMP/$name.sock" -l debug -o "node_name=$name"
 		-o "listen=$listen")
+	# shellcheck disable=SC2207 # two words, no spaces in $TMP
+	args+=($(nd_key_args "$@"))
 	for kv in "$@"; do
 		case $kv in listen=*) listen=${kv#listen=} ;; esac
 		args+=(-o "$kv")

@@ -115,9 +115,10 @@ if [ "$(ps -p 1 -o comm=)" = systemd ]; then
 else
 	# No systemd to run the unit: the installed binary with the installed
 	# configuration, as the unit runs it, on a private socket (this
-	# machine may run an xferd of its own on the default one).
+	# machine may run an xferd of its own on the default one).  No
+	# listen= here: the installed defaults must open no TCP port.
 	SOCK=$TMP/xferd.sock
-	/usr/sbin/xferd -c /etc/xferd/xferd.conf -s "$SOCK" -o listen=off \
+	/usr/sbin/xferd -c /etc/xferd/xferd.conf -s "$SOCK" \
 		>"$TMP/xferd.log" 2>&1 &
 	pid=$!
 	for _ in $(seq 100); do
@@ -167,6 +168,16 @@ EOF
 /usr/bin/xferctl --socket "$SOCK" status >"$TMP/status" || fail "the installed xferctl failed"
 grep -q memcpy "$TMP/status" || { cat "$TMP/status"; fail "xferctl status shows no memcpy"; }
 echo "ok: python3-xferd moved verified bytes; xferctl answers"
+
+# Safe by default: the installed xferd, with the installed configuration
+# (no cluster key, no listen), listens on no TCP port at all.
+xpid=$pid
+[ $via_systemd -eq 1 ] && xpid=$(systemctl show -p MainPID --value xferd.service)
+if [ -n "$xpid" ] && [ "$xpid" != 0 ]; then
+	tcp=$(ss -Hltnp 2>/dev/null | grep "pid=$xpid," || true)
+	[ -z "$tcp" ] || fail "the installed xferd listens on TCP by default: $tcp"
+	echo "ok: the installed xferd listens on no TCP port (no cluster key, no listen)"
+fi
 
 if [ -n "$pid" ]; then
 	kill -TERM "$pid"

@@ -85,6 +85,8 @@ start_xferd() {
 	shift
 	local args=(-s "$TMP/$name.sock" -l debug -o "node_name=$name"
 		-o "listen=$(addr "$name")")
+	# shellcheck disable=SC2207 # two words, no spaces in $TMP
+	args+=($(nd_key_args "$@"))
 	# Two nodes in one guest: in the pair setup each has its own NIC.
 	[ "$G_SETUP" = pair ] && args+=(-o "rdma_devices=${XD_DEV[$name]}")
 	for kv in "$@"; do
