@@ -138,11 +138,13 @@ wait_listen() {
 	return 1
 }
 
-# start_xferd NAME IP PORT CPU: XD_PID once its socket answers and its port
-# listens.
+# start_xferd NAME IP PORT CPU PEER: XD_PID once its socket answers and its
+# port listens.  PEER (ip:port): the other node, a configured peer (without
+# a cluster key xferd dials known peers only).
 start_xferd() {
-	local name=$1 ip=$2 port=$3 cpu=$4 i
-	local args=(-s "$GTMP/$name.sock" -o "listen=$ip:$port" -o "node_name=$name" -l warn)
+	local name=$1 ip=$2 port=$3 cpu=$4 peer=$5 i
+	local args=(-s "$GTMP/$name.sock" -o "listen=$ip:$port" -o "peer=$peer"
+		-o "node_name=$name" -l warn)
 	[ "$cpu" != none ] && args+=(-o "progress_cpu=$cpu")
 	cmdline "$XFERD" "${args[@]}"
 	"$XFERD" "${args[@]}" >"$OUT/raw/xferd_$name.log" 2>&1 &
@@ -303,9 +305,9 @@ guest_main() {
 	else
 		B_DEV=$A_DEV B_GID=$A_GID B_IP=$A_IP B_PORT=7475
 	fi
-	start_xferd b "$B_IP" "$B_PORT" "$XFERD_CPU_B"
+	start_xferd b "$B_IP" "$B_PORT" "$XFERD_CPU_B" "$A_IP:$A_PORT"
 	PID_B=$XD_PID
-	start_xferd a "$A_IP" "$A_PORT" "$XFERD_CPU_A"
+	start_xferd a "$A_IP" "$A_PORT" "$XFERD_CPU_A" "$B_IP:$B_PORT"
 	PID_A=$XD_PID
 	{
 		echo "guest: $(nproc) vCPUs, $(free -m | awk '/Mem:/{print $2 " MiB"}'), kernel $(uname -r)"
@@ -375,8 +377,8 @@ stages_run() {
 		cp "$STAGES_BUILD/$p" "$GTMP/stages-$p" || { warn "missing $STAGES_BUILD/$p"; return; }
 	done
 	XFERD=$GTMP/stages-xferd XB=$GTMP/stages-xferbench
-	start_xferd b "$B_IP" "$B_PORT" "$XFERD_CPU_B"
-	start_xferd a "$A_IP" "$A_PORT" "$XFERD_CPU_A"
+	start_xferd b "$B_IP" "$B_PORT" "$XFERD_CPU_B" "$A_IP:$A_PORT"
+	start_xferd a "$A_IP" "$A_PORT" "$XFERD_CPU_A" "$B_IP:$B_PORT"
 	log "guest: xferbench lat --stages against stamping xferds"
 	local xcpu=$XFERD_CPU_A
 	[ "$xcpu" = none ] && xcpu=0

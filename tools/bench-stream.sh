@@ -66,7 +66,7 @@ start_xferd() { # NS NAME ADDR [ARGS...]
 	echo "bench-stream: xferd $2 did not start: $(tail -n 3 "$TMP/$2.log")" >&2
 	exit 1
 }
-start_xferd "$NS_B" b 10.0.9.2
+start_xferd "$NS_B" b 10.0.9.2 -o peer=10.0.9.1:7474
 start_xferd "$NS_A" a 10.0.9.1 -o peer=10.0.9.2:7474
 
 # one_pass WHERE SENDER_NS SENDER_SOCK PASS: one recv/send pair; appends

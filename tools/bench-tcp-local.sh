@@ -66,10 +66,14 @@ xferd_pair() {
 	pa=$(free_port) pb=$(free_port)
 	SOCK_A=$TMP/a.sock SOCK_B=$TMP/b.sock
 	rm -f "$SOCK_A" "$SOCK_B"
+	# Each the other's configured peer: without a cluster key xferd
+	# dials known peers only.
 	"$b/xferd" -s "$SOCK_A" -o "listen=127.0.0.1:$pa" -o node_name=a \
+		-o "peer=127.0.0.1:$pb" \
 		-o progress_cpu="$CPU_A" -o socket_group=none -l warn >>"$OUT/xferd.log" 2>&1 &
 	PIDS+=($!)
 	"$b/xferd" -s "$SOCK_B" -o "listen=127.0.0.1:$pb" -o node_name=b \
+		-o "peer=127.0.0.1:$pa" \
 		-o progress_cpu="$CPU_B" -o socket_group=none -l warn >>"$OUT/xferd.log" 2>&1 &
 	PIDS+=($!)
 	for _ in $(seq 200); do

@@ -187,11 +187,14 @@ done
 	echo "# offloads"; ip netns exec "$NS_A" ethtool -k "$IF_A" 2>/dev/null | grep -E '^(tcp-segmentation|generic-(segmentation|receive))'
 } > "$OUT/netns_setup.txt" 2>&1
 
-# start_xferd NS NAME ADDR CPU SOCK LOG: sets XD_PID (the timeout wrapper,
-# whose child is xferd) once the socket answers and the port listens.
+# start_xferd NS NAME ADDR CPU SOCK LOG PEER: sets XD_PID (the timeout
+# wrapper, whose child is xferd) once the socket answers and the port
+# listens.  PEER: the other node's address, a configured peer (without a
+# cluster key xferd dials known peers only).
 start_xferd() {
-	local ns=$1 name=$2 addr=$3 cpu=$4 sock=$5 log=$6
-	local args=(-s "$sock" -o "listen=$addr:$PORT" -o "node_name=$name" -l warn)
+	local ns=$1 name=$2 addr=$3 cpu=$4 sock=$5 log=$6 peer=$7
+	local args=(-s "$sock" -o "listen=$addr:$PORT" -o "peer=$peer:$PORT"
+		-o "node_name=$name" -l warn)
 	[ "$cpu" != none ] && args+=(-o "progress_cpu=$cpu")
 	cmdline ip netns exec "$ns" "$XFERD" "${args[@]}"
 	timeout -k 5 $((PASSES * 240 + 120)) ip netns exec "$ns" "$XFERD" "${args[@]}" > "$log" 2>&1 &
@@ -205,8 +208,8 @@ start_xferd() {
 	cat "$log" >&2
 	exit 1
 }
-start_xferd "$NS_B" b "$IP_B" "$CPU_B" "$SOCK_B" "$OUT/raw/xferd_b.log"; PID_B=$XD_PID
-start_xferd "$NS_A" a "$IP_A" "$CPU_A" "$SOCK_A" "$OUT/raw/xferd_a.log"; PID_A=$XD_PID
+start_xferd "$NS_B" b "$IP_B" "$CPU_B" "$SOCK_B" "$OUT/raw/xferd_b.log" "$IP_A"; PID_B=$XD_PID
+start_xferd "$NS_A" a "$IP_A" "$CPU_A" "$SOCK_A" "$OUT/raw/xferd_a.log" "$IP_B"; PID_A=$XD_PID
 # Debian's ip execs the command: the wrapper's child is xferd itself.
 XPID_A=$(pgrep -P "$PID_A" | head -1) XPID_B=$(pgrep -P "$PID_B" | head -1)
 

@@ -228,11 +228,15 @@ run_bench() {
 run_bench_staged() {
 	local port=$((20000 + $$ % 20000)) pa pb rc
 	echo "== gpubench, two nodes (the staged path over the TCP link)"
+	# Each the other's configured peer: without a cluster key xferd
+	# dials known peers only.
 	"$BUILD/xferd" -s "$TMP/a.sock" -o node_name=a \
-		-o listen=127.0.0.1:$port >"$TMP/xferd-a.log" 2>&1 &
+		-o listen=127.0.0.1:$port -o peer=127.0.0.1:$((port + 1)) \
+		>"$TMP/xferd-a.log" 2>&1 &
 	pa=$!
 	"$BUILD/xferd" -s "$TMP/b.sock" -o node_name=b \
-		-o listen=127.0.0.1:$((port + 1)) >"$TMP/xferd-b.log" 2>&1 &
+		-o listen=127.0.0.1:$((port + 1)) -o peer=127.0.0.1:$port \
+		>"$TMP/xferd-b.log" 2>&1 &
 	pb=$!
 	for _ in $(seq 300); do
 		[ -S "$TMP/a.sock" ] && [ -S "$TMP/b.sock" ] && break

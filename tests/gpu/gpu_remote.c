@@ -188,7 +188,7 @@ static void kill_with_chunks_out(const char *sock_a, int t)
 int main(int argc, char **argv)
 {
 	struct tl_daemon a, b;
-	char listen_a[48], listen_b[48];
+	char listen_a[48], listen_b[48], peer_a[48], peer_b[48];
 	/* Ports of this run only, away from xferd's default 7474. */
 	unsigned port = 20000 + (unsigned)getpid() % 20000;
 
@@ -196,9 +196,14 @@ int main(int argc, char **argv)
 	gl_require_gpus(1);
 	snprintf(listen_a, sizeof(listen_a), "listen=127.0.0.1:%u", port);
 	snprintf(listen_b, sizeof(listen_b), "listen=127.0.0.1:%u", port + 1);
-	const char *args_a[] = { listen_a, "node_name=a", "rdma=off",
+	/* Each the other's configured peer: without a cluster key xferd
+	 * dials known peers only. */
+	snprintf(peer_a, sizeof(peer_a), "peer=127.0.0.1:%u", port + 1);
+	snprintf(peer_b, sizeof(peer_b), "peer=127.0.0.1:%u", port);
+	const char *args_a[] = { listen_a, peer_a, "node_name=a", "rdma=off",
 				 "sq_entries=4096", NULL };
-	const char *args_b[] = { listen_b, "node_name=b", "rdma=off", NULL };
+	const char *args_b[] = { listen_b, peer_b, "node_name=b", "rdma=off",
+				 NULL };
 	tl_daemon_start(&a, args_a);
 	tl_daemon_start(&b, args_b);
 
