@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "client.h"
 #include "client_msg.h"
 #include "common/pubname.h"
@@ -36,6 +37,9 @@
 #include "mem/region.h"
 #include "common/wire.h"
 #include "xferd.h"
+
+/* fds xferd holds for every client: socket, CQ eventfd, pidfd. */
+#define CLIENT_BASE_FDS 3
 
 enum client_state {
 	CLIENT_ACTIVE,
@@ -167,6 +171,7 @@ struct reg_job {
 	struct gpu_alloc_desc desc; /* cuda: the allocation */
 	uint64_t offset;            /* cuda: of the range in it */
 	int fd;                     /* cuda VMM handle until run(), or -1 */
+	uint32_t job_fds;           /* counted for fd until done (budget.h) */
 	/* memfd, rdma_register = background: the client has its reply
 	 * (r is in its table; the job holds a reference of its own) and
 	 * its socket was never paused for this job. */
@@ -180,6 +185,9 @@ static int run_nic_mr(struct regworker_job *j)
 {
 	struct reg_job *rj = (struct reg_job *)j;
 
+	/* The pages the client touched, mapped here rather than faulted
+	 * one by one in its first copies (never on the main thread). */
+	region_prefault(rj->r);
 	/* With GPUs, pin the mapping for GPU copies here too, not at its
 	 * first GPU copy on the progress thread (a multi-GiB region takes
 	 * long to pin, and every client of the node would wait).  Only
@@ -237,6 +245,10 @@ static void reg_job_done(struct regworker_job *j, int result)
 		reg_job_free(rj);  /* it left meanwhile, or xferd stops */
 		return;
 	}
+	/* The VMM fd was consumed by the import, or closed; an imported
+	 * allocation holds no fd of xferd's. */
+	budget_release_fds(&c->d->budget, c->d->uids, c->uid, &c->use,
+			   rj->job_fds);
 	client_resume(c);
 	if (c->state != CLIENT_ACTIVE) {
 		reg_job_free(rj);
@@ -256,7 +268,6 @@ static void reg_job_done(struct regworker_job *j, int result)
 	if (result) {
 		/* counted while the job was out */
 		c->use.regions--;
-		c->use.region_bytes -= rj->length;
 		err = reply_status(c, rj->seq, result,
 				   result != -ENOTSUP ? strerror(-result)
 				   : gpu_count()
@@ -288,7 +299,6 @@ static void reg_submit(struct client *c, struct reg_job *rj, uint64_t seq,
 	rj->job.run = run;
 	rj->job.done = reg_job_done;
 	c->use.regions++;
-	c->use.region_bytes += length;
 	if (!rj->background)
 		client_pause(c);  /* until done() replies */
 	regworker_submit(c->d->regworker, &rj->job);
@@ -320,6 +330,17 @@ static void reg_cuda(const Xfer__Client__RegRequest *req, int *fds,
 	}
 }
 
+/* The fds region r holds, counted for c; 0 or -ENFILE with *why. */
+static int region_take_fds(struct client *c, const struct region *r,
+			   const char **why)
+{
+	struct region_cost cost;
+
+	region_cost(r, &cost);
+	return budget_take_fds(&c->d->budget, c->d->uids, c->uid, &c->use,
+			       cost.fds, why);
+}
+
 static int handle_reg(struct client *c, uint64_t seq,
 		      const Xfer__Client__RegRequest *req, int *fds,
 		      unsigned *nfds)
@@ -327,7 +348,7 @@ static int handle_reg(struct client *c, uint64_t seq,
 	const struct xferd_config *cfg = &c->d->cfg;
 	struct region *r = NULL;
 	struct reg_job *rj;
-	const char *why;
+	const char *why = NULL;
 	int err;
 
 	err = quota_check_region(cfg, &c->use, req->length, &why);
@@ -336,16 +357,32 @@ static int handle_reg(struct client *c, uint64_t seq,
 	/* Kind, length and descriptors: checked by client_msg_check. */
 	switch (req->kind) {
 	case XFER__CLIENT__MEM_KIND__MEM_MEMFD:
+		/* Counted before it is mapped: the mapping is xferd's. */
+		err = budget_take_bytes(&c->d->budget, c->d->uids, c->uid,
+					&c->use, req->length, &why);
+		if (err)
+			return reply_status(c, seq, err, why);
 		rj = calloc(1, sizeof(*rj));
 		if (!rj)
-			return reply_status(c, seq, -ENOMEM, "out of memory");
-		rj->fd = -1;
-		err = region_create_memfd(fds[0], req->length, c->pc.id, &r);
+			err = -ENOMEM;
+		else
+			err = region_create_memfd(fds[0], req->length, c->pc.id,
+						  &r);
+		if (!err) {
+			*nfds = 0; /* the region owns the fd now */
+			err = region_take_fds(c, r, &why);
+			if (err)
+				region_put(r);  /* closes the fd */
+		}
 		if (err) {
 			free(rj);
+			budget_release_bytes(&c->d->budget, c->d->uids, c->uid,
+					     &c->use, req->length);
+			if (why)
+				return reply_status(c, seq, err, why);
 			break;
 		}
-		*nfds = 0; /* the region owns the fd now */
+		rj->fd = -1;
 		/* Mapped here; registered with the NICs (slow: pins every
 		 * page) on the registration thread. */
 		rj->r = r;
@@ -364,6 +401,16 @@ static int handle_reg(struct client *c, uint64_t seq,
 		rj = calloc(1, sizeof(*rj));
 		if (!rj)
 			return reply_status(c, seq, -ENOMEM, "out of memory");
+		if (req->cuda->vmm) {
+			/* The VMM fd waits for the job: one of the client's. */
+			err = budget_take_fds(&c->d->budget, c->d->uids,
+					      c->uid, &c->use, 1, &why);
+			if (err) {
+				free(rj);
+				return reply_status(c, seq, err, why);
+			}
+			rj->job_fds = 1;
+		}
 		reg_cuda(req, fds, nfds, rj);
 		reg_submit(c, rj, seq, req->length, run_cuda_import);
 		return 0;
@@ -371,6 +418,10 @@ static int handle_reg(struct client *c, uint64_t seq,
 		err = c->pidfd < 0 ? -ESRCH
 			: region_create_cma(c->pid, c->pidfd, req->addr,
 					    req->length, c->pc.id, &r);
+		if (!err && (err = region_take_fds(c, r, &why))) {
+			region_put(r);
+			return reply_status(c, seq, err, why);
+		}
 		break;
 	default:
 		return reply_status(c, seq, -EINVAL, "unknown memory kind");
@@ -384,7 +435,6 @@ static int handle_reg(struct client *c, uint64_t seq,
 		return reply_status(c, seq, err, why);
 	}
 	c->use.regions++;
-	c->use.region_bytes += req->length;
 	return reply_reg(c, seq, r);
 }
 
@@ -492,18 +542,21 @@ static int handle_import(struct client *c, uint64_t seq,
 static int handle_remove(struct client *c, uint64_t seq, uint64_t handle,
 			 bool is_import)
 {
-	uint64_t length = 0;
+	struct region_cost cost = { 0 };
 	int err;
 
-	/* What the region counted against max_client_bytes. */
+	/* What the region counted against the client's budgets. */
 	if (!is_import)
-		regtab_region_length(c->d->regs, c->pc.id, handle, &length);
+		regtab_region_cost(c->d->regs, c->pc.id, handle, &cost);
 	err = regtab_remove(c->d->regs, c->pc.id, handle, is_import);
 	if (!err && is_import) {
 		c->use.imports--;
 	} else if (!err) {
 		c->use.regions--;
-		c->use.region_bytes -= length;
+		budget_release_bytes(&c->d->budget, c->d->uids, c->uid,
+				     &c->use, cost.host_bytes);
+		budget_release_fds(&c->d->budget, c->d->uids, c->uid,
+				   &c->use, cost.fds);
 	}
 	/* Its prepared lists go with it. */
 	if (!err)
@@ -989,6 +1042,11 @@ static void client_drop(struct client *c, const char *why)
 	dltab_remove_client(d->dlists, c->pc.id);
 	cluster_client_gone(d->cluster, c->pc.id);
 	names_remove_client(d->names, c->pc.id);
+	/* Its regions are out of the table: their fds and mappings go with
+	 * the last reference (an operation in flight holds one a moment). */
+	budget_release_fds(&d->budget, d->uids, c->uid, &c->use, c->use.fds);
+	budget_release_bytes(&d->budget, d->uids, c->uid, &c->use,
+			     c->use.host_bytes);
 	uid_conn_release(d->uids, c->uid, UID_CLIENT);
 	d->nclients--;
 	progress_detach(d->progress, &c->pc);
@@ -1145,6 +1203,8 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	int ring_fd = -1, err;
 	uint64_t seq = 0;
 	bool uncount = false;  /* counted against its uid, not a client */
+	struct client_usage use = { 0 };  /* its fds, until it is a client */
+	const char *why;
 
 	bool had_fds = nfds > 0;
 
@@ -1191,6 +1251,15 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 		goto out;
 	}
 	uncount = true;
+	/* Its socket, its ring's eventfd and its pidfd. */
+	err = budget_take_fds(&d->budget, d->uids, cred->uid, &use,
+			      CLIENT_BASE_FDS, &why);
+	if (err) {
+		log_info("client pid %d uid %d refused: %s", (int)cred->pid,
+			 (int)cred->uid, why);
+		refuse(sock, seq, err, why);
+		goto out;
+	}
 	uint32_t want = m->hello->sq_entries ? m->hello->sq_entries
 					     : d->cfg.sq_entries;
 	if (want > d->cfg.max_sq_entries || (want & (want - 1)) ||
@@ -1239,14 +1308,18 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	TAILQ_INSERT_TAIL(&d->clients, c, link);
 	d->nclients++;
 	uncount = false;
+	c->use = use;
 	progress_attach(d->progress, &c->pc);
 	log_info_f(&((struct log_fields){ .client_pid = (int)c->pid }),
 		   "client %llu connected: pid %d uid %d '%s', %u SQ entries",
 		   (unsigned long long)c->pc.id, (int)c->pid, (int)c->uid,
 		   c->name, want);
 out:
-	if (uncount)
+	if (uncount) {
+		budget_release_fds(&d->budget, d->uids, cred->uid, &use,
+				   use.fds);
 		uid_conn_release(d->uids, cred->uid, UID_CLIENT);
+	}
 	if (m)
 		xfer__client__client_msg__free_unpacked(m, NULL);
 }
