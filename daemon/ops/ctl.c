@@ -12,6 +12,10 @@
  * look at xferd while users hold every other one (budget.h keeps their
  * fds from clients).
  *
+ * About 900 lines: one reply builder per xferctl request and the one
+ * dispatch switch over them; the connection limits sit with the
+ * connection they bound.
+ *
  * A ping is answered later, from the peer module's callback, and by then
  * xferctl may have given up and closed: the connection is refcounted (the
  * open socket holds one reference, a ping in flight another) so that the
