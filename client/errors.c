@@ -46,8 +46,9 @@ XFER_EXPORT const char *xfer_strerror(int err)
 	case -ENOSPC: return "too many regions (xferd's max_regions, max_regions_per_uid) or prepared lists (dlist_max_per_client, dlist_max_per_uid) of this client or its user, or a buffer too small";
 	/* xferd's limits (xferd.conf(5)), one code each. */
 	case -EMFILE: return "too many connections of this user to xferd (max_connections_per_uid)";
-	case -EUSERS: return "xferd serves its maximum number of clients (max_clients)";
-	case -EDQUOT: return "bytes registered by this client would exceed xferd's max_client_bytes";
+	case -EUSERS: return "xferd serves its maximum number of clients (max_clients), or of xferctl connections (max_ctl_connections, max_ctl_per_uid)";
+	case -EDQUOT: return "host memory xferd maps for this client (max_client_bytes) or for its user (max_uid_bytes) would be exceeded";
+	case -ENFILE: return "fds xferd holds for this client (max_client_fds) or its user (max_uid_fds) would be exceeded, or xferd's fds for clients are in use (fd_reserve)";
 	case -EFBIG: return "region larger than xferd's max_region_bytes";
 	case -ETOOMANYREFS: return "too many imported tokens of this client or its user (xferd's max_imports, max_imports_per_uid)";
 	case -EMLINK: return "too many names published by this client or its user (xferd's max_names, max_names_per_uid)";

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "client.h"
 #include "client_msg.h"
 #include "common/pubname.h"
@@ -39,6 +40,9 @@
 #include "mem/region.h"
 #include "common/wire.h"
 #include "xferd.h"
+
+/* fds xferd holds for every client: socket, CQ eventfd, pidfd. */
+#define CLIENT_BASE_FDS 3
 
 enum client_state {
 	CLIENT_ACTIVE,
@@ -102,14 +106,23 @@ static int peer_pidfd(int sock, pid_t pid)
  * uid and gid from SO_PEERCRED; one per connection, shared by all its
  * regions (two descriptors, however many regions).  Takes over pidfd.
  */
-static int client_cma_owner(struct client *c)
+static int client_cma_owner(struct client *c, const char **why)
 {
 	if (c->cma)
 		return 0;
 	if (c->pidfd < 0)
 		return -ESRCH;
-	int err = cma_owner_open(c->pid, c->pidfd, c->uid, c->gid, &c->cma);
-	if (!err)
+	/* The owner adds one fd to the client's (its pidfd was counted at
+	 * the handshake): /proc/PID/mem, held until the client goes. */
+	int err = budget_take_fds(&c->d->budget, c->d->uids, c->uid, &c->use,
+				  1, why);
+	if (err)
+		return err;
+	err = cma_owner_open(c->pid, c->pidfd, c->uid, c->gid, &c->cma);
+	if (err)
+		budget_release_fds(&c->d->budget, c->d->uids, c->uid, &c->use,
+				   1);
+	else
 		c->pidfd = -1; /* the owner's now */
 	return err;
 }
@@ -212,6 +225,7 @@ struct reg_job {
 	struct gpu_alloc_desc desc; /* cuda: the allocation */
 	uint64_t offset;            /* cuda: of the range in it */
 	int fd;                     /* cuda VMM handle until run(), or -1 */
+	uint32_t job_fds;           /* counted for fd until done (budget.h) */
 	/* memfd, rdma_register = background: the client has its reply
 	 * (r is in its table; the job holds a reference of its own) and
 	 * its socket was never paused for this job. */
@@ -225,6 +239,9 @@ static int run_nic_mr(struct regworker_job *j)
 {
 	struct reg_job *rj = (struct reg_job *)j;
 
+	/* The pages the client touched, mapped here rather than faulted
+	 * one by one in its first copies (never on the main thread). */
+	region_prefault(rj->r);
 	/* With GPUs, pin the mapping for GPU copies here too, not at its
 	 * first GPU copy on the progress thread (a multi-GiB region takes
 	 * long to pin, and every client of the node would wait).  Only
@@ -282,6 +299,10 @@ static void reg_job_done(struct regworker_job *j, int result)
 		reg_job_free(rj);  /* it left meanwhile, or xferd stops */
 		return;
 	}
+	/* The VMM fd was consumed by the import, or closed; an imported
+	 * allocation holds no fd of xferd's. */
+	budget_release_fds(&c->d->budget, c->d->uids, c->uid, &c->use,
+			   rj->job_fds);
 	client_resume(c);
 	if (c->state != CLIENT_ACTIVE) {
 		reg_job_free(rj);
@@ -301,7 +322,6 @@ static void reg_job_done(struct regworker_job *j, int result)
 	if (result) {
 		/* counted while the job was out */
 		c->use.regions--;
-		c->use.region_bytes -= rj->length;
 		c->uu->regions--;
 		err = reply_status(c, rj->seq, result,
 				   result != -ENOTSUP ? strerror(-result)
@@ -334,7 +354,6 @@ static void reg_submit(struct client *c, struct reg_job *rj, uint64_t seq,
 	rj->job.run = run;
 	rj->job.done = reg_job_done;
 	c->use.regions++;
-	c->use.region_bytes += length;
 	c->uu->regions++;
 	if (!rj->background)
 		client_pause(c);  /* until done() replies */
@@ -367,6 +386,17 @@ static void reg_cuda(const Xfer__Client__RegRequest *req, int *fds,
 	}
 }
 
+/* The fds region r holds, counted for c; 0 or -ENFILE with *why. */
+static int region_take_fds(struct client *c, const struct region *r,
+			   const char **why)
+{
+	struct region_cost cost;
+
+	region_cost(r, &cost);
+	return budget_take_fds(&c->d->budget, c->d->uids, c->uid, &c->use,
+			       cost.fds, why);
+}
+
 static int handle_reg(struct client *c, uint64_t seq,
 		      const Xfer__Client__RegRequest *req, int *fds,
 		      unsigned *nfds)
@@ -374,27 +404,43 @@ static int handle_reg(struct client *c, uint64_t seq,
 	const struct xferd_config *cfg = &c->d->cfg;
 	struct region *r = NULL;
 	struct reg_job *rj;
-	const char *why;
+	const char *why = NULL;
 	int err;
 
 	err = quota_check_region(cfg, &c->use, req->length, &why);
 	if (!err)
-		err = uid_usage_check(cfg, c->uu, UID_RES_REGIONS, &why);
+		err = uid_usage_check(cfg, c->uu, UID_BOUND_REGIONS, &why);
 	if (err)
 		return reply_status(c, seq, err, why);
 	/* Kind, length and descriptors: checked by client_msg_check. */
 	switch (req->kind) {
 	case XFER__CLIENT__MEM_KIND__MEM_MEMFD:
+		/* Counted before it is mapped: the mapping is xferd's. */
+		err = budget_take_bytes(&c->d->budget, c->d->uids, c->uid,
+					&c->use, req->length, &why);
+		if (err)
+			return reply_status(c, seq, err, why);
 		rj = calloc(1, sizeof(*rj));
 		if (!rj)
-			return reply_status(c, seq, -ENOMEM, "out of memory");
-		rj->fd = -1;
-		err = region_create_memfd(fds[0], req->length, c->pc.id, &r);
+			err = -ENOMEM;
+		else
+			err = region_create_memfd(fds[0], req->length, c->pc.id,
+						  &r);
+		if (!err) {
+			*nfds = 0; /* the region owns the fd now */
+			err = region_take_fds(c, r, &why);
+			if (err)
+				region_put(r);  /* closes the fd */
+		}
 		if (err) {
 			free(rj);
+			budget_release_bytes(&c->d->budget, c->d->uids, c->uid,
+					     &c->use, req->length);
+			if (why)
+				return reply_status(c, seq, err, why);
 			break;
 		}
-		*nfds = 0; /* the region owns the fd now */
+		rj->fd = -1;
 		/* Mapped here; registered with the NICs (slow: pins every
 		 * page) on the registration thread. */
 		rj->r = r;
@@ -413,14 +459,30 @@ static int handle_reg(struct client *c, uint64_t seq,
 		rj = calloc(1, sizeof(*rj));
 		if (!rj)
 			return reply_status(c, seq, -ENOMEM, "out of memory");
+		if (req->cuda->vmm) {
+			/* The VMM fd waits for the job: one of the client's. */
+			err = budget_take_fds(&c->d->budget, c->d->uids,
+					      c->uid, &c->use, 1, &why);
+			if (err) {
+				free(rj);
+				return reply_status(c, seq, err, why);
+			}
+			rj->job_fds = 1;
+		}
 		reg_cuda(req, fds, nfds, rj);
 		reg_submit(c, rj, seq, req->length, run_cuda_import);
 		return 0;
 	case XFER__CLIENT__MEM_KIND__MEM_CMA:
-		err = client_cma_owner(c);
+		err = client_cma_owner(c, &why);
 		if (!err)
 			err = region_create_cma(c->cma, req->addr, req->length,
 						c->pc.id, &r);
+		if (!err && (err = region_take_fds(c, r, &why))) {
+			region_put(r);
+			return reply_status(c, seq, err, why);
+		}
+		if (err && why)
+			return reply_status(c, seq, err, why);
 		break;
 	default:
 		return reply_status(c, seq, -EINVAL, "unknown memory kind");
@@ -436,7 +498,6 @@ static int handle_reg(struct client *c, uint64_t seq,
 		return reply_status(c, seq, err, why);
 	}
 	c->use.regions++;
-	c->use.region_bytes += req->length;
 	c->uu->regions++;
 	return reply_reg(c, seq, r);
 }
@@ -528,7 +589,7 @@ static int handle_import(struct client *c, uint64_t seq,
 	int lim = quota_check_import(&c->d->cfg, &c->use, &why);
 
 	if (!lim)
-		lim = uid_usage_check(&c->d->cfg, c->uu, UID_RES_IMPORTS, &why);
+		lim = uid_usage_check(&c->d->cfg, c->uu, UID_BOUND_IMPORTS, &why);
 
 	if (lim)
 		return reply_status(c, seq, lim, why);
@@ -560,20 +621,23 @@ static int handle_import(struct client *c, uint64_t seq,
 static int handle_remove(struct client *c, uint64_t seq, uint64_t handle,
 			 bool is_import)
 {
-	uint64_t length = 0;
+	struct region_cost cost = { 0 };
 	int err;
 
-	/* What the region counted against max_client_bytes. */
+	/* What the region counted against the client's budgets. */
 	if (!is_import)
-		regtab_region_length(c->d->regs, c->pc.id, handle, &length);
+		regtab_region_cost(c->d->regs, c->pc.id, handle, &cost);
 	err = regtab_remove(c->d->regs, c->pc.id, handle, is_import);
 	if (!err && is_import) {
 		c->use.imports--;
 		c->uu->imports--;
 	} else if (!err) {
 		c->use.regions--;
-		c->use.region_bytes -= length;
 		c->uu->regions--;
+		budget_release_bytes(&c->d->budget, c->d->uids, c->uid,
+				     &c->use, cost.host_bytes);
+		budget_release_fds(&c->d->budget, c->d->uids, c->uid,
+				   &c->use, cost.fds);
 	}
 	/* Its prepared lists go with it. */
 	if (!err)
@@ -825,7 +889,7 @@ static int handle_publish(struct client *c, uint64_t seq,
 	/* A new name (not a new token under one it has) past its user's
 	 * bound: taken back. */
 	if (!err && names_client_count(c->d->names, c->pc.id) > c->names &&
-	    (err = uid_usage_check(&c->d->cfg, c->uu, UID_RES_NAMES, &why))) {
+	    (err = uid_usage_check(&c->d->cfg, c->uu, UID_BOUND_NAMES, &why))) {
 		names_unpublish(c->d->names, req->name, c->pc.id,
 				(uint32_t)c->uid, NULL);
 		was = 0;
@@ -1145,6 +1209,11 @@ static void client_drop(struct client *c, const char *why)
 	cluster_client_gone(d->cluster, c->pc.id);
 	names_remove_client(d->names, c->pc.id);
 	client_give_back(c);
+	/* Its regions are out of the table: their fds and mappings go with
+	 * the last reference (an operation in flight holds one a moment). */
+	budget_release_fds(&d->budget, d->uids, c->uid, &c->use, c->use.fds);
+	budget_release_bytes(&d->budget, d->uids, c->uid, &c->use,
+			     c->use.host_bytes);
 	uid_conn_release(d->uids, c->uid, UID_CLIENT);
 	d->nclients--;
 	progress_detach(d->progress, &c->pc);
@@ -1304,6 +1373,8 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	int ring_fd = -1, err;
 	uint64_t seq = 0;
 	bool uncount = false;  /* counted against its uid, not a client */
+	struct client_usage use = { 0 };  /* its fds, until it is a client */
+	const char *why;
 
 	bool had_fds = nfds > 0;
 
@@ -1350,6 +1421,15 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 		goto out;
 	}
 	uncount = true;
+	/* Its socket, its ring's eventfd and its pidfd. */
+	err = budget_take_fds(&d->budget, d->uids, cred->uid, &use,
+			      CLIENT_BASE_FDS, &why);
+	if (err) {
+		log_info("client pid %d uid %d refused: %s", (int)cred->pid,
+			 (int)cred->uid, why);
+		refuse(sock, seq, err, why);
+		goto out;
+	}
 	uint32_t want = m->hello->sq_entries ? m->hello->sq_entries
 					     : d->cfg.sq_entries;
 	if (want > d->cfg.max_sq_entries || (want & (want - 1)) ||
@@ -1402,14 +1482,18 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	TAILQ_INSERT_TAIL(&d->clients, c, link);
 	d->nclients++;
 	uncount = false;
+	c->use = use;
 	progress_attach(d->progress, &c->pc);
 	log_info_f(&((struct log_fields){ .client_pid = (int)c->pid }),
 		   "client %llu connected: pid %d uid %d '%s', %u SQ entries",
 		   (unsigned long long)c->pc.id, (int)c->pid, (int)c->uid,
 		   c->name, want);
 out:
-	if (uncount)
+	if (uncount) {
+		budget_release_fds(&d->budget, d->uids, cred->uid, &use,
+				   use.fds);
 		uid_conn_release(d->uids, cred->uid, UID_CLIENT);
+	}
 	if (m)
 		xfer__client__client_msg__free_unpacked(m, NULL);
 }

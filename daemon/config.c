@@ -67,7 +67,18 @@ void config_defaults(struct xferd_config *cfg)
 		.handshake_timeout_ms = 5000,
 		.listen_backlog = 512,
 		.max_regions = 65536,
+		/* auto: from the memory of the machine (budget.h) */
 		.max_client_bytes = 0,
+		.max_uid_bytes = 0,
+		/* Far beyond what a client needs (a region costs one fd
+		 * only when it is a memfd), far below xferd's limit. */
+		.max_client_fds = 8192,
+		.max_uid_fds = 16384,
+		.fd_reserve = 256,
+		.max_pending = 1024,
+		.max_ctl_connections = 64,
+		.max_ctl_per_uid = 8,
+		.ctl_idle_timeout_ms = 60000,
 		.max_imports = 65536,
 		.max_names = 4096,
 		.max_inflight = 16384,
@@ -215,6 +226,13 @@ static bool config_set_limit(struct xferd_config *c, const char *key,
 		LIMIT(max_names, 1, 1u << 20),
 		LIMIT(notify_queue_max, 0, 1u << 24),
 		LIMIT(max_inflight, 1, 1u << 24),
+		LIMIT(max_client_fds, 8, 1u << 24),
+		LIMIT(max_uid_fds, 8, 1u << 24),
+		LIMIT(fd_reserve, 32, 1u << 20),
+		LIMIT(max_pending, 1, 1u << 20),
+		LIMIT(max_ctl_connections, 1, 65536),
+		LIMIT(max_ctl_per_uid, 1, 65536),
+		LIMIT(ctl_idle_timeout_ms, 100, 86400000),
 #undef LIMIT
 	};
 
@@ -225,15 +243,18 @@ static bool config_set_limit(struct xferd_config *c, const char *key,
 					err, errlen);
 			return true;
 		}
-	if (strcmp(key, "max_client_bytes") == 0) {
-		uint64_t v;
+	if (strcmp(key, "max_client_bytes") == 0 ||
+	    strcmp(key, "max_uid_bytes") == 0) {
+		uint64_t v = 0;
 		*rc = 0;
-		if (config_parse_size(value, &v))
-			*rc = fail(err, errlen,
-				   "max_client_bytes: '%s' is not a size (e.g. "
-				   "256G; 0: no limit)", value);
-		else
+		/* 0 (once "no limit") is auto too: there is no unlimited. */
+		if (strcmp(value, "auto") && config_parse_size(value, &v))
+			*rc = fail(err, errlen, "%s: '%s' is not a size (e.g. "
+				   "64G) or auto", key, value);
+		else if (key[4] == 'c')
 			c->max_client_bytes = v;
+		else
+			c->max_uid_bytes = v;
 		return true;
 	}
 	return false;

@@ -90,7 +90,21 @@ struct xferd_config {
 	uint32_t handshake_timeout_ms; /* to send the first packet */
 	uint32_t listen_backlog;
 	uint32_t max_regions;      /* per client */
-	uint64_t max_client_bytes; /* sum of a client's regions; 0: none */
+	/* Host memory xferd maps for a client / for a uid (its memfd
+	 * regions); 0: auto, from the machine's memory (budget.h). */
+	uint64_t max_client_bytes;
+	uint64_t max_uid_bytes;
+	/* fds xferd holds for a client / for a uid, and those it keeps
+	 * for itself beyond the reserve for connections (budget.h). */
+	uint32_t max_client_fds;
+	uint32_t max_uid_fds;
+	uint32_t fd_reserve;
+	uint32_t max_pending;      /* non-root connections not handshaken */
+	/* xferctl connections: in all (root has more), per uid, and how
+	 * long one may sit idle. */
+	uint32_t max_ctl_connections;
+	uint32_t max_ctl_per_uid;
+	uint32_t ctl_idle_timeout_ms;
 	uint32_t max_imports;      /* per client */
 	uint32_t max_names;        /* published names per client */
 	uint32_t max_inflight;     /* a client's operations out on links */

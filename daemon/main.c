@@ -278,6 +278,7 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 		progress_set_notify_uid_max(rt->d.progress,
 					    cfg.notify_queue_max_per_uid);
 		names_set_limit(rt->d.names, cfg.max_names);
+		budget_apply(&rt->d.budget, &cfg);
 		rcache_set_limits(rt->d.rcache, cfg.rcache_max_entries,
 				  cfg.rcache_max_bytes);
 		struct transport_cfg net = net_cfg(&rt->d);
@@ -416,6 +417,9 @@ int main(int argc, char **argv)
 	rt.ev_term = add_signal(&rt, SIGTERM, on_terminate);
 	rt.ev_int = add_signal(&rt, SIGINT, on_terminate);
 	rt.ev_hup = add_signal(&rt, SIGHUP, on_reload);
+	/* What clients may make xferd hold, from what it holds now: after
+	 * the threads, GPUs, NICs and peer socket, before the first client. */
+	budget_init(&d->budget, &d->cfg);
 	rt.listener = listener_open(d);
 	if (!rt.listener)
 		return 1;

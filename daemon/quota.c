@@ -20,15 +20,6 @@ int quota_check_region(const struct xferd_config *cfg,
 		*why = "too many regions of this client (max_regions)";
 		return -ENOSPC;
 	}
-	/* Written so that it cannot overflow: both sides stay below the
-	 * limit, which is at most UINT64_MAX. */
-	if (cfg->max_client_bytes &&
-	    (u->region_bytes > cfg->max_client_bytes ||
-	     length > cfg->max_client_bytes - u->region_bytes)) {
-		*why = "bytes registered by this client would exceed "
-		       "max_client_bytes";
-		return -EDQUOT;
-	}
 	return 0;
 }
 
@@ -48,6 +39,7 @@ struct uid_entry {
 	UT_hash_handle hh;       /* uid_table.head, key: uid */
 	uid_t uid;
 	uint32_t count[UID_CONN_KINDS];
+	uint64_t amount[UID_RES_KINDS];
 };
 
 struct uid_table {
@@ -82,6 +74,34 @@ static struct uid_entry *uid_find(const struct uid_table *t, uid_t uid)
 	return e;
 }
 
+static struct uid_entry *uid_add(struct uid_table *t, uid_t uid)
+{
+	struct uid_entry *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	e->uid = uid;
+	HASH_ADD(hh, t->head, uid, sizeof(e->uid), e);
+	if (!htable_added(e)) {
+		free(e);
+		return NULL;
+	}
+	return e;
+}
+
+/* The entry goes with its last count. */
+static void uid_maybe_free(struct uid_table *t, struct uid_entry *e)
+{
+	for (int k = 0; k < UID_CONN_KINDS; k++)
+		if (e->count[k])
+			return;
+	for (int r = 0; r < UID_RES_KINDS; r++)
+		if (e->amount[r])
+			return;
+	HASH_DELETE(hh, t->head, e);
+	free(e);
+}
+
 int uid_conn_take(struct uid_table *t, uid_t uid, enum uid_conn_kind kind,
 		  uint32_t max)
 {
@@ -92,15 +112,8 @@ int uid_conn_take(struct uid_table *t, uid_t uid, enum uid_conn_kind kind,
 	if (!e) {
 		if (max == 0)
 			return -EMFILE;
-		e = calloc(1, sizeof(*e));
-		if (!e)
+		if (!(e = uid_add(t, uid)))
 			return -ENOMEM;
-		e->uid = uid;
-		HASH_ADD(hh, t->head, uid, sizeof(e->uid), e);
-		if (!htable_added(e)) {
-			free(e);
-			return -ENOMEM;
-		}
 	}
 	e->count[kind]++;
 	return 0;
@@ -114,11 +127,7 @@ void uid_conn_release(struct uid_table *t, uid_t uid,
 	if (!e || e->count[kind] == 0)
 		return;
 	e->count[kind]--;
-	for (int k = 0; k < UID_CONN_KINDS; k++)
-		if (e->count[k])
-			return;
-	HASH_DELETE(hh, t->head, e);
-	free(e);
+	uid_maybe_free(t, e);
 }
 
 uint32_t uid_conn_count(const struct uid_table *t, uid_t uid,
@@ -127,4 +136,42 @@ uint32_t uid_conn_count(const struct uid_table *t, uid_t uid,
 	const struct uid_entry *e = uid_find(t, uid);
 
 	return e ? e->count[kind] : 0;
+}
+
+/* --- amounts per uid --- */
+
+int uid_res_take(struct uid_table *t, uid_t uid, enum uid_res res,
+		 uint64_t n, uint64_t max)
+{
+	struct uid_entry *e = uid_find(t, uid);
+	uint64_t have = e ? e->amount[res] : 0;
+
+	/* Written so that it cannot overflow: have never exceeds max. */
+	if (have > max || n > max - have)
+		return -EDQUOT;
+	if (n == 0)
+		return 0;
+	if (!e && !(e = uid_add(t, uid)))
+		return -ENOMEM;
+	e->amount[res] += n;
+	return 0;
+}
+
+void uid_res_release(struct uid_table *t, uid_t uid, enum uid_res res,
+		     uint64_t n)
+{
+	struct uid_entry *e = uid_find(t, uid);
+
+	if (!e || n == 0)
+		return;
+	e->amount[res] -= n < e->amount[res] ? n : e->amount[res];
+	uid_maybe_free(t, e);
+}
+
+uint64_t uid_res_count(const struct uid_table *t, uid_t uid,
+		       enum uid_res res)
+{
+	const struct uid_entry *e = uid_find(t, uid);
+
+	return e ? e->amount[res] : 0;
 }

@@ -69,22 +69,22 @@ void uid_usage_put(struct uid_usage_table *t, struct uid_usage *u)
 }
 
 int uid_usage_check(const struct xferd_config *cfg,
-		    const struct uid_usage *u, enum uid_res res,
+		    const struct uid_usage *u, enum uid_bound res,
 		    const char **why)
 {
 	switch (res) {
-	case UID_RES_REGIONS:
+	case UID_BOUND_REGIONS:
 		if (u->regions < cfg->max_regions_per_uid)
 			return 0;
 		*why = "too many regions of this user (max_regions_per_uid)";
 		return -ENOSPC;
-	case UID_RES_IMPORTS:
+	case UID_BOUND_IMPORTS:
 		if (u->imports < cfg->max_imports_per_uid)
 			return 0;
 		*why = "too many imported tokens of this user "
 		       "(max_imports_per_uid)";
 		return -ETOOMANYREFS;
-	case UID_RES_NAMES:
+	case UID_BOUND_NAMES:
 		if (u->names < cfg->max_names_per_uid)
 			return 0;
 		*why = "too many published names of this user "

@@ -51,10 +51,10 @@ struct uid_usage {
 	UT_hash_handle hh;        /* uid_usage_table, key: uid */
 };
 
-enum uid_res {
-	UID_RES_REGIONS,
-	UID_RES_IMPORTS,
-	UID_RES_NAMES,
+enum uid_bound {
+	UID_BOUND_REGIONS,
+	UID_BOUND_IMPORTS,
+	UID_BOUND_NAMES,
 };
 
 struct uid_usage_table;
@@ -72,7 +72,7 @@ void uid_usage_put(struct uid_usage_table *t, struct uid_usage *u);
 /* Room for one more of res for the uid?  0, or the limit's errno with
  * *why naming the per-uid key. */
 int uid_usage_check(const struct xferd_config *cfg,
-		    const struct uid_usage *u, enum uid_res res,
+		    const struct uid_usage *u, enum uid_bound res,
 		    const char **why);
 
 #endif /* XFERD_UID_USAGE_H */

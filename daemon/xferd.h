@@ -13,6 +13,7 @@
 #include <sys/queue.h>
 #include <time.h>
 
+#include "budget.h"
 #include "config.h"
 #include "common/token_codec.h"
 
@@ -53,6 +54,9 @@ struct xferd {
 	struct dltab *dlists;       /* prepared descriptor lists (dlist.h) */
 	struct uid_table *uids;     /* connections per user (quota.h) */
 	struct uid_usage_table *uid_use; /* what each user holds (uid_usage.h) */
+	struct budget budget;       /* clients' fds and memory (budget.h) */
+	uint32_t npending;          /* non-root, not yet handshaken */
+	uint32_t nctl;              /* xferctl connections, root's too */
 	struct client_list clients;
 	uint32_t nclients;          /* attached, not yet dropped */
 	uint64_t next_client_id;

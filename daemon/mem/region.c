@@ -71,10 +71,13 @@ int region_create_memfd(int fd, uint64_t length, uint64_t owner,
 	struct region *r = region_alloc(REGION_MEMFD, length, owner);
 	if (!r)
 		return -ENOMEM;
-	/* MAP_POPULATE: fault the whole range in now, at registration,
-	 * instead of page by page inside the first transfers. */
-	r->head.map = mmap(NULL, length, PROT_READ | PROT_WRITE,
-		      MAP_SHARED | MAP_POPULATE, fd, 0);
+	/* No MAP_POPULATE: on this (main) thread it would stall every
+	 * client for as long as faulting in the whole range takes, and for
+	 * a sparse memfd allocate pages the client never touched, charged
+	 * to xferd.  region_prefault maps what the client touched, on the
+	 * registration thread. */
+	r->head.map = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_SHARED,
+			   fd, 0);
 	if (r->head.map == MAP_FAILED) {
 		int err = -errno;
 		free(r);
@@ -83,6 +86,56 @@ int region_create_memfd(int fd, uint64_t length, uint64_t owner,
 	r->fd = fd;
 	*out = r;
 	return 0;
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  /* Linux 5.14 */
+#endif
+
+/* Pages looked at per mincore call: a 4 KiB vector on the stack. */
+#define PREFAULT_CHUNK_PAGES 4096u
+
+void region_prefault(struct region *r)
+{
+	const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	unsigned char vec[PREFAULT_CHUNK_PAGES];
+	char *base = r->head.map;
+	size_t npages = (r->head.length + page - 1) / page;
+
+	if (r->head.kind != REGION_MEMFD || !base)
+		return;
+	for (size_t at = 0; at < npages; at += PREFAULT_CHUNK_PAGES) {
+		size_t n = npages - at < PREFAULT_CHUNK_PAGES
+				   ? npages - at : PREFAULT_CHUNK_PAGES;
+		/* For a shared file mapping mincore says which pages the
+		 * file has in memory, mapped here or not. */
+		if (mincore(base + at * page, n * page, vec))
+			return;
+		for (size_t i = 0; i < n;) {
+			if (!(vec[i] & 1)) {
+				i++;
+				continue;
+			}
+			size_t run = i;
+			while (run < n && (vec[run] & 1))
+				run++;
+			/* A page the client punched out meanwhile is
+			 * allocated again: one run, counted anyway in the
+			 * region's bytes. */
+			if (madvise(base + (at + i) * page, (run - i) * page,
+				    MADV_POPULATE_WRITE) && errno == EINVAL)
+				return;  /* kernel before 5.14: fault on use */
+			i = run;
+		}
+	}
+}
+
+void region_cost(const struct region *r, struct region_cost *out)
+{
+	out->host_bytes = r->head.kind == REGION_MEMFD ? r->head.length : 0;
+	/* A CMA region holds no fd: its owner's two (cma.h) are the
+	 * client's, counted once at its first registration. */
+	out->fds = r->fd >= 0;
 }
 
 int region_create_cma(struct cma_owner *o, uint64_t addr, uint64_t length,
@@ -710,15 +763,15 @@ void regtab_destroy(struct regtab *t)
 	free(t);
 }
 
-int regtab_region_length(struct regtab *t, uint64_t client, uint64_t handle,
-			 uint64_t *length)
+int regtab_region_cost(struct regtab *t, uint64_t client, uint64_t handle,
+		       struct region_cost *out)
 {
 	int err = -EACCES;
 
 	pthread_mutex_lock(&t->lock);
 	struct entry *e = find(t, handle);
 	if (e && e->client == client && !e->is_import) {
-		*length = region_length(e->region);
+		region_cost(e->region, out);
 		err = 0;
 	}
 	pthread_mutex_unlock(&t->lock);

@@ -112,6 +112,13 @@ int region_gpu_dev(const struct region *r);
 int region_gpu_pin(struct region *r);
 /* MEMFD: the sealed memfd (its inode keys the NIC registration). */
 int region_memfd_fd(const struct region *r);
+/*
+ * MEMFD: map into xferd's page tables the pages the client has already
+ * touched, so that the first copies do not fault them one by one; holes
+ * stay holes (a page xferd faulted in would be charged to xferd).  Slow
+ * for large regions: the registration thread only, never the main one.
+ */
+void region_prefault(struct region *r);
 /* MEMFD: its registration with the RDMA devices (rdma_mr.h), a
  * reference held in rc, or NULL; set once, when it was made. */
 struct rcache_entry *region_nic_mr(const struct region *r);
@@ -132,6 +139,8 @@ void region_set_release_hook(void (*fn)(void *arg, const struct region *r),
  * Map a client's memfd of length bytes.  The memfd must be sealed against
  * shrinking and growing (otherwise a client could truncate it under a
  * copy and crash xferd with SIGBUS).  Takes ownership of fd on success.
+ * Nothing is faulted in: the mapping costs no memory until used, and
+ * returns at once however large (region_prefault does the rest later).
  */
 int region_create_memfd(int fd, uint64_t length, uint64_t owner,
 			struct region **out);
@@ -217,10 +226,17 @@ int regtab_resolve_token(struct regtab *t, const struct token *tok,
  */
 int regtab_remove(struct regtab *t, uint64_t client, uint64_t handle,
 		  bool is_import);
-/* The length of the client's own region handle (what it counts against
- * max_client_bytes); -EACCES if it has no such region. */
-int regtab_region_length(struct regtab *t, uint64_t client, uint64_t handle,
-			 uint64_t *length);
+/* What a region costs its client against its budgets (budget.h): the
+ * host memory xferd maps for it and the fds xferd holds for it. */
+struct region_cost {
+	uint64_t host_bytes;
+	uint32_t fds;
+};
+void region_cost(const struct region *r, struct region_cost *out);
+/* The cost of the client's own region handle; -EACCES if it has no such
+ * region. */
+int regtab_region_cost(struct regtab *t, uint64_t client, uint64_t handle,
+		       struct region_cost *out);
 /* Remove every region and import of a client (it has gone). */
 void regtab_remove_client(struct regtab *t, uint64_t client);
 

@@ -6,7 +6,15 @@
  *
  * Read-only requests: anyone who may connect to the socket (mode 0660)
  * may ask.  A connection may ask several questions, one at a time; a
- * malformed one closes it.
+ * malformed one closes it, and so does ctl_idle_timeout_ms without one.
+ * There are at most max_ctl_connections of them (max_ctl_per_uid of one
+ * user), root's aside: root has CTL_ROOT_RESERVE more, so that it can
+ * look at xferd while users hold every other one (budget.h keeps their
+ * fds from clients).
+ *
+ * About 900 lines: one reply builder per xferctl request and the one
+ * dispatch switch over them; the connection limits sit with the
+ * connection they bound.
  *
  * A ping is answered later, from the peer module's callback, and by then
  * xferctl may have given up and closed: the connection is refcounted (the
@@ -20,8 +28,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "client.h"
 #include "ops/ctl.h"
 #include "ops/ctl_msg.h"
@@ -55,6 +65,7 @@ struct ctl_conn {
 	int sock;                 /* -1 once closed */
 	pid_t pid;
 	uid_t uid;                /* whose pings (peers rate-limit dials) */
+	bool counted;             /* in d->nctl and its uid's UID_CTL */
 	struct event *ev;
 	/* Held by the open socket, a ping in flight and a dispatch under
 	 * way (a callback that runs inside peers_ping may close the socket
@@ -85,6 +96,12 @@ static void ctl_close(struct ctl_conn *cc)
 	cc->ev = NULL;
 	close(cc->sock);
 	cc->sock = -1;
+	if (cc->counted) {
+		cc->d->nctl--;
+		if (cc->uid != 0)
+			uid_conn_release(cc->d->uids, cc->uid, UID_CTL);
+		cc->counted = false;
+	}
 	ctl_put(cc);
 }
 
@@ -773,8 +790,17 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 	uint8_t pkt[WIRE_MAX_PACKET];
 	int fds[WIRE_MAX_FDS];
 	unsigned nfds;
-	(void)what;
 
+	if (what & EV_TIMEOUT) {
+		/* A ping out has a deadline of its own: its answer closes
+		 * nothing early. */
+		if (cc->ping_pending)
+			return;
+		log_debug("ctl connection from pid %d: idle for "
+			  "ctl_idle_timeout_ms, closed", (int)cc->pid);
+		ctl_close(cc);
+		return;
+	}
 	ssize_t n = wire_recv(fd, pkt, fds, &nfds);
 	if (n == -EAGAIN)
 		return;
@@ -789,10 +815,47 @@ static void on_readable(evutil_socket_t fd, short what, void *arg)
 	ctl_put(cc);
 }
 
+/* Over a limit: NULL, or why.  Counts the connection otherwise. */
+static const char *ctl_count(struct ctl_conn *cc)
+{
+	struct xferd *d = cc->d;
+	bool root = cc->uid == 0;
+
+	if (d->nctl >= d->cfg.max_ctl_connections +
+			       (root ? CTL_ROOT_RESERVE : 0))
+		return "xferd has max_ctl_connections xferctl connections";
+	if (!root && uid_conn_take(d->uids, cc->uid, UID_CTL,
+				   d->cfg.max_ctl_per_uid))
+		return "too many xferctl connections of this user "
+		       "(max_ctl_per_uid)";
+	d->nctl++;
+	cc->counted = true;
+	return NULL;
+}
+
+/* Refusals come in floods when someone tries: one line a second. */
+static void log_refused(const struct ctl_conn *cc, const char *why)
+{
+	static time_t last;
+	static unsigned long more;
+	time_t now = time(NULL);
+
+	if (now == last) {
+		more++;
+		return;
+	}
+	log_info("ctl connection from pid %d uid %d refused: %s (and %lu "
+		 "more in the second before)", (int)cc->pid, (int)cc->uid, why,
+		 more);
+	last = now;
+	more = 0;
+}
+
 void ctl_accept(struct xferd *d, int sock, const struct ucred *cred,
 		const uint8_t *pkt, size_t len)
 {
 	struct ctl_conn *cc = calloc(1, sizeof(*cc));
+	const char *why;
 
 	if (!cc) {
 		close(sock);
@@ -803,15 +866,26 @@ void ctl_accept(struct xferd *d, int sock, const struct ucred *cred,
 	cc->pid = cred->pid;
 	cc->uid = cred->uid;
 	cc->refs = 1; /* the socket's */
+	if ((why = ctl_count(cc))) {
+		log_refused(cc, why);
+		reply_error(cc, -EUSERS, why);
+		ctl_close(cc);
+		return;
+	}
 	ctl_get(cc);
 	if (dispatch(cc, pkt, len)) {
 		log_info("ctl connection from pid %d: bad request, closed",
 			 (int)cc->pid);
 		ctl_close(cc);
 	} else if (cc->sock >= 0) {
+		struct timeval idle = {
+			.tv_sec = d->cfg.ctl_idle_timeout_ms / 1000,
+			.tv_usec = d->cfg.ctl_idle_timeout_ms % 1000 * 1000,
+		};
+		/* EV_PERSIST: the deadline starts again at each request. */
 		cc->ev = event_new(d->base, sock, EV_READ | EV_PERSIST,
 				   on_readable, cc);
-		if (!cc->ev || event_add(cc->ev, NULL))
+		if (!cc->ev || event_add(cc->ev, &idle))
 			ctl_close(cc);
 	}
 	ctl_put(cc);

@@ -302,6 +302,17 @@ START_TEST(key_limits)
 	c = good_line("max_client_bytes = 0");
 	ck_assert_uint_eq(c.max_client_bytes, 0);
 	bad_line("max_client_bytes = lots", "max_client_bytes");
+	c = good_line("max_uid_bytes = 64G");
+	ck_assert_uint_eq(c.max_uid_bytes, 64ull << 30);
+	c = good_line("max_uid_bytes = auto");
+	ck_assert_uint_eq(c.max_uid_bytes, 0);
+	bad_line("max_uid_bytes = -1", "max_uid_bytes");
+	c = good_line("max_client_fds = 100");
+	ck_assert_uint_eq(c.max_client_fds, 100);
+	bad_line("max_client_fds = 7", "max_client_fds");
+	c = good_line("max_ctl_connections = 5");
+	ck_assert_uint_eq(c.max_ctl_connections, 5);
+	bad_line("ctl_idle_timeout_ms = 99", "ctl_idle_timeout_ms");
 
 	c = good_line("max_region_bytes = 64G");
 	ck_assert_uint_eq(c.max_region_bytes, 64ull << 30);

@@ -1,15 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_quota.c - per-client and per-uid limits (daemon/quota.c): each
- * limit answers with its own code at exactly its value, bytes near
- * UINT64_MAX do not wrap, and the per-uid counts are per uid and kind,
- * refuse at the limit, and come back on release.
+ * test_quota.c - per-client and per-uid limits (daemon/quota.c,
+ * daemon/budget.c): each limit answers with its own code at exactly its
+ * value, bytes near UINT64_MAX do not wrap, the per-uid counts are per
+ * uid and kind, refuse at the limit, and come back on release; the fd
+ * budget keeps its reserve whatever RLIMIT_NOFILE is.
  */
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "config.h"
+#include "budget.h"
 #include "quota.h"
 #include "suites.h"
 
@@ -21,29 +23,133 @@ START_TEST(region_limits)
 
 	config_defaults(&cfg);
 	cfg.max_regions = 2;
-	cfg.max_client_bytes = 1000;
 	cfg.max_region_bytes = 600;
 
 	ck_assert_int_eq(quota_check_region(&cfg, &u, 600, &why), 0);
 	ck_assert_int_eq(quota_check_region(&cfg, &u, 601, &why), -EFBIG);
-	u = (struct client_usage){ .regions = 1, .region_bytes = 600 };
+	u.regions = 1;
 	ck_assert_int_eq(quota_check_region(&cfg, &u, 400, &why), 0);
-	ck_assert_int_eq(quota_check_region(&cfg, &u, 401, &why), -EDQUOT);
-	ck_assert_ptr_nonnull(strstr(why, "max_client_bytes"));
 	u.regions = 2;
 	ck_assert_int_eq(quota_check_region(&cfg, &u, 1, &why), -ENOSPC);
 	ck_assert_ptr_nonnull(strstr(why, "max_regions"));
+}
+END_TEST
 
-	/* No byte limit; and none that wraps around near the top. */
-	cfg.max_client_bytes = 0;
-	cfg.max_region_bytes = UINT64_MAX;
-	u = (struct client_usage){ .region_bytes = UINT64_MAX - 10 };
-	ck_assert_int_eq(quota_check_region(&cfg, &u, 100, &why), 0);
-	cfg.max_client_bytes = UINT64_MAX - 5;
-	ck_assert_int_eq(quota_check_region(&cfg, &u, 5, &why), 0);
-	ck_assert_int_eq(quota_check_region(&cfg, &u, 6, &why), -EDQUOT);
-	ck_assert_int_eq(quota_check_region(&cfg, &u, UINT64_MAX, &why),
+/* A budget as budget_apply would leave it, without probing. */
+static struct budget test_budget(uint64_t all_fds, uint64_t client_fds,
+				 uint64_t uid_fds, uint64_t client_bytes,
+				 uint64_t uid_bytes)
+{
+	return (struct budget){ .all_fds = all_fds, .client_fds = client_fds,
+				.uid_fds = uid_fds,
+				.client_bytes = client_bytes,
+				.uid_bytes = uid_bytes };
+}
+
+START_TEST(fd_budget)
+{
+	struct uid_table *t = uid_table_create();
+	struct budget b = test_budget(20, 6, 10, 0, 0);
+	struct client_usage a = { 0 }, a2 = { 0 }, o = { 0 };
+	const char *why = NULL;
+
+	/* Per client: 6. */
+	ck_assert_int_eq(budget_take_fds(&b, t, 1000, &a, 6, &why), 0);
+	ck_assert_int_eq(budget_take_fds(&b, t, 1000, &a, 1, &why), -ENFILE);
+	ck_assert_ptr_nonnull(strstr(why, "max_client_fds"));
+	/* Per uid: 10, over two clients of it. */
+	ck_assert_int_eq(budget_take_fds(&b, t, 1000, &a2, 4, &why), 0);
+	ck_assert_int_eq(budget_take_fds(&b, t, 1000, &a2, 1, &why), -ENFILE);
+	ck_assert_ptr_nonnull(strstr(why, "max_uid_fds"));
+	ck_assert_uint_eq(uid_res_count(t, 1000, UID_RES_FDS), 10);
+	/* All clients: 20; another uid gets the rest, not one more. */
+	ck_assert_int_eq(budget_take_fds(&b, t, 2000, &o, 6, &why), 0);
+	struct client_usage o2 = { 0 }, o3 = { 0 };
+	ck_assert_int_eq(budget_take_fds(&b, t, 2000, &o2, 4, &why), 0);
+	ck_assert_int_eq(budget_take_fds(&b, t, 3000, &o3, 1, &why), -ENFILE);
+	ck_assert_ptr_nonnull(strstr(why, "fd_reserve"));
+	ck_assert_uint_eq(b.fds_used, 20);
+	/* Nothing was taken by a refusal. */
+	ck_assert_uint_eq(o3.fds, 0);
+	ck_assert_uint_eq(uid_res_count(t, 3000, UID_RES_FDS), 0);
+	/* Given back: room again, for anyone. */
+	budget_release_fds(&b, t, 1000, &a, 6);
+	ck_assert_uint_eq(a.fds, 0);
+	ck_assert_int_eq(budget_take_fds(&b, t, 3000, &o3, 6, &why), 0);
+	/* Releasing more than was taken takes back what was. */
+	budget_release_fds(&b, t, 1000, &a2, 100);
+	ck_assert_uint_eq(uid_res_count(t, 1000, UID_RES_FDS), 0);
+	ck_assert_uint_eq(b.fds_used, 16);
+	budget_release_fds(&b, t, 2000, &o, 6);
+	budget_release_fds(&b, t, 2000, &o2, 4);
+	budget_release_fds(&b, t, 3000, &o3, 6);
+	ck_assert_uint_eq(b.fds_used, 0);
+	uid_table_destroy(t);
+}
+END_TEST
+
+START_TEST(byte_budget)
+{
+	struct uid_table *t = uid_table_create();
+	struct budget b = test_budget(0, 0, 0, 1000, 1500);
+	struct client_usage a = { 0 }, a2 = { 0 };
+	const char *why = NULL;
+
+	ck_assert_int_eq(budget_take_bytes(&b, t, 7, &a, 1000, &why), 0);
+	ck_assert_int_eq(budget_take_bytes(&b, t, 7, &a, 1, &why), -EDQUOT);
+	ck_assert_ptr_nonnull(strstr(why, "max_client_bytes"));
+	ck_assert_int_eq(budget_take_bytes(&b, t, 7, &a2, 501, &why),
 			 -EDQUOT);
+	ck_assert_ptr_nonnull(strstr(why, "max_uid_bytes"));
+	ck_assert_int_eq(budget_take_bytes(&b, t, 7, &a2, 500, &why), 0);
+	/* No wrap-around near the top. */
+	b.client_bytes = UINT64_MAX - 5;
+	b.uid_bytes = UINT64_MAX;
+	struct client_usage big = { .host_bytes = UINT64_MAX - 10 };
+	ck_assert_int_eq(budget_take_bytes(&b, t, 8, &big, 5, &why), 0);
+	ck_assert_int_eq(budget_take_bytes(&b, t, 8, &big, 1, &why), -EDQUOT);
+	ck_assert_int_eq(budget_take_bytes(&b, t, 8, &big, UINT64_MAX, &why),
+			 -EDQUOT);
+	budget_release_bytes(&b, t, 7, &a, 1000);
+	budget_release_bytes(&b, t, 7, &a2, 500);
+	budget_release_bytes(&b, t, 8, &big, 5);
+	ck_assert_uint_eq(uid_res_count(t, 7, UID_RES_HOST_BYTES), 0);
+	uid_table_destroy(t);
+}
+END_TEST
+
+/* The reserve comes out of RLIMIT_NOFILE first; a user gets half. */
+START_TEST(budget_plan)
+{
+	struct xferd_config cfg;
+	struct budget b = { .nofile = 20000, .fds_at_start = 30,
+			    .maps_free = 65000, .memory = 16ull << 30 };
+
+	config_defaults(&cfg);
+	budget_apply(&b, &cfg);
+	ck_assert_uint_eq(b.reserve, 256 + 1024 + 128 + 64 + CTL_ROOT_RESERVE);
+	ck_assert_uint_eq(b.all_fds, 20000 - 30 - b.reserve);
+	ck_assert_uint_eq(b.uid_fds, b.all_fds / 2);
+	ck_assert_uint_eq(b.client_fds, 8192);
+	ck_assert_uint_eq(b.uid_bytes, 8ull << 30);
+	ck_assert_uint_eq(b.client_bytes, 8ull << 30);
+	/* Mappings bound it too. */
+	b.maps_free = 5000;
+	budget_apply(&b, &cfg);
+	ck_assert_uint_eq(b.all_fds, 5000 - b.reserve);
+	/* Too few fds for the reserve: clients still get half. */
+	b = (struct budget){ .nofile = 40, .fds_at_start = 15,
+			     .maps_free = UINT64_MAX };
+	budget_apply(&b, &cfg);
+	ck_assert_uint_eq(b.reserve, 12);
+	ck_assert_uint_eq(b.all_fds, 13);
+	ck_assert_uint_eq(b.uid_fds, 13);
+	/* Configured values win when lower. */
+	cfg.max_uid_bytes = 1 << 20;
+	cfg.max_client_bytes = 4096;
+	budget_apply(&b, &cfg);
+	ck_assert_uint_eq(b.uid_bytes, 1 << 20);
+	ck_assert_uint_eq(b.client_bytes, 4096);
 }
 END_TEST
 
@@ -98,6 +204,9 @@ Suite *quota_suite(void)
 	tcase_add_test(tc, region_limits);
 	tcase_add_test(tc, import_limit);
 	tcase_add_test(tc, uid_counts);
+	tcase_add_test(tc, fd_budget);
+	tcase_add_test(tc, byte_budget);
+	tcase_add_test(tc, budget_plan);
 	suite_add_tcase(s, tc);
 	return s;
 }
