@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/pidfd.h>
 #include <sys/stat.h>
@@ -956,8 +955,8 @@ static void client_free(struct client *c)
 		event_free(c->ev_closed);
 	if (c->sock >= 0)
 		close(c->sock);
-	if (c->pc.cq_efd >= 0)
-		close(c->pc.cq_efd);
+	if (c->pc.wake_fd >= 0)
+		close(c->pc.wake_fd);
 	if (c->ring_map)
 		munmap(c->ring_map, c->ring_len);
 	if (c->pidfd >= 0)
@@ -1053,14 +1052,20 @@ err_fd:
 	return err;
 }
 
+/*
+ * The ring, then the client's end of its wake-up pair twice: as the SQ
+ * doorbell and as the CQ doorbell (libxfer before the pair took two
+ * eventfds there, and works with one socket in both places: it writes 8
+ * bytes to ring, reads up to 8 to reset).
+ */
 static int send_hello_reply(struct client *c, uint64_t seq,
-			    const struct xfer_ring_offsets *o, int ring_fd)
+			    const struct xfer_ring_offsets *o, int ring_fd,
+			    int wake_fd)
 {
 	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
 	Xfer__Client__HelloReply rep = XFER__CLIENT__HELLO_REPLY__INIT;
 	Xfer__Client__RingLayout rl = XFER__CLIENT__RING_LAYOUT__INIT;
-	const int fds[3] = { ring_fd, progress_doorbell_fd(c->d->progress),
-			     c->pc.cq_efd };
+	const int fds[3] = { ring_fd, wake_fd, wake_fd };
 	Xfer__Token__Address addr[TOKEN_MAX_ADDRS];
 	Xfer__Token__Address *addrp[TOKEN_MAX_ADDRS];
 	char ifname[TOKEN_MAX_ADDRS][IF_NAMESIZE];
@@ -1142,7 +1147,7 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	Xfer__Client__ClientMsg *m = NULL;
 	struct client *c = NULL;
 	struct xfer_ring_offsets off;
-	int ring_fd = -1, err;
+	int ring_fd = -1, wake_fd = -1, err;
 	uint64_t seq = 0;
 	bool uncount = false;  /* counted against its uid, not a client */
 
@@ -1211,7 +1216,10 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	c->uid = cred->uid;
 	c->gid = cred->gid;
 	c->pc.id = d->next_client_id++;
-	c->pc.cq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	/* Its own wake-up pair: xferd keeps one end, no one else holds it
+	 * (engine/progress.h). */
+	if (progress_wake_pair(&c->pc.wake_fd, &wake_fd))
+		c->pc.wake_fd = wake_fd = -1;
 	/* Fails only if the process already exited; then it gets no CMA. */
 	c->pidfd = pidfd_open(c->pid, 0);
 	clock_gettime(CLOCK_MONOTONIC, &c->connected);
@@ -1220,14 +1228,19 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	for (char *p = c->name; *p; p++) /* keep log lines one line */
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = '?';
-	if (c->pc.cq_efd < 0 || (err = make_ring(c, want, &off, &ring_fd))) {
+	if (c->pc.wake_fd < 0 || (err = make_ring(c, want, &off, &ring_fd))) {
 		refuse(sock, seq, -ENOMEM, "cannot set up the ring");
 		c->sock = -1;
+		if (wake_fd >= 0)
+			close(wake_fd);
 		client_free(c);
 		goto out;
 	}
-	err = send_hello_reply(c, seq, &off, ring_fd);
-	close(ring_fd); /* our mapping stays; the client has its own fd */
+	err = send_hello_reply(c, seq, &off, ring_fd, wake_fd);
+	/* Our mapping stays, and our end of the pair; the client has its
+	 * own fds, and xferd keeps no copy of the client's end. */
+	close(ring_fd);
+	close(wake_fd);
 	c->ev = event_new(d->base, sock, EV_READ | EV_PERSIST, on_readable, c);
 	c->ev_closed = event_new(d->base, sock, EV_CLOSED | EV_PERSIST,
 				 on_hangup, c);
@@ -1270,10 +1283,7 @@ void client_goodbye_all(struct xferd *d, const char *reason)
 		/* Wake anyone polling or sleeping on the ring. */
 		atomic_fetch_or_explicit(c->pc.ring.sq_flags, XFER_SQ_DEAD,
 					 memory_order_release);
-		uint64_t one = 1;
-		if (write(c->pc.cq_efd, &one, sizeof(one)) < 0)
-			log_debug("client %llu: cq doorbell full",
-				  (unsigned long long)c->pc.id);
+		progress_wake_client(&c->pc);
 		shutdown(c->sock, SHUT_RDWR);
 	}
 }

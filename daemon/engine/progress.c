@@ -7,11 +7,17 @@
  *
  * Lock order: p->lock (command and notice queues) is never held while
  * the region table's lock is taken, nor the other way round.
+ *
+ * Sleeping: the thread's event base watches its command doorbell (an
+ * eventfd only the main thread writes) and xferd's end of every
+ * client's wake-up socket pair (progress.h); no client holds a file
+ * description the thread reads or writes.
  */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 
 #include <event2/event.h>
 
@@ -54,6 +60,18 @@
 #define NET_IDLE_POLL_NS 500u
 /* Deadlines of operations on links are checked this often. */
 #define EXPIRE_NS (20u * 1000000u)
+/*
+ * Datagrams taken from one client's wake-up socket per wake-up.  One
+ * says all there is to say (the flags and indices are in the ring); a
+ * client that sends more only keeps its socket readable, and the thread
+ * then takes this many again at its next turn: bounded work per turn,
+ * the rest of the thread's pass for everyone else in between.
+ */
+#define WAKE_DRAIN_MAX 64u
+/* Send buffer of each end of a wake-up pair: a few datagrams queue, the
+ * next send finds EAGAIN, which says the other end is readable already.
+ * (The kernel doubles it and rounds it up to its minimum.) */
+#define WAKE_SNDBUF 4096
 
 enum cmd_kind {
 	CMD_ATTACH, CMD_DETACH, CMD_STOP,
@@ -335,12 +353,34 @@ static void remove_client(struct progress *p, struct prog_client *pc)
 		p->clients[i] = p->clients[--p->nclients];
 		break;
 	}
+	if (pc->ev_wake) {
+		event_free(pc->ev_wake);
+		pc->ev_wake = NULL;
+	}
 	/* The DEAD flag (and the doorbell) stop a client that polls or
 	 * sleeps. */
 	atomic_fetch_or_explicit(pc->ring.sq_flags, XFER_SQ_DEAD,
 				 memory_order_release);
-	ring_eventfd(pc->cq_efd);
+	ring_client(pc->wake_fd);
 	post_notice(p, pc, NOTICE_DETACHED);
+}
+
+/*
+ * The client rang its SQ doorbell: take what it sent and let the pass
+ * that follows look at its ring.  recv with MSG_DONTWAIT never blocks,
+ * whatever the client did to its own end; without a control buffer any
+ * fds a client sent along are closed by the kernel, never installed
+ * here.  A socket that reads 0 bytes was sent an empty datagram, which
+ * is no different from any other.
+ */
+static void on_client_wake(evutil_socket_t fd, short what, void *arg)
+{
+	uint64_t buf[2];
+	(void)what, (void)arg;
+
+	for (unsigned i = 0; i < WAKE_DRAIN_MAX; i++)
+		if (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) < 0)
+			break;
 }
 
 static void add_client(struct progress *p, struct prog_client *pc)
@@ -354,6 +394,14 @@ static void add_client(struct progress *p, struct prog_client *pc)
 		p->cap = cap;
 	}
 	p->clients[p->nclients++] = pc;
+	if (pc->wake_fd < 0)
+		return;
+	pc->ev_wake = event_new(p->base, pc->wake_fd, EV_READ | EV_PERSIST,
+				on_client_wake, pc);
+	/* Without it the client's doorbell would go unheard while the
+	 * thread sleeps: drop it rather than serve it late. */
+	if (!pc->ev_wake || event_add(pc->ev_wake, NULL))
+		mark_broken(p, pc, "no room for its wake-up event");
 }
 
 static void free_cmd(struct cmd *c)
@@ -577,6 +625,7 @@ static void set_wakeup(struct progress *p, bool on)
 	}
 }
 
+/* The main thread's command doorbell (push()). */
 static void on_doorbell(evutil_socket_t fd, short what, void *arg)
 {
 	uint64_t v;
@@ -928,11 +977,16 @@ void progress_destroy(struct progress *p)
 	if (p->ev_expire)
 		event_free(p->ev_expire);
 	event_free(p->ev_doorbell);
+	/* Clients still attached (never detached): their events and queues
+	 * go here, the clients (and their wake fds) with the main thread's. */
+	for (size_t i = 0; i < p->nclients; i++) {
+		struct prog_client *pc = p->clients[i];
+		if (pc->ev_wake)
+			event_free(pc->ev_wake);
+		pc->ev_wake = NULL;
+		exec_notify_forget(pc);
+	}
 	event_base_free(p->base);
-	/* Clients still attached (never detached): their queues go here,
-	 * the clients with the main thread's. */
-	for (size_t i = 0; i < p->nclients; i++)
-		exec_notify_forget(p->clients[i]);
 	free(p->clients);
 	local_staging_fini(&p->exec.staging);
 	close(p->doorbell);
@@ -941,9 +995,29 @@ void progress_destroy(struct progress *p)
 	free(p);
 }
 
-int progress_doorbell_fd(const struct progress *p)
+int progress_wake_pair(int *daemon_end, int *client_end)
 {
-	return p->doorbell;
+	const int size = WAKE_SNDBUF;
+	int sv[2];
+
+	/* Datagrams, not a stream: a client that closes or shuts down its
+	 * end leaves ours quiet (a stream's would read EOF for good and
+	 * keep the thread awake), and its writes after xferd is gone fail
+	 * with ECONNREFUSED, where a stream or a pipe raises SIGPIPE. */
+	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
+		       sv))
+		return -errno;
+	/* Best effort: the defaults bound the queues as well, higher. */
+	(void)setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+	(void)setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+	*daemon_end = sv[0];
+	*client_end = sv[1];
+	return 0;
+}
+
+void progress_wake_client(const struct prog_client *pc)
+{
+	ring_client(pc->wake_fd);
 }
 
 int progress_notice_fd(const struct progress *p)

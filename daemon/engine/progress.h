@@ -4,9 +4,16 @@
  * posts CQEs.
  *
  * It polls every attached ring while there is work and for spin_us after,
- * then arms the rings' NEED_WAKEUP flags and sleeps on one doorbell
- * eventfd that every client (and the main thread) may ring.  An idle
- * xferd therefore uses no CPU.
+ * then arms the rings' NEED_WAKEUP flags and sleeps until a client's
+ * wake-up socket, the main thread's command doorbell, a link or a timer
+ * has something.  An idle xferd therefore uses no CPU.
+ *
+ * Wake-ups never go through anything a client can reach: each client
+ * has a socket pair of its own (progress_wake_pair()), of which xferd
+ * keeps one end, a file description no client holds, and sends and
+ * receives on it only with MSG_DONTWAIT.  A client can fill, drain,
+ * shut down or make blocking only its own end: that costs it its own
+ * wake-ups, never xferd's thread nor another client's.
  *
  * The main thread never touches a ring's private indices: it hands
  * clients over with progress_attach() and takes them back with
@@ -29,6 +36,7 @@
 
 struct regtab;
 struct abatch;
+struct event;            /* libevent's, of the thread's base */
 struct link_stats;       /* transport/tcp.h */
 struct rdma_peer_rail;   /* transport/rdma.h */
 struct Xfer__Peer__PeerMsg;
@@ -63,10 +71,15 @@ struct client_stats {
 struct prog_client {
 	uint64_t id;
 	struct ring_view ring;
-	int cq_efd;               /* rung when the client sleeps on its CQ */
+	/* xferd's end of the client's wake-up socket pair (set by main
+	 * before attach, closed by main after the detach notice): readable
+	 * when the client rang its SQ doorbell; a datagram sent on it rings
+	 * the client's CQ doorbell.  -1: none (a client that never sleeps). */
+	int wake_fd;
 	struct client_stats stats;
 
 	/* progress thread only, from attach to detach */
+	struct event *ev_wake;    /* wake_fd in the thread's event base */
 	uint32_t sq_head, cq_tail;
 	uint32_t cq_head_seen;    /* the client's cq_head when last read */
 #ifdef XFERD_STAGE_STAMPS
@@ -153,8 +166,16 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 void progress_destroy(struct progress *p);
 int progress_start(struct progress *p);
 
-/* Doorbell for the SQs of all clients of this thread. */
-int progress_doorbell_fd(const struct progress *p);
+/*
+ * A client's wake-up socket pair (AF_UNIX datagrams, both ends
+ * non-blocking and close-on-exec): *daemon_end goes into
+ * prog_client.wake_fd and stays in xferd; *client_end is handed to the
+ * client (as its SQ and its CQ doorbell) and closed here after that.
+ * 0 or -errno.
+ */
+int progress_wake_pair(int *daemon_end, int *client_end);
+/* Ring pc's CQ doorbell, from any thread; never blocks. */
+void progress_wake_client(const struct prog_client *pc);
 /* Readable when notices wait; main calls progress_take_notices(). */
 int progress_notice_fd(const struct progress *p);
 void progress_take_notices(struct progress *p,
