@@ -17,20 +17,18 @@
 #include "internal.h"
 
 /*
- * The doorbells are our end of the connection's wake-up socket pair
- * (one datagram socket, both as sq_efd and cq_efd; an older xferd gave
- * two eventfds, which the same calls serve).  write(), not send(): it
- * works on both.  On the datagram socket it never raises SIGPIPE: a
- * gone xferd gives ECONNREFUSED.
+ * The SQ doorbell is an eventfd xferd only watches; the CQ doorbell our
+ * end of a datagram socket pair whose other end only xferd holds (an
+ * older xferd gave an eventfd there, which the same calls serve).
  */
 static void ring_doorbell(int efd)
 {
 	uint64_t one = 1;
 	ssize_t n;
 
-	/* EAGAIN: earlier rings are still unread (or the eventfd counter is
-	 * saturated), xferd wakes anyway.  Any other error means xferd is
-	 * gone, which the next call reports. */
+	/* EAGAIN: the counter is saturated, which only a client that wrote
+	 * it so does to itself.  Any other error means xferd is gone, which
+	 * the next call reports. */
 	do
 		n = write(efd, &one, sizeof(one));
 	while (n < 0 && errno == EINTR);

@@ -955,8 +955,7 @@ static void client_free(struct client *c)
 		event_free(c->ev_closed);
 	if (c->sock >= 0)
 		close(c->sock);
-	if (c->pc.wake_fd >= 0)
-		close(c->pc.wake_fd);
+	progress_doorbells_close(&c->pc);
 	if (c->ring_map)
 		munmap(c->ring_map, c->ring_len);
 	if (c->pidfd >= 0)
@@ -1053,19 +1052,19 @@ err_fd:
 }
 
 /*
- * The ring, then the client's end of its wake-up pair twice: as the SQ
- * doorbell and as the CQ doorbell (libxfer before the pair took two
- * eventfds there, and works with one socket in both places: it writes 8
- * bytes to ring, reads up to 8 to reset).
+ * The ring, the client's SQ doorbell (an eventfd) and its end of the CQ
+ * doorbell pair (a datagram socket; libxfer before the pair took an
+ * eventfd there, and works with it unchanged: it reads up to 8 bytes to
+ * reset it).
  */
 static int send_hello_reply(struct client *c, uint64_t seq,
 			    const struct xfer_ring_offsets *o, int ring_fd,
-			    int wake_fd)
+			    int cq_fd)
 {
 	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
 	Xfer__Client__HelloReply rep = XFER__CLIENT__HELLO_REPLY__INIT;
 	Xfer__Client__RingLayout rl = XFER__CLIENT__RING_LAYOUT__INIT;
-	const int fds[3] = { ring_fd, wake_fd, wake_fd };
+	const int fds[3] = { ring_fd, c->pc.sq_efd, cq_fd };
 	Xfer__Token__Address addr[TOKEN_MAX_ADDRS];
 	Xfer__Token__Address *addrp[TOKEN_MAX_ADDRS];
 	char ifname[TOKEN_MAX_ADDRS][IF_NAMESIZE];
@@ -1147,7 +1146,7 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	Xfer__Client__ClientMsg *m = NULL;
 	struct client *c = NULL;
 	struct xfer_ring_offsets off;
-	int ring_fd = -1, wake_fd = -1, err;
+	int ring_fd = -1, cq_fd = -1, err;
 	uint64_t seq = 0;
 	bool uncount = false;  /* counted against its uid, not a client */
 
@@ -1216,10 +1215,9 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	c->uid = cred->uid;
 	c->gid = cred->gid;
 	c->pc.id = d->next_client_id++;
-	/* Its own wake-up pair: xferd keeps one end, no one else holds it
-	 * (engine/progress.h). */
-	if (progress_wake_pair(&c->pc.wake_fd, &wake_fd))
-		c->pc.wake_fd = wake_fd = -1;
+	/* Its own doorbells: nothing xferd reads or writes is shared with
+	 * another client, nor with this one (engine/progress.h). */
+	bool doorbells = progress_doorbells(&c->pc, &cq_fd) == 0;
 	/* Fails only if the process already exited; then it gets no CMA. */
 	c->pidfd = pidfd_open(c->pid, 0);
 	clock_gettime(CLOCK_MONOTONIC, &c->connected);
@@ -1228,19 +1226,19 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	for (char *p = c->name; *p; p++) /* keep log lines one line */
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = '?';
-	if (c->pc.wake_fd < 0 || (err = make_ring(c, want, &off, &ring_fd))) {
+	if (!doorbells || (err = make_ring(c, want, &off, &ring_fd))) {
 		refuse(sock, seq, -ENOMEM, "cannot set up the ring");
 		c->sock = -1;
-		if (wake_fd >= 0)
-			close(wake_fd);
+		if (cq_fd >= 0)
+			close(cq_fd);
 		client_free(c);
 		goto out;
 	}
-	err = send_hello_reply(c, seq, &off, ring_fd, wake_fd);
-	/* Our mapping stays, and our end of the pair; the client has its
-	 * own fds, and xferd keeps no copy of the client's end. */
+	err = send_hello_reply(c, seq, &off, ring_fd, cq_fd);
+	/* Our mapping stays, and our doorbells; the client has its own
+	 * fds, and xferd keeps no copy of the client's CQ end. */
 	close(ring_fd);
-	close(wake_fd);
+	close(cq_fd);
 	c->ev = event_new(d->base, sock, EV_READ | EV_PERSIST, on_readable, c);
 	c->ev_closed = event_new(d->base, sock, EV_CLOSED | EV_PERSIST,
 				 on_hangup, c);

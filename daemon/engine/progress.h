@@ -8,12 +8,15 @@
  * wake-up socket, the main thread's command doorbell, a link or a timer
  * has something.  An idle xferd therefore uses no CPU.
  *
- * Wake-ups never go through anything a client can reach: each client
- * has a socket pair of its own (progress_wake_pair()), of which xferd
- * keeps one end, a file description no client holds, and sends and
- * receives on it only with MSG_DONTWAIT.  A client can fill, drain,
- * shut down or make blocking only its own end: that costs it its own
- * wake-ups, never xferd's thread nor another client's.
+ * Wake-ups never make xferd read, write or block on anything a client
+ * controls; each client has doorbells of its own (progress_doorbells()):
+ * - its SQ doorbell, an eventfd the client writes, which this thread
+ *   only watches, edge-triggered: it never reads or writes it, so the
+ *   client's flags (O_NONBLOCK) and counter do not matter to it, and a
+ *   client that reads or saturates it loses only its own wake-ups;
+ * - its CQ doorbell, a datagram socket pair: xferd keeps one end, a
+ *   file description no client holds, shut for reading, and sends on it
+ *   with MSG_DONTWAIT; the client polls the other end.
  *
  * The main thread never touches a ring's private indices: it hands
  * clients over with progress_attach() and takes them back with
@@ -71,15 +74,15 @@ struct client_stats {
 struct prog_client {
 	uint64_t id;
 	struct ring_view ring;
-	/* xferd's end of the client's wake-up socket pair (set by main
-	 * before attach, closed by main after the detach notice): readable
-	 * when the client rang its SQ doorbell; a datagram sent on it rings
-	 * the client's CQ doorbell.  -1: none (a client that never sleeps). */
-	int wake_fd;
+	/* Its doorbells (progress_doorbells(); set by main before attach,
+	 * closed by main after the detach notice; -1: none): the SQ
+	 * eventfd, only watched, and xferd's end of the CQ socket pair. */
+	int sq_efd;
+	int cq_sock;
 	struct client_stats stats;
 
 	/* progress thread only, from attach to detach */
-	struct event *ev_wake;    /* wake_fd in the thread's event base */
+	struct event *ev_wake;    /* sq_efd in the thread's event base */
 	uint32_t sq_head, cq_tail;
 	uint32_t cq_head_seen;    /* the client's cq_head when last read */
 #ifdef XFERD_STAGE_STAMPS
@@ -167,13 +170,14 @@ void progress_destroy(struct progress *p);
 int progress_start(struct progress *p);
 
 /*
- * A client's wake-up socket pair (AF_UNIX datagrams, both ends
- * non-blocking and close-on-exec): *daemon_end goes into
- * prog_client.wake_fd and stays in xferd; *client_end is handed to the
- * client (as its SQ and its CQ doorbell) and closed here after that.
- * 0 or -errno.
+ * A client's doorbells: pc->sq_efd and pc->cq_sock are set (xferd
+ * keeps them; progress_doorbells_close() closes them), *client_cq is
+ * the client's end of the CQ pair, to hand over with pc->sq_efd and
+ * close after.  0 or -errno (then nothing is open).
  */
-int progress_wake_pair(int *daemon_end, int *client_end);
+int progress_doorbells(struct prog_client *pc, int *client_cq);
+/* Closes what progress_doorbells() opened (after the detach notice). */
+void progress_doorbells_close(struct prog_client *pc);
 /* Ring pc's CQ doorbell, from any thread; never blocks. */
 void progress_wake_client(const struct prog_client *pc);
 /* Readable when notices wait; main calls progress_take_notices(). */

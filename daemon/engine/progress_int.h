@@ -131,7 +131,7 @@ static inline void ring_eventfd(int fd)
 }
 
 /*
- * Ring a client's CQ doorbell: one datagram on xferd's end of its wake
+ * Ring a client's CQ doorbell: one datagram on xferd's end of its CQ
  * pair.  MSG_DONTWAIT makes this call non-blocking whatever the flags
  * of any file description; EAGAIN means datagrams the client has not
  * read yet fill our send buffer, so its end is readable already;
@@ -139,12 +139,12 @@ static inline void ring_eventfd(int fd)
  * on nothing of ours.  8 bytes, as the eventfd it replaces gave, so
  * that an older libxfer reading 8 bytes works unchanged.
  */
-static inline void ring_client(int wake_fd)
+static inline void ring_client(int cq_sock)
 {
 	uint64_t one = 1;
 
-	if (wake_fd >= 0)
-		(void)send(wake_fd, &one, sizeof(one),
+	if (cq_sock >= 0)
+		(void)send(cq_sock, &one, sizeof(one),
 			   MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 

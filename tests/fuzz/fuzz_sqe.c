@@ -115,8 +115,8 @@ static void open_client(struct fake_client *c, uint64_t id)
 	*(uint32_t *)((char *)c->ring_mem + off.magic) = XFER_RING_MAGIC;
 	if (ring_view_init(&c->pc.ring, c->ring_mem, off.map_size, &off))
 		die();
-	/* No wake-up pair: the fuzzer never sleeps on a ring. */
-	c->pc.wake_fd = -1;
+	/* No doorbells: the fuzzer never sleeps on a ring. */
+	c->pc.sq_efd = c->pc.cq_sock = -1;
 	add_memfd_region(c);
 }
 
