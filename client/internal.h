@@ -18,6 +18,8 @@
 
 struct xfer_ctx {
 	int sock;
+	/* Doorbells (queue.c): an eventfd, and our end of a datagram
+	 * socket pair (an older xferd's eventfd). */
 	int sq_efd;               /* ring to wake xferd's progress thread */
 	int cq_efd;               /* xferd rings it when we sleep on the CQ */
 	int event_fd;             /* xfer_event_fd's epoll set, or -1 */

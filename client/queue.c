@@ -16,16 +16,40 @@
 #include "common/clock.h"
 #include "internal.h"
 
+/*
+ * The SQ doorbell is an eventfd xferd only watches; the CQ doorbell our
+ * end of a datagram socket pair whose other end only xferd holds (an
+ * older xferd gave an eventfd there, which the same calls serve).
+ */
 static void ring_doorbell(int efd)
 {
 	uint64_t one = 1;
 	ssize_t n;
 
-	/* EAGAIN: the counter is saturated, xferd wakes anyway.  Any other
-	 * error means xferd is gone, which the next call reports. */
+	/* EAGAIN: the counter is saturated, which only a client that wrote
+	 * it so does to itself.  Any other error means xferd is gone, which
+	 * the next call reports. */
 	do
 		n = write(efd, &one, sizeof(one));
 	while (n < 0 && errno == EINTR);
+}
+
+/*
+ * Take what xferd rang on the CQ doorbell, so that it polls quiet
+ * again: a datagram per ring (an eventfd resets in one read).  Bounded:
+ * xferd's send buffer holds a few; past the bound the fd stays readable
+ * and the next wait returns at once, costing one spurious look at the
+ * CQ.  0, or -errno of a read that failed otherwise than empty.
+ */
+#define CQ_DRAIN_MAX 64
+static int drain_cq_doorbell(int efd)
+{
+	uint64_t v;
+
+	for (int i = 0; i < CQ_DRAIN_MAX; i++)
+		if (read(efd, &v, sizeof(v)) < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	return 0;
 }
 
 static bool daemon_gone(const struct xfer_ctx *ctx)
@@ -150,9 +174,9 @@ static int sleep_on_cq(struct xfer_ctx *ctx, int timeout_ms)
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;
 	if (pfd[0].revents & POLLIN) {
-		uint64_t v;
-		if (read(ctx->cq_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-			return -errno;
+		int err = drain_cq_doorbell(ctx->cq_efd);
+		if (err)
+			return err;
 	}
 	/* Nothing but a goodbye (or EOF) arrives unasked on the socket. */
 	if (pfd[1].revents)
@@ -194,8 +218,8 @@ XFER_EXPORT int xfer_wait_cqe(struct xfer_ctx *ctx, struct xfer_cqe **cqe,
 }
 
 /*
- * The event-loop doorbell: one epoll set holding the CQ eventfd (xferd
- * writes it after publishing CQEs while XFER_CQ_NEED_WAKEUP is set, and
+ * The event-loop doorbell: one epoll set holding the CQ doorbell (xferd
+ * rings it after publishing CQEs while XFER_CQ_NEED_WAKEUP is set, and
  * when it drops this client) and the socket (readable on a goodbye, or
  * when xferd died without one), so that a caller's loop needs one fd.
  */
@@ -206,9 +230,9 @@ static int event_set_create(struct xfer_ctx *ctx)
 
 	if (ep < 0)
 		return -errno;
-	/* xferd made the eventfd non-blocking; be sure of it, since the
-	 * reset below must never block (the flag lives in the open file
-	 * description xferd shares, where it is already set). */
+	/* xferd made our end non-blocking; be sure of it, since the reset
+	 * below must never block (the flag lives in our file description:
+	 * xferd's end has its own). */
 	int fl = fcntl(ctx->cq_efd, F_GETFL);
 	if (fl < 0 || fcntl(ctx->cq_efd, F_SETFL, fl | O_NONBLOCK) ||
 	    epoll_ctl(ep, EPOLL_CTL_ADD, ctx->cq_efd, &ev) ||
@@ -223,8 +247,6 @@ static int event_set_create(struct xfer_ctx *ctx)
 
 XFER_EXPORT int xfer_event_fd(struct xfer_ctx *ctx)
 {
-	uint64_t v;
-
 	if (!ctx)
 		return -EINVAL;
 	if (ctx->event_fd < 0) {
@@ -234,9 +256,9 @@ XFER_EXPORT int xfer_event_fd(struct xfer_ctx *ctx)
 	}
 	/* Reset: whatever the doorbell announced so far, the caller is
 	 * about to find in the CQ, which it checks after this call. */
-	if (read(ctx->cq_efd, &v, sizeof(v)) < 0 && errno != EAGAIN &&
-	    errno != EINTR)
-		return -errno;
+	int err = drain_cq_doorbell(ctx->cq_efd);
+	if (err)
+		return err;
 	/* A dead xferd leaves the socket readable for good: notice it now,
 	 * so that the caller's check reports -ENOTCONN instead of the loop
 	 * waking again and again. */
@@ -244,7 +266,7 @@ XFER_EXPORT int xfer_event_fd(struct xfer_ctx *ctx)
 	/* (E) in common/ring.h: flag, full fence, then the caller's check of
 	 * the CQ; xferd publishes, fences and reads the flag.  A CQE
 	 * published before the flag is seen by the check, one after it
-	 * rings the eventfd. */
+	 * rings the doorbell. */
 	ring_flag_set(ctx->ring.cq_flags, XFER_CQ_NEED_WAKEUP);
 	return ctx->event_fd;
 }

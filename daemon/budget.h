@@ -10,8 +10,9 @@
  * max_pending non-root and max_pending_per_uid root connections that have
  * not said who they are, and max_ctl_connections + CTL_ROOT_RESERVE
  * xferctl connections.  Every fd xferd holds for a client - its socket,
- * its ring's wake-up eventfd, its pidfd, a memfd region's fd, a CMA
- * region's pidfd, a CUDA VMM fd until it is imported - comes out of the
+ * its two doorbells, its pidfd, its /proc/PID/mem once it registers CMA
+ * memory, a memfd region's fd, a CUDA VMM fd until it is imported -
+ * comes out of the
  * rest (all_fds) and counts against max_client_fds and max_uid_fds.  So
  * however many clients and users there are, accepting and answering
  * xferctl always has its fds.  Each memfd region and each ring is also a

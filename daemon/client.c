@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/pidfd.h>
 #include <sys/socket.h>
@@ -41,8 +40,8 @@
 #include "common/wire.h"
 #include "xferd.h"
 
-/* fds xferd holds for every client: socket, CQ eventfd, pidfd. */
-#define CLIENT_BASE_FDS 3
+/* fds xferd holds for every client: socket, SQ and CQ doorbells, pidfd. */
+#define CLIENT_BASE_FDS 4
 
 enum client_state {
 	CLIENT_ACTIVE,
@@ -1172,8 +1171,7 @@ static void client_free(struct client *c)
 		event_free(c->ev_closed);
 	if (c->sock >= 0)
 		close(c->sock);
-	if (c->pc.cq_efd >= 0)
-		close(c->pc.cq_efd);
+	progress_doorbells_close(&c->pc);
 	if (c->ring_map)
 		munmap(c->ring_map, c->ring_len);
 	if (c->pidfd >= 0)
@@ -1278,14 +1276,20 @@ err_fd:
 	return err;
 }
 
+/*
+ * The ring, the client's SQ doorbell (an eventfd) and its end of the CQ
+ * doorbell pair (a datagram socket; libxfer before the pair took an
+ * eventfd there, and works with it unchanged: it reads up to 8 bytes to
+ * reset it).
+ */
 static int send_hello_reply(struct client *c, uint64_t seq,
-			    const struct xfer_ring_offsets *o, int ring_fd)
+			    const struct xfer_ring_offsets *o, int ring_fd,
+			    int cq_fd)
 {
 	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
 	Xfer__Client__HelloReply rep = XFER__CLIENT__HELLO_REPLY__INIT;
 	Xfer__Client__RingLayout rl = XFER__CLIENT__RING_LAYOUT__INIT;
-	const int fds[3] = { ring_fd, progress_doorbell_fd(c->d->progress),
-			     c->pc.cq_efd };
+	const int fds[3] = { ring_fd, c->pc.sq_efd, cq_fd };
 	Xfer__Token__Address addr[TOKEN_MAX_ADDRS];
 	Xfer__Token__Address *addrp[TOKEN_MAX_ADDRS];
 	char ifname[TOKEN_MAX_ADDRS][IF_NAMESIZE];
@@ -1370,7 +1374,7 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	Xfer__Client__ClientMsg *m = NULL;
 	struct client *c = NULL;
 	struct xfer_ring_offsets off;
-	int ring_fd = -1, err;
+	int ring_fd = -1, cq_fd = -1, err;
 	uint64_t seq = 0;
 	bool uncount = false;  /* counted against its uid, not a client */
 	struct client_usage use = { 0 };  /* its fds, until it is a client */
@@ -1421,7 +1425,8 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 		goto out;
 	}
 	uncount = true;
-	/* Its socket, its ring's eventfd and its pidfd. */
+	/* Its socket, its two doorbells (SQ eventfd, xferd's end of the CQ
+	 * pair) and its pidfd. */
 	err = budget_take_fds(&d->budget, d->uids, cred->uid, &use,
 			      CLIENT_BASE_FDS, &why);
 	if (err) {
@@ -1455,7 +1460,9 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	c->gid = cred->gid;
 	c->pc.id = d->next_client_id++;
 	c->pc.uid = cred->uid;
-	c->pc.cq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	/* Its own doorbells: nothing xferd reads or writes is shared with
+	 * another client, nor with this one (engine/progress.h). */
+	bool doorbells = progress_doorbells(&c->pc, &cq_fd) == 0;
 	c->pidfd = peer_pidfd(sock, c->pid);
 	clock_gettime(CLOCK_MONOTONIC, &c->connected);
 	snprintf(c->name, sizeof(c->name), "%s",
@@ -1463,14 +1470,19 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	for (char *p = c->name; *p; p++) /* keep log lines one line */
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = '?';
-	if (c->pc.cq_efd < 0 || (err = make_ring(c, want, &off, &ring_fd))) {
+	if (!doorbells || (err = make_ring(c, want, &off, &ring_fd))) {
 		refuse(sock, seq, -ENOMEM, "cannot set up the ring");
 		c->sock = -1;
+		if (cq_fd >= 0)
+			close(cq_fd);
 		client_free(c);
 		goto out;
 	}
-	err = send_hello_reply(c, seq, &off, ring_fd);
-	close(ring_fd); /* our mapping stays; the client has its own fd */
+	err = send_hello_reply(c, seq, &off, ring_fd, cq_fd);
+	/* Our mapping stays, and our doorbells; the client has its own
+	 * fds, and xferd keeps no copy of the client's CQ end. */
+	close(ring_fd);
+	close(cq_fd);
 	c->ev = event_new(d->base, sock, EV_READ | EV_PERSIST, on_readable, c);
 	c->ev_closed = event_new(d->base, sock, EV_CLOSED | EV_PERSIST,
 				 on_hangup, c);
@@ -1517,10 +1529,7 @@ void client_goodbye_all(struct xferd *d, const char *reason)
 		/* Wake anyone polling or sleeping on the ring. */
 		atomic_fetch_or_explicit(c->pc.ring.sq_flags, XFER_SQ_DEAD,
 					 memory_order_release);
-		uint64_t one = 1;
-		if (write(c->pc.cq_efd, &one, sizeof(one)) < 0)
-			log_debug("client %llu: cq doorbell full",
-				  (unsigned long long)c->pc.id);
+		progress_wake_client(&c->pc);
 		shutdown(c->sock, SHUT_RDWR);
 	}
 }

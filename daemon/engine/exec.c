@@ -39,7 +39,7 @@ void exec_publish(struct prog_client *pc)
 		return;
 	pc->cq_dirty = false;
 	if (ring_cq_publish(&pc->ring, pc->cq_tail))
-		ring_eventfd(pc->cq_efd);
+		ring_client(pc->cq_sock);
 }
 
 /*

@@ -7,11 +7,17 @@
  *
  * Lock order: p->lock (command and notice queues) is never held while
  * the region table's lock is taken, nor the other way round.
+ *
+ * Sleeping: the thread's event base watches its command doorbell (an
+ * eventfd only the main thread writes) and every client's SQ doorbell,
+ * edge-triggered, never read (progress.h); no client holds a file
+ * description the thread reads or writes.
  */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 
 #include <event2/event.h>
 
@@ -54,6 +60,11 @@
 #define NET_IDLE_POLL_NS 500u
 /* Deadlines of operations on links are checked this often. */
 #define EXPIRE_NS (20u * 1000000u)
+/* Send buffer of xferd's end of a CQ doorbell pair: a few datagrams
+ * queue, the next send finds EAGAIN, which says the client's end is
+ * readable already.  (The kernel doubles it and rounds it up to its
+ * minimum.) */
+#define CQ_SNDBUF 4096
 
 enum cmd_kind {
 	CMD_ATTACH, CMD_DETACH, CMD_STOP,
@@ -335,12 +346,31 @@ static void remove_client(struct progress *p, struct prog_client *pc)
 		p->clients[i] = p->clients[--p->nclients];
 		break;
 	}
+	if (pc->ev_wake) {
+		event_free(pc->ev_wake);
+		pc->ev_wake = NULL;
+	}
 	/* The DEAD flag (and the doorbell) stop a client that polls or
 	 * sleeps. */
 	atomic_fetch_or_explicit(pc->ring.sq_flags, XFER_SQ_DEAD,
 				 memory_order_release);
-	ring_eventfd(pc->cq_efd);
+	ring_client(pc->cq_sock);
 	post_notice(p, pc, NOTICE_DETACHED);
+}
+
+/*
+ * The client rang its SQ doorbell: the pass that follows looks at its
+ * ring.  Nothing to read: the event is edge-triggered, each write of
+ * the client is one edge, and the eventfd is never read here, since
+ * the client shares its file description and could make a read block
+ * (O_NONBLOCK is a flag of the description).  Its counter only grows;
+ * a client that saturates it (or reads it) stops its own wake-ups, no
+ * one else's.  A client that writes without pause costs this thread at
+ * most one wake-up per sleep.
+ */
+static void on_client_wake(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd, (void)what, (void)arg;
 }
 
 static void add_client(struct progress *p, struct prog_client *pc)
@@ -354,6 +384,16 @@ static void add_client(struct progress *p, struct prog_client *pc)
 		p->cap = cap;
 	}
 	p->clients[p->nclients++] = pc;
+	if (pc->sq_efd < 0)
+		return;
+	/* EV_ET: the base was made with EV_FEATURE_ET (progress_create). */
+	pc->ev_wake = event_new(p->base, pc->sq_efd,
+				EV_READ | EV_PERSIST | EV_ET, on_client_wake,
+				pc);
+	/* Without it the client's doorbell would go unheard while the
+	 * thread sleeps: drop it rather than serve it late. */
+	if (!pc->ev_wake || event_add(pc->ev_wake, NULL))
+		mark_broken(p, pc, "no room for its wake-up event");
 }
 
 static void free_cmd(struct cmd *c)
@@ -577,6 +617,7 @@ static void set_wakeup(struct progress *p, bool on)
 	}
 }
 
+/* The main thread's command doorbell (push()). */
 static void on_doorbell(evutil_socket_t fd, short what, void *arg)
 {
 	uint64_t v;
@@ -743,7 +784,15 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 		goto err_notice;
 	if (local_staging_init(&p->exec.staging, STAGING_BYTES))
 		goto err_staging;
-	p->base = event_base_new();
+	/* Edge-triggered events (the clients' SQ doorbells, never read):
+	 * epoll, whatever EVENT_NO* says. */
+	struct event_config *ecfg = event_config_new();
+	if (!ecfg)
+		goto err_base;
+	event_config_require_features(ecfg, EV_FEATURE_ET);
+	event_config_set_flag(ecfg, EVENT_BASE_FLAG_IGNORE_ENV);
+	p->base = event_base_new_with_config(ecfg);
+	event_config_free(ecfg);
 	if (!p->base)
 		goto err_base;
 	p->ev_doorbell = event_new(p->base, p->doorbell, EV_READ | EV_PERSIST,
@@ -935,11 +984,16 @@ void progress_destroy(struct progress *p)
 	if (p->ev_expire)
 		event_free(p->ev_expire);
 	event_free(p->ev_doorbell);
+	/* Clients still attached (never detached): their events and queues
+	 * go here, the clients (and their wake fds) with the main thread's. */
+	for (size_t i = 0; i < p->nclients; i++) {
+		struct prog_client *pc = p->clients[i];
+		if (pc->ev_wake)
+			event_free(pc->ev_wake);
+		pc->ev_wake = NULL;
+		exec_notify_forget(pc);
+	}
 	event_base_free(p->base);
-	/* Clients still attached (never detached): their queues go here,
-	 * the clients with the main thread's. */
-	for (size_t i = 0; i < p->nclients; i++)
-		exec_notify_forget(p->clients[i]);
 	free(p->clients);
 	local_staging_fini(&p->exec.staging);
 	close(p->doorbell);
@@ -948,9 +1002,53 @@ void progress_destroy(struct progress *p)
 	free(p);
 }
 
-int progress_doorbell_fd(const struct progress *p)
+int progress_doorbells(struct prog_client *pc, int *client_cq)
 {
-	return p->doorbell;
+	const int size = CQ_SNDBUF;
+	int sv[2], err;
+
+	pc->cq_sock = -1;
+	/* Why an eventfd for the SQ, only watched: a datagram socket there
+	 * (read by this thread) made a same-node round trip whose client
+	 * waits with xfer_wait_cqe sleep the thread at every turn, about
+	 * 1 -> 15 us; an eventfd's edge costs nothing to take. */
+	pc->sq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (pc->sq_efd < 0)
+		goto fail;
+	/* Datagrams for the CQ, not a stream or a pipe: a client that
+	 * closes or shuts down its end leaves ours quiet, and no send of
+	 * ours ever raises SIGPIPE.  Ours is shut for reading: nothing a
+	 * client writes to its end queues in xferd (it gets EPIPE). */
+	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
+		       sv))
+		goto fail;
+	pc->cq_sock = sv[0];
+	*client_cq = sv[1];
+	(void)setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+	if (shutdown(sv[0], SHUT_RD)) {
+		close(sv[1]);
+		goto fail;
+	}
+	return 0;
+
+fail:
+	err = -errno;
+	progress_doorbells_close(pc);
+	return err;
+}
+
+void progress_doorbells_close(struct prog_client *pc)
+{
+	if (pc->sq_efd >= 0)
+		close(pc->sq_efd);
+	if (pc->cq_sock >= 0)
+		close(pc->cq_sock);
+	pc->sq_efd = pc->cq_sock = -1;
+}
+
+void progress_wake_client(const struct prog_client *pc)
+{
+	ring_client(pc->cq_sock);
 }
 
 int progress_notice_fd(const struct progress *p)

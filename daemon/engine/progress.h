@@ -4,9 +4,19 @@
  * posts CQEs.
  *
  * It polls every attached ring while there is work and for spin_us after,
- * then arms the rings' NEED_WAKEUP flags and sleeps on one doorbell
- * eventfd that every client (and the main thread) may ring.  An idle
- * xferd therefore uses no CPU.
+ * then arms the rings' NEED_WAKEUP flags and sleeps until a client's
+ * wake-up socket, the main thread's command doorbell, a link or a timer
+ * has something.  An idle xferd therefore uses no CPU.
+ *
+ * Wake-ups never make xferd read, write or block on anything a client
+ * controls; each client has doorbells of its own (progress_doorbells()):
+ * - its SQ doorbell, an eventfd the client writes, which this thread
+ *   only watches, edge-triggered: it never reads or writes it, so the
+ *   client's flags (O_NONBLOCK) and counter do not matter to it, and a
+ *   client that reads or saturates it loses only its own wake-ups;
+ * - its CQ doorbell, a datagram socket pair: xferd keeps one end, a
+ *   file description no client holds, shut for reading, and sends on it
+ *   with MSG_DONTWAIT; the client polls the other end.
  *
  * The main thread never touches a ring's private indices: it hands
  * clients over with progress_attach() and takes them back with
@@ -29,6 +39,7 @@
 
 struct regtab;
 struct abatch;
+struct event;            /* libevent's, of the thread's base */
 struct link_stats;       /* transport/tcp.h */
 struct rdma_peer_rail;   /* transport/rdma.h */
 struct Xfer__Peer__PeerMsg;
@@ -64,10 +75,15 @@ struct prog_client {
 	uint64_t id;              /* never reused: names it as a sender */
 	uint32_t uid;             /* SO_PEERCRED: in its notifications */
 	struct ring_view ring;
-	int cq_efd;               /* rung when the client sleeps on its CQ */
+	/* Its doorbells (progress_doorbells(); set by main before attach,
+	 * closed by main after the detach notice; -1: none): the SQ
+	 * eventfd, only watched, and xferd's end of the CQ socket pair. */
+	int sq_efd;
+	int cq_sock;
 	struct client_stats stats;
 
 	/* progress thread only, from attach to detach */
+	struct event *ev_wake;    /* sq_efd in the thread's event base */
 	uint32_t sq_head, cq_tail;
 	uint32_t cq_head_seen;    /* the client's cq_head when last read */
 #ifdef XFERD_STAGE_STAMPS
@@ -158,8 +174,17 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 void progress_destroy(struct progress *p);
 int progress_start(struct progress *p);
 
-/* Doorbell for the SQs of all clients of this thread. */
-int progress_doorbell_fd(const struct progress *p);
+/*
+ * A client's doorbells: pc->sq_efd and pc->cq_sock are set (xferd
+ * keeps them; progress_doorbells_close() closes them), *client_cq is
+ * the client's end of the CQ pair, to hand over with pc->sq_efd and
+ * close after.  0 or -errno (then nothing is open).
+ */
+int progress_doorbells(struct prog_client *pc, int *client_cq);
+/* Closes what progress_doorbells() opened (after the detach notice). */
+void progress_doorbells_close(struct prog_client *pc);
+/* Ring pc's CQ doorbell, from any thread; never blocks. */
+void progress_wake_client(const struct prog_client *pc);
 /* Readable when notices wait; main calls progress_take_notices(). */
 int progress_notice_fd(const struct progress *p);
 void progress_take_notices(struct progress *p,

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,7 +55,7 @@ struct progress {
 	struct dltab *dlists;      /* prepared lists (mem/dlist.h) */
 	pthread_t thread;
 	bool running;
-	int doorbell;              /* eventfd: SQ doorbell and commands */
+	int doorbell;              /* eventfd: commands from main only */
 	int notice_efd;            /* eventfd: notices for the main thread */
 	_Atomic uint32_t spin_us;
 	_Atomic uint32_t max_inflight; /* per client (progress.h) */
@@ -74,7 +75,7 @@ struct progress {
 	size_t nclients, cap;
 	struct exec_state exec;    /* exec.c's */
 
-	struct event_base *base;   /* links, their timers, the doorbell */
+	struct event_base *base;   /* links, timers, doorbell, clients' wake fds */
 	struct event *ev_doorbell, *ev_expire;
 	struct linkset *links;     /* NULL: no other nodes */
 	struct rdma *rdma;         /* NULL: no RDMA rails */
@@ -121,12 +122,32 @@ static inline void cpu_relax_hint(void)
 #endif
 }
 
+/* One of xferd's own eventfds (the command doorbell, the notices): no
+ * client holds them, so they stay non-blocking. */
 static inline void ring_eventfd(int fd)
 {
 	uint64_t one = 1;
 	/* A full counter (EAGAIN) already means "wake up". */
 	if (write(fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 		log_warn("eventfd write");
+}
+
+/*
+ * Ring a client's CQ doorbell: one datagram on xferd's end of its CQ
+ * pair.  MSG_DONTWAIT makes this call non-blocking whatever the flags
+ * of any file description; EAGAIN means datagrams the client has not
+ * read yet fill our send buffer, so its end is readable already;
+ * ECONNREFUSED or EPIPE mean it closed or shut down its end and sleeps
+ * on nothing of ours.  8 bytes, as the eventfd it replaces gave, so
+ * that an older libxfer reading 8 bytes works unchanged.
+ */
+static inline void ring_client(int cq_sock)
+{
+	uint64_t one = 1;
+
+	if (cq_sock >= 0)
+		(void)send(cq_sock, &one, sizeof(one),
+			   MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
 /* exec.c */
