@@ -121,11 +121,17 @@ static void notify(struct intruder *in, uint64_t remote, uint64_t value)
 	fire(in, &sqe);
 }
 
+/* The intruder's imports, released before it leaves. */
+static struct xfer_remote *imported[8];
+static unsigned nimported;
+
 static uint64_t import_tok(struct xfer_ctx *ctx, const uint8_t *tok, size_t len)
 {
 	struct xfer_remote *r;
 
+	T_ASSERT(nimported < 8, "too many imports");
 	T_OK(xfer_import(ctx, tok, len, &r));
+	imported[nimported++] = r;
 	return xfer_remote_handle(r);
 }
 
@@ -217,6 +223,8 @@ static int intruder(const char *sock)
 	}
 	tl_write_full(from_i[1], &in.sent, sizeof(in.sent));
 	tl_buf_free(in.ctx, &in.buf);
+	while (nimported)
+		T_OK(xfer_unimport(in.ctx, imported[--nimported]));
 	xfer_close(in.ctx);
 	return 0;
 }

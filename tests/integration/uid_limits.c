@@ -92,8 +92,22 @@ int main(void)
 	snprintf(name, sizeof(name), "uidlim-%d-new", (int)xd.pid);
 	T_OK(xfer_publish(ctx[1], name, tok, tlen));
 
-	for (int k = 0; k < CTXS; k++)
+	T_OK(xfer_unimport(ctx[1], r));
+	T_OK(xfer_free_host(ctx[1], m));
+	for (int k = 0; k < CTXS; k++) {
+		/* ctx[1]'s regions went with its first connection: this only
+		 * unmaps them (xferd refuses the handles, not this context's). */
+		for (unsigned i = 0; i < nmem[k]; i++) {
+			int frc = xfer_free_host(ctx[k], mem[k][i]);
+			T_ASSERT(k == 1 || frc == 0, "xfer_free_host: %d", frc);
+		}
+		for (unsigned i = k; i < BOUND; i += CTXS) {
+			int urc = xfer_unimport(ctx[k], rem[i]);
+			T_ASSERT(k == 1 || urc == 0, "xfer_unimport: %d", urc);
+		}
 		xfer_close(ctx[k]);
+	}
+	tl_buf_free(owner, &src);
 	xfer_close(owner);
 	T_ASSERT(tl_daemon_stop(&xd) == 0, "xferd did not stop cleanly");
 	return 0;
