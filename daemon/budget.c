@@ -217,71 +217,80 @@ void budget_apply(struct budget *b, const struct xferd_config *cfg)
 						: b->uid_bytes;
 }
 
-int budget_take_fds(struct budget *b, struct uid_table *t, uid_t uid,
+/* Room for n more where have of max are taken?  Written so that it
+ * cannot overflow (have may exceed a max lowered by a reload). */
+static bool room(uint64_t have, uint64_t n, uint64_t max)
+{
+	return have <= max && n <= max - have;
+}
+
+static uint64_t sub_sat(uint64_t have, uint64_t n)
+{
+	return have - (n < have ? n : have);
+}
+
+int budget_take_fds(struct budget *b, struct uid_usage *uu,
 		    struct client_usage *u, uint32_t n, const char **why)
 {
 	if (n == 0)
 		return 0;
-	if (u->fds > b->client_fds || n > b->client_fds - u->fds) {
+	if (!room(u->fds, n, b->client_fds)) {
 		*why = "fds xferd holds for this client would exceed "
 		       "max_client_fds";
 		return -ENFILE;
 	}
-	if (b->fds_used > b->all_fds || n > b->all_fds - b->fds_used) {
+	if (!room(b->fds_used, n, b->all_fds)) {
 		*why = "xferd's fds for clients are all in use (its "
 		       "RLIMIT_NOFILE less fd_reserve)";
 		return -ENFILE;
 	}
-	int err = uid_res_take(t, uid, UID_RES_FDS, n, b->uid_fds);
-	if (err) {
-		*why = err == -ENOMEM ? "out of memory"
-			: "fds xferd holds for this user would exceed "
-			  "max_uid_fds";
-		return err == -ENOMEM ? err : -ENFILE;
+	if (!room(uu->fds, n, b->uid_fds)) {
+		*why = "fds xferd holds for this user would exceed "
+		       "max_uid_fds";
+		return -ENFILE;
 	}
 	u->fds += n;
+	uu->fds += n;
 	b->fds_used += n;
 	return 0;
 }
 
-void budget_release_fds(struct budget *b, struct uid_table *t, uid_t uid,
+void budget_release_fds(struct budget *b, struct uid_usage *uu,
 			struct client_usage *u, uint32_t n)
 {
 	if (n > u->fds)
 		n = u->fds;
 	u->fds -= n;
-	b->fds_used -= n < b->fds_used ? n : b->fds_used;
-	uid_res_release(t, uid, UID_RES_FDS, n);
+	b->fds_used = sub_sat(b->fds_used, n);
+	uu->fds = sub_sat(uu->fds, n);
 }
 
-int budget_take_bytes(struct budget *b, struct uid_table *t, uid_t uid,
+int budget_take_bytes(struct budget *b, struct uid_usage *uu,
 		      struct client_usage *u, uint64_t n, const char **why)
 {
 	if (n == 0)
 		return 0;
-	if (u->host_bytes > b->client_bytes ||
-	    n > b->client_bytes - u->host_bytes) {
+	if (!room(u->host_bytes, n, b->client_bytes)) {
 		*why = "host memory xferd maps for this client would exceed "
 		       "max_client_bytes";
 		return -EDQUOT;
 	}
-	int err = uid_res_take(t, uid, UID_RES_HOST_BYTES, n, b->uid_bytes);
-	if (err) {
-		*why = err == -ENOMEM ? "out of memory"
-			: "host memory xferd maps for this user would exceed "
-			  "max_uid_bytes";
-		return err;
+	if (!room(uu->host_bytes, n, b->uid_bytes)) {
+		*why = "host memory xferd maps for this user would exceed "
+		       "max_uid_bytes";
+		return -EDQUOT;
 	}
 	u->host_bytes += n;
+	uu->host_bytes += n;
 	return 0;
 }
 
-void budget_release_bytes(struct budget *b, struct uid_table *t, uid_t uid,
+void budget_release_bytes(struct budget *b, struct uid_usage *uu,
 			  struct client_usage *u, uint64_t n)
 {
 	(void)b;
 	if (n > u->host_bytes)
 		n = u->host_bytes;
 	u->host_bytes -= n;
-	uid_res_release(t, uid, UID_RES_HOST_BYTES, n);
+	uu->host_bytes = sub_sat(uu->host_bytes, n);
 }

@@ -32,7 +32,7 @@
  * are not counted: xferd never maps them.
  *
  * Over a budget the client's request fails with -ENFILE (fds) or
- * -EDQUOT (bytes), the message naming the level (quota.h).
+ * -EDQUOT (bytes), the message naming the level (quota.h, uid_usage.h).
  *
  * Main thread only.
  */
@@ -40,10 +40,10 @@
 #define XFERD_BUDGET_H
 
 #include <stdint.h>
-#include <sys/types.h>
 
 #include "config.h"
 #include "quota.h"
+#include "uid_usage.h"
 
 /* xferctl connections root has beyond max_ctl_connections. */
 #define CTL_ROOT_RESERVE 16
@@ -70,18 +70,18 @@ void budget_init(struct budget *b, const struct xferd_config *cfg);
 void budget_apply(struct budget *b, const struct xferd_config *cfg);
 
 /*
- * Take n fds / bytes for a client of uid whose usage is u: counted in u,
- * for the uid (t) and, for fds, for all clients; or nothing taken and
- * -ENFILE / -EDQUOT (or -ENOMEM) with *why naming the limit.
- * Release gives back what a take took.
+ * Take n fds / bytes for a client whose usage is u, of a user whose
+ * usage is uu (uid_usage.h): counted in both and, for fds, for all
+ * clients; or nothing taken and -ENFILE / -EDQUOT with *why naming the
+ * limit.  Release gives back what a take took.
  */
-int budget_take_fds(struct budget *b, struct uid_table *t, uid_t uid,
+int budget_take_fds(struct budget *b, struct uid_usage *uu,
 		    struct client_usage *u, uint32_t n, const char **why);
-void budget_release_fds(struct budget *b, struct uid_table *t, uid_t uid,
+void budget_release_fds(struct budget *b, struct uid_usage *uu,
 			struct client_usage *u, uint32_t n);
-int budget_take_bytes(struct budget *b, struct uid_table *t, uid_t uid,
+int budget_take_bytes(struct budget *b, struct uid_usage *uu,
 		      struct client_usage *u, uint64_t n, const char **why);
-void budget_release_bytes(struct budget *b, struct uid_table *t, uid_t uid,
+void budget_release_bytes(struct budget *b, struct uid_usage *uu,
 			  struct client_usage *u, uint64_t n);
 
 /* The memory of this machine, or of the memory cgroup of this process

@@ -113,14 +113,12 @@ static int client_cma_owner(struct client *c, const char **why)
 		return -ESRCH;
 	/* The owner adds one fd to the client's (its pidfd was counted at
 	 * the handshake): /proc/PID/mem, held until the client goes. */
-	int err = budget_take_fds(&c->d->budget, c->d->uids, c->uid, &c->use,
-				  1, why);
+	int err = budget_take_fds(&c->d->budget, c->uu, &c->use, 1, why);
 	if (err)
 		return err;
 	err = cma_owner_open(c->pid, c->pidfd, c->uid, c->gid, &c->cma);
 	if (err)
-		budget_release_fds(&c->d->budget, c->d->uids, c->uid, &c->use,
-				   1);
+		budget_release_fds(&c->d->budget, c->uu, &c->use, 1);
 	else
 		c->pidfd = -1; /* the owner's now */
 	return err;
@@ -300,8 +298,7 @@ static void reg_job_done(struct regworker_job *j, int result)
 	}
 	/* The VMM fd was consumed by the import, or closed; an imported
 	 * allocation holds no fd of xferd's. */
-	budget_release_fds(&c->d->budget, c->d->uids, c->uid, &c->use,
-			   rj->job_fds);
+	budget_release_fds(&c->d->budget, c->uu, &c->use, rj->job_fds);
 	client_resume(c);
 	if (c->state != CLIENT_ACTIVE) {
 		reg_job_free(rj);
@@ -392,7 +389,7 @@ static int region_take_fds(struct client *c, const struct region *r,
 	struct region_cost cost;
 
 	region_cost(r, &cost);
-	return budget_take_fds(&c->d->budget, c->d->uids, c->uid, &c->use,
+	return budget_take_fds(&c->d->budget, c->uu, &c->use,
 			       cost.fds, why);
 }
 
@@ -415,8 +412,8 @@ static int handle_reg(struct client *c, uint64_t seq,
 	switch (req->kind) {
 	case XFER__CLIENT__MEM_KIND__MEM_MEMFD:
 		/* Counted before it is mapped: the mapping is xferd's. */
-		err = budget_take_bytes(&c->d->budget, c->d->uids, c->uid,
-					&c->use, req->length, &why);
+		err = budget_take_bytes(&c->d->budget, c->uu, &c->use,
+					req->length, &why);
 		if (err)
 			return reply_status(c, seq, err, why);
 		rj = calloc(1, sizeof(*rj));
@@ -433,8 +430,8 @@ static int handle_reg(struct client *c, uint64_t seq,
 		}
 		if (err) {
 			free(rj);
-			budget_release_bytes(&c->d->budget, c->d->uids, c->uid,
-					     &c->use, req->length);
+			budget_release_bytes(&c->d->budget, c->uu, &c->use,
+					     req->length);
 			if (why)
 				return reply_status(c, seq, err, why);
 			break;
@@ -460,8 +457,8 @@ static int handle_reg(struct client *c, uint64_t seq,
 			return reply_status(c, seq, -ENOMEM, "out of memory");
 		if (req->cuda->vmm) {
 			/* The VMM fd waits for the job: one of the client's. */
-			err = budget_take_fds(&c->d->budget, c->d->uids,
-					      c->uid, &c->use, 1, &why);
+			err = budget_take_fds(&c->d->budget, c->uu, &c->use,
+					      1, &why);
 			if (err) {
 				free(rj);
 				return reply_status(c, seq, err, why);
@@ -633,10 +630,9 @@ static int handle_remove(struct client *c, uint64_t seq, uint64_t handle,
 	} else if (!err) {
 		c->use.regions--;
 		c->uu->regions--;
-		budget_release_bytes(&c->d->budget, c->d->uids, c->uid,
-				     &c->use, cost.host_bytes);
-		budget_release_fds(&c->d->budget, c->d->uids, c->uid,
-				   &c->use, cost.fds);
+		budget_release_bytes(&c->d->budget, c->uu, &c->use,
+				     cost.host_bytes);
+		budget_release_fds(&c->d->budget, c->uu, &c->use, cost.fds);
 	}
 	/* Its prepared lists go with it. */
 	if (!err)
@@ -1209,10 +1205,10 @@ static void client_drop(struct client *c, const char *why)
 	client_give_back(c);
 	/* Its regions are out of the table: their fds and mappings go with
 	 * the last reference (an operation in flight holds one a moment). */
-	budget_release_fds(&d->budget, d->uids, c->uid, &c->use, c->use.fds);
-	budget_release_bytes(&d->budget, d->uids, c->uid, &c->use,
+	budget_release_fds(&d->budget, c->uu, &c->use, c->use.fds);
+	budget_release_bytes(&d->budget, c->uu, &c->use,
 			     c->use.host_bytes);
-	uid_conn_release(d->uids, c->uid, UID_CLIENT);
+	uid_conn_release(c->uu, UID_CLIENT);
 	d->nclients--;
 	progress_detach(d->progress, &c->pc);
 }
@@ -1377,6 +1373,7 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	int ring_fd = -1, cq_fd = -1, err;
 	uint64_t seq = 0;
 	bool uncount = false;  /* counted against its uid, not a client */
+	struct uid_usage *uu = NULL;      /* its uid's, held until out */
 	struct client_usage use = { 0 };  /* its fds, until it is a client */
 	const char *why;
 
@@ -1412,8 +1409,9 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	}
 	/* Counted from here; client_drop gives it back, and so does every
 	 * failure below (uncount). */
-	err = uid_conn_take(d->uids, cred->uid, UID_CLIENT,
-			    d->cfg.max_connections_per_uid);
+	uu = uid_usage_get(d->uid_use, cred->uid);
+	err = uu ? uid_conn_take(uu, UID_CLIENT,
+				 d->cfg.max_connections_per_uid) : -ENOMEM;
 	if (err) {
 		log_info("client pid %d uid %d refused: %s", (int)cred->pid,
 			 (int)cred->uid, err == -EMFILE
@@ -1427,8 +1425,7 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	uncount = true;
 	/* Its socket, its two doorbells (SQ eventfd, xferd's end of the CQ
 	 * pair) and its pidfd. */
-	err = budget_take_fds(&d->budget, d->uids, cred->uid, &use,
-			      CLIENT_BASE_FDS, &why);
+	err = budget_take_fds(&d->budget, uu, &use, CLIENT_BASE_FDS, &why);
 	if (err) {
 		log_info("client pid %d uid %d refused: %s", (int)cred->pid,
 			 (int)cred->uid, why);
@@ -1444,15 +1441,13 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 		goto out;
 	}
 
-	struct uid_usage *uu = uid_usage_get(d->uid_use, cred->uid);
-	c = uu ? calloc(1, sizeof(*c)) : NULL;
+	c = calloc(1, sizeof(*c));
 	if (!c) {
-		uid_usage_put(d->uid_use, uu);
 		refuse(sock, seq, -ENOMEM, "out of memory");
 		goto out;
 	}
 	c->d = d;
-	c->uu = uu;
+	c->uu = uid_usage_hold(uu);  /* until client_free */
 	c->pc.notify.pool = &uu->notify;
 	c->sock = sock;
 	c->pid = cred->pid;
@@ -1502,10 +1497,10 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 		   c->name, want);
 out:
 	if (uncount) {
-		budget_release_fds(&d->budget, d->uids, cred->uid, &use,
-				   use.fds);
-		uid_conn_release(d->uids, cred->uid, UID_CLIENT);
+		budget_release_fds(&d->budget, uu, &use, use.fds);
+		uid_conn_release(uu, UID_CLIENT);
 	}
+	uid_usage_put(d->uid_use, uu);
 	if (m)
 		xfer__client__client_msg__free_unpacked(m, NULL);
 }

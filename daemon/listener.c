@@ -14,11 +14,11 @@
 #include <unistd.h>
 
 #include "client.h"
-#include "quota.h"
 #include "ops/ctl.h"
 #include "listener.h"
 #include "log.h"
 #include "sdnotify.h"
+#include "uid_usage.h"
 #include "common/wire.h"
 #include "xferd.h"
 
@@ -56,6 +56,7 @@ struct pending {
 	struct listener *l;
 	int sock;
 	struct ucred cred;
+	struct uid_usage *uu;     /* its uid's, counted in conns[PENDING] */
 	struct event *ev;
 	TAILQ_ENTRY(pending) link;
 };
@@ -91,7 +92,8 @@ static void close_log_note(struct close_log *cl, const struct ucred *cred)
 static void pending_free(struct pending *p, bool close_sock)
 {
 	TAILQ_REMOVE(&p->l->pending, p, link);
-	uid_conn_release(p->d->uids, p->cred.uid, UID_PENDING);
+	uid_conn_release(p->uu, UID_PENDING);
+	uid_usage_put(p->d->uid_use, p->uu);
 	if (p->cred.uid != 0)
 		p->d->npending--;
 	event_free(p->ev);
@@ -208,9 +210,11 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 		 * are kept from clients: budget.h).  Root's never wait
 		 * behind users', so that xferctl works in a flood. */
 		bool root = p->cred.uid == 0;
-		if ((!root && l->d->npending >= cfg->max_pending) ||
-		    uid_conn_take(l->d->uids, p->cred.uid, UID_PENDING,
-				  cfg->max_pending_per_uid)) {
+		if (root || l->d->npending < cfg->max_pending)
+			p->uu = uid_usage_get(l->d->uid_use, p->cred.uid);
+		if (!p->uu || uid_conn_take(p->uu, UID_PENDING,
+					    cfg->max_pending_per_uid)) {
+			uid_usage_put(l->d->uid_use, p->uu);
 			close_log_note(&l->over_limit, &p->cred);
 			free(p);
 			close(sock);
@@ -231,7 +235,8 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 			log_warnx("cannot watch a new connection");
 			if (p->ev)
 				event_free(p->ev);
-			uid_conn_release(l->d->uids, p->cred.uid, UID_PENDING);
+			uid_conn_release(p->uu, UID_PENDING);
+			uid_usage_put(l->d->uid_use, p->uu);
 			if (!root)
 				l->d->npending--;
 			free(p);

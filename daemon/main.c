@@ -348,9 +348,8 @@ int main(int argc, char **argv)
 		fatalx("out of memory");
 	d->names = names_create();
 	d->dlists = dltab_create();
-	d->uids = uid_table_create();
 	d->uid_use = uid_usage_table_create();
-	if (!d->names || !d->dlists || !d->uids || !d->uid_use)
+	if (!d->names || !d->dlists || !d->uid_use)
 		fatalx("out of memory");
 	names_set_limit(d->names, d->cfg.max_names);
 	/* GPUs are opened before anything uses them, and before READY:
@@ -454,7 +453,6 @@ int main(int argc, char **argv)
 	names_destroy(d->names);
 	/* Before the GPUs go: lists hold copies of themselves there. */
 	dltab_destroy(d->dlists);
-	uid_table_destroy(d->uids);
 	uid_usage_table_destroy(d->uid_use);
 	regtab_destroy(d->regs);
 	/* Regions held the imports: now the cache is empty. */

@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * uid_usage.c - per-uid usage and its bounds (uid_usage.h).  Main
- * thread only (the notify pool inside is the progress thread's).
+ * uid_usage.c - the per-uid records and their bounds (uid_usage.h).
+ * Main thread only (the notify pool inside is the progress thread's).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 
 #include "log.h"
 #include "uid_usage.h"
 
 struct uid_usage_table {
-	struct uid_usage *head;   /* uthash: the users with a client */
+	struct uid_usage *head;   /* uthash: the uids something holds */
 };
 
 struct uid_usage_table *uid_usage_table_create(void)
@@ -52,20 +53,46 @@ struct uid_usage *uid_usage_get(struct uid_usage_table *t, uid_t uid)
 	return u;
 }
 
+struct uid_usage *uid_usage_hold(struct uid_usage *u)
+{
+	u->refs++;
+	return u;
+}
+
 void uid_usage_put(struct uid_usage_table *t, struct uid_usage *u)
 {
 	if (!u || --u->refs)
 		return;
-	/* Each client gave back what it held before it was freed; a
-	 * count left here would be a leak in that bookkeeping. */
-	if (u->regions || u->imports || u->names || u->lists.lists ||
-	    u->lists.bytes ||
+	/* Each holder gave back what it counted before its put; a count
+	 * left here would be a leak in that bookkeeping. */
+	uint32_t conns = 0;
+	for (int k = 0; k < UID_CONN_KINDS; k++)
+		conns += u->conns[k];
+	if (conns || u->fds || u->host_bytes || u->regions || u->imports ||
+	    u->names || u->lists.lists || u->lists.bytes ||
 	    atomic_load_explicit(&u->notify.held, memory_order_relaxed))
-		log_warnx("uid %d: usage left at its last client: %u regions, "
-			  "%u imports, %u names, %u lists", (int)u->uid,
+		log_warnx("uid %d: usage left at its last holder: %u "
+			  "connections, %" PRIu64 " fds, %" PRIu64 " host "
+			  "bytes, %u regions, %u imports, %u names, %u lists",
+			  (int)u->uid, conns, u->fds, u->host_bytes,
 			  u->regions, u->imports, u->names, u->lists.lists);
 	HASH_DELETE(hh, t->head, u);
 	free(u);
+}
+
+int uid_conn_take(struct uid_usage *u, enum uid_conn_kind kind,
+		  uint32_t max)
+{
+	if (u->conns[kind] >= max)
+		return -EMFILE;
+	u->conns[kind]++;
+	return 0;
+}
+
+void uid_conn_release(struct uid_usage *u, enum uid_conn_kind kind)
+{
+	if (u->conns[kind])
+		u->conns[kind]--;
 }
 
 int uid_usage_check(const struct xferd_config *cfg,

@@ -27,7 +27,6 @@ struct cluster;
 struct rcache;
 struct regworker;
 struct dltab;
-struct uid_table;
 struct uid_usage_table;
 
 #define XFERD_VERSION "0.1.0"
@@ -52,8 +51,8 @@ struct xferd {
 	struct rcache *rcache;      /* imports of GPU memory (rcache.h) */
 	struct regworker *regworker; /* the registration thread (regworker.h) */
 	struct dltab *dlists;       /* prepared descriptor lists (dlist.h) */
-	struct uid_table *uids;     /* connections per user (quota.h) */
-	struct uid_usage_table *uid_use; /* what each user holds (uid_usage.h) */
+	struct uid_usage_table *uid_use; /* what each user holds, its
+					  * connections too (uid_usage.h) */
 	struct budget budget;       /* clients' fds and memory (budget.h) */
 	uint32_t npending;          /* non-root, not yet handshaken */
 	uint32_t nctl;              /* xferctl connections, root's too */

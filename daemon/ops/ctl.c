@@ -51,6 +51,7 @@
 #include "mem/staging.h"
 #include "common/paths.h"
 #include "common/wire.h"
+#include "uid_usage.h"
 #include "xfer_ring.h"
 #include "xferd.h"
 
@@ -65,7 +66,9 @@ struct ctl_conn {
 	int sock;                 /* -1 once closed */
 	pid_t pid;
 	uid_t uid;                /* whose pings (peers rate-limit dials) */
-	bool counted;             /* in d->nctl and its uid's UID_CTL */
+	bool counted;             /* in d->nctl */
+	struct uid_usage *uu;     /* non-root: its uid's, counted in
+				   * conns[UID_CTL] (uid_usage.h) */
 	struct event *ev;
 	/* Held by the open socket, a ping in flight and a dispatch under
 	 * way (a callback that runs inside peers_ping may close the socket
@@ -98,9 +101,12 @@ static void ctl_close(struct ctl_conn *cc)
 	cc->sock = -1;
 	if (cc->counted) {
 		cc->d->nctl--;
-		if (cc->uid != 0)
-			uid_conn_release(cc->d->uids, cc->uid, UID_CTL);
 		cc->counted = false;
+	}
+	if (cc->uu) {
+		uid_conn_release(cc->uu, UID_CTL);
+		uid_usage_put(cc->d->uid_use, cc->uu);
+		cc->uu = NULL;
 	}
 	ctl_put(cc);
 }
@@ -824,10 +830,18 @@ static const char *ctl_count(struct ctl_conn *cc)
 	if (d->nctl >= d->cfg.max_ctl_connections +
 			       (root ? CTL_ROOT_RESERVE : 0))
 		return "xferd has max_ctl_connections xferctl connections";
-	if (!root && uid_conn_take(d->uids, cc->uid, UID_CTL,
-				   d->cfg.max_ctl_per_uid))
-		return "too many xferctl connections of this user "
-		       "(max_ctl_per_uid)";
+	if (!root) {
+		struct uid_usage *uu = uid_usage_get(d->uid_use, cc->uid);
+
+		if (!uu)
+			return "out of memory";
+		if (uid_conn_take(uu, UID_CTL, d->cfg.max_ctl_per_uid)) {
+			uid_usage_put(d->uid_use, uu);
+			return "too many xferctl connections of this user "
+			       "(max_ctl_per_uid)";
+		}
+		cc->uu = uu;
+	}
 	d->nctl++;
 	cc->counted = true;
 	return NULL;

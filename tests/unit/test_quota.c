@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_quota.c - per-client and per-uid limits (daemon/quota.c,
- * daemon/budget.c): each limit answers with its own code at exactly its
- * value, bytes near UINT64_MAX do not wrap, the per-uid counts are per
- * uid and kind, refuse at the limit, and come back on release; the fd
- * budget keeps its reserve whatever RLIMIT_NOFILE is.
+ * daemon/uid_usage.c, daemon/budget.c): each limit answers with its own
+ * code at exactly its value, bytes near UINT64_MAX do not wrap, the
+ * per-uid counts are per uid and kind, refuse at the limit, and come back
+ * on release; a uid's record lives while it is held; the fd budget keeps
+ * its reserve whatever RLIMIT_NOFILE is.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@
 #include "budget.h"
 #include "quota.h"
 #include "suites.h"
+#include "uid_usage.h"
 
 START_TEST(region_limits)
 {
@@ -48,73 +50,84 @@ static struct budget test_budget(uint64_t all_fds, uint64_t client_fds,
 
 START_TEST(fd_budget)
 {
-	struct uid_table *t = uid_table_create();
+	struct uid_usage_table *t = uid_usage_table_create();
+	struct uid_usage *u1000 = uid_usage_get(t, 1000);
+	struct uid_usage *u2000 = uid_usage_get(t, 2000);
+	struct uid_usage *u3000 = uid_usage_get(t, 3000);
 	struct budget b = test_budget(20, 6, 10, 0, 0);
 	struct client_usage a = { 0 }, a2 = { 0 }, o = { 0 };
 	const char *why = NULL;
 
 	/* Per client: 6. */
-	ck_assert_int_eq(budget_take_fds(&b, t, 1000, &a, 6, &why), 0);
-	ck_assert_int_eq(budget_take_fds(&b, t, 1000, &a, 1, &why), -ENFILE);
+	ck_assert_int_eq(budget_take_fds(&b, u1000, &a, 6, &why), 0);
+	ck_assert_int_eq(budget_take_fds(&b, u1000, &a, 1, &why), -ENFILE);
 	ck_assert_ptr_nonnull(strstr(why, "max_client_fds"));
 	/* Per uid: 10, over two clients of it. */
-	ck_assert_int_eq(budget_take_fds(&b, t, 1000, &a2, 4, &why), 0);
-	ck_assert_int_eq(budget_take_fds(&b, t, 1000, &a2, 1, &why), -ENFILE);
+	ck_assert_int_eq(budget_take_fds(&b, u1000, &a2, 4, &why), 0);
+	ck_assert_int_eq(budget_take_fds(&b, u1000, &a2, 1, &why), -ENFILE);
 	ck_assert_ptr_nonnull(strstr(why, "max_uid_fds"));
-	ck_assert_uint_eq(uid_res_count(t, 1000, UID_RES_FDS), 10);
+	ck_assert_uint_eq(u1000->fds, 10);
 	/* All clients: 20; another uid gets the rest, not one more. */
-	ck_assert_int_eq(budget_take_fds(&b, t, 2000, &o, 6, &why), 0);
+	ck_assert_int_eq(budget_take_fds(&b, u2000, &o, 6, &why), 0);
 	struct client_usage o2 = { 0 }, o3 = { 0 };
-	ck_assert_int_eq(budget_take_fds(&b, t, 2000, &o2, 4, &why), 0);
-	ck_assert_int_eq(budget_take_fds(&b, t, 3000, &o3, 1, &why), -ENFILE);
+	ck_assert_int_eq(budget_take_fds(&b, u2000, &o2, 4, &why), 0);
+	ck_assert_int_eq(budget_take_fds(&b, u3000, &o3, 1, &why), -ENFILE);
 	ck_assert_ptr_nonnull(strstr(why, "fd_reserve"));
 	ck_assert_uint_eq(b.fds_used, 20);
 	/* Nothing was taken by a refusal. */
 	ck_assert_uint_eq(o3.fds, 0);
-	ck_assert_uint_eq(uid_res_count(t, 3000, UID_RES_FDS), 0);
+	ck_assert_uint_eq(u3000->fds, 0);
 	/* Given back: room again, for anyone. */
-	budget_release_fds(&b, t, 1000, &a, 6);
+	budget_release_fds(&b, u1000, &a, 6);
 	ck_assert_uint_eq(a.fds, 0);
-	ck_assert_int_eq(budget_take_fds(&b, t, 3000, &o3, 6, &why), 0);
+	ck_assert_int_eq(budget_take_fds(&b, u3000, &o3, 6, &why), 0);
 	/* Releasing more than was taken takes back what was. */
-	budget_release_fds(&b, t, 1000, &a2, 100);
-	ck_assert_uint_eq(uid_res_count(t, 1000, UID_RES_FDS), 0);
+	budget_release_fds(&b, u1000, &a2, 100);
+	ck_assert_uint_eq(u1000->fds, 0);
 	ck_assert_uint_eq(b.fds_used, 16);
-	budget_release_fds(&b, t, 2000, &o, 6);
-	budget_release_fds(&b, t, 2000, &o2, 4);
-	budget_release_fds(&b, t, 3000, &o3, 6);
+	budget_release_fds(&b, u2000, &o, 6);
+	budget_release_fds(&b, u2000, &o2, 4);
+	budget_release_fds(&b, u3000, &o3, 6);
 	ck_assert_uint_eq(b.fds_used, 0);
-	uid_table_destroy(t);
+	ck_assert_uint_eq(u2000->fds + u3000->fds, 0);
+	uid_usage_put(t, u1000);
+	uid_usage_put(t, u2000);
+	uid_usage_put(t, u3000);
+	uid_usage_table_destroy(t);
 }
 END_TEST
 
 START_TEST(byte_budget)
 {
-	struct uid_table *t = uid_table_create();
+	struct uid_usage_table *t = uid_usage_table_create();
+	struct uid_usage *u7 = uid_usage_get(t, 7), *u8 = uid_usage_get(t, 8);
 	struct budget b = test_budget(0, 0, 0, 1000, 1500);
 	struct client_usage a = { 0 }, a2 = { 0 };
 	const char *why = NULL;
 
-	ck_assert_int_eq(budget_take_bytes(&b, t, 7, &a, 1000, &why), 0);
-	ck_assert_int_eq(budget_take_bytes(&b, t, 7, &a, 1, &why), -EDQUOT);
+	ck_assert_int_eq(budget_take_bytes(&b, u7, &a, 1000, &why), 0);
+	ck_assert_int_eq(budget_take_bytes(&b, u7, &a, 1, &why), -EDQUOT);
 	ck_assert_ptr_nonnull(strstr(why, "max_client_bytes"));
-	ck_assert_int_eq(budget_take_bytes(&b, t, 7, &a2, 501, &why),
+	ck_assert_int_eq(budget_take_bytes(&b, u7, &a2, 501, &why),
 			 -EDQUOT);
 	ck_assert_ptr_nonnull(strstr(why, "max_uid_bytes"));
-	ck_assert_int_eq(budget_take_bytes(&b, t, 7, &a2, 500, &why), 0);
+	ck_assert_int_eq(budget_take_bytes(&b, u7, &a2, 500, &why), 0);
 	/* No wrap-around near the top. */
 	b.client_bytes = UINT64_MAX - 5;
 	b.uid_bytes = UINT64_MAX;
 	struct client_usage big = { .host_bytes = UINT64_MAX - 10 };
-	ck_assert_int_eq(budget_take_bytes(&b, t, 8, &big, 5, &why), 0);
-	ck_assert_int_eq(budget_take_bytes(&b, t, 8, &big, 1, &why), -EDQUOT);
-	ck_assert_int_eq(budget_take_bytes(&b, t, 8, &big, UINT64_MAX, &why),
+	ck_assert_int_eq(budget_take_bytes(&b, u8, &big, 5, &why), 0);
+	ck_assert_int_eq(budget_take_bytes(&b, u8, &big, 1, &why), -EDQUOT);
+	ck_assert_int_eq(budget_take_bytes(&b, u8, &big, UINT64_MAX, &why),
 			 -EDQUOT);
-	budget_release_bytes(&b, t, 7, &a, 1000);
-	budget_release_bytes(&b, t, 7, &a2, 500);
-	budget_release_bytes(&b, t, 8, &big, 5);
-	ck_assert_uint_eq(uid_res_count(t, 7, UID_RES_HOST_BYTES), 0);
-	uid_table_destroy(t);
+	budget_release_bytes(&b, u7, &a, 1000);
+	budget_release_bytes(&b, u7, &a2, 500);
+	budget_release_bytes(&b, u8, &big, 5);
+	ck_assert_uint_eq(u7->host_bytes, 0);
+	ck_assert_uint_eq(u8->host_bytes, 0);
+	uid_usage_put(t, u7);
+	uid_usage_put(t, u8);
+	uid_usage_table_destroy(t);
 }
 END_TEST
 
@@ -170,29 +183,82 @@ END_TEST
 
 START_TEST(uid_counts)
 {
-	struct uid_table *t = uid_table_create();
+	struct uid_usage_table *t = uid_usage_table_create();
 
 	ck_assert_ptr_nonnull(t);
+	struct uid_usage *u = uid_usage_get(t, 1000);
+	struct uid_usage *v = uid_usage_get(t, 1001);
+	ck_assert_ptr_nonnull(u);
+	ck_assert_ptr_nonnull(v);
 	for (int i = 0; i < 3; i++)
-		ck_assert_int_eq(uid_conn_take(t, 1000, UID_CLIENT, 3), 0);
-	ck_assert_int_eq(uid_conn_take(t, 1000, UID_CLIENT, 3), -EMFILE);
+		ck_assert_int_eq(uid_conn_take(u, UID_CLIENT, 3), 0);
+	ck_assert_int_eq(uid_conn_take(u, UID_CLIENT, 3), -EMFILE);
 	/* Another kind, another uid: counted apart. */
-	ck_assert_int_eq(uid_conn_take(t, 1000, UID_PENDING, 1), 0);
-	ck_assert_int_eq(uid_conn_take(t, 1000, UID_PENDING, 1), -EMFILE);
-	ck_assert_int_eq(uid_conn_take(t, 1001, UID_CLIENT, 3), 0);
-	ck_assert_uint_eq(uid_conn_count(t, 1000, UID_CLIENT), 3);
-	ck_assert_uint_eq(uid_conn_count(t, 1001, UID_CLIENT), 1);
+	ck_assert_int_eq(uid_conn_take(u, UID_PENDING, 1), 0);
+	ck_assert_int_eq(uid_conn_take(u, UID_PENDING, 1), -EMFILE);
+	ck_assert_int_eq(uid_conn_take(v, UID_CLIENT, 3), 0);
+	ck_assert_uint_eq(u->conns[UID_CLIENT], 3);
+	ck_assert_uint_eq(v->conns[UID_CLIENT], 1);
+	ck_assert_uint_eq(u->conns[UID_CTL], 0);
 	/* Room again after a release; a release of nothing is harmless. */
-	uid_conn_release(t, 1000, UID_CLIENT);
-	ck_assert_int_eq(uid_conn_take(t, 1000, UID_CLIENT, 3), 0);
-	uid_conn_release(t, 4242, UID_CLIENT);
-	uid_conn_release(t, 1001, UID_CLIENT);
-	uid_conn_release(t, 1001, UID_CLIENT);
-	ck_assert_uint_eq(uid_conn_count(t, 1001, UID_CLIENT), 0);
+	uid_conn_release(u, UID_CLIENT);
+	ck_assert_int_eq(uid_conn_take(u, UID_CLIENT, 3), 0);
+	uid_conn_release(v, UID_CLIENT);
+	uid_conn_release(v, UID_CLIENT);
+	ck_assert_uint_eq(v->conns[UID_CLIENT], 0);
 	/* A limit of 0 refuses even the first. */
-	ck_assert_int_eq(uid_conn_take(t, 7, UID_CLIENT, 0), -EMFILE);
-	uid_table_destroy(t);
-	uid_table_destroy(NULL);
+	ck_assert_int_eq(uid_conn_take(v, UID_CTL, 0), -EMFILE);
+	uid_usage_put(t, v);
+	for (int i = 0; i < 3; i++)
+		uid_conn_release(u, UID_CLIENT);
+	uid_conn_release(u, UID_PENDING);
+	uid_usage_put(t, u);
+	uid_usage_table_destroy(t);
+	uid_usage_table_destroy(NULL);
+}
+END_TEST
+
+/* One record per uid, shared by its holders (the lists and the notify
+ * pool rely on the pointer), freed with the last of them and made anew,
+ * zero, on the next get. */
+START_TEST(uid_record_lifetime)
+{
+	struct uid_usage_table *t = uid_usage_table_create();
+	struct xferd_config cfg;
+	const char *why = NULL;
+
+	config_defaults(&cfg);
+	cfg.max_regions_per_uid = 2;
+	struct uid_usage *pending = uid_usage_get(t, 1000);
+	ck_assert_ptr_nonnull(pending);
+	ck_assert_int_eq(uid_conn_take(pending, UID_PENDING, 8), 0);
+	struct uid_usage *client = uid_usage_get(t, 1000);
+	ck_assert_ptr_eq(client, pending);
+	ck_assert_ptr_eq(uid_usage_hold(client), pending);
+	ck_assert_uint_eq(client->refs, 3);
+	ck_assert_ptr_ne(uid_usage_get(t, 1001), client);
+	/* The pending connection goes: the client still holds it all. */
+	uid_conn_release(pending, UID_PENDING);
+	uid_usage_put(t, pending);
+	client->regions = 2;
+	ck_assert_int_eq(uid_usage_check(&cfg, client, UID_BOUND_REGIONS,
+					 &why), -ENOSPC);
+	ck_assert_ptr_nonnull(strstr(why, "max_regions_per_uid"));
+	client->regions = 1;
+	ck_assert_int_eq(uid_usage_check(&cfg, client, UID_BOUND_REGIONS,
+					 &why), 0);
+	client->regions = 0;
+	uid_usage_put(t, client);
+	uid_usage_put(t, client);
+	/* Freed; a new holder starts from zero. */
+	struct uid_usage *again = uid_usage_get(t, 1000);
+	ck_assert_uint_eq(again->refs, 1);
+	ck_assert_uint_eq(again->regions, 0);
+	ck_assert_uint_eq(again->conns[UID_PENDING], 0);
+	uid_usage_put(t, again);
+	uid_usage_put(t, NULL);
+	/* 1001 is still held: destroy frees it. */
+	uid_usage_table_destroy(t);
 }
 END_TEST
 
@@ -204,6 +270,7 @@ Suite *quota_suite(void)
 	tcase_add_test(tc, region_limits);
 	tcase_add_test(tc, import_limit);
 	tcase_add_test(tc, uid_counts);
+	tcase_add_test(tc, uid_record_lifetime);
 	tcase_add_test(tc, fd_budget);
 	tcase_add_test(tc, byte_budget);
 	tcase_add_test(tc, budget_plan);
