@@ -7,7 +7,7 @@
  * channel tag decides who takes it over: libxfer (client.c) or xferctl
  * (ctl.c).  Connections that send nothing within handshake_timeout_ms
  * are closed, and one uid may have only max_pending_per_uid of them,
- * all users but root max_pending (quota.h; their fds are kept from
+ * all users but root max_pending (uid_usage.h; their fds are kept from
  * clients, budget.h); out of fds, accepting pauses instead of spinning.
  */
 #ifndef XFERD_LISTENER_H

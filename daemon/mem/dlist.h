@@ -80,7 +80,7 @@ void dltab_destroy(struct dltab *t);
 /*
  * What the lists of one user (uid) hold, over all its clients: charged
  * when a list enters the table and given back when it leaves it.  The
- * caller owns it (quota.h); the table only adds and subtracts, under its
+ * caller owns it (uid_usage.h); the table only adds and subtracts, under its
  * mutex, on the main thread.
  */
 struct dlist_usage {
