@@ -1149,7 +1149,10 @@ static void on_hangup(evutil_socket_t fd, short what, void *arg)
 }
 
 /* What the client held leaves its user's counts (its lists leave with
- * dltab_remove_client).  Once: the counts are the client's no more. */
+ * dltab_remove_client), and the connection its uid's.  Its regions are
+ * out of the table by then: their fds and mappings go with the last
+ * reference (an operation in flight holds one a moment).  Once: the
+ * counts are the client's no more. */
 static void client_give_back(struct client *c)
 {
 	c->uu->regions -= c->use.regions;
@@ -1157,6 +1160,10 @@ static void client_give_back(struct client *c)
 	c->use.regions = 0;
 	c->use.imports = 0;
 	names_recount(c);
+	budget_release_fds(&c->d->budget, c->uu, &c->use, c->use.fds);
+	budget_release_bytes(&c->d->budget, c->uu, &c->use,
+			     c->use.host_bytes);
+	uid_conn_release(c->uu, UID_CLIENT);
 }
 
 static void client_free(struct client *c)
@@ -1203,12 +1210,6 @@ static void client_drop(struct client *c, const char *why)
 	cluster_client_gone(d->cluster, c->pc.id);
 	names_remove_client(d->names, c->pc.id);
 	client_give_back(c);
-	/* Its regions are out of the table: their fds and mappings go with
-	 * the last reference (an operation in flight holds one a moment). */
-	budget_release_fds(&d->budget, c->uu, &c->use, c->use.fds);
-	budget_release_bytes(&d->budget, c->uu, &c->use,
-			     c->use.host_bytes);
-	uid_conn_release(c->uu, UID_CLIENT);
 	d->nclients--;
 	progress_detach(d->progress, &c->pc);
 }
