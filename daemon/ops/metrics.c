@@ -24,7 +24,8 @@
  *    renew it (a connection sending 1 byte a second is closed at the
  *    deadline like a silent one);
  *  - memory: 8 KiB of request head (more: 431), no body is read, GET
- *    and HEAD only (else 405);
+ *    and HEAD only (else 405); what to answer to the head is decided by
+ *    ops/http_request.c, state-free and fuzzed, this file only acts;
  *  - accept: out of descriptors, stop accepting for a moment instead of
  *    spinning on a listener that stays readable.
  *
@@ -47,14 +48,13 @@
 #include <sys/socket.h>
 
 #include "log.h"
+#include "ops/http_request.h"
 #include "ops/metrics.h"
 #include "ops/metrics_text.h"
 #include "common/clock.h"
 #include "ops/stats.h"
 #include "xferd.h"
 
-/* A scraper sends a few hundred bytes of headers and no body. */
-#define METRICS_MAX_HEAD 8192
 /* Pause on EMFILE/ENFILE before accepting again. */
 #define METRICS_ACCEPT_PAUSE_MS 100
 
@@ -173,85 +173,85 @@ static void answer_metrics(struct http_conn *h, bool head_only)
 
 /* --- the request --- */
 
-/* The request line of a complete head (line: without its end). */
-static void serve(struct http_conn *h, char *line)
+/* Answer a complete head, or a request cut short at EOF (incomplete),
+ * as http_request_parse() decided. */
+static void serve(struct http_conn *h, const struct http_request *req,
+		  bool incomplete)
 {
-	char *method = line, *target, *version, *end;
+	enum http_status st = req->status;
+	const char *why = http_status_reason(st), *extra = NULL, *text;
 
-	target = strchr(method, ' ');
-	if (!target)
-		goto bad;
-	*target++ = '\0';
-	version = strchr(target, ' ');
-	if (!version)
-		goto bad;
-	*version++ = '\0';
-	if (strchr(version, ' ') || target[0] != '/')
-		goto bad;
-	if (strcmp(version, "HTTP/1.0") && strcmp(version, "HTTP/1.1")) {
-		answer_text(h, 505, "HTTP Version Not Supported",
-			    "xferd: HTTP/1.0 or HTTP/1.1\n", false, NULL);
+	switch (st) {
+	case HTTP_OK:
+		answer_metrics(h, req->head_only);
+		return;
+	case HTTP_NOT_FOUND:
+		answer_text(h, st, why, "xferd: the metrics are at /metrics\n",
+			    req->head_only, NULL);
+		return;
+	case HTTP_BAD_METHOD:
+		text = "xferd: GET or HEAD\n";
+		extra = "Allow: GET, HEAD\r\n";
+		break;
+	case HTTP_HEAD_TOO_LARGE:
+		text = "xferd: request head too large\n";
+		break;
+	case HTTP_BAD_VERSION:
+		text = "xferd: HTTP/1.0 or HTTP/1.1\n";
+		break;
+	case HTTP_INCOMPLETE:
+		if (!incomplete)
+			return;   /* read on */
+		st = HTTP_BAD_REQUEST;
+		why = http_status_reason(st);
+		text = "xferd: incomplete request\n";
+		break;
+	case HTTP_BAD_REQUEST:
+	default:
+		st = HTTP_BAD_REQUEST;
+		why = http_status_reason(st);
+		text = "xferd: not an HTTP request\n";
+		break;
+	}
+	answer_text(h, st, why, text, false, extra);
+}
+
+/* Decide on what has come so far (eof: all that will come). */
+static void on_head(struct http_conn *h, bool eof)
+{
+	struct evbuffer *in = bufferevent_get_input(h->bev);
+	/* The answer depends on the first HTTP_HEAD_MAX + 1 bytes only,
+	 * and the read watermark lets no more in. */
+	char head[HTTP_HEAD_MAX + 1];
+	size_t len = evbuffer_get_length(in);
+	struct http_request req;
+
+	if (len > sizeof(head))
+		len = sizeof(head);
+	if (evbuffer_copyout(in, head, len) != (ev_ssize_t)len) {
+		conn_close(h);
 		return;
 	}
-	bool head = strcmp(method, "HEAD") == 0;
-	if (!head && strcmp(method, "GET")) {
-		answer_text(h, 405, "Method Not Allowed",
-			    "xferd: GET or HEAD\n", false,
-			    "Allow: GET, HEAD\r\n");
+	http_request_parse(head, len, &req);
+	if (req.status == HTTP_INCOMPLETE && !eof)
 		return;
-	}
-	end = strchr(target, '?');
-	if (end)
-		*end = '\0';
-	if (strcmp(target, "/metrics") == 0) {
-		answer_metrics(h, head);
-		return;
-	}
-	answer_text(h, 404, "Not Found", "xferd: the metrics are at /metrics\n",
-		    head, NULL);
-	return;
-bad:
-	answer_text(h, 400, "Bad Request", "xferd: not an HTTP request\n",
-		    false, NULL);
+	/* No body is read: what follows the head is dropped with it. */
+	evbuffer_drain(in, evbuffer_get_length(in));
+	serve(h, &req, eof);
 }
 
 static void on_read(struct bufferevent *bev, void *arg)
 {
 	struct http_conn *h = arg;
 	struct evbuffer *in = bufferevent_get_input(bev);
-	struct evbuffer_ptr p;
-	size_t len = evbuffer_get_length(in);
 
 	if (h->state == HTTP_DRAINING) {
-		evbuffer_drain(in, len);
+		evbuffer_drain(in, evbuffer_get_length(in));
 		return;
 	}
 	if (h->state != HTTP_READING)
 		return;
-	/* The head ends at the first empty line. */
-	p = evbuffer_search(in, "\r\n\r\n", 4, NULL);
-	if (p.pos < 0)
-		p = evbuffer_search(in, "\n\n", 2, NULL);
-	if (p.pos < 0 || (size_t)p.pos > METRICS_MAX_HEAD) {
-		if (len > METRICS_MAX_HEAD)
-			answer_text(h, 431, "Request Header Fields Too Large",
-				    "xferd: request head too large\n", false,
-				    NULL);
-		return;
-	}
-	char line[METRICS_MAX_HEAD + 1];
-	size_t n = 0;
-	struct evbuffer_ptr eol = evbuffer_search_eol(in, NULL, &n,
-						      EVBUFFER_EOL_CRLF);
-	n = eol.pos < 0 ? 0 : (size_t)eol.pos;
-	if (n > METRICS_MAX_HEAD)
-		n = METRICS_MAX_HEAD;
-	evbuffer_copyout(in, line, n);
-	line[n] = '\0';
-	evbuffer_drain(in, len);
-	if (memchr(line, '\0', n))
-		line[0] = '\0';   /* a NUL in the request line: not HTTP */
-	serve(h, line);
+	on_head(h, false);
 }
 
 static void on_event(struct bufferevent *bev, short what, void *arg)
@@ -268,11 +268,7 @@ static void on_event(struct bufferevent *bev, short what, void *arg)
 	if ((what & BEV_EVENT_EOF) && h->state == HTTP_READING &&
 	    evbuffer_get_length(bufferevent_get_input(bev))) {
 		/* A request cut short (no empty line): answer what came. */
-		on_read(bev, h);
-		if (h->state == HTTP_READING)
-			answer_text(h, 400, "Bad Request",
-				    "xferd: incomplete request\n", false,
-				    NULL);
+		on_head(h, true);
 		return;
 	}
 	conn_close(h);
@@ -332,7 +328,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd,
 	}
 	/* Read no more than a head can be (plus one byte to know it is
 	 * too long); the rest stays in the socket until it is drained. */
-	bufferevent_setwatermark(h->bev, EV_READ, 0, METRICS_MAX_HEAD + 1);
+	bufferevent_setwatermark(h->bev, EV_READ, 0, HTTP_HEAD_MAX + 1);
 	bufferevent_setcb(h->bev, on_read, on_written, on_event, h);
 	bufferevent_enable(h->bev, EV_READ | EV_WRITE);
 }

@@ -16,6 +16,7 @@
 #include "common/token_codec.h"
 #include "common/wire.h"
 #include "meta/record.h"
+#include "ops/http_request.h"
 #include "peer.pb-c.h"
 #include "transport/link.h"
 #include "xfer_ring.h"
@@ -556,6 +557,51 @@ static void dlists(void)
 	put("fuzz_dlist", "past_the_range", &s, sizeof(s));
 }
 
+/* fuzz_http_request: what scrapers, browsers and port scanners send
+ * to the metrics endpoint, one of each answer, and heads at the limit. */
+static void http_put(const char *name, const char *head)
+{
+	put("fuzz_http_request", name, head, strlen(head));
+}
+
+static void http_requests(void)
+{
+	static char big[HTTP_HEAD_MAX + 1024];
+	size_t n;
+
+	http_put("prometheus",
+		 "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:9464\r\n"
+		 "User-Agent: Prometheus/2.42.0\r\nAccept: application/"
+		 "openmetrics-text;version=1.0.0,text/plain;version=0.0.4;"
+		 "q=0.5,*/*;q=0.1\r\nAccept-Encoding: gzip\r\n"
+		 "X-Prometheus-Scrape-Timeout-Seconds: 10\r\n\r\n");
+	http_put("curl_head", "HEAD /metrics HTTP/1.1\r\nHost: h\r\n"
+		 "User-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n");
+	http_put("lf_only_http10", "GET /metrics?x=1&y HTTP/1.0\n\n");
+	http_put("not_found", "GET /favicon.ico HTTP/1.1\r\n\r\n");
+	http_put("post", "POST /metrics HTTP/1.1\r\nContent-Length: 2\r\n"
+		 "\r\n{}");
+	http_put("http2_preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+	http_put("http_3", "GET /metrics HTTP/3\r\n\r\n");
+	http_put("http09", "GET /metrics\r\n\r\n");
+	http_put("incomplete", "GET /metrics HTTP/1.1\r\nHost: h\r\n");
+	static const char nul[] = "GET /metrics\0 HTTP/1.1\r\n\r\n";
+	put("fuzz_http_request", "nul_in_line", nul, sizeof(nul) - 1);
+	/* Exactly HTTP_HEAD_MAX bytes of head, then one byte more. */
+	n = (size_t)snprintf(big, sizeof(big), "GET /metrics HTTP/1.1\r\nX: ");
+	memset(big + n, 'a', sizeof(big) - n);
+	memcpy(big + HTTP_HEAD_MAX - 4, "\r\n\r\n", 4);
+	put("fuzz_http_request", "at_the_limit", big, HTTP_HEAD_MAX);
+	memcpy(big + HTTP_HEAD_MAX - 4, "aaaa", 4);
+	memcpy(big + HTTP_HEAD_MAX - 3, "\r\n\r\n", 4);
+	put("fuzz_http_request", "one_byte_past", big, HTTP_HEAD_MAX + 1);
+	/* Longer than metrics.c ever passes: the fuzzer's inputs may be
+	 * (libFuzzer's longest input is its longest seed). */
+	memcpy(big + HTTP_HEAD_MAX - 3, "aaaa", 4);
+	memcpy(big + sizeof(big) - 4, "\r\n\r\n", 4);
+	put("fuzz_http_request", "far_past", big, sizeof(big));
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1)
@@ -568,5 +614,6 @@ int main(int argc, char **argv)
 	handshakes();
 	etcd_records();
 	dlists();
+	http_requests();
 	return 0;
 }

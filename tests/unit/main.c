@@ -35,6 +35,7 @@ int main(void)
 	srunner_add_suite(sr, meta_suite());
 	srunner_add_suite(sr, metrics_suite());
 	srunner_add_suite(sr, quota_suite());
+	srunner_add_suite(sr, http_request_suite());
 
 	/* CK_ENV is CK_NORMAL unless CK_VERBOSITY says otherwise
 	 * (CK_VERBOSITY=verbose lists every test). */

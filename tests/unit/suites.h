@@ -29,5 +29,6 @@ Suite *regworker_suite(void);
 Suite *meta_suite(void);
 Suite *metrics_suite(void);
 Suite *quota_suite(void);
+Suite *http_request_suite(void);
 
 #endif /* XFER_UNIT_SUITES_H */
