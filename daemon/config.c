@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "common/numparse.h"
 #include "common/ring.h"
 
 void config_defaults(struct xferd_config *cfg)
@@ -120,37 +121,12 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	return -EINVAL;
 }
 
-int config_parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	unsigned shift = 0;
-
-	if (!isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	switch (*end) {
-	case '\0': break;
-	case 'K': case 'k': shift = 10; end++; break;
-	case 'M': case 'm': shift = 20; end++; break;
-	case 'G': case 'g': shift = 30; end++; break;
-	case 'T': case 't': shift = 40; end++; break;
-	default: return -EINVAL;
-	}
-	if (*end != '\0' || (shift && v > (ULLONG_MAX >> shift)))
-		return -EINVAL;
-	*out = (uint64_t)v << shift;
-	return 0;
-}
-
 static int parse_u32(const char *key, const char *s, uint64_t min,
 		     uint64_t max, uint32_t *out, char *err, size_t errlen)
 {
 	uint64_t v;
 
-	if (config_parse_size(s, &v) || v < min || v > max)
+	if (numparse_size(s, 0, &v) || v < min || v > max)
 		return fail(err, errlen,
 			    "%s: '%s' is not a number in [%llu, %llu]", key, s,
 			    (unsigned long long)min, (unsigned long long)max);
@@ -191,7 +167,7 @@ static bool config_set_uid_limit(struct xferd_config *c, const char *key,
 		uint64_t v;
 		*rc = 0;
 		/* Finite: at most 1T, at least one list of one entry. */
-		if (config_parse_size(value, &v) || v < 4096 ||
+		if (numparse_size(value, 0, &v) || v < 4096 ||
 		    v > (1ull << 40))
 			*rc = fail(err, errlen,
 				   "dlist_max_uid_bytes: '%s' is not a size in "
@@ -248,7 +224,7 @@ static bool config_set_limit(struct xferd_config *c, const char *key,
 		uint64_t v = 0;
 		*rc = 0;
 		/* 0 (once "no limit") is auto too: there is no unlimited. */
-		if (strcmp(value, "auto") && config_parse_size(value, &v))
+		if (strcmp(value, "auto") && numparse_size(value, 0, &v))
 			*rc = fail(err, errlen, "%s: '%s' is not a size (e.g. "
 				   "64G) or auto", key, value);
 		else if (key[4] == 'c')
@@ -329,7 +305,7 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 		uint64_t v;
 		if (strcmp(value, "off") == 0)
 			c.cma_split_bytes = 0;
-		else if (config_parse_size(value, &v) || v < (1u << 20) ||
+		else if (numparse_size(value, 0, &v) || v < (1u << 20) ||
 			 v > (1ull << 40))
 			return fail(err, errlen, "cma_split_bytes: '%s' is not "
 				    "off or a size in 1M..1T", value);
@@ -352,7 +328,7 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 		c.max_imports = c.max_regions;
 	} else if (strcmp(key, "max_region_bytes") == 0) {
 		uint64_t v;
-		if (config_parse_size(value, &v) || v == 0)
+		if (numparse_size(value, 0, &v) || v == 0)
 			return fail(err, errlen,
 				    "max_region_bytes: '%s' is not a size > 0 (e.g. 64G)",
 				    value);
@@ -363,7 +339,7 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 			       err, errlen);
 	} else if (strcmp(key, "rcache_max_bytes") == 0) {
 		uint64_t v;
-		if (config_parse_size(value, &v))
+		if (numparse_size(value, 0, &v))
 			return fail(err, errlen,
 				    "rcache_max_bytes: '%s' is not a size (e.g. "
 				    "64G; 0: no limit)", value);
@@ -452,7 +428,7 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 				    "wait or background", value);
 	} else if (strcmp(key, "rdma_stripe") == 0) {
 		uint64_t v;
-		if (config_parse_size(value, &v) || v < 4096 || v > (1u << 30))
+		if (numparse_size(value, 0, &v) || v < 4096 || v > (1u << 30))
 			return fail(err, errlen,
 				    "rdma_stripe: '%s' is not a size in 4K..1G",
 				    value);

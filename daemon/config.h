@@ -151,7 +151,4 @@ int config_parse_line(struct xferd_config *cfg, const char *line, char *err,
 int config_load(struct xferd_config *cfg, const char *path, char *err,
 		size_t errlen);
 
-/* Parse "123", "64K", "16M", "2G" (powers of 1024); -EINVAL otherwise. */
-int config_parse_size(const char *s, uint64_t *out);
-
 #endif /* XFERD_CONFIG_H */

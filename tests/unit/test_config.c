@@ -2,7 +2,7 @@
 /*
  * test_config.c - xferd settings (daemon/config.c): the defaults, every
  * key of a config line with good, malformed and out-of-range values, the
- * line syntax (comments, blanks, whitespace), size suffixes, and loading
+ * line syntax (comments, blanks, whitespace), and loading
  * whole files, where an error names "path:line" and changes nothing.
  */
 #include <errno.h>
@@ -435,49 +435,6 @@ START_TEST(line_syntax)
 }
 END_TEST
 
-START_TEST(parse_size)
-{
-	static const struct {
-		const char *s;
-		uint64_t v;
-	} ok[] = {
-		{ "0", 0 },
-		{ "123", 123 },
-		{ "64K", 64ull << 10 }, { "64k", 64ull << 10 },
-		{ "16M", 16ull << 20 }, { "16m", 16ull << 20 },
-		{ "2G", 2ull << 30 }, { "2g", 2ull << 30 },
-		{ "3T", 3ull << 40 }, { "3t", 3ull << 40 },
-		{ "0K", 0 },
-		{ "007", 7 },
-		{ "18446744073709551615", UINT64_MAX },
-		{ "16777215T", 16777215ull << 40 },
-		{ "17179869183G", 17179869183ull << 30 },
-	};
-	static const char *bad[] = {
-		"", " 1", "-1", "+1", "K", "1.5G", "1KB", "1 K", "1P", "1e3",
-		"0x10", "12abc", "1K ", "18446744073709551616",
-		"99999999999999999999999", "16777216T", "17179869184G",
-		"17592186044416M", "18014398509481984K",
-	};
-	uint64_t v;
-
-	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		v = 42;
-		ck_assert_msg(config_parse_size(ok[i].s, &v) == 0,
-			      "'%s' rejected", ok[i].s);
-		ck_assert_msg(v == ok[i].v, "'%s' -> %llu", ok[i].s,
-			      (unsigned long long)v);
-	}
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		v = 42;
-		ck_assert_msg(config_parse_size(bad[i], &v) == -EINVAL,
-			      "'%s' accepted as %llu", bad[i],
-			      (unsigned long long)v);
-		ck_assert_uint_eq(v, 42);
-	}
-}
-END_TEST
-
 /* --- config_load --- */
 
 static char tmp_dir[64];
@@ -699,7 +656,6 @@ Suite *config_suite(void)
 	tcase_add_test(tc, key_limits);
 	tcase_add_test(tc, key_uid_limits);
 	tcase_add_test(tc, line_syntax);
-	tcase_add_test(tc, parse_size);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("load");
