@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "meta/meta_config.h"
 
@@ -135,6 +136,15 @@ void config_defaults(struct xferd_config *cfg);
  */
 int config_set(struct xferd_config *cfg, const char *key, const char *value,
 	       char *err, size_t errlen);
+
+/*
+ * The keys config_set knows, one line each: "key<TAB>form<TAB>doc"
+ * (`xferd --list-keys`, what tools/config-keys.sh reads).
+ */
+void config_keys_print(FILE *f);
+
+/* The i-th key of the table; NULL past the last. */
+const char *config_key_name(size_t i);
 
 /*
  * Apply one line of a config file (comments and blank lines are fine).

@@ -435,6 +435,33 @@ START_TEST(line_syntax)
 }
 END_TEST
 
+/* The key table: each name once, each one config_set's (no key parsed
+ * outside the table), each value it refuses named in the reason. */
+START_TEST(key_table)
+{
+	struct xferd_config c;
+	char err[256];
+	size_t n = 0;
+
+	for (const char *k; (k = config_key_name(n)); n++) {
+		for (size_t j = 0; j < n; j++)
+			ck_assert_msg(strcmp(k, config_key_name(j)) != 0,
+				      "key %s twice", k);
+		config_defaults(&c);
+		err[0] = '\0';
+		ck_assert_int_eq(config_set(&c, k, "@ @", err, sizeof(err)),
+				 -EINVAL);
+		ck_assert_msg(strncmp(err, k, strlen(k)) == 0 &&
+			      !strstr(err, "unknown key"),
+			      "%s = @ @: '%s'", k, err);
+	}
+	ck_assert_uint_ge(n, 70);
+	ck_assert_int_eq(config_set(&c, "etcd_bogus", "1", err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_str_eq(err, "unknown key 'etcd_bogus'");
+}
+END_TEST
+
 /* --- config_load --- */
 
 static char tmp_dir[64];
@@ -656,6 +683,7 @@ Suite *config_suite(void)
 	tcase_add_test(tc, key_limits);
 	tcase_add_test(tc, key_uid_limits);
 	tcase_add_test(tc, line_syntax);
+	tcase_add_test(tc, key_table);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("load");
