@@ -180,14 +180,22 @@ static int set_max_handles(struct xferd_config *c, const char *value,
 	return 0;
 }
 
-static int set_listen(struct xferd_config *c, const char *value, char *err,
-		      size_t errlen)
+/* "ADDR:PORT", "*:PORT" to listen on (PORT not 0); ADDR numeric when
+ * asked. */
+static bool listen_addr(const char *value, bool numeric)
 {
 	char host[CONFIG_HOST_MAX];
 	uint16_t port;
 
+	return config_split_hostport(value, host, &port, 0) == 0 && port != 0 &&
+	       (!numeric || numeric_host(host));
+}
+
+static int set_listen(struct xferd_config *c, const char *value, char *err,
+		      size_t errlen)
+{
 	if (strcmp(value, "off") != 0 && strcmp(value, "auto") != 0 &&
-	    (config_split_hostport(value, host, &port, 0) || port == 0))
+	    !listen_addr(value, false))
 		return fail(err, errlen,
 			    "listen: '%s' is not ADDR:PORT, *:PORT, auto or off",
 			    value);
@@ -244,12 +252,7 @@ static int set_rdma_devices(struct xferd_config *c, const char *value,
 static int set_metrics_listen(struct xferd_config *c, const char *value,
 			      char *err, size_t errlen)
 {
-	char host[CONFIG_HOST_MAX];
-	uint16_t port;
-
-	if (strcmp(value, "off") != 0 &&
-	    (config_split_hostport(value, host, &port, 0) || port == 0 ||
-	     !numeric_host(host)))
+	if (strcmp(value, "off") != 0 && !listen_addr(value, true))
 		return fail(err, errlen,
 			    "metrics_listen: '%s' is not ADDR:PORT, *:PORT "
 			    "or off (ADDR numeric)", value);
