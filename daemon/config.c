@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * config.c - parse and validate xferd settings.
+ * config.c - parse and validate xferd settings: one table of keys
+ * (keys[] below: name, type, bounds, field or setter, doc) that
+ * config_set() looks a key up in, and that `xferd --list-keys` prints
+ * for the checks of etc/xferd.conf and xferd.conf(5).  Main thread only
+ * (start-up and SIGHUP); no locks.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
