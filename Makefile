@@ -327,7 +327,7 @@ $(XFERSTREAM): $(OBJ)/tools/xferstream.o $(LIBA)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
 
 # Plain TCP, the baseline of the link between two xferds (tools/tcpbase.c).
-$(TCPBASE): $(OBJ)/tools/tcpbase.o
+$(TCPBASE): $(OBJ)/tools/tcpbase.o $(OBJ)/common/numparse.o
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^
 

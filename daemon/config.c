@@ -1,6 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * config.c - parse and validate xferd settings.
+ * config.c - parse and validate xferd settings: one table of keys
+ * (keys[] below: name, type, bounds, field or setter, doc) that
+ * config_set() looks a key up in, and that `xferd --list-keys` prints
+ * for the checks of etc/xferd.conf and xferd.conf(5).  Main thread only
+ * (start-up and SIGHUP); no locks.
+ *
+ * A little past 800 lines on purpose: the table, the setters it points
+ * to and the parser that walks it are one piece, read together.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -15,6 +22,8 @@
 
 #include "config.h"
 #include "log.h"
+#include "meta/meta_config.h"
+#include "common/numparse.h"
 #include "common/ring.h"
 
 void config_defaults(struct xferd_config *cfg)
@@ -97,7 +106,18 @@ void config_defaults(struct xferd_config *cfg)
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-static bool valid_name(const char *s);
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+/* --- the setters of keys no generic type fits ------------------------ */
 
 /* "*", an IPv4 or an IPv6 address: xferd resolves no names on its main
  * thread. */
@@ -110,392 +130,500 @@ static bool numeric_host(const char *host)
 	       inet_pton(AF_INET6, host, &a6) == 1;
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+static bool valid_name(const char *s)
 {
-	va_list ap;
+	size_t n = strlen(s);
 
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
+	if (n == 0 || n >= CONFIG_HOST_MAX)
+		return false;
+	for (; *s; s++)
+		if (!isalnum((unsigned char)*s) && !strchr("._-", *s))
+			return false;
+	return true;
 }
 
-int config_parse_size(const char *s, uint64_t *out)
+static int set_socket(struct xferd_config *c, const char *value, char *err,
+		      size_t errlen)
 {
-	char *end;
-	unsigned shift = 0;
+	size_t n = strlen(value);
 
-	if (!isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	switch (*end) {
-	case '\0': break;
-	case 'K': case 'k': shift = 10; end++; break;
-	case 'M': case 'm': shift = 20; end++; break;
-	case 'G': case 'g': shift = 30; end++; break;
-	case 'T': case 't': shift = 40; end++; break;
-	default: return -EINVAL;
-	}
-	if (*end != '\0' || (shift && v > (ULLONG_MAX >> shift)))
-		return -EINVAL;
-	*out = (uint64_t)v << shift;
+	if (n == 0 || n >= sizeof(c->socket_path) || value[0] != '/')
+		return fail(err, errlen,
+			    "socket: '%s' is not an absolute path of at most %zu bytes",
+			    value, sizeof(c->socket_path) - 1);
+	memcpy(c->socket_path, value, n + 1);
 	return 0;
 }
 
-static int parse_u32(const char *key, const char *s, uint64_t min,
-		     uint64_t max, uint32_t *out, char *err, size_t errlen)
+static int set_socket_group(struct xferd_config *c, const char *value,
+			    char *err, size_t errlen)
+{
+	/* What groupadd accepts, so a typo fails here, not at bind. */
+	size_t n = strlen(value);
+	bool ok = n > 0 && n < sizeof(c->socket_group) && value[0] != '-';
+
+	for (const char *p = value; ok && *p; p++)
+		ok = isalnum((unsigned char)*p) || strchr("._-", *p);
+	if (!ok)
+		return fail(err, errlen,
+			    "socket_group: '%s' is not a group name of at most %zu "
+			    "characters of [A-Za-z0-9._-], or none",
+			    value, sizeof(c->socket_group) - 1);
+	snprintf(c->socket_group, sizeof(c->socket_group), "%s", value);
+	return 0;
+}
+
+/* The older key: regions and imports alike. */
+static int set_max_handles(struct xferd_config *c, const char *value,
+			   char *err, size_t errlen)
 {
 	uint64_t v;
 
-	if (config_parse_size(s, &v) || v < min || v > max)
+	if (numparse_size(value, 0, &v) || v < 1 || v > (1u << 24))
 		return fail(err, errlen,
-			    "%s: '%s' is not a number in [%llu, %llu]", key, s,
-			    (unsigned long long)min, (unsigned long long)max);
-	*out = (uint32_t)v;
+			    "max_handles: '%s' is not a number in [1, %u]",
+			    value, 1u << 24);
+	c->max_regions = c->max_imports = (uint32_t)v;
 	return 0;
 }
 
-/*
- * The per-uid keys of uid_usage.h.  True if key is one of them, with *rc
- * the result of parsing value into c.
- */
-static bool config_set_uid_limit(struct xferd_config *c, const char *key,
-				 const char *value, char *err, size_t errlen,
-				 int *rc)
+/* "ADDR:PORT", "*:PORT" to listen on (PORT not 0); ADDR numeric when
+ * asked. */
+static bool listen_addr(const char *value, bool numeric)
 {
-	static const struct {
-		const char *key;
-		size_t off;
-		uint32_t min, max;
-	} u32[] = {
-#define LIMIT(k, lo, hi) { #k, offsetof(struct xferd_config, k), lo, hi }
-		LIMIT(max_regions_per_uid, 1, 1u << 24),
-		LIMIT(max_imports_per_uid, 1, 1u << 24),
-		LIMIT(max_names_per_uid, 1, 1u << 20),
-		LIMIT(dlist_max_per_uid, 0, 1u << 24),
-		LIMIT(notify_queue_max_per_uid, 0, 1u << 24),
-#undef LIMIT
-	};
+	char host[CONFIG_HOST_MAX];
+	uint16_t port;
 
-	for (size_t i = 0; i < sizeof(u32) / sizeof(u32[0]); i++)
-		if (strcmp(key, u32[i].key) == 0) {
-			*rc = parse_u32(key, value, u32[i].min, u32[i].max,
-					(uint32_t *)((char *)c + u32[i].off),
-					err, errlen);
-			return true;
-		}
-	if (strcmp(key, "dlist_max_uid_bytes") == 0) {
-		uint64_t v;
-		*rc = 0;
-		/* Finite: at most 1T, at least one list of one entry. */
-		if (config_parse_size(value, &v) || v < 4096 ||
-		    v > (1ull << 40))
-			*rc = fail(err, errlen,
-				   "dlist_max_uid_bytes: '%s' is not a size in "
-				   "4K..1T (e.g. 256M)", value);
-		else
-			c->dlist_max_uid_bytes = v;
-		return true;
-	}
-	return false;
+	return config_split_hostport(value, host, &port, 0) == 0 && port != 0 &&
+	       (!numeric || numeric_host(host));
 }
 
-/*
- * The keys of quota.h.  True if key is one of them, with *rc the
- * result of parsing value into c.
- */
-static bool config_set_limit(struct xferd_config *c, const char *key,
-			     const char *value, char *err, size_t errlen,
-			     int *rc)
+static int set_listen(struct xferd_config *c, const char *value, char *err,
+		      size_t errlen)
 {
-	static const struct {
-		const char *key;
-		size_t off;
-		uint32_t min, max;
-	} u32[] = {
-#define LIMIT(k, lo, hi) { #k, offsetof(struct xferd_config, k), lo, hi }
-		LIMIT(max_connections_per_uid, 1, 1u << 20),
-		LIMIT(max_pending_per_uid, 1, 1u << 20),
-		LIMIT(handshake_timeout_ms, 10, 600000),
-		LIMIT(listen_backlog, 1, 65535),
-		LIMIT(max_regions, 1, 1u << 24),
-		LIMIT(max_imports, 1, 1u << 24),
-		LIMIT(max_names, 1, 1u << 20),
-		LIMIT(notify_queue_max, 0, 1u << 24),
-		LIMIT(max_inflight, 1, 1u << 24),
-		LIMIT(max_client_fds, 8, 1u << 24),
-		LIMIT(max_uid_fds, 8, 1u << 24),
-		LIMIT(fd_reserve, 32, 1u << 20),
-		LIMIT(max_pending, 1, 1u << 20),
-		LIMIT(max_ctl_connections, 1, 65536),
-		LIMIT(max_ctl_per_uid, 1, 65536),
-		LIMIT(ctl_idle_timeout_ms, 100, 86400000),
-#undef LIMIT
-	};
+	if (strcmp(value, "off") != 0 && strcmp(value, "auto") != 0 &&
+	    !listen_addr(value, false))
+		return fail(err, errlen,
+			    "listen: '%s' is not ADDR:PORT, *:PORT, auto or off",
+			    value);
+	snprintf(c->listen, sizeof(c->listen), "%s", value);
+	return 0;
+}
 
-	for (size_t i = 0; i < sizeof(u32) / sizeof(u32[0]); i++)
-		if (strcmp(key, u32[i].key) == 0) {
-			*rc = parse_u32(key, value, u32[i].min, u32[i].max,
-					(uint32_t *)((char *)c + u32[i].off),
-					err, errlen);
-			return true;
-		}
-	if (strcmp(key, "max_client_bytes") == 0 ||
-	    strcmp(key, "max_uid_bytes") == 0) {
-		uint64_t v = 0;
-		*rc = 0;
-		/* 0 (once "no limit") is auto too: there is no unlimited. */
-		if (strcmp(value, "auto") && config_parse_size(value, &v))
-			*rc = fail(err, errlen, "%s: '%s' is not a size (e.g. "
-				   "64G) or auto", key, value);
-		else if (key[4] == 'c')
-			c->max_client_bytes = v;
-		else
-			c->max_uid_bytes = v;
-		return true;
+static int set_node_name(struct xferd_config *c, const char *value,
+			 char *err, size_t errlen)
+{
+	if (!valid_name(value))
+		return fail(err, errlen,
+			    "node_name: '%s' must be 1-%d characters of [A-Za-z0-9._-]",
+			    value, CONFIG_HOST_MAX - 1);
+	snprintf(c->node_name, sizeof(c->node_name), "%s", value);
+	return 0;
+}
+
+/* One more line of the list: each `peer =` adds one. */
+static int add_peer(struct xferd_config *c, const char *value, char *err,
+		    size_t errlen)
+{
+	char host[CONFIG_HOST_MAX];
+	uint16_t port;
+
+	if (config_split_hostport(value, host, &port, CONFIG_DEFAULT_PORT))
+		return fail(err, errlen, "peer: '%s' is not HOST[:PORT]", value);
+	if (c->npeers == CONFIG_MAX_PEERS)
+		return fail(err, errlen, "peer: more than %d peers",
+			    CONFIG_MAX_PEERS);
+	snprintf(c->peers[c->npeers++], CONFIG_HOST_MAX, "%s", value);
+	return 0;
+}
+
+static int set_rdma_devices(struct xferd_config *c, const char *value,
+			    char *err, size_t errlen)
+{
+	size_t n = strlen(value);
+	bool ok = n < sizeof(c->rdma_devices) && value[0] != ',' &&
+		  (n == 0 || value[n - 1] != ',') && !strstr(value, ",,");
+
+	for (const char *p = value; ok && *p; p++)
+		ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		     (*p >= '0' && *p <= '9') || *p == '_' || *p == '-' ||
+		     *p == '.' || *p == ',';
+	if (!ok)
+		return fail(err, errlen,
+			    "rdma_devices: '%s' is not a comma-separated "
+			    "list of device names", value);
+	snprintf(c->rdma_devices, sizeof(c->rdma_devices), "%s", value);
+	return 0;
+}
+
+static int set_metrics_listen(struct xferd_config *c, const char *value,
+			      char *err, size_t errlen)
+{
+	if (strcmp(value, "off") != 0 && !listen_addr(value, true))
+		return fail(err, errlen,
+			    "metrics_listen: '%s' is not ADDR:PORT, *:PORT "
+			    "or off (ADDR numeric)", value);
+	snprintf(c->metrics_listen, sizeof(c->metrics_listen), "%s", value);
+	return 0;
+}
+
+static int set_etcd_endpoints(struct xferd_config *c, const char *value,
+			      char *err, size_t errlen)
+{
+	return meta_config_set_endpoints(&c->meta, value, err, errlen);
+}
+
+static int set_etcd_prefix(struct xferd_config *c, const char *value,
+			   char *err, size_t errlen)
+{
+	return meta_config_set_prefix(&c->meta, value, err, errlen);
+}
+
+/* --- the key table ---------------------------------------------------- */
+
+/* How a key's value is read.  Every error reads "KEY: 'VALUE' is not
+ * ...", the words after "is not" being the type's or the entry's own
+ * (expect). */
+enum key_type {
+	KT_COUNT,     /* a number, K/M/G/T allowed, in [min, max] */
+	KT_MS,        /* milliseconds: read as KT_COUNT */
+	KT_POW2,      /* KT_COUNT that is also a power of two */
+	KT_DIGITS,    /* decimal digits only, in [min, max] */
+	KT_COUNT_OR,  /* an int field: word (-1) or KT_COUNT */
+	KT_SIZE,      /* bytes: a size in [min, max], or word (0) */
+	KT_ENUM,      /* one of words[], stored as its value */
+	KT_PATH,      /* a char[] field: an absolute path that fits */
+	KT_SET,       /* its own setter */
+};
+
+struct key_word {
+	const char *name;
+	int value;
+};
+
+struct config_key {
+	const char *name;
+	enum key_type type;
+	size_t off, size;           /* the field of struct xferd_config */
+	uint64_t min, max;          /* KT_COUNT .. KT_SIZE */
+	const char *word;           /* KT_COUNT_OR, KT_SIZE: the word */
+	const struct key_word *words; /* KT_ENUM: ends with a NULL name */
+	const char *expect;         /* KT_SIZE, KT_ENUM: after "is not" */
+	const char *form;           /* KT_SET: what a value looks like */
+	int (*set)(struct xferd_config *c, const char *value, char *err,
+		   size_t errlen);  /* KT_SET */
+	const char *doc;            /* one line; xferd.conf(5) has the rest */
+};
+
+#define FIELD(f) .off = offsetof(struct xferd_config, f), \
+	.size = sizeof(((struct xferd_config *)0)->f)
+#define NUMF(k, f, t, lo, hi, d) \
+	{ .name = k, .type = t, FIELD(f), .min = lo, .max = hi, .doc = d }
+#define NUM(k, t, lo, hi, d) NUMF(#k, k, t, lo, hi, d)
+#define COUNT(k, lo, hi, d) NUM(k, KT_COUNT, lo, hi, d)
+#define MS(k, lo, hi, d)    NUM(k, KT_MS, lo, hi, d)
+#define SIZE(k, w, lo, hi, e, d) \
+	{ .name = #k, .type = KT_SIZE, FIELD(k), .min = lo, .max = hi, \
+	  .word = w, .expect = e, .doc = d }
+#define ENUM(k, f, w, e, d) \
+	{ .name = k, .type = KT_ENUM, FIELD(f), .words = w, .expect = e, \
+	  .doc = d }
+#define SET(k, fn, fm, d) \
+	{ .name = k, .type = KT_SET, .set = fn, .form = fm, .doc = d }
+
+static const struct key_word on_off[] = {
+	{ "on", true }, { "off", false }, { NULL, 0 } };
+static const struct key_word rdma_register[] = {
+	{ "wait", false }, { "background", true }, { NULL, 0 } };
+static const struct key_word log_levels[] = {
+	{ "error", LOG_LVL_ERR }, { "warn", LOG_LVL_WARN },
+	{ "info", LOG_LVL_INFO }, { "debug", LOG_LVL_DEBUG }, { NULL, 0 } };
+static const struct key_word log_targets[] = {
+	{ "auto", LOG_TARGET_AUTO }, { "stderr", LOG_TARGET_STDERR },
+	{ "journal", LOG_TARGET_JOURNAL }, { NULL, 0 } };
+static const struct key_word meta_backends[] = {
+	{ "local", META_LOCAL }, { "etcd", META_ETCD }, { NULL, 0 } };
+static const struct key_word meta_apis[] = {
+	{ "auto", META_API_AUTO }, { "v3", META_API_V3 },
+	{ "v3beta", META_API_V3BETA }, { "v3alpha", META_API_V3ALPHA },
+	{ NULL, 0 } };
+
+/*
+ * Every key xferd knows, in the order of xferd.conf(5).  `xferd
+ * --list-keys` prints it, and tools/config-keys.sh reads it from there:
+ * the example configuration and the man page are checked against this
+ * table.  Which keys a SIGHUP applies is main.c's on_reload (socket,
+ * progress_cpu, rdma and rdma_devices wait for a restart).
+ */
+static const struct config_key keys[] = {
+	SET("socket", set_socket, "path",
+	    "the client socket (default: $XDG_RUNTIME_DIR or /run/xferd)"),
+	SET("socket_group", set_socket_group, "group|none",
+	    "group that owns the socket (none: leave it)"),
+	NUM(sq_entries, KT_POW2, RING_MIN_SQ_ENTRIES, RING_MAX_SQ_ENTRIES,
+	    "ring size a client gets by default"),
+	NUM(max_sq_entries, KT_POW2, RING_MIN_SQ_ENTRIES, RING_MAX_SQ_ENTRIES,
+	    "largest ring a client may ask for"),
+	COUNT(ring_index_kb, 0, 65536,
+	      "KiB of each ring for the index pairs of prepared lists"),
+	COUNT(dlist_max_entries, 1, 1u << 24, "entries of one prepared list"),
+	COUNT(dlist_max_per_client, 0, 1u << 20,
+	      "prepared lists of one client"),
+	COUNT(dlist_max_client_entries, 1, 1u << 30,
+	      "entries of all prepared lists of one client"),
+	COUNT(dlist_max_per_uid, 0, 1u << 24,
+	      "prepared lists of all clients of one user"),
+	SIZE(dlist_max_uid_bytes, NULL, 4096, 1ull << 40,
+	     "a size in 4K..1T (e.g. 256M)",
+	     "xferd's memory for one user's prepared lists"),
+	COUNT(spin_us, 0, 1000000,
+	      "microseconds the progress thread polls before it sleeps"),
+	{ .name = "progress_cpu", .type = KT_COUNT_OR, FIELD(progress_cpu),
+	  .min = 0, .max = 4095, .word = "none",
+	  .doc = "CPU the progress thread is pinned to" },
+	{ .name = "copy_workers", .type = KT_COUNT_OR, FIELD(copy_workers),
+	  .min = 0, .max = 64, .word = "auto",
+	  .doc = "threads copying registered memory through staging" },
+	SIZE(cma_split_bytes, "off", 1u << 20, 1ull << 40,
+	     "off or a size in 1M..1T",
+	     "CMA copies this large and larger go to the copy workers in parts"),
+	ENUM("log_level", log_level, log_levels,
+	     "one of error, warn, info, debug", "least severe line logged"),
+	ENUM("log_target", log_target, log_targets,
+	     "auto, stderr or journal", "where log lines go"),
+	SET("metrics_listen", set_metrics_listen, "ADDR:PORT|*:PORT|off",
+	    "the Prometheus endpoint"),
+	COUNT(metrics_max_connections, 1, 4096,
+	      "scrapers connected at once"),
+	MS(metrics_timeout_ms, 100, 600000, "deadline of one scrape"),
+	COUNT(max_clients, 1, 1u << 20, "clients connected at once"),
+	SIZE(max_region_bytes, NULL, 1, UINT64_MAX, "a size > 0 (e.g. 64G)",
+	     "bytes of one registered region"),
+	SET("max_handles", set_max_handles, "n",
+	    "max_regions and max_imports at once (the older key)"),
+	COUNT(rcache_max_entries, 0, 1u << 24,
+	      "registration cache entries (0: no limit)"),
+	SIZE(rcache_max_bytes, NULL, 0, UINT64_MAX,
+	     "a size (e.g. 64G; 0: no limit)",
+	     "bytes the registration cache holds (0: no limit)"),
+
+	/* What one connection, client and user may hold (quota.h,
+	 * uid_usage.h). */
+	COUNT(max_connections_per_uid, 1, 1u << 20, "clients of one user"),
+	COUNT(max_pending_per_uid, 1, 1u << 20,
+	      "connections of one user not yet handshaken"),
+	MS(handshake_timeout_ms, 10, 600000,
+	   "time a connection has to send its first packet"),
+	COUNT(listen_backlog, 1, 65535, "backlog of the client socket"),
+	COUNT(max_regions, 1, 1u << 24, "regions of one client"),
+	SIZE(max_client_bytes, "auto", 0, UINT64_MAX,
+	     "a size (e.g. 64G) or auto",
+	     "host memory xferd maps for one client (auto: from RAM)"),
+	SIZE(max_uid_bytes, "auto", 0, UINT64_MAX,
+	     "a size (e.g. 64G) or auto",
+	     "host memory xferd maps for one user (auto: from RAM)"),
+	COUNT(max_client_fds, 8, 1u << 24, "fds xferd holds for one client"),
+	COUNT(max_uid_fds, 8, 1u << 24, "fds xferd holds for one user"),
+	COUNT(fd_reserve, 32, 1u << 20, "fds xferd keeps for itself"),
+	COUNT(max_pending, 1, 1u << 20,
+	      "non-root connections not yet handshaken"),
+	COUNT(max_ctl_connections, 1, 65536, "xferctl connections at once"),
+	COUNT(max_ctl_per_uid, 1, 65536, "xferctl connections of one user"),
+	MS(ctl_idle_timeout_ms, 100, 86400000,
+	   "time an xferctl connection may sit idle"),
+	COUNT(max_imports, 1, 1u << 24, "imported tokens of one client"),
+	COUNT(max_regions_per_uid, 1, 1u << 24, "regions of one user"),
+	COUNT(max_imports_per_uid, 1, 1u << 24,
+	      "imported tokens of one user"),
+	COUNT(max_names, 1, 1u << 20, "published names of one client"),
+	COUNT(max_names_per_uid, 1, 1u << 20, "published names of one user"),
+	COUNT(max_inflight, 1, 1u << 24,
+	      "operations of one client out on links"),
+	COUNT(notify_queue_max, 0, 1u << 24,
+	      "notifications held for one client whose CQ is full"),
+	COUNT(notify_queue_max_per_uid, 0, 1u << 24,
+	      "notifications held for all clients of one user"),
+
+	/* other nodes */
+	SET("listen", set_listen, "ADDR:PORT|*:PORT|auto|off",
+	    "the peer port"),
+	SET("node_name", set_node_name, "name",
+	    "this node's name (default: the host name)"),
+	SET("peer", add_peer, "HOST[:PORT]",
+	    "another xferd (one line each, at most 64)"),
+	{ .name = "cluster_key_file", .type = KT_PATH,
+	  FIELD(cluster_key_file),
+	  .doc = "the key that authenticates peers (none: no peer port)" },
+	COUNT(peer_connect_rate, 1, 100000,
+	      "connections to other xferds one user may cause a second"),
+	MS(keepalive_ms, 10, 600000, "ping an idle link this often"),
+	MS(peer_timeout_ms, 20, 3600000, "a link silent this long is dead"),
+	MS(connect_timeout_ms, 10, 600000, "time to connect to a peer"),
+	MS(op_timeout_ms, 1, 86400000,
+	   "default deadline of a remote operation"),
+	COUNT(tcp_chunk, 4096, 4u << 20, "bytes per data frame on a link"),
+	/* Two halves (send, receive) of at least two 4 MiB chunks. */
+	COUNT(staging_mb, 16, 65536,
+	      "MiB of pinned memory for GPU data to and from other nodes"),
+	ENUM("rdma", rdma, on_off, "on or off", "use the RDMA NICs"),
+	SET("rdma_devices", set_rdma_devices, "dev[,dev...]",
+	    "only these RDMA devices (empty: all)"),
+	COUNT(rdma_qps, 1, 8, "RC queue pairs per peer and rail pair"),
+	ENUM("rdma_register", rdma_reg_background, rdma_register,
+	     "wait or background",
+	     "a region's reply waits for its NIC registration, or not"),
+	SIZE(rdma_stripe, NULL, 4096, 1u << 30, "a size in 4K..1G",
+	     "bytes per RDMA work request, at most"),
+
+	/* where published names live (meta/meta_config.h) */
+	ENUM("metadata", meta.backend, meta_backends, "local or etcd",
+	     "where published names and node records live"),
+	SET("etcd_endpoints", set_etcd_endpoints, "URL[,URL...]",
+	    "etcd's client URLs"),
+	SET("etcd_prefix", set_etcd_prefix, "prefix",
+	    "the etcd key prefix of this cluster"),
+	NUMF("etcd_lease_ttl", meta.lease_ttl_s, KT_DIGITS, 2, 3600,
+	    "seconds a node's records outlive its last keepalive"),
+	NUMF("etcd_timeout_ms", meta.timeout_ms, KT_DIGITS, 10, 600000,
+	    "milliseconds of one etcd request"),
+	NUMF("etcd_retry_ms", meta.retry_ms, KT_DIGITS, 0, 3600000,
+	    "milliseconds one call tries the endpoints"),
+	ENUM("etcd_api", meta.api, meta_apis, "auto, v3, v3beta or v3alpha",
+	     "the etcd gateway's path prefix"),
+	{ .name = "etcd_cert", .type = KT_PATH, FIELD(meta.cert),
+	  .doc = "TLS client certificate" },
+	{ .name = "etcd_key", .type = KT_PATH, FIELD(meta.key),
+	  .doc = "its private key" },
+	{ .name = "etcd_ca", .type = KT_PATH, FIELD(meta.ca),
+	  .doc = "CA bundle (default: the system's)" },
+};
+
+#undef FIELD
+#undef NUMF
+#undef NUM
+#undef COUNT
+#undef MS
+#undef SIZE
+#undef ENUM
+#undef SET
+
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+static const struct config_key *key_find(const char *name)
+{
+	for (size_t i = 0; i < NKEYS; i++)
+		if (strcmp(keys[i].name, name) == 0)
+			return &keys[i];
+	return NULL;
+}
+
+/* v into a field of 1 (bool), 4 or 8 bytes; -1 stays -1 in an int. */
+static void store(struct xferd_config *c, const struct config_key *k,
+		  uint64_t v)
+{
+	char *field = (char *)c + k->off;
+
+	if (k->size == sizeof(bool)) {
+		bool b = v != 0;
+		memcpy(field, &b, sizeof(b));
+	} else if (k->size == sizeof(uint32_t)) {
+		uint32_t u = (uint32_t)v;
+		memcpy(field, &u, sizeof(u));
+	} else {
+		memcpy(field, &v, sizeof(v));
 	}
-	return false;
+}
+
+static int set_number(const struct config_key *k, const char *value,
+		      uint64_t *v, char *err, size_t errlen)
+{
+	bool digits = k->type != KT_DIGITS ||
+		      strspn(value, "0123456789") == strlen(value);
+
+	if (!digits || numparse_size(value, 0, v) || *v < k->min ||
+	    *v > k->max)
+		return fail(err, errlen,
+			    "%s: '%s' is not a number in [%llu, %llu]", k->name,
+			    value, (unsigned long long)k->min,
+			    (unsigned long long)k->max);
+	return 0;
+}
+
+/* Parse value as k says into c; the checks across keys are the
+ * caller's. */
+static int key_set(struct xferd_config *c, const struct config_key *k,
+		   const char *value, char *err, size_t errlen)
+{
+	uint64_t v = 0;
+	int rc;
+
+	switch (k->type) {
+	case KT_COUNT:
+	case KT_MS:
+	case KT_DIGITS:
+		rc = set_number(k, value, &v, err, errlen);
+		break;
+	case KT_POW2:
+		rc = set_number(k, value, &v, err, errlen);
+		if (!rc && (v & (v - 1)))
+			return fail(err, errlen, "%s: %u is not a power of two",
+				    k->name, (unsigned)v);
+		break;
+	case KT_COUNT_OR:
+		if (strcmp(value, k->word) == 0) {
+			v = (uint64_t)-1;
+			rc = 0;
+		} else {
+			rc = set_number(k, value, &v, err, errlen);
+		}
+		break;
+	case KT_SIZE:
+		rc = 0;
+		if (k->word && strcmp(value, k->word) == 0)
+			v = 0;
+		else if (numparse_size(value, 0, &v) || v < k->min ||
+			 v > k->max)
+			rc = fail(err, errlen, "%s: '%s' is not %s", k->name,
+				  value, k->expect);
+		break;
+	case KT_ENUM: {
+		const struct key_word *w = k->words;
+		while (w->name && strcmp(value, w->name) != 0)
+			w++;
+		if (!w->name)
+			return fail(err, errlen, "%s: '%s' is not %s", k->name,
+				    value, k->expect);
+		v = (uint64_t)(int64_t)w->value;
+		rc = 0;
+		break;
+	}
+	case KT_PATH:
+		if (value[0] != '/' || strlen(value) >= k->size)
+			return fail(err, errlen,
+				    "%s: '%s' is not an absolute path", k->name,
+				    value);
+		snprintf((char *)c + k->off, k->size, "%s", value);
+		return 0;
+	case KT_SET:
+		return k->set(c, value, err, errlen);
+	default:
+		return fail(err, errlen, "%s: no parser", k->name);
+	}
+	if (rc)
+		return rc;
+	store(c, k, v);
+	return 0;
 }
 
 int config_set(struct xferd_config *cfg, const char *key, const char *value,
 	       char *err, size_t errlen)
 {
+	const struct config_key *k = key_find(key);
 	struct xferd_config c = *cfg;
-	int rc = 0;
 
-	if (strcmp(key, "socket") == 0) {
-		size_t n = strlen(value);
-		if (n == 0 || n >= sizeof(c.socket_path) || value[0] != '/')
-			return fail(err, errlen,
-				    "socket: '%s' is not an absolute path of at most %zu bytes",
-				    value, sizeof(c.socket_path) - 1);
-		memcpy(c.socket_path, value, n + 1);
-	} else if (strcmp(key, "socket_group") == 0) {
-		/* What groupadd accepts, so a typo fails here, not at bind. */
-		size_t n = strlen(value);
-		bool ok = n > 0 && n < sizeof(c.socket_group) && value[0] != '-';
-		for (const char *p = value; ok && *p; p++)
-			ok = isalnum((unsigned char)*p) || strchr("._-", *p);
-		if (!ok)
-			return fail(err, errlen,
-				    "socket_group: '%s' is not a group name of at most %zu "
-				    "characters of [A-Za-z0-9._-], or none",
-				    value, sizeof(c.socket_group) - 1);
-		snprintf(c.socket_group, sizeof(c.socket_group), "%s", value);
-	} else if (strcmp(key, "sq_entries") == 0 ||
-		   strcmp(key, "max_sq_entries") == 0) {
-		uint32_t v = 0;
-		rc = parse_u32(key, value, RING_MIN_SQ_ENTRIES,
-			       RING_MAX_SQ_ENTRIES, &v, err, errlen);
-		if (rc)
-			return rc;
-		if (v & (v - 1))
-			return fail(err, errlen, "%s: %u is not a power of two",
-				    key, v);
-		if (key[0] == 's')
-			c.sq_entries = v;
-		else
-			c.max_sq_entries = v;
-	} else if (strcmp(key, "ring_index_kb") == 0) {
-		rc = parse_u32(key, value, 0, 65536, &c.ring_index_kb, err,
-			       errlen);
-	} else if (strcmp(key, "dlist_max_entries") == 0) {
-		rc = parse_u32(key, value, 1, 1u << 24, &c.dlist_max_entries,
-			       err, errlen);
-	} else if (strcmp(key, "dlist_max_per_client") == 0) {
-		rc = parse_u32(key, value, 0, 1u << 20,
-			       &c.dlist_max_per_client, err, errlen);
-	} else if (strcmp(key, "dlist_max_client_entries") == 0) {
-		rc = parse_u32(key, value, 1, 1u << 30,
-			       &c.dlist_max_client_entries, err, errlen);
-	} else if (strcmp(key, "spin_us") == 0) {
-		rc = parse_u32(key, value, 0, 1000000, &c.spin_us, err, errlen);
-	} else if (strcmp(key, "progress_cpu") == 0) {
-		uint32_t v = 0;
-		if (strcmp(value, "none") == 0)
-			c.progress_cpu = -1;
-		else if (!(rc = parse_u32(key, value, 0, 4095, &v, err, errlen)))
-			c.progress_cpu = (int)v;
-	} else if (strcmp(key, "copy_workers") == 0) {
-		uint32_t v = 0;
-		if (strcmp(value, "auto") == 0)
-			c.copy_workers = -1;
-		else if (!(rc = parse_u32(key, value, 0, 64, &v, err, errlen)))
-			c.copy_workers = (int)v;
-	} else if (strcmp(key, "cma_split_bytes") == 0) {
-		uint64_t v;
-		if (strcmp(value, "off") == 0)
-			c.cma_split_bytes = 0;
-		else if (config_parse_size(value, &v) || v < (1u << 20) ||
-			 v > (1ull << 40))
-			return fail(err, errlen, "cma_split_bytes: '%s' is not "
-				    "off or a size in 1M..1T", value);
-		else
-			c.cma_split_bytes = v;
-	} else if (strcmp(key, "log_level") == 0) {
-		int lvl = log_level_parse(value);
-		if (lvl < 0)
-			return fail(err, errlen,
-				    "log_level: '%s' is not one of error, warn, info, debug",
-				    value);
-		c.log_level = lvl;
-	} else if (strcmp(key, "max_clients") == 0) {
-		rc = parse_u32(key, value, 1, 1u << 20, &c.max_clients, err,
-			       errlen);
-	} else if (strcmp(key, "max_handles") == 0) {
-		/* The older key: regions and imports alike. */
-		rc = parse_u32(key, value, 1, 1u << 24, &c.max_regions, err,
-			       errlen);
-		c.max_imports = c.max_regions;
-	} else if (strcmp(key, "max_region_bytes") == 0) {
-		uint64_t v;
-		if (config_parse_size(value, &v) || v == 0)
-			return fail(err, errlen,
-				    "max_region_bytes: '%s' is not a size > 0 (e.g. 64G)",
-				    value);
-		c.max_region_bytes = v;
-	} else if (strcmp(key, "rcache_max_entries") == 0) {
-		/* 0: no limit. */
-		rc = parse_u32(key, value, 0, 1u << 24, &c.rcache_max_entries,
-			       err, errlen);
-	} else if (strcmp(key, "rcache_max_bytes") == 0) {
-		uint64_t v;
-		if (config_parse_size(value, &v))
-			return fail(err, errlen,
-				    "rcache_max_bytes: '%s' is not a size (e.g. "
-				    "64G; 0: no limit)", value);
-		c.rcache_max_bytes = v;
-	} else if (strcmp(key, "listen") == 0) {
-		char host[CONFIG_HOST_MAX];
-		uint16_t port;
-		if (strcmp(value, "off") != 0 && strcmp(value, "auto") != 0 &&
-		    (config_split_hostport(value, host, &port, 0) || port == 0))
-			return fail(err, errlen,
-				    "listen: '%s' is not ADDR:PORT, *:PORT, auto or off",
-				    value);
-		snprintf(c.listen, sizeof(c.listen), "%s", value);
-	} else if (strcmp(key, "node_name") == 0) {
-		if (!valid_name(value))
-			return fail(err, errlen,
-				    "node_name: '%s' must be 1-%d characters of [A-Za-z0-9._-]",
-				    value, CONFIG_HOST_MAX - 1);
-		snprintf(c.node_name, sizeof(c.node_name), "%s", value);
-	} else if (strcmp(key, "peer") == 0) {
-		char host[CONFIG_HOST_MAX];
-		uint16_t port;
-		if (config_split_hostport(value, host, &port, CONFIG_DEFAULT_PORT))
-			return fail(err, errlen, "peer: '%s' is not HOST[:PORT]",
-				    value);
-		if (c.npeers == CONFIG_MAX_PEERS)
-			return fail(err, errlen, "peer: more than %d peers",
-				    CONFIG_MAX_PEERS);
-		snprintf(c.peers[c.npeers++], CONFIG_HOST_MAX, "%s", value);
-	} else if (strcmp(key, "cluster_key_file") == 0) {
-		if (value[0] != '/' || strlen(value) >= sizeof(c.cluster_key_file))
-			return fail(err, errlen,
-				    "cluster_key_file: '%s' is not an absolute path",
-				    value);
-		snprintf(c.cluster_key_file, sizeof(c.cluster_key_file), "%s",
-			 value);
-	} else if (strcmp(key, "keepalive_ms") == 0) {
-		rc = parse_u32(key, value, 10, 600000, &c.keepalive_ms, err,
-			       errlen);
-	} else if (strcmp(key, "peer_timeout_ms") == 0) {
-		rc = parse_u32(key, value, 20, 3600000, &c.peer_timeout_ms, err,
-			       errlen);
-	} else if (strcmp(key, "connect_timeout_ms") == 0) {
-		rc = parse_u32(key, value, 10, 600000, &c.connect_timeout_ms,
-			       err, errlen);
-	} else if (strcmp(key, "op_timeout_ms") == 0) {
-		rc = parse_u32(key, value, 1, 86400000, &c.op_timeout_ms, err,
-			       errlen);
-	} else if (strcmp(key, "tcp_chunk") == 0) {
-		rc = parse_u32(key, value, 4096, 4u << 20, &c.tcp_chunk, err,
-			       errlen);
-	} else if (strcmp(key, "staging_mb") == 0) {
-		/* Two halves (send, receive) of at least two 4 MiB chunks. */
-		rc = parse_u32(key, value, 16, 65536, &c.staging_mb, err,
-			       errlen);
-	} else if (strcmp(key, "rdma") == 0) {
-		if (strcmp(value, "on") == 0)
-			c.rdma = true;
-		else if (strcmp(value, "off") == 0)
-			c.rdma = false;
-		else
-			return fail(err, errlen, "rdma: '%s' is not on or off",
-				    value);
-	} else if (strcmp(key, "rdma_devices") == 0) {
-		size_t n = strlen(value);
-		bool ok = n < sizeof(c.rdma_devices) && value[0] != ',' &&
-			  (n == 0 || value[n - 1] != ',') && !strstr(value, ",,");
-		for (const char *p = value; ok && *p; p++)
-			ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-			     (*p >= '0' && *p <= '9') || *p == '_' || *p == '-' ||
-			     *p == '.' || *p == ',';
-		if (!ok)
-			return fail(err, errlen,
-				    "rdma_devices: '%s' is not a comma-separated "
-				    "list of device names", value);
-		snprintf(c.rdma_devices, sizeof(c.rdma_devices), "%s", value);
-	} else if (strcmp(key, "rdma_qps") == 0) {
-		rc = parse_u32(key, value, 1, 8, &c.rdma_qps, err, errlen);
-	} else if (strcmp(key, "rdma_register") == 0) {
-		if (strcmp(value, "wait") == 0)
-			c.rdma_reg_background = false;
-		else if (strcmp(value, "background") == 0)
-			c.rdma_reg_background = true;
-		else
-			return fail(err, errlen, "rdma_register: '%s' is not "
-				    "wait or background", value);
-	} else if (strcmp(key, "rdma_stripe") == 0) {
-		uint64_t v;
-		if (config_parse_size(value, &v) || v < 4096 || v > (1u << 30))
-			return fail(err, errlen,
-				    "rdma_stripe: '%s' is not a size in 4K..1G",
-				    value);
-		c.rdma_stripe = (uint32_t)v;
-	} else if (meta_config_owns(key)) {
-		rc = meta_config_set(&c.meta, key, value, err, errlen);
-	} else if (strcmp(key, "log_target") == 0) {
-		if (strcmp(value, "auto") == 0)
-			c.log_target = LOG_TARGET_AUTO;
-		else if (strcmp(value, "stderr") == 0)
-			c.log_target = LOG_TARGET_STDERR;
-		else if (strcmp(value, "journal") == 0)
-			c.log_target = LOG_TARGET_JOURNAL;
-		else
-			return fail(err, errlen, "log_target: '%s' is not auto, "
-				    "stderr or journal", value);
-	} else if (strcmp(key, "metrics_listen") == 0) {
-		char host[CONFIG_HOST_MAX];
-		uint16_t port;
-		if (strcmp(value, "off") != 0 &&
-		    (config_split_hostport(value, host, &port, 0) || port == 0 ||
-		     !numeric_host(host)))
-			return fail(err, errlen,
-				    "metrics_listen: '%s' is not ADDR:PORT, *:PORT "
-				    "or off (ADDR numeric)", value);
-		snprintf(c.metrics_listen, sizeof(c.metrics_listen), "%s",
-			 value);
-	} else if (strcmp(key, "metrics_max_connections") == 0) {
-		rc = parse_u32(key, value, 1, 4096,
-			       &c.metrics_max_connections, err, errlen);
-	} else if (strcmp(key, "peer_connect_rate") == 0) {
-		rc = parse_u32(key, value, 1, 100000, &c.peer_connect_rate, err,
-			       errlen);
-	} else if (strcmp(key, "metrics_timeout_ms") == 0) {
-		rc = parse_u32(key, value, 100, 600000, &c.metrics_timeout_ms,
-			       err, errlen);
-	} else if (config_set_limit(&c, key, value, err, errlen, &rc)) {
-		/* one of the limits of quota.h: rc says how it went */
-	} else if (config_set_uid_limit(&c, key, value, err, errlen, &rc)) {
-		/* per uid (uid_usage.h): the same */
-	} else {
+	if (!k)
 		return fail(err, errlen, "unknown key '%s'", key);
-	}
+	int rc = key_set(&c, k, value, err, errlen);
 	if (rc)
 		return rc;
 	if (c.keepalive_ms >= c.peer_timeout_ms)
@@ -510,16 +638,80 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 	return 0;
 }
 
-static bool valid_name(const char *s)
+/* A size as the man page writes it: "4K", "1T", "16777216". */
+static const char *size_text(uint64_t v, char *buf, size_t len)
 {
-	size_t n = strlen(s);
+	static const char units[] = "KMGT";
+	int u = -1;
 
-	if (n == 0 || n >= CONFIG_HOST_MAX)
-		return false;
-	for (; *s; s++)
-		if (!isalnum((unsigned char)*s) && !strchr("._-", *s))
-			return false;
-	return true;
+	while (u < 3 && v >= 1024 && v % 1024 == 0) {
+		v /= 1024;
+		u++;
+	}
+	if (u < 0)
+		snprintf(buf, len, "%llu", (unsigned long long)v);
+	else
+		snprintf(buf, len, "%llu%c", (unsigned long long)v, units[u]);
+	return buf;
+}
+
+/* What a value of k looks like: "1..65536", "off|1M..1T", "on|off". */
+static void key_form(const struct config_key *k, char *buf, size_t len)
+{
+	char lo[32], hi[32];
+	size_t n = 0;
+
+	buf[0] = '\0';
+	switch (k->type) {
+	case KT_COUNT:
+	case KT_MS:
+	case KT_POW2:
+	case KT_DIGITS:
+	case KT_COUNT_OR:
+		snprintf(buf, len, "%s%s%llu..%llu%s%s",
+			 k->word ? k->word : "", k->word ? "|" : "",
+			 (unsigned long long)k->min,
+			 (unsigned long long)k->max,
+			 k->type == KT_MS ? " ms" : "",
+			 k->type == KT_POW2 ? ", a power of two" : "");
+		break;
+	case KT_SIZE:
+		hi[0] = '\0';  /* no upper bound but the type's */
+		if (k->max != UINT64_MAX)
+			size_text(k->max, hi, sizeof(hi));
+		snprintf(buf, len, "%s%ssize %s..%s", k->word ? k->word : "",
+			 k->word ? "|" : "", size_text(k->min, lo, sizeof(lo)),
+			 hi);
+		break;
+	case KT_ENUM:
+		for (const struct key_word *w = k->words; w->name && n < len;
+		     w++)
+			n += (size_t)snprintf(buf + n, len - n, "%s%s",
+					      w == k->words ? "" : "|",
+					      w->name);
+		break;
+	case KT_PATH:
+		snprintf(buf, len, "path");
+		break;
+	case KT_SET:
+		snprintf(buf, len, "%s", k->form);
+		break;
+	}
+}
+
+void config_keys_print(FILE *f)
+{
+	char form[128];
+
+	for (size_t i = 0; i < NKEYS; i++) {
+		key_form(&keys[i], form, sizeof(form));
+		fprintf(f, "%s\t%s\t%s\n", keys[i].name, form, keys[i].doc);
+	}
+}
+
+const char *config_key_name(size_t i)
+{
+	return i < NKEYS ? keys[i].name : NULL;
 }
 
 int config_split_hostport(const char *s, char *host, uint16_t *port,

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "meta/meta_config.h"
 
@@ -137,6 +138,15 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 	       char *err, size_t errlen);
 
 /*
+ * The keys config_set knows, one line each: "key<TAB>form<TAB>doc"
+ * (`xferd --list-keys`, what tools/config-keys.sh reads).
+ */
+void config_keys_print(FILE *f);
+
+/* The i-th key of the table; NULL past the last. */
+const char *config_key_name(size_t i);
+
+/*
  * Apply one line of a config file (comments and blank lines are fine).
  * Returns 0 or -EINVAL with a reason in err.
  */
@@ -150,8 +160,5 @@ int config_parse_line(struct xferd_config *cfg, const char *line, char *err,
  */
 int config_load(struct xferd_config *cfg, const char *path, char *err,
 		size_t errlen);
-
-/* Parse "123", "64K", "16M", "2G" (powers of 1024); -EINVAL otherwise. */
-int config_parse_size(const char *s, uint64_t *out);
 
 #endif /* XFERD_CONFIG_H */

@@ -71,6 +71,7 @@ static void usage(FILE *f)
 		"                       /run/xferd/xferd.sock as root)\n"
 		"  -l, --log-level LVL  error, warn, info, debug\n"
 		"  -o, --set KEY=VALUE  any config key (see xferd.conf(5))\n"
+		"  --list-keys          the config keys: name, values, what for\n"
 		"  -V, --version        print the version\n"
 		"  -h, --help           this text\n",
 		CONFIG_DEFAULT_PATH);
@@ -123,6 +124,7 @@ static void parse_args(struct runtime *rt, int argc, char **argv)
 		{ "set", required_argument, NULL, 'o' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "list-keys", no_argument, NULL, 'K' },
 		{ 0 },
 	};
 	int ch;
@@ -157,6 +159,9 @@ static void parse_args(struct runtime *rt, int argc, char **argv)
 			exit(0);
 		case 'h':
 			usage(stdout);
+			exit(0);
+		case 'K':
+			config_keys_print(stdout);
 			exit(0);
 		default:
 			usage(stderr);

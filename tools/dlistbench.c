@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/numparse.h"
 #include "xfer.h"
 
 #define MAX_SIZES 8
@@ -286,14 +287,9 @@ static void run_size(struct xfer_ctx *ic, struct xfer_ctx *tc, uint64_t size)
 
 static uint64_t parse_size(const char *s)
 {
-	char *end;
-	uint64_t v = strtoull(s, &end, 10);
+	uint64_t v;
 
-	if (*end == 'K' || *end == 'k')
-		v <<= 10, end++;
-	else if (*end == 'M' || *end == 'm')
-		v <<= 20, end++;
-	if (*end || v == 0)
+	if (numparse_size(s, 0, &v) || v == 0)
 		die("bad size '%s'", s);
 	return v;
 }

@@ -32,6 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/numparse.h"
+
 enum { MODE_PINGPONG = 'p', MODE_STREAM = 's' };
 
 struct opts {
@@ -75,15 +77,9 @@ static void pin(int cpu)
 
 static uint64_t parse_size(const char *s)
 {
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
+	uint64_t v;
 
-	switch (*end) {
-	case 'K': v <<= 10; end++; break;
-	case 'M': v <<= 20; end++; break;
-	case 'G': v <<= 30; end++; break;
-	}
-	if (*end || v == 0 || v > (1ull << 30))
+	if (numparse_size(s, 0, &v) || v == 0 || v > (1ull << 30))
 		die("bad size '%s' (1 .. 1G, K/M/G suffixes)", s);
 	return v;
 }

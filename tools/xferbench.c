@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/numparse.h"
 #include "stages.h"
 #include "xfer.h"
 
@@ -128,24 +129,9 @@ static const char *size_label(uint64_t s, char *buf, size_t len)
 /* "8", "4K", "64KiB", "16M", "1G" -> bytes; 0 on a bad string. */
 static uint64_t parse_size(const char *s)
 {
-	char *end;
-	unsigned long long v = strtoull(s, &end, 10);
-	unsigned shift = 0;
+	uint64_t v;
 
-	if (end == s)
-		return 0;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	}
-	if (shift && strcmp(end, "iB") == 0)
-		end += 2;
-	else if (*end == 'B')
-		end++;
-	if (*end || v == 0 || v > (UINT64_MAX >> shift))
-		return 0;
-	return (uint64_t)v << shift;
+	return numparse_size(s, NUMPARSE_BYTE_UNIT, &v) ? 0 : v;
 }
 
 static unsigned parse_uint(const char *name, const char *s, unsigned lo,

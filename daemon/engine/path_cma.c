@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "common/container_of.h"
 #include "engine/copy_workers.h"
 #include "engine/path_cma.h"
 #include "engine/progress_int.h"
@@ -24,9 +25,6 @@
 #include "mem/cma.h"
 #include "mem/region.h"
 #include "xfer_ring.h"
-
-#define container_of(p, type, member) \
-	((type *)(void *)((char *)(p) - offsetof(type, member)))
 
 /* Bytes a part of two CMA ends moves through its bounce buffer at a
  * time: one process_vm_readv, then one process_vm_writev. */

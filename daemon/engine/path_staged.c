@@ -34,6 +34,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
+#include "common/container_of.h"
 #include "engine/path_staged.h"
 #include "engine/progress_int.h"
 #include "engine/xop.h"
@@ -41,9 +42,6 @@
 #include "log.h"
 #include "mem/cma.h"
 #include "mem/region.h"
-
-#define container_of(p, type, member) \
-	((type *)(void *)((char *)(p) - offsetof(type, member)))
 
 struct lstage {
 	struct progress *p;

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * meta_config.c - parse and validate the metadata backend's settings
- * (`metadata`, `etcd_*`; xferd.conf(5)).  config.c hands these keys
- * here, so that the etcd settings stay beside the code that uses them.
+ * (`metadata`, `etcd_*`; xferd.conf(5)).  The keys are entries of
+ * config.c's key table; the values that need more than a number, a word
+ * or a path (the endpoint list, the prefix) are checked here, beside the
+ * code that uses them.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -39,11 +41,6 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
 	vsnprintf(err, errlen, fmt, ap);
 	va_end(ap);
 	return -EINVAL;
-}
-
-bool meta_config_owns(const char *key)
-{
-	return strcmp(key, "metadata") == 0 || strncmp(key, "etcd_", 5) == 0;
 }
 
 /* One "http[s]://host:port" (host a name, an IPv4 or a [v6] address). */
@@ -133,103 +130,40 @@ int meta_endpoints_parse(const char *list, struct meta_endpoint *out,
 	return n;
 }
 
-static int set_file(char *dst, size_t cap, const char *key,
-		    const char *value, char *err, size_t errlen)
+int meta_config_set_endpoints(struct meta_config *mc, const char *value,
+			      char *err, size_t errlen)
 {
-	if (value[0] != '/' || strlen(value) >= cap)
-		return fail(err, errlen, "%s: '%s' is not an absolute path",
-			    key, value);
-	snprintf(dst, cap, "%s", value);
-	return 0;
-}
+	struct meta_endpoint eps[META_ENDPOINTS_MAX];
 
-static int set_u32(uint32_t *dst, const char *key, const char *value,
-		   unsigned long min, unsigned long max, char *err,
-		   size_t errlen)
-{
-	char *end;
-
-	errno = 0;
-	unsigned long v = strtoul(value, &end, 10);
-	if (!isdigit((unsigned char)value[0]) || errno || *end || v < min ||
-	    v > max)
-		return fail(err, errlen, "%s: '%s' is not a number in [%lu, %lu]",
-			    key, value, min, max);
-	*dst = (uint32_t)v;
-	return 0;
-}
-
-int meta_config_set(struct meta_config *mc, const char *key,
-		    const char *value, char *err, size_t errlen)
-{
-	struct meta_config c = *mc;
-	int rc = 0;
-
-	if (strcmp(key, "metadata") == 0) {
-		if (strcmp(value, "local") == 0)
-			c.backend = META_LOCAL;
-		else if (strcmp(value, "etcd") == 0)
-			c.backend = META_ETCD;
-		else
-			return fail(err, errlen,
-				    "metadata: '%s' is not local or etcd", value);
-	} else if (strcmp(key, "etcd_endpoints") == 0) {
-		struct meta_endpoint eps[META_ENDPOINTS_MAX];
-		if (strlen(value) >= sizeof(c.endpoints))
-			return fail(err, errlen,
-				    "etcd_endpoints: longer than %zu bytes",
-				    sizeof(c.endpoints) - 1);
-		rc = meta_endpoints_parse(value, eps, err, errlen);
-		if (rc < 0)
-			return rc;
-		rc = 0;
-		snprintf(c.endpoints, sizeof(c.endpoints), "%s", value);
-	} else if (strcmp(key, "etcd_prefix") == 0) {
-		size_t n = strlen(value);
-		bool ok = n > 0 && n < sizeof(c.prefix) - 1;
-		/* Printable and without '"' or '\\': it goes into logs and
-		 * is compared byte for byte with what etcd returns. */
-		for (size_t i = 0; ok && i < n; i++)
-			ok = isgraph((unsigned char)value[i]) &&
-			     value[i] != '"' && value[i] != '\\';
-		if (!ok)
-			return fail(err, errlen,
-				    "etcd_prefix: '%s' is not 1-%zu printable "
-				    "characters", value, sizeof(c.prefix) - 2);
-		/* Always a directory: "/xferd" and "/xferd/" are one prefix,
-		 * and "/xferd" does not cover "/xferd2/". */
-		snprintf(c.prefix, sizeof(c.prefix), "%s%s", value,
-			 value[n - 1] == '/' ? "" : "/");
-	} else if (strcmp(key, "etcd_lease_ttl") == 0) {
-		rc = set_u32(&c.lease_ttl_s, key, value, 2, 3600, err, errlen);
-	} else if (strcmp(key, "etcd_timeout_ms") == 0) {
-		rc = set_u32(&c.timeout_ms, key, value, 10, 600000, err, errlen);
-	} else if (strcmp(key, "etcd_retry_ms") == 0) {
-		rc = set_u32(&c.retry_ms, key, value, 0, 3600000, err, errlen);
-	} else if (strcmp(key, "etcd_api") == 0) {
-		if (strcmp(value, "auto") == 0)
-			c.api = META_API_AUTO;
-		else if (strcmp(value, "v3") == 0)
-			c.api = META_API_V3;
-		else if (strcmp(value, "v3beta") == 0)
-			c.api = META_API_V3BETA;
-		else if (strcmp(value, "v3alpha") == 0)
-			c.api = META_API_V3ALPHA;
-		else
-			return fail(err, errlen, "etcd_api: '%s' is not auto, "
-				    "v3, v3beta or v3alpha", value);
-	} else if (strcmp(key, "etcd_cert") == 0) {
-		rc = set_file(c.cert, sizeof(c.cert), key, value, err, errlen);
-	} else if (strcmp(key, "etcd_key") == 0) {
-		rc = set_file(c.key, sizeof(c.key), key, value, err, errlen);
-	} else if (strcmp(key, "etcd_ca") == 0) {
-		rc = set_file(c.ca, sizeof(c.ca), key, value, err, errlen);
-	} else {
-		return fail(err, errlen, "unknown key '%s'", key);
-	}
-	if (rc)
+	if (strlen(value) >= sizeof(mc->endpoints))
+		return fail(err, errlen, "etcd_endpoints: longer than %zu bytes",
+			    sizeof(mc->endpoints) - 1);
+	int rc = meta_endpoints_parse(value, eps, err, errlen);
+	if (rc < 0)
 		return rc;
-	*mc = c;
+	snprintf(mc->endpoints, sizeof(mc->endpoints), "%s", value);
+	return 0;
+}
+
+int meta_config_set_prefix(struct meta_config *mc, const char *value,
+			   char *err, size_t errlen)
+{
+	size_t n = strlen(value);
+	bool ok = n > 0 && n < sizeof(mc->prefix) - 1;
+
+	/* Printable and without '"' or '\\': it goes into logs and is
+	 * compared byte for byte with what etcd returns. */
+	for (size_t i = 0; ok && i < n; i++)
+		ok = isgraph((unsigned char)value[i]) && value[i] != '"' &&
+		     value[i] != '\\';
+	if (!ok)
+		return fail(err, errlen,
+			    "etcd_prefix: '%s' is not 1-%zu printable "
+			    "characters", value, sizeof(mc->prefix) - 2);
+	/* Always a directory: "/xferd" and "/xferd/" are one prefix, and
+	 * "/xferd" does not cover "/xferd2/". */
+	snprintf(mc->prefix, sizeof(mc->prefix), "%s%s", value,
+		 value[n - 1] == '/' ? "" : "/");
 	return 0;
 }
 

@@ -2,8 +2,8 @@
 /*
  * meta_config.h - the settings of the metadata backend: where published
  * names and node records live (this xferd and its `peer =` lines, or an
- * etcd cluster), and how xferd talks to etcd.  Parsed for config.c (the
- * keys `metadata` and `etcd_*`, see xferd.conf(5)).
+ * etcd cluster), and how xferd talks to etcd.  The keys `metadata` and
+ * `etcd_*` (xferd.conf(5)) are entries of config.c's key table.
  */
 #ifndef XFERD_META_CONFIG_H
 #define XFERD_META_CONFIG_H
@@ -47,15 +47,15 @@ struct meta_endpoint {
 
 void meta_config_defaults(struct meta_config *mc);
 
-/* Is `key` one of ours (metadata, etcd_*)? */
-bool meta_config_owns(const char *key);
-
 /*
- * Apply one setting.  Returns 0, or -EINVAL with a reason in err (mc
- * unchanged).
+ * etcd_endpoints and etcd_prefix (the other keys are plain numbers, words
+ * and paths of config.c's table).  Return 0, or -EINVAL with a reason in
+ * err (mc unchanged).
  */
-int meta_config_set(struct meta_config *mc, const char *key,
-		    const char *value, char *err, size_t errlen);
+int meta_config_set_endpoints(struct meta_config *mc, const char *value,
+			      char *err, size_t errlen);
+int meta_config_set_prefix(struct meta_config *mc, const char *value,
+			   char *err, size_t errlen);
 
 /*
  * Split etcd_endpoints into out (META_ENDPOINTS_MAX at most).  Returns

@@ -12,6 +12,7 @@
 
 #include <json-c/json.h>
 
+#include "common/numparse.h"
 #include "common/pubname.h"
 #include "meta/etcd.h"
 #include "meta/record.h"
@@ -26,26 +27,15 @@ void record_id_hex(const uint8_t id[RECORD_ID_LEN], char out[33])
 		snprintf(out + 2 * i, 3, "%02x", id[i]);
 }
 
-static int hex_nibble(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static int hex_parse(const char *s, uint8_t *out, size_t n)
 {
 	if (strlen(s) != 2 * n)
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++) {
-		int hi = hex_nibble(s[2 * i]), lo = hex_nibble(s[2 * i + 1]);
-		if (hi < 0 || lo < 0)
+		int b = numparse_hex_byte(s + 2 * i);
+		if (b < 0)
 			return -EINVAL;
-		out[i] = (uint8_t)(hi << 4 | lo);
+		out[i] = (uint8_t)b;
 	}
 	return 0;
 }

@@ -57,6 +57,7 @@
 #include "mem/region.h"
 #include "mem/staging.h"
 #include "engine/thread_stats.h"
+#include "common/container_of.h"
 #include "common/wire.h"
 #include "xfer_ring.h"
 #include "engine/xop.h"
@@ -76,9 +77,6 @@
 #define RDMA_STAGE_BYTES (32u << 20)
 #define RDMA_STAGE_CHUNK (256u << 10)
 #define RDMA_STAGE_MIN   (2u << 20)
-
-#define container_of(p, type, member) \
-	((type *)(void *)((char *)(p) - offsetof(type, member)))
 
 enum qp_state { QP_CONNECTING, QP_READY };
 

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <infiniband/verbs.h>
 
+#include "common/numparse.h"
 #include "log.h"
 #include "transport/rdma_dev.h"
 
@@ -102,28 +103,17 @@ int rdma_dev_pick_roce(const struct rdma_gid *gids, size_t ngids,
 	return -ENOENT;
 }
 
-static int hex_digit(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 bool rdma_dev_ipoib_has_gid(const char *hwaddr, const uint8_t gid[16])
 {
 	uint8_t b[IPOIB_HWADDR_LEN];
 	const char *s = hwaddr;
 
 	for (size_t i = 0; i < sizeof(b); i++) {
-		int hi = hex_digit(s[0]), lo = hi < 0 ? -1 : hex_digit(s[1]);
+		int v = numparse_hex_byte(s);
 
-		if (lo < 0)
+		if (v < 0)
 			return false;
-		b[i] = (uint8_t)(hi << 4 | lo);
+		b[i] = (uint8_t)v;
 		s += 2;
 		if (i + 1 < sizeof(b) && *s++ != ':')
 			return false;

@@ -35,6 +35,7 @@
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 
+#include "common/container_of.h"
 #include "engine/thread_stats.h"
 #include "gpu/gpu.h"
 #include "log.h"
@@ -42,9 +43,6 @@
 #include "transport/link_int.h"
 
 #define STAGE_AHEAD 4u     /* D2H chunks out per stream, at most */
-
-#define container_of(p, type, member) \
-	((type *)(void *)((char *)(p) - offsetof(type, member)))
 
 bool staged_reachable(const struct linkset *ls, const struct region *r)
 {

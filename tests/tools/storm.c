@@ -51,6 +51,7 @@
 #include <unistd.h>
 
 #include "../integration/testlib.h"
+#include "common/numparse.h"
 #include "xfer.h"
 
 #define MAX_WORKERS  256
@@ -528,14 +529,9 @@ static void usage(void)
 
 static uint64_t num(const char *s)
 {
-	char *end;
-	unsigned long long v = strtoull(s, &end, 0);
+	uint64_t v;
 
-	if (*end == 'K' || *end == 'k')
-		v <<= 10, end++;
-	else if (*end == 'M' || *end == 'm')
-		v <<= 20, end++;
-	if (*end || end == s)
+	if (numparse_size(s, NUMPARSE_ANY_BASE, &v))
 		usage();
 	return v;
 }

@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "../integration/testlib.h"
+#include "common/numparse.h"
 #include "common/token_codec.h"
 #include "xfer.h"
 
@@ -314,23 +315,11 @@ static void usage_error(const char *fmt, ...)
 /* "123", "4K", "64M", "2G". */
 static uint64_t parse_size(const char *what, const char *s)
 {
-	char *end;
-	unsigned shift = 0;
+	uint64_t v;
 
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 0);
-	if (errno || end == s || *s == '-')
+	if (numparse_size(s, NUMPARSE_ANY_BASE, &v))
 		usage_error("%s: '%s' is not a size", what, s);
-	switch (*end) {
-	case '\0': break;
-	case 'K': case 'k': shift = 10; end++; break;
-	case 'M': case 'm': shift = 20; end++; break;
-	case 'G': case 'g': shift = 30; end++; break;
-	default: usage_error("%s: '%s' is not a size", what, s);
-	}
-	if (*end || (shift && v > (UINT64_MAX >> shift)))
-		usage_error("%s: '%s' is not a size", what, s);
-	return (uint64_t)v << shift;
+	return v;
 }
 
 static uint32_t parse_u32(const char *what, const char *s)

@@ -2,11 +2,14 @@
 /*
  * test_common.c - the helpers in common/ that both sides share: the
  * published-name rule at its edges (pubname.c), the path-name table
- * (paths.c) and the clock conversions (clock.h).
+ * (paths.c), the clock conversions (clock.h) and sizes and hex bytes
+ * as people write them (numparse.c).
  */
+#include <errno.h>
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/numparse.h"
 #include "common/paths.h"
 #include "common/pubname.h"
 #include "suites.h"
@@ -173,6 +176,87 @@ START_TEST(test_clock)
 }
 END_TEST
 
+START_TEST(test_numparse_size)
+{
+	static const struct {
+		const char *s;
+		uint64_t v;
+	} ok[] = {
+		{ "0", 0 },
+		{ "123", 123 },
+		{ "64K", 64ull << 10 }, { "64k", 64ull << 10 },
+		{ "16M", 16ull << 20 }, { "16m", 16ull << 20 },
+		{ "2G", 2ull << 30 }, { "2g", 2ull << 30 },
+		{ "3T", 3ull << 40 }, { "3t", 3ull << 40 },
+		{ "0K", 0 },
+		{ "007", 7 },
+		{ "18446744073709551615", UINT64_MAX },
+		{ "16777215T", 16777215ull << 40 },
+		{ "17179869183G", 17179869183ull << 30 },
+	};
+	static const char *bad[] = {
+		"", " 1", "-1", "+1", "K", "1.5G", "1KB", "1 K", "1P", "1e3",
+		"0x10", "12abc", "1K ", "18446744073709551616",
+		"99999999999999999999999", "16777216T", "17179869184G",
+		"17592186044416M", "18014398509481984K",
+	};
+	uint64_t v;
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		v = 42;
+		ck_assert_msg(numparse_size(ok[i].s, 0, &v) == 0,
+			      "'%s' rejected", ok[i].s);
+		ck_assert_msg(v == ok[i].v, "'%s' -> %llu", ok[i].s,
+			      (unsigned long long)v);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		v = 42;
+		ck_assert_msg(numparse_size(bad[i], 0, &v) == -EINVAL,
+			      "'%s' accepted as %llu", bad[i],
+			      (unsigned long long)v);
+		ck_assert_uint_eq(v, 42);
+	}
+}
+END_TEST
+
+/* The tools' spellings: "8B", "4KiB"; and hex or octal where asked. */
+START_TEST(test_numparse_size_flags)
+{
+	uint64_t v = 0;
+
+	ck_assert_int_eq(numparse_size("8B", NUMPARSE_BYTE_UNIT, &v), 0);
+	ck_assert_uint_eq(v, 8);
+	ck_assert_int_eq(numparse_size("4KiB", NUMPARSE_BYTE_UNIT, &v), 0);
+	ck_assert_uint_eq(v, 4096);
+	ck_assert_int_eq(numparse_size("16MB", NUMPARSE_BYTE_UNIT, &v), 0);
+	ck_assert_uint_eq(v, 16u << 20);
+	ck_assert_int_eq(numparse_size("8iB", NUMPARSE_BYTE_UNIT, &v), -EINVAL);
+	ck_assert_int_eq(numparse_size("4KiB", 0, &v), -EINVAL);
+	ck_assert_int_eq(numparse_size("0x10", NUMPARSE_ANY_BASE, &v), 0);
+	ck_assert_uint_eq(v, 16);
+	ck_assert_int_eq(numparse_size("0x10K", NUMPARSE_ANY_BASE, &v), 0);
+	ck_assert_uint_eq(v, 16u << 10);
+	ck_assert_int_eq(numparse_size("010", NUMPARSE_ANY_BASE, &v), 0);
+	ck_assert_uint_eq(v, 8);
+	ck_assert_int_eq(numparse_size("-1", NUMPARSE_ANY_BASE, &v), -EINVAL);
+	ck_assert_int_eq(numparse_size(" 1", NUMPARSE_ANY_BASE, &v), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_numparse_hex_byte)
+{
+	ck_assert_int_eq(numparse_hex_byte("00"), 0);
+	ck_assert_int_eq(numparse_hex_byte("3f"), 0x3f);
+	ck_assert_int_eq(numparse_hex_byte("A9"), 0xa9);
+	ck_assert_int_eq(numparse_hex_byte("fF"), 0xff);
+	ck_assert_int_eq(numparse_hex_byte("g0"), -1);
+	ck_assert_int_eq(numparse_hex_byte("0g"), -1);
+	ck_assert_int_eq(numparse_hex_byte("0:"), -1);
+	ck_assert_int_eq(numparse_hex_byte("\0"), -1);  /* s[1] not read */
+	ck_assert_int_eq(numparse_hex_byte("1"), -1);    /* 1 then the NUL */
+}
+END_TEST
+
 Suite *common_suite(void)
 {
 	Suite *s = suite_create("common");
@@ -184,6 +268,9 @@ Suite *common_suite(void)
 	tcase_add_test(tc, test_pubname_uid);
 	tcase_add_test(tc, test_path_names);
 	tcase_add_test(tc, test_clock);
+	tcase_add_test(tc, test_numparse_size);
+	tcase_add_test(tc, test_numparse_size_flags);
+	tcase_add_test(tc, test_numparse_hex_byte);
 	suite_add_tcase(s, tc);
 	return s;
 }

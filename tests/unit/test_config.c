@@ -2,7 +2,7 @@
 /*
  * test_config.c - xferd settings (daemon/config.c): the defaults, every
  * key of a config line with good, malformed and out-of-range values, the
- * line syntax (comments, blanks, whitespace), size suffixes, and loading
+ * line syntax (comments, blanks, whitespace), and loading
  * whole files, where an error names "path:line" and changes nothing.
  */
 #include <errno.h>
@@ -435,46 +435,30 @@ START_TEST(line_syntax)
 }
 END_TEST
 
-START_TEST(parse_size)
+/* The key table: each name once, each one config_set's (no key parsed
+ * outside the table), each value it refuses named in the reason. */
+START_TEST(key_table)
 {
-	static const struct {
-		const char *s;
-		uint64_t v;
-	} ok[] = {
-		{ "0", 0 },
-		{ "123", 123 },
-		{ "64K", 64ull << 10 }, { "64k", 64ull << 10 },
-		{ "16M", 16ull << 20 }, { "16m", 16ull << 20 },
-		{ "2G", 2ull << 30 }, { "2g", 2ull << 30 },
-		{ "3T", 3ull << 40 }, { "3t", 3ull << 40 },
-		{ "0K", 0 },
-		{ "007", 7 },
-		{ "18446744073709551615", UINT64_MAX },
-		{ "16777215T", 16777215ull << 40 },
-		{ "17179869183G", 17179869183ull << 30 },
-	};
-	static const char *bad[] = {
-		"", " 1", "-1", "+1", "K", "1.5G", "1KB", "1 K", "1P", "1e3",
-		"0x10", "12abc", "1K ", "18446744073709551616",
-		"99999999999999999999999", "16777216T", "17179869184G",
-		"17592186044416M", "18014398509481984K",
-	};
-	uint64_t v;
+	struct xferd_config c;
+	char err[256];
+	size_t n = 0;
 
-	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		v = 42;
-		ck_assert_msg(config_parse_size(ok[i].s, &v) == 0,
-			      "'%s' rejected", ok[i].s);
-		ck_assert_msg(v == ok[i].v, "'%s' -> %llu", ok[i].s,
-			      (unsigned long long)v);
+	for (const char *k; (k = config_key_name(n)); n++) {
+		for (size_t j = 0; j < n; j++)
+			ck_assert_msg(strcmp(k, config_key_name(j)) != 0,
+				      "key %s twice", k);
+		config_defaults(&c);
+		err[0] = '\0';
+		ck_assert_int_eq(config_set(&c, k, "@ @", err, sizeof(err)),
+				 -EINVAL);
+		ck_assert_msg(strncmp(err, k, strlen(k)) == 0 &&
+			      !strstr(err, "unknown key"),
+			      "%s = @ @: '%s'", k, err);
 	}
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		v = 42;
-		ck_assert_msg(config_parse_size(bad[i], &v) == -EINVAL,
-			      "'%s' accepted as %llu", bad[i],
-			      (unsigned long long)v);
-		ck_assert_uint_eq(v, 42);
-	}
+	ck_assert_uint_ge(n, 70);
+	ck_assert_int_eq(config_set(&c, "etcd_bogus", "1", err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_str_eq(err, "unknown key 'etcd_bogus'");
 }
 END_TEST
 
@@ -699,7 +683,7 @@ Suite *config_suite(void)
 	tcase_add_test(tc, key_limits);
 	tcase_add_test(tc, key_uid_limits);
 	tcase_add_test(tc, line_syntax);
-	tcase_add_test(tc, parse_size);
+	tcase_add_test(tc, key_table);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("load");
