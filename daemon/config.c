@@ -61,7 +61,7 @@ void config_defaults(struct xferd_config *cfg)
 		.rdma = true,
 		.rdma_qps = 2,
 		.rdma_stripe = 1u << 20,
-		/* Off: a TCP port is opened only when asked for (README). */
+		/* Off: a TCP port is opened only when asked for (doc/operations.md). */
 		.metrics_listen = "off",
 		/* A few scrapers at once; a scrape takes milliseconds. */
 		.metrics_max_connections = 32,
