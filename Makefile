@@ -4,7 +4,8 @@
 #   make            build everything into build/ (installs missing deps)
 #   make check      unit and integration tests
 #   make demo       start xferd, move verified data between two clients
-#   make bench      xferbench beside its baselines -> BENCHMARKS.md
+#   make bench      xferbench beside its baselines -> bench/results/DATE.md,
+#                   its summary in BENCHMARKS.md
 #   make asan       the tests again under ASan/UBSan (build-asan/)
 #   make fuzz       libFuzzer harnesses (build-fuzz/), FUZZ_SECONDS each
 #   make soak       the storm test for SOAK_MINUTES (default 30), not in check
@@ -84,7 +85,7 @@ endif
 
 # `make BUILD=build-stages STAGE_STAMPS=1`: an xferd that stamps each
 # same-node completion with the TSC at which it took the SQE and wrote
-# the CQE, for `xferbench lat --stages` (tools/stages.h).  Not for use.
+# the CQE, for `xferbench lat --stages` (bench/stages.h).  Not for use.
 ifeq ($(STAGE_STAMPS),1)
 CPPFLAGS += -DXFERD_STAGE_STAMPS
 endif
@@ -159,7 +160,7 @@ ifeq ($(HAVE_CUDA),1)
 BASE_LIBS += -ldl   # dlopen of libcuda.so.1 (glibc before 2.34)
 endif
 
-# Programs under tests/ and tools/ that use libxfer.
+# Programs under tests/ that use libxfer.
 TEST_PROGS := $(patsubst tests/integration/%.c,$(BUILD)/tests/%,\
 	$(filter-out tests/integration/testlib.c,$(wildcard tests/integration/*.c)))
 # Programs the test scripts drive (not tests of their own).
@@ -170,7 +171,7 @@ TEST_TOOLS := $(patsubst tests/tools/%.c,$(BUILD)/test-tools/%,\
 ifneq ($(CUDART_A),)
 GPU_TESTS  := $(patsubst tests/gpu/%.c,$(BUILD)/tests/%,\
 	$(wildcard tests/gpu/gpu_*.c))
-GPUBENCH   := $(if $(wildcard tools/gpubench.c),$(BUILD)/gpubench)
+GPUBENCH   := $(if $(wildcard bench/gpubench.c),$(BUILD)/gpubench)
 endif
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 UNIT_BIN   := $(BUILD)/tests/unit_tests
@@ -222,7 +223,7 @@ $(OBJ)/%.o: %.c $(PROTO_H)
 		-MMD -MP -c -o $@ $<
 
 # What sees CUDA's headers (and HAVE_CUDA): libxfer, xferd, GPU programs.
-GPU_PROG_OBJ := $(call obj,$(wildcard tests/gpu/*.c) tools/gpubench.c)
+GPU_PROG_OBJ := $(call obj,$(wildcard tests/gpu/*.c) bench/gpubench.c)
 $(LIB_OBJ) $(DAEMON_OBJ): OBJ_CUDA_CFLAGS = $(CUDA_CFLAGS)
 $(GPU_PROG_OBJ): OBJ_CUDA_CFLAGS = $(CUDA_CFLAGS) -Itests/integration
 
@@ -294,40 +295,41 @@ $(LIBPC): client/libxfer.pc.in Makefile
 # bufferevents for https endpoints.  Recursive (=) as SYSTEMD_CFLAGS.
 ETCD_CFLAGS = $(shell $(PKG) --cflags json-c libevent_openssl)
 ETCD_LIBS   = $(shell $(PKG) --libs json-c libevent_openssl libssl)
-$(call obj,$(wildcard daemon/meta/*.c) tests/fuzz/fuzz_etcd_record.c tests/unit/test_meta.c \
-	tools/etcdbench.c): OBJ_LIB_CFLAGS = $(ETCD_CFLAGS)
+$(call obj,$(wildcard daemon/meta/*.c) tests/fuzz/fuzz_etcd_record.c \
+	tests/unit/test_meta.c): OBJ_LIB_CFLAGS = $(ETCD_CFLAGS)
 
 # xferctl's tables (libsmartcols) and JSON (json-c).  Recursive (=) for
 # the same reason as SYSTEMD_CFLAGS: read after `deps` installed them.
 XFERCTL_CFLAGS = $(shell $(PKG) --cflags smartcols json-c)
 XFERCTL_LIBS   = $(shell $(PKG) --libs smartcols json-c)
-$(OBJ)/tools/xferctl.o $(OBJ)/tools/xferctl_out.o $(OBJ)/tools/xferctl_stats.o: \
-	OBJ_LIB_CFLAGS = $(XFERCTL_CFLAGS)
+# The installed CLI: tools/xferctl/.
+XFERCTL_OBJ := $(call obj,$(wildcard tools/xferctl/*.c))
+$(XFERCTL_OBJ): OBJ_LIB_CFLAGS = $(XFERCTL_CFLAGS)
 
-$(XFERCTL): $(OBJ)/tools/xferctl.o $(OBJ)/common/rendezvous.o $(OBJ)/tools/xferctl_out.o \
-		$(OBJ)/tools/xferctl_stats.o $(OBJ)/common/wire.o $(CTL_PB_OBJ)
+$(XFERCTL): $(XFERCTL_OBJ) $(OBJ)/common/rendezvous.o $(OBJ)/common/wire.o \
+		$(CTL_PB_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(XFERCTL_LIBS) $(BASE_LIBS)
 
-$(DLISTBENCH): $(OBJ)/tools/dlistbench.o $(LIBA)
+$(DLISTBENCH): $(OBJ)/bench/dlistbench.o $(LIBA)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
 
-$(XFERBENCH): $(OBJ)/tools/xferbench.o $(OBJ)/tools/stages.o $(LIBA)
+$(XFERBENCH): $(OBJ)/bench/xferbench.o $(OBJ)/bench/stages.o $(LIBA)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) -lm
 
-$(XFERDEMO): $(OBJ)/tools/xferdemo.o $(LIBA)
+$(XFERDEMO): $(OBJ)/examples/xferdemo.o $(LIBA)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
 
-# NIXL's sender/receiver on a stream (tools/xferstream.c).
-$(XFERSTREAM): $(OBJ)/tools/xferstream.o $(LIBA)
+# NIXL's sender/receiver on a stream (examples/xferstream.c).
+$(XFERSTREAM): $(OBJ)/examples/xferstream.o $(LIBA)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
 
-# Plain TCP, the baseline of the link between two xferds (tools/tcpbase.c).
-$(TCPBASE): $(OBJ)/tools/tcpbase.o $(OBJ)/common/numparse.o
+# Plain TCP, the baseline of the link between two xferds (bench/tcpbase.c).
+$(TCPBASE): $(OBJ)/bench/tcpbase.o $(OBJ)/common/numparse.o
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^
 
@@ -342,7 +344,7 @@ $(GPU_TESTS): $(BUILD)/tests/%: $(OBJ)/tests/gpu/%.o $(OBJ)/tests/gpu/gpulib.o \
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) $(CUDART_LIBS)
 
-$(GPUBENCH): $(OBJ)/tools/gpubench.o $(LIBA)
+$(GPUBENCH): $(OBJ)/bench/gpubench.o $(LIBA)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) $(CUDART_LIBS) -lm
 
@@ -417,13 +419,13 @@ unit: $(UNIT_BIN)
 	$(Q)$(UNIT_BIN)
 
 demo: all
-	$(Q)tools/demo.sh $(BUILD)
+	$(Q)examples/demo.sh $(BUILD)
 
 bench:
 	$(Q)$(MAKE) --no-print-directory EXTRA_DEPS="$(DEPS_BENCH)" all
-	$(Q)tools/bench.sh $(BUILD)
-	$(Q)tools/bench-tcp.sh $(BUILD)
-	$(Q)tools/bench-rdma.sh $(BUILD)
+	$(Q)bench/bench.sh $(BUILD)
+	$(Q)bench/bench-tcp.sh $(BUILD)
+	$(Q)bench/bench-rdma.sh $(BUILD)
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=1 check
@@ -470,7 +472,7 @@ install: $(INSTALLED) $(if $(filter 1,$(NO_PYTHON)),,install-python)
 	@# The example configuration; an edited one is never overwritten.
 	test -e $(DESTDIR)$(SYSCONFDIR)/xferd/xferd.conf || \
 		install -m 0644 etc/xferd.conf $(DESTDIR)$(SYSCONFDIR)/xferd/xferd.conf
-	install -m 0644 tools/xferctl.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 tools/xferctl/xferctl.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 client/libxfer.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 0644 daemon/xferd.conf.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 daemon/xferd.8 $(DESTDIR)$(MANDIR)/man8/
@@ -488,11 +490,11 @@ install-python: $(LIBA)
 		$(if $(DESTDIR),--root=$(DESTDIR))
 
 # Debian packages into $(BUILD)/deb/, built from a copy of the tree
-# (tools/build-deb.sh), lintian-checked.  tests/pkg/deb.sh installs and
+# (scripts/build-deb.sh), lintian-checked.  tests/pkg/deb.sh installs and
 # runs them.
 deb:
 	$(Q)$(MAKE) --no-print-directory EXTRA_DEPS="$(DEPS_DEB)" deps
-	$(Q)tools/build-deb.sh $(BUILD)/deb
+	$(Q)scripts/build-deb.sh $(BUILD)/deb
 
 clean:
 	rm -rf build build-asan build-fuzz

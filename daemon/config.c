@@ -350,7 +350,7 @@ static const struct key_word meta_apis[] = {
 
 /*
  * Every key xferd knows, in the order of xferd.conf(5).  `xferd
- * --list-keys` prints it, and tools/config-keys.sh reads it from there:
+ * --list-keys` prints it, and scripts/config-keys.sh reads it from there:
  * the example configuration and the man page are checked against this
  * table.  Which keys a SIGHUP applies is main.c's on_reload (socket,
  * progress_cpu, rdma and rdma_devices wait for a restart).

@@ -139,7 +139,7 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 
 /*
  * The keys config_set knows, one line each: "key<TAB>form<TAB>doc"
- * (`xferd --list-keys`, what tools/config-keys.sh reads).
+ * (`xferd --list-keys`, what scripts/config-keys.sh reads).
  */
 void config_keys_print(FILE *f);
 

@@ -64,7 +64,7 @@ static void write_notify_cqe(struct prog_client *pc,
 static void write_cqe(struct prog_client *pc, const struct xfer_cqe *cqe)
 {
 #ifdef XFERD_STAGE_STAMPS
-	/* tools/stages.h: when the SQE was taken, and now; a completion of
+	/* bench/stages.h: when the SQE was taken, and now; a completion of
 	 * its own has no handle. */
 	struct xfer_cqe stamped = *cqe;
 	if (!(cqe->flags & XFER_CQE_F_NOTIFY))

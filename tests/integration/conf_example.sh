@@ -5,7 +5,7 @@
 # /etc/xferd/xferd.conf) and xferd.conf(5) list every key the parser
 # knows, and the example's values are what xferd accepts.
 #
-# The parser's keys come from the parser itself (tools/config-keys.sh
+# The parser's keys come from the parser itself (scripts/config-keys.sh
 # offers it every word of the config sources): a key added there and
 # forgotten in the example or the man page fails here.  The example's
 # lines with a value, uncommented, are given to a real xferd, which must
@@ -29,7 +29,7 @@ example_keys() {
 }
 
 [ -n "$XFERD" ] && [ -x "$XFERD" ] || { echo "skip: XFERD_BIN not set (run through make check)"; exit 77; }
-keys=$("$ROOT/tools/config-keys.sh" "$XFERD" "$ROOT") || fail "cannot list the parser's keys"
+keys=$("$ROOT/scripts/config-keys.sh" "$XFERD" "$ROOT") || fail "cannot list the parser's keys"
 in_example=$(example_keys)
 bad=0
 for k in $keys; do

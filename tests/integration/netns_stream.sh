@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
-# netns_stream.sh - streams (xfer_stream_*) through tools/xferstream,
+# netns_stream.sh - streams (xfer_stream_*) through examples/xferstream,
 # between two nodes (namespaces a and b, one xferd each, the TCP path)
 # and inside node b:
 #

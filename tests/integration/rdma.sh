@@ -8,7 +8,7 @@
 # boots it once per rxe setup that GUEST_TESTS uses, runs that setup's
 # tests there (this script again: rdma.sh --guest SETUP) and prints the
 # timings.  Exit 0 pass, 1 fail, 77 only when qemu cannot run here at all.
-# `rdma.sh --bench` runs tools/bench-rdma.sh on $XFER_BUILD instead (the
+# `rdma.sh --bench` runs bench/bench-rdma.sh on $XFER_BUILD instead (the
 # RDMA benchmark in the same kind of guest; not part of make check).
 #
 # Bounds: the stage ends within PER_TEST_TIMEOUT (run-tests.sh's limit
@@ -160,8 +160,8 @@ if [ "${1:-}" = --guest ]; then
 	guest_main "$2"
 elif [ "${1:-}" = --bench ]; then
 	# Not a test: xferd beside perftest in the same guest, into
-	# BENCHMARKS.md (tools/bench-rdma.sh says how).
-	exec "$ROOT/tools/bench-rdma.sh" "$XFER_BUILD"
+	# BENCHMARKS.md (bench/bench-rdma.sh says how).
+	exec "$ROOT/bench/bench-rdma.sh" "$XFER_BUILD"
 else
 	host_main
 fi

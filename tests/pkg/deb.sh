@@ -133,7 +133,7 @@ mode=$(stat -c '%a %U %G' "$SOCK")
 [ "$mode" = "660 root xferd" ] || fail "the socket is '$mode', not '660 root xferd'"
 
 # A program built from libxfer-dev with pkg-config and nothing else.
-cp "$ROOT/tools/xferdemo.c" "$TMP/demo.c"
+cp "$ROOT/examples/xferdemo.c" "$TMP/demo.c"
 # shellcheck disable=SC2046 # flags are words
 cc -std=c11 -D_GNU_SOURCE -Wall -Werror -o "$TMP/demo" "$TMP/demo.c" \
 	$(pkg-config --cflags --libs libxfer) || fail "building against libxfer-dev failed"

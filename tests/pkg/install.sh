@@ -9,7 +9,7 @@
 # libxfer.pc names that PREFIX (not the build's default /usr/local); the
 # files a user looks for are there; a program compiled with nothing but
 # `pkg-config --cflags --libs libxfer` against the installed header and
-# shared library (tools/xferdemo.c) moves verified bytes through the
+# shared library (examples/xferdemo.c) moves verified bytes through the
 # installed xferd, and the installed xferctl sees it.
 #
 # Run by CI (.ci/run) after make check: it calls make, so it stays out of
@@ -75,7 +75,7 @@ check_prefix() { # prefix
 	[[ $flags == *"-I$dest$prefix/include"* && $flags == *"-L$lib"* ]] ||
 		fail "pkg-config flags do not point into the installed tree"
 	# Compiled away from the source tree: only the installed header.
-	cp "$ROOT/tools/xferdemo.c" "$TMP/demo.c"
+	cp "$ROOT/examples/xferdemo.c" "$TMP/demo.c"
 	# shellcheck disable=SC2086 # flags are words
 	cc -std=c11 -D_GNU_SOURCE -Wall -Werror -o "$TMP/demo" "$TMP/demo.c" $flags ||
 		fail "a program does not build against the installed libxfer"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # bench-tcp-local.sh BUILD [OLD_BUILD] - two xferds on one host's loopback
-# beside plain TCP (tools/tcpbase) on the same loopback, interleaved.
+# beside plain TCP (bench/tcpbase) on the same loopback, interleaved.
 #
 # The variant of bench-tcp.sh for machines without iproute2, iperf3 or
 # UCX (the GPU machines): no namespaces, the two xferds listen on

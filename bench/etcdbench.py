@@ -10,7 +10,7 @@ Python package: client -> xferd -> one kv/range at etcd -> back), and reports
 the lookup latency (p50, p99), the lookup rate with P clients in parallel,
 and etcd's CPU: at rest (N leases kept alive) and per lookup.
 
-Started by tools/bench-etcd.sh, which starts etcd and xferd; not a test.
+Started by bench/bench-etcd.sh, which starts etcd and xferd; not a test.
 
     etcdbench.py --etcd http://127.0.0.1:23790 --etcd-pid PID \
         --socket /tmp/x/xferd.sock --nodes 100 --names 100

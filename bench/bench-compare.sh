@@ -8,7 +8,7 @@
 # xferbench commands against each: write bandwidth (memfd) at 64 KiB,
 # 1 MiB and 16 MiB, CMA (malloc) at 16 MiB, the 8 B round trip, 64 B
 # batched rate.  Between nodes (TCP over veth, network namespaces): the
-# same for each build with tools/bench-tcp.sh (no UCX, no iperf3).  Prints
+# same for each build with bench/bench-tcp.sh (no UCX, no iperf3).  Prints
 # a table of medians and the new/old ratio; writes it to
 # OLD_BUILD/../compare.md too.  Each build runs with its own xferbench.
 #
@@ -64,7 +64,7 @@ if [ -z "${NO_TCP:-}" ]; then
 		for tag in old new; do
 			b=$OLD; [ $tag = new ] && b=$NEW
 			NO_UCX=1 NO_IPERF=1 NO_REPORT=1 PASSES=1 \
-				"$ROOT/tools/bench-tcp.sh" "$b" >"$TMP/tcp.$tag.log" 2>&1
+				"$ROOT/bench/bench-tcp.sh" "$b" >"$TMP/tcp.$tag.log" 2>&1
 			dir=$(ls -d "$b"/bench/tcp-* 2>/dev/null | tail -1)
 			cat "$dir"/raw/pass*.res 2>/dev/null | grep '^RES ' |
 				sed "s/^RES /RES $tag tcp_/" >>"$TMP/all.res"

@@ -5,10 +5,10 @@
 # what the code has:
 #   every page     `man --warnings -l` prints nothing on stderr
 #   xferd(8)       every option of daemon/main.c (short and long)
-#   xferd.conf(5)  every key the parser knows (tools/config-keys.sh asks
+#   xferd.conf(5)  every key the parser knows (scripts/config-keys.sh asks
 #                  the xferd binary, XFERD or ROOT/build/xferd; skipped
 #                  with a note when there is none)
-#   xferctl(1)     every command and long option of tools/xferctl.c
+#   xferctl(1)     every command and long option of tools/xferctl/xferctl.c
 #   libxfer(3)     every function <xfer.h> declares (when the page exists)
 # Lists each gap and exits 1; 0 when there is none.
 set -u
@@ -21,7 +21,7 @@ bad=0
 gap() { echo "$*"; bad=1; }
 
 # --- rendering -------------------------------------------------------------
-pages="daemon/xferd.8 daemon/xferd.conf.5 tools/xferctl.1"
+pages="daemon/xferd.8 daemon/xferd.conf.5 tools/xferctl/xferctl.1"
 [ -f client/libxfer.3 ] && pages="$pages client/libxfer.3"
 # Any other page of the tree renders cleanly too.
 for p in $(git ls-files '*.[1-8]' 2>/dev/null); do
@@ -54,7 +54,7 @@ done
 
 # --- xferd.conf(5): keys ----------------------------------------------------
 if [ -x "$XFERD" ]; then
-	keys=$(tools/config-keys.sh "$XFERD" "$ROOT") || gap "cannot list the parser's keys"
+	keys=$(scripts/config-keys.sh "$XFERD" "$ROOT") || gap "cannot list the parser's keys"
 	for k in $keys; do
 		grep -qE "^\.(B|BI|BR)? ?$k( |\$)|^\\\\fB(.*\\\\fB)?$k\\\\fP" daemon/xferd.conf.5 ||
 			gap "xferd.conf(5) lacks key $k"
@@ -64,14 +64,14 @@ else
 fi
 
 # --- xferctl(1): commands and long options -----------------------------------
-cmds=$(sed -n '/^static const struct command commands\[\] = {/,/^};/p' tools/xferctl.c |
+cmds=$(sed -n '/^static const struct command commands\[\] = {/,/^};/p' tools/xferctl/xferctl.c |
 	grep -oE '^\s*\{ "[a-z-]+"' | cut -d'"' -f2)
-[ -n "$cmds" ] || gap "tools/xferctl.c: no commands[] table found (has it changed shape?)"
+[ -n "$cmds" ] || gap "tools/xferctl/xferctl.c: no commands[] table found (has it changed shape?)"
 for c in $cmds; do
-	grep -qE "^\.B $c( |\$)" tools/xferctl.1 || gap "xferctl(1) lacks command $c"
+	grep -qE "^\.B $c( |\$)" tools/xferctl/xferctl.1 || gap "xferctl(1) lacks command $c"
 done
-for o in $(grep -oE '\{ "[a-z-]+", (required|no|optional)_argument' tools/xferctl.c | cut -d'"' -f2); do
-	grep -qF -- "\\-\\-${o//-/\\-}" tools/xferctl.1 || gap "xferctl(1) lacks option --$o"
+for o in $(grep -oE '\{ "[a-z-]+", (required|no|optional)_argument' tools/xferctl/xferctl.c | cut -d'"' -f2); do
+	grep -qF -- "\\-\\-${o//-/\\-}" tools/xferctl/xferctl.1 || gap "xferctl(1) lacks option --$o"
 done
 
 # --- libxfer(3): the public functions ----------------------------------------

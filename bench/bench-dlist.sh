@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# bench-dlist.sh - prepared lists on one node: dlistbench (tools/dlistbench.c)
+# bench-dlist.sh - prepared lists on one node: dlistbench (bench/dlistbench.c)
 # against a private xferd, for memfd regions (path memcpy), a memfd
 # source into xfer_reg'd malloc memory (path cma) and malloc memory at
 # both ends (cma through xferd's bounce buffer), each beside the same
 # blocks as linked SQEs and one memcpy of the same bytes in the same run.
 #
-#   tools/bench-dlist.sh [BUILD]
+#   bench/bench-dlist.sh [BUILD]
 #
 # xferd's progress thread is pinned to CPU $XFERD_CPU (default 0) and
 # dlistbench to $BENCH_CPU (default 1), so that the copy and the client

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# bench-stream.sh BUILD - a stream (xfer_stream_*, tools/xferstream)
+# bench-stream.sh BUILD - a stream (xfer_stream_*, examples/xferstream)
 # against plain back-to-back WRITEs of the same bytes, in the same run.
 #
 # Two network namespaces a and b joined by a veth pair stand in for two

@@ -23,7 +23,7 @@
  * Every result is a table row for people and a machine line
  *   RES <bench> <variant> <param> <metric> <value> <unit>
  * in the format of the baseline scripts (lib/stats.awk aggregates them).
- * GB/s is 1e9 bytes per second.  tools/bench.sh runs it beside its
+ * GB/s is 1e9 bytes per second.  bench/bench.sh runs it beside its
  * baselines and writes BENCHMARKS.md.
  *
  * One file past the usual size on purpose: the modes share the target

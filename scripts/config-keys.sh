@@ -3,7 +3,7 @@
 #
 # config-keys.sh XFERD [ROOT] - the keys xferd's config parser knows, one
 # a line, sorted: what the example configuration and xferd.conf(5) must
-# list (tests/integration/conf_example.sh, tools/man-check.sh).
+# list (tests/integration/conf_example.sh, scripts/man-check.sh).
 #
 # Asked of the parser itself: `xferd --list-keys` prints the key table
 # that config_set() walks (daemon/config.c), so a key the parser takes is

@@ -4,7 +4,7 @@
 # guest of tests/rdma/vm.sh) beside ib_write_bw moving the same total
 # size per message, in one guest run.
 #
-#   tools/bench-rdma-dlist.sh            on the host: boots the guest,
+#   bench/bench-rdma-dlist.sh            on the host: boots the guest,
 #                                        runs itself there, prints a table
 #
 # In the guest (single setup: both xferds on rxe0): dlistbench writes
@@ -83,4 +83,4 @@ fi
 [ -x "$XFER_BUILD/dlistbench" ] || { echo "build first (make)" >&2; exit 1; }
 "$ROOT/tests/rdma/vm.sh" build || exit 1
 RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-480} \
-	"$ROOT/tests/rdma/vm.sh" run bash "$ROOT/tools/bench-rdma-dlist.sh" --guest
+	"$ROOT/tests/rdma/vm.sh" run bash "$ROOT/bench/bench-rdma-dlist.sh" --guest

@@ -3,7 +3,7 @@
 # bench-etcd.sh BUILD - how many nodes one etcd serves for xferd's
 # metadata (metadata = etcd): for each N in NODES, a fresh single-member
 # etcd (defaults: heartbeat 100 ms, election 1 s) on 127.0.0.1, one real
-# xferd registered in it, and tools/etcdbench.py, which adds N simulated
+# xferd registered in it, and bench/etcdbench.py, which adds N simulated
 # nodes with NAMES names each, keeps their leases alive, and measures
 # lookups through the xferd.  One JSON line per N on stdout, then a
 # Markdown table (for BENCHMARKS.md).  Not a test; no root needed.
@@ -56,7 +56,7 @@ for n in $NODES; do
 		>"$TMP/xferd.log" 2>&1 &
 	XFERD_PID=$!
 	sleep 1
-	line=$(PYTHONPATH="$BUILD/python/lib" /usr/bin/python3 "$ROOT/tools/etcdbench.py" \
+	line=$(PYTHONPATH="$BUILD/python/lib" /usr/bin/python3 "$ROOT/bench/etcdbench.py" \
 		--etcd "http://127.0.0.1:$PORT" --etcd-pid "$ETCD_PID" \
 		--socket "$TMP/xferd.sock" --nodes "$n" --names "$NAMES" \
 		--ttl "$TTL" --lookups "$LOOKUPS" --clients "$CLIENTS" --rest "$REST")

@@ -1,11 +1,11 @@
 # SPDX-License-Identifier: Apache-2.0
 # shellcheck shell=bash
-# tools/bench-lib.sh - what the benchmark scripts share: logging and
+# bench/bench-lib.sh - what the benchmark scripts share: logging and
 # warnings, the record of the commands run, the noise probe, the RES rows
 # of a pass, the statistics of the report (an awk library), the lines
 # that describe the machine, and the replacement of one section of
-# BENCHMARKS.md.  Sourced by tools/bench.sh, tools/bench-tcp.sh and
-# tools/bench-rdma.sh; they set ROOT (the repository) and OUT (this run's
+# BENCHMARKS.md.  Sourced by bench/bench.sh, bench/bench-tcp.sh and
+# bench/bench-rdma.sh; they set ROOT (the repository) and OUT (this run's
 # directory, with raw/ in it) before calling anything here.
 
 log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
