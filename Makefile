@@ -421,11 +421,13 @@ unit: $(UNIT_BIN)
 demo: all
 	$(Q)examples/demo.sh $(BUILD)
 
+# The three reports go into one day's file under bench/results/ (the day
+# the run started) and each replaces its own part of BENCHMARKS.md.
 bench:
 	$(Q)$(MAKE) --no-print-directory EXTRA_DEPS="$(DEPS_BENCH)" all
-	$(Q)bench/bench.sh $(BUILD)
-	$(Q)bench/bench-tcp.sh $(BUILD)
-	$(Q)bench/bench-rdma.sh $(BUILD)
+	$(Q)export BENCH_REPORT="$${BENCH_REPORT:-$(CURDIR)/bench/results/$$(date -u +%F).md}"; \
+		bench/bench.sh $(BUILD) && bench/bench-tcp.sh $(BUILD) && \
+		bench/bench-rdma.sh $(BUILD)
 
 asan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-asan SAN=1 check

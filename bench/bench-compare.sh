@@ -10,7 +10,10 @@
 # batched rate.  Between nodes (TCP over veth, network namespaces): the
 # same for each build with bench/bench-tcp.sh (no UCX, no iperf3).  Prints
 # a table of medians and the new/old ratio; writes it to
-# OLD_BUILD/../compare.md too.  Each build runs with its own xferbench.
+# NEW_BUILD/bench/compare-<timestamp>.md too (a build output: a table
+# worth keeping goes into bench/results/, beside the day's file, as
+# bench/results/2026-11-24-compare.md).  Each build runs with its own
+# xferbench.
 #
 # env: PASSES=3, TIME_MS=300, REPS=5, NO_TCP=1 skips the two-node part.
 set -uo pipefail
@@ -95,4 +98,5 @@ report=$(awk '
 report=$(printf '%s\n%s\n%s' "| benchmark | before | after | after/before |" \
 	"|---|---|---|---|" "$report")
 echo "$report"
-echo "$report" >"$(dirname "$NEW")/compare.md"
+mkdir -p "$NEW/bench"
+echo "$report" >"$NEW/bench/compare-$(date +%Y%m%d-%H%M%S).md"

@@ -6,7 +6,7 @@
 # xferd registered in it, and bench/etcdbench.py, which adds N simulated
 # nodes with NAMES names each, keeps their leases alive, and measures
 # lookups through the xferd.  One JSON line per N on stdout, then a
-# Markdown table (for BENCHMARKS.md).  Not a test; no root needed.
+# Markdown table (for bench/results/).  Not a test; no root needed.
 #
 # env: NODES="100 1000", NAMES=100, LOOKUPS=2000 (per client),
 #      CLIENTS=4, TTL=10, REST=10 (s of etcd at rest, measured),

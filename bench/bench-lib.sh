@@ -3,7 +3,8 @@
 # bench/bench-lib.sh - what the benchmark scripts share: logging and
 # warnings, the record of the commands run, the noise probe, the RES rows
 # of a pass, the statistics of the report (an awk library), the lines
-# that describe the machine, and the replacement of one section of
+# that describe the machine, and where a run's report goes: its section
+# of the day's file under bench/results/ and its part of the summary,
 # BENCHMARKS.md.  Sourced by bench/bench.sh, bench/bench-tcp.sh and
 # bench/bench-rdma.sh; they set ROOT (the repository) and OUT (this run's
 # directory, with raw/ in it) before calling anything here.
@@ -199,23 +200,108 @@ xferd_version() { echo "$("$1" -V 2>&1 | head -1), tree $(tree_version)"; }
 
 # --- the report ----------------------------------------------------------------
 
+# Where a run's report goes.  The full report is a section of the day's
+# file, bench/results/YYYY-MM-DD.md (UTC), which keeps every run of that
+# day's benchmarks and what was written beside them by hand; a run the
+# same day replaces its own section there.  BENCHMARKS.md is the summary,
+# the latest result of each benchmark: each script replaces only its own
+# part of it, between two marker comments.  BENCH_REPORT=FILE and
+# BENCH_SUMMARY=FILE send them elsewhere; NO_REPORT=1 writes neither.
+RESULTS_DIR="bench/results"
+# results_file: the day's file (or BENCH_REPORT).
+results_file() { echo "${BENCH_REPORT:-$ROOT/$RESULTS_DIR/$(date -u +%F).md}"; }
+# summary_file: BENCHMARKS.md (or BENCH_SUMMARY).
+summary_file() { echo "${BENCH_SUMMARY:-$ROOT/BENCHMARKS.md}"; }
+
 # put_section HEADING SECTION REPORT: SECTION (a file that starts with
 # HEADING) replaces the part of REPORT from HEADING to the next "## "
-# heading, or is appended to REPORT (created if missing); the rest of
-# REPORT stays as it is.
+# heading or marker comment, or is appended to REPORT (created, with a
+# title, if missing); the rest of REPORT stays as it is.
 put_section() {
 	local heading=$1 section=$2 report=$3 tmp
 	tmp=$(mktemp)
 	if [ -f "$report" ] && grep -qxF "$heading" "$report"; then
 		awk -v h="$heading" -v f="$section" '
 			$0 == h { while ((getline l < f) > 0) print l; skip = 1; next }
-			skip && /^## / { skip = 0; print "" }
+			skip && (/^## / || /^<!-- /) { skip = 0; print "" }
 			!skip' "$report" >"$tmp"
 	elif [ -f "$report" ]; then
 		{ cat "$report"; echo; cat "$section"; } >"$tmp"
 	else
-		{ echo "# xferd benchmarks"; echo; cat "$section"; } >"$tmp"
+		{ report_title "$report"; echo; cat "$section"; } >"$tmp"
 	fi
+	mkdir -p "$(dirname "$report")"
 	cp "$tmp" "$report"
 	rm -f "$tmp"
+}
+
+# report_title REPORT: the first line of a new results file.
+report_title() {
+	local day
+	day=$(basename "$1" .md)
+	case $day in
+	[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]) echo "# xferd benchmarks: $day" ;;
+	*) echo "# xferd benchmarks" ;;
+	esac
+}
+
+# put_between MARK BLOCK REPORT: BLOCK (a file) replaces what stands
+# between the lines "<!-- MARK: begin ... -->" and "<!-- MARK: end -->"
+# of REPORT, or goes at its end between two such lines (REPORT created,
+# with a title, if missing); the rest of REPORT stays as it is.
+put_between() {
+	local mark=$1 block=$2 report=$3 tmp
+	local begin="<!-- $mark: begin" end="<!-- $mark: end -->"
+	tmp=$(mktemp)
+	if [ -f "$report" ] && grep -qF -- "$begin" "$report"; then
+		awk -v b="$begin" -v e="$end" -v f="$block" '
+			index($0, b) == 1 { print; while ((getline l < f) > 0) print l; skip = 1; next }
+			skip && $0 == e { skip = 0 }
+			!skip' "$report" >"$tmp"
+	else
+		{
+			if [ -f "$report" ]; then cat "$report"; echo; else report_title "$report"; echo; fi
+			echo "$begin (written by $(basename "$0"); what stands between these lines is replaced) -->"
+			cat "$block"
+			echo "$end"
+		} >"$tmp"
+	fi
+	mkdir -p "$(dirname "$report")"
+	cp "$tmp" "$report"
+	rm -f "$tmp"
+}
+
+# put_summary MARK TITLE RUNFILE SECTION HEADING MACHINE COMMAND: the
+# part MARK of the summary: TITLE, when and where the run was, its
+# command, a link to RUNFILE, and the table under HEADING (a line of
+# SECTION, up to the next heading).
+put_summary() {
+	local mark=$1 title=$2 runfile=$3 section=$4 heading=$5 machine=$6 cmd=$7
+	local summary rel day
+	summary=$(summary_file)
+	rel=$(realpath --relative-to="$(dirname "$summary")" "$runfile" 2>/dev/null || echo "$runfile")
+	day=$(basename "$runfile" .md)
+	{
+		echo "## $title"
+		echo
+		echo "$(date -u '+%Y-%m-%d %H:%M UTC'); $machine; \`$cmd\`. The full run: [$rel]($rel#$(anchor "$(head -n 1 "$section")"))."
+		echo
+		awk -v h="$heading" '
+			$0 == h { on = 1; next }
+			on && /^#/ { exit }
+			on { l[++n] = $0 }
+			END {	# without the blank lines around it
+				for (s = 1; s <= n && l[s] == ""; s++) ;
+				for (e = n; e >= s && l[e] == ""; e--) ;
+				for (i = s; i <= e; i++) print l[i]
+			}' "$section"
+	} >"$OUT/summary.md"
+	put_between "$mark" "$OUT/summary.md" "$summary"
+	log "wrote its part of $summary ($day)"
+}
+
+# anchor HEADING: the fragment a Markdown renderer gives "## HEADING".
+anchor() {
+	echo "$1" | sed -e 's/^#* *//' | tr '[:upper:]' '[:lower:]' |
+		sed -e 's/[^a-z0-9 _-]//g' -e 's/ /-/g'
 }

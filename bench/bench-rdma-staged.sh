@@ -10,7 +10,7 @@
 # memfd (path rdma, zero-copy), WRITE and READ, at SIZES.  ROUNDS
 # interleaved rounds; the table shows each row's median over them, and
 # the ratio staged / zero-copy.  Prints markdown on stdout (the numbers
-# for BENCHMARKS.md); not part of make check.
+# for bench/results/); not part of make check.
 #
 # Under TCG every number is the emulation's (Soft-RoCE on emulated CPUs);
 # the ratio is what carries over: the cost of the copy on this side.

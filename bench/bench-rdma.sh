@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # bench-rdma.sh BUILD - xferd between two nodes over RDMA (Soft-RoCE in the
 # qemu guest of tests/rdma/vm.sh), beside perftest on the same rxe
-# devices -> a section of BENCHMARKS.md
+# devices -> a section of bench/results/
 #
 # On the host this script builds and boots the guest (vm.sh; the kernel
 # is fetched once into BUILD/rdma-vm) and runs itself in there
@@ -26,9 +26,10 @@
 # The guest writes its raw logs into BUILD/bench/rdma-<timestamp>/ (BUILD
 # must lie inside the project: the guest mounts only that read-write); the
 # host then writes section.md there and puts the section
-# "## RDMA (Soft-RoCE)" into BENCHMARKS.md, replacing the one already in
-# it, as bench/bench-tcp.sh does with its own.  Needs root, qemu, rdma-core
-# and perftest (`make deps` installs them).  Not part of `make check`;
+# "## RDMA (Soft-RoCE)" into the day's file, bench/results/YYYY-MM-DD.md,
+# replacing the one already in it, and its bandwidth table into its part
+# of the summary, BENCHMARKS.md, as bench/bench-tcp.sh does with its own.
+# Needs root, qemu, rdma-core and perftest (`make deps` installs them).  Not part of `make check`;
 # `tests/integration/rdma.sh --bench` runs it on XFER_BUILD.
 #
 # Under TCG every number is the emulation's: Soft-RoCE is a kernel driver
@@ -51,7 +52,8 @@
 #      passes, the 8 B round trip again against a pair of its xferds,
 #      split into stages (xferbench lat --stages; raw/stages.log),
 #      RXE_VM_TIMEOUT (the whole guest; default from PASSES),
-#      BENCH_REPORT=FILE (instead of BENCHMARKS.md), NO_REPORT=1.
+#      BENCH_REPORT=FILE (instead of the day's file), BENCH_SUMMARY=FILE
+#      (instead of BENCHMARKS.md), NO_REPORT=1.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd -P)
@@ -520,7 +522,7 @@ host_main() {
 	"$ROOT"/*) ;;
 	*) log "$BUILD is outside $ROOT: the guest could not write its results there"; exit 1 ;;
 	esac
-	REPORT=${BENCH_REPORT:-$ROOT/BENCHMARKS.md}
+	REPORT=$(results_file)
 	for p in xferd xferbench xferctl; do
 		[ -x "$BUILD/$p" ] || { log "missing $BUILD/$p: build it first (make BUILD=${build})"; exit 1; }
 	done
@@ -558,6 +560,8 @@ host_main() {
 	[ -n "${NO_REPORT:-}" ] && exit 0
 	put_section "$HEADING" "$OUT/section.md" "$REPORT"
 	log "wrote its section of $REPORT"
+	put_summary bench-rdma.sh "RDMA (Soft-RoCE)" "$REPORT" "$OUT/section.md" "### Bandwidth (GB/s)" \
+		"Soft-RoCE in a qemu guest ($ACCEL, $SETUP setup) on $(machine_cpu)" "make bench (bench/bench-rdma.sh)"
 }
 
 if [ "${1:-}" = --guest ]; then

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # bench-tcp.sh BUILD - xferd between two nodes over TCP, beside iperf3 and
-# UCX tcp on the same link -> a section of BENCHMARKS.md
+# UCX tcp on the same link -> a section of bench/results/
 #
 # Two network namespaces, a and b, joined by a veth pair, stand in for two
 # nodes; one xferd runs in each.  xferbench runs in a: its initiator talks
@@ -14,16 +14,19 @@
 #
 # Raw logs go to BUILD/bench/tcp-<timestamp>/, the section to section.md
 # there.  The section "## Between two nodes (TCP over veth)" is then
-# appended to BENCHMARKS.md, or replaces the one already in it, so this
-# script composes with bench/bench.sh (which rewrites the file) and can
-# also run alone.  Needs root (namespaces).  Installs nothing: `make bench`
-# installs iperf3 and ucx-utils; without them their columns say "not run".
+# appended to the day's file, bench/results/YYYY-MM-DD.md, or replaces the
+# one already in it, so this script composes with bench/bench.sh and can
+# also run alone; its goals table replaces its part of the summary,
+# BENCHMARKS.md (bench-lib.sh: results_file, put_summary).  Needs root
+# (namespaces).  Installs nothing: `make bench` installs iperf3 and
+# ucx-utils; without them their columns say "not run".
 #
 # env: PASSES=3, RUN_TIMEOUT=60 (s, every single process), IPERF_T=5 (s),
 #      TIME_MS=300, REPS=5, SIZES="64K 1M 16M 256M", LAT_ITERS=20000,
 #      CPU_A=1, CPU_B=0 (progress_cpu of a's and b's xferd, or "none"),
 #      VETH_MTU=1500, NO_UCX=1, NO_IPERF=1, BENCH_REPORT=FILE (instead of
-#      BENCHMARKS.md), NO_REPORT=1 (only section.md).
+#      the day's file), BENCH_SUMMARY=FILE (instead of BENCHMARKS.md),
+#      NO_REPORT=1 (only section.md).
 set -uo pipefail
 
 BUILD=${1:-build}
@@ -40,10 +43,10 @@ LAT_ITERS=${LAT_ITERS:-20000}
 CPU_A=${CPU_A:-1}
 CPU_B=${CPU_B:-0}
 MTU=${VETH_MTU:-1500}
-REPORT=${BENCH_REPORT:-$ROOT/BENCHMARKS.md}
 HEADING="## Between two nodes (TCP over veth)"
 # shellcheck source-path=SCRIPTDIR source=bench-lib.sh
 . "$ROOT/bench/bench-lib.sh"
+REPORT=$(results_file)
 
 TS=$(date +%Y%m%d-%H%M%S)
 OUT="$BUILD/bench/tcp-$TS"
@@ -526,3 +529,5 @@ log "wrote $OUT/section.md"
 [ -n "${NO_REPORT:-}" ] && exit 0
 put_section "$HEADING" "$OUT/section.md" "$REPORT"
 log "wrote its section of $REPORT"
+put_summary bench-tcp.sh "Between two nodes (TCP over veth)" "$REPORT" "$OUT/section.md" \
+	"### Goals" "$(machine_cpu), $(os_name), two network namespaces" "make bench (bench/bench-tcp.sh)"

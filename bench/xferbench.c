@@ -24,7 +24,7 @@
  *   RES <bench> <variant> <param> <metric> <value> <unit>
  * in the format of the baseline scripts (lib/stats.awk aggregates them).
  * GB/s is 1e9 bytes per second.  bench/bench.sh runs it beside its
- * baselines and writes BENCHMARKS.md.
+ * baselines and writes bench/results/ and BENCHMARKS.md.
  *
  * One file past the usual size on purpose: the modes share the target
  * process, the sampling and the output, and the tool is one binary.

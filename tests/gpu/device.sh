@@ -11,6 +11,9 @@
 #                              and then gpubench against xferd; print a
 #                              summary
 #
+# Its results are recorded by hand in bench/results/device-results.md
+# (BENCHMARKS.md summarises them); the logs stay in BUILD or OUT.
+#
 # The GPU machines this was written for have nvcc, the CUDA runtime,
 # libevent, libibverbs and OpenSSL, but neither protobuf-c (headers,
 # library, protoc-c) nor check, and no network to install them.  `pack`

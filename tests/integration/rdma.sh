@@ -160,7 +160,7 @@ if [ "${1:-}" = --guest ]; then
 	guest_main "$2"
 elif [ "${1:-}" = --bench ]; then
 	# Not a test: xferd beside perftest in the same guest, into
-	# BENCHMARKS.md (bench/bench-rdma.sh says how).
+	# bench/results/ and BENCHMARKS.md (bench/bench-rdma.sh says how).
 	exec "$ROOT/bench/bench-rdma.sh" "$XFER_BUILD"
 else
 	host_main
