@@ -56,13 +56,17 @@ setup(
     package_data={"xferd": ["py.typed", "*.pyi"]},
     ext_modules=[Extension(
         "xferd._core",
-        sources=["src/core.c", "src/region.c", "src/dlist.c",
+        sources=["src/core.c", "src/context.c", "src/submit.c",
+                 "src/completion.c", "src/region.c", "src/dlist.c",
                  "src/stream.c"],
         depends=["src/core.h"],
         include_dirs=include_dirs,
         extra_objects=extra_objects,
         libraries=libraries,
-        extra_compile_args=WARN,
+        # Only PyInit__core leaves the extension (PyMODINIT_FUNC exports
+        # it): calls between its files stay direct, not through the PLT,
+        # and none of their names meets another library's.
+        extra_compile_args=WARN + ["-fvisibility=hidden"],
         extra_link_args=extra_link_args,
     )],
     python_requires=">=3.9",

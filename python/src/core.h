@@ -3,16 +3,19 @@
  * core.h - the objects of xferd._core (the C extension behind `import
  * xferd`), shared by its files:
  *
- *   core.c     the module, errors, Context (connection, names, tokens,
- *              submission, completion slots, notifications, waiting)
- *              and Request;
- *   region.c   Region (memory this context registered: host memory it
- *              allocated, anything with the buffer protocol, CUDA memory
- *              by __cuda_array_interface__, data_ptr() or DLPack) and
- *              Remote (an imported token);
- *   dlist.c    DList (a prepared descriptor list over one of them);
- *   stream.c   Stream (xfer_stream_*: a queue of slots, one context
- *              each).
+ *   core.c        the module, XferError, the helpers below;
+ *   context.c     Context: its life, memory, tokens, names,
+ *                 notifications, its method table;
+ *   submit.c      Context's methods that submit: single descriptors,
+ *                 vectors, prepared lists;
+ *   completion.c  the completion slots, reaping, waiting, and Request;
+ *   region.c      Region (memory this context registered: host memory
+ *                 it allocated, anything with the buffer protocol, CUDA
+ *                 memory by __cuda_array_interface__, data_ptr() or
+ *                 DLPack) and Remote (an imported token);
+ *   dlist.c       DList (a prepared descriptor list over one of them);
+ *   stream.c      Stream (xfer_stream_*: a queue of slots, one context
+ *                 each).
  *
  * Locks.  Two: the GIL and Context.mu.  mu guards the libxfer context
  * (its ring and its socket are not safe for two threads at once) and the
@@ -32,6 +35,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <xfer.h>
 
@@ -136,6 +140,18 @@ typedef struct DListObject {
 extern PyTypeObject Context_Type, Region_Type, Remote_Type, Request_Type,
 	DList_Type;
 extern PyObject *XferError;
+/* core.c: the coroutine maker of `await req` (set by xferd/__init__.py),
+ * and xferd.Notification (made at import). */
+extern PyObject *await_helper;
+extern PyTypeObject *Notification_Type;
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 /* Raise XferError(errno, "what: xfer_strerror(err)"); returns NULL. */
 PyObject *raise_xfer(int err, const char *what);
@@ -150,6 +166,48 @@ int ctx_check_open(ContextObject *c);
 
 /* A u64 from a Python int (index protocol), >= 0; -1 with an error. */
 int arg_u64(PyObject *o, const char *name, uint64_t *out);
+
+/* completion.c: the slots (mu held unless said), reaping and waiting. */
+static inline uint64_t slot_user_data(ContextObject *c, uint32_t idx)
+{
+	return (uint64_t)c->slots[idx].gen << 32 | idx;
+}
+/* A free slot, marked pending; -1 without memory (mu and GIL held). */
+int64_t slot_get(ContextObject *c, PyObject *keep);
+/* Give a slot back; returns its keep-alive reference to drop once mu
+ * is released (dropping it may run arbitrary Python code). */
+PyObject *slot_put(ContextObject *c, uint32_t idx);
+/* Every pending slot done with err. */
+void fail_pending(ContextObject *c, int err);
+/* Consume every CQE there is (GIL not needed); returns how many. */
+unsigned reap_locked(ContextObject *c);
+/* Waiting (GIL released, mu not held): until ready(c, arg), the
+ * deadline (-ETIME) or xferd going away (its -errno); 0 when ready. */
+typedef bool (*ready_fn)(const ContextObject *c, uint64_t arg);
+bool notes_ready(const ContextObject *c, uint64_t unused);
+int ctx_wait(ContextObject *c, ready_fn ready, uint64_t arg,
+	     uint64_t deadline);
+/* timeout in seconds (None: forever) -> absolute deadline (GIL). */
+int parse_timeout(PyObject *t, uint64_t *deadline);
+/* Free slots whose Request went away before they completed (GIL). */
+void sweep_orphans(ContextObject *c);
+/* The Request of slot idx (GIL). */
+PyObject *request_new(ContextObject *c, uint32_t idx);
+
+/* context.c: o as a Region, or NULL with TypeError naming what. */
+RegionObject *as_region(PyObject *o, const char *what);
+
+/* submit.c: Context's methods that submit (in its method table). */
+PyObject *Context_write(ContextObject *c, PyObject *args, PyObject *kw);
+PyObject *Context_read(ContextObject *c, PyObject *args, PyObject *kw);
+PyObject *Context_notify(ContextObject *c, PyObject *args, PyObject *kw);
+PyObject *Context_write_vec(ContextObject *c, PyObject *args, PyObject *kw);
+PyObject *Context_read_vec(ContextObject *c, PyObject *args, PyObject *kw);
+PyObject *Context_dlist(ContextObject *c, PyObject *args, PyObject *kw);
+PyObject *Context_write_dlist(ContextObject *c, PyObject *args,
+			      PyObject *kw);
+PyObject *Context_read_dlist(ContextObject *c, PyObject *args,
+			     PyObject *kw);
 
 /* region.c */
 PyObject *region_alloc_host(ContextObject *c, size_t len);
