@@ -415,20 +415,6 @@ static void out_of_fds(void)
 	serves_then_stops(&xd);
 }
 
-static unsigned free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	T_ASSERT(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-		 getsockname(fd, (struct sockaddr *)&sa, &len) == 0,
-		 "bind: %s", strerror(errno));
-	close(fd);
-	return ntohs(sa.sin_port);
-}
-
 /* "ops_in_flight" of `xferctl status --json` at socket. */
 static long ops_in_flight(const char *socket)
 {
@@ -471,7 +457,7 @@ static void inflight_limit(void)
 
 	if (!getenv("XFERCTL_BIN"))
 		return;
-	uint16_t port_b = free_port();
+	uint16_t port_b = tl_free_port();
 	snprintf(listen_b, sizeof(listen_b), "listen=127.0.0.1:%u", port_b);
 	snprintf(peer_b, sizeof(peer_b), "peer=127.0.0.1:%u", port_b);
 	tl_daemon_start(&b, args_b);

@@ -30,22 +30,6 @@
 
 static uint16_t port;
 
-/* A free TCP port on loopback (the kernel's pick, released again). */
-static uint16_t free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	T_ASSERT(fd >= 0, "socket: %s", strerror(errno));
-	T_ASSERT(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-		 getsockname(fd, (struct sockaddr *)&sa, &len) == 0,
-		 "bind: %s", strerror(errno));
-	close(fd);
-	return ntohs(sa.sin_port);
-}
-
 static int connect_endpoint(void)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET,
@@ -230,7 +214,7 @@ int main(void)
 	struct xfer_remote *rb;
 	uint8_t tok[XFER_TOKEN_MAX];
 
-	port = free_port();
+	port = tl_free_port();
 	snprintf(listen, sizeof(listen), "metrics_listen=127.0.0.1:%u", port);
 	const char *args[] = { listen, NULL };
 	tl_daemon_start(&d, args);

@@ -49,21 +49,6 @@
 
 static uint16_t port;
 
-static uint16_t free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	T_ASSERT(fd >= 0, "socket: %s", strerror(errno));
-	T_ASSERT(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-		 getsockname(fd, (struct sockaddr *)&sa, &len) == 0,
-		 "bind: %s", strerror(errno));
-	close(fd);
-	return ntohs(sa.sin_port);
-}
-
 /* A non-blocking connect to the metrics port (in progress or done). */
 static int connect_nb(void)
 {
@@ -226,7 +211,7 @@ int main(void)
 	static int flood[FLOOD];
 
 	signal(SIGPIPE, SIG_IGN);
-	port = free_port();
+	port = tl_free_port();
 	snprintf(listen, sizeof(listen), "metrics_listen=127.0.0.1:%u", port);
 	const char *args[] = { listen, NULL };
 

@@ -510,21 +510,6 @@ static bool peer_miss(int rc)
 	       rc == -ECONNREFUSED || rc == -ENOENT;
 }
 
-/* A TCP port nobody listens on right now (for a private xferd). */
-static unsigned free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	T_ASSERT(fd >= 0, "socket: %s", strerror(errno));
-	T_ASSERT(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-		 getsockname(fd, (struct sockaddr *)&sa, &len) == 0,
-		 "bind: %s", strerror(errno));
-	close(fd);
-	return ntohs(sa.sin_port);
-}
-
 /*
  * A private xferd that listens (so it advertises addresses), with
  * node_name set and a peer that cannot be reached: its HelloReply names
@@ -546,7 +531,7 @@ static void private_node(const char *node)
 	struct tl_buf b;
 
 	snprintf(node_opt, sizeof(node_opt), "node_name=%s", node);
-	snprintf(listen_opt, sizeof(listen_opt), "listen=*:%u", free_port());
+	snprintf(listen_opt, sizeof(listen_opt), "listen=*:%u", tl_free_port());
 	snprintf(node_kv, sizeof(node_kv), "%s/kv", node);
 	tl_daemon_start(&xd, args);
 	/* From here check_hints() compares with this xferd's HelloReply. */

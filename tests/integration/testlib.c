@@ -10,6 +10,8 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -340,6 +342,21 @@ size_t tl_export(const struct tl_buf *b, void *tok)
 }
 
 /* --- child processes and pipes --- */
+
+uint16_t tl_free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	T_ASSERT(fd >= 0, "socket: %s", strerror(errno));
+	T_ASSERT(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+		 getsockname(fd, (struct sockaddr *)&sa, &len) == 0,
+		 "bind: %s", strerror(errno));
+	close(fd);
+	return ntohs(sa.sin_port);
+}
 
 pid_t tl_fork(void)
 {

@@ -122,6 +122,9 @@ size_t tl_export(const struct tl_buf *b, void *tok);
  * so a failing test leaves no process behind.  Returns as fork() does.
  */
 pid_t tl_fork(void);
+/* A TCP port on loopback that nobody listens on right now (the kernel's
+ * pick, released again): for a private xferd's listeners. */
+uint16_t tl_free_port(void);
 /* Wait up to timeout_ms for child pid: its exit status, or -signal.  On
  * timeout the child is killed and the test fails. */
 int tl_child_wait(pid_t pid, int timeout_ms);

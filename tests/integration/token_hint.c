@@ -59,19 +59,6 @@ static uint16_t bound_port(int fd)
 	return ntohs(sa.sin_port);
 }
 
-static uint16_t free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-
-	T_ASSERT(fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0,
-		 "bind: %s", strerror(errno));
-	uint16_t p = bound_port(fd);
-	close(fd);
-	return p;
-}
-
 /* The victim: a listener on 127.0.0.1 that nobody should dial. */
 static void victim_open(void)
 {
@@ -265,7 +252,7 @@ static void known_peer(void)
 	struct tl_buf src, dst;
 	struct xfer_remote *rem;
 	uint8_t tok[XFER_TOKEN_MAX];
-	uint16_t pb = free_port();
+	uint16_t pb = tl_free_port();
 
 	snprintf(listen_b, sizeof(listen_b), "listen=127.0.0.1:%u", pb);
 	snprintf(peer_b, sizeof(peer_b), "peer=127.0.0.1:%u", pb);
