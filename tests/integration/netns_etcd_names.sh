@@ -33,33 +33,6 @@ MiB=1048576
 ETCD_ASK=e
 chmod 0755 "$TMP"
 
-node_uid() {
-	_nd_enter "$1"
-	ND_ENTER+=(setpriv --reuid="$2" --regid="$2" --clear-groups)
-}
-xnode_as() {
-	local node=$1 uid=$2 cmd=$3
-	shift 3
-	_nd_say -- "[$node uid $uid] xnode $cmd $*"
-	node_uid "$node" "$uid"
-	run_cmd "$XNODE_SECS" "${ND_ENTER[@]}" "$XNODE" "$cmd" \
-		--socket "${XD_SOCK[$node]}" "$@"
-}
-xnode_as_ok() { xnode_as "$@" || fail "xnode $3 on $1 as uid $2 failed (exit $?)"; }
-no_such() {
-	xnode_as "$1" "$2" lookup --lookup "$3" --expect-error ENOENT ||
-		fail "uid $2 on $1 resolved '$3'"
-}
-serve_as() {
-	local node=$1 uid=$2 tag=$3
-	shift 3
-	_nd_say -- "[$node uid $uid] xnode serve $* (as $tag)"
-	node_uid "$node" "$uid"
-	_nd_bg_start "$tag" "${ND_ENTER[@]}" "$XNODE" serve \
-		--socket "${XD_SOCK[$node]}" "$@"
-	bg_wait_line "$tag" '^ready ' "$ND_READY_SECS"
-}
-
 etcd_define e 10.0.9.10
 star_join a 10.0.9.1/24
 star_join b 10.0.9.2/24

@@ -29,37 +29,6 @@ MiB=1048576
 # The clients reach the sockets through their directory.
 chmod 0755 "$TMP"
 
-# node_uid NODE UID: ND_ENTER for a client of UID where NODE lives.
-node_uid() {
-	_nd_enter "$1"
-	ND_ENTER+=(setpriv --reuid="$2" --regid="$2" --clear-groups)
-}
-# xnode_as NODE UID COMMAND ARGS...: xnode as UID on NODE (bounded).
-xnode_as() {
-	local node=$1 uid=$2 cmd=$3
-	shift 3
-	_nd_say -- "[$node uid $uid] xnode $cmd $*"
-	node_uid "$node" "$uid"
-	run_cmd "$XNODE_SECS" "${ND_ENTER[@]}" "$XNODE" "$cmd" \
-		--socket "${XD_SOCK[$node]}" "$@"
-}
-xnode_as_ok() { xnode_as "$@" || fail "xnode $3 on $1 as uid $2 failed (exit $?)"; }
-# no_such NODE UID NAME: the lookup is -ENOENT.
-no_such() {
-	xnode_as "$1" "$2" lookup --lookup "$3" --expect-error ENOENT ||
-		fail "uid $2 on $1 resolved '$3'"
-}
-# serve_as NODE UID TAG ARGS...: "xnode serve" as UID on NODE, in the
-# background; returns once it printed "ready".
-serve_as() {
-	local node=$1 uid=$2 tag=$3
-	shift 3
-	_nd_say -- "[$node uid $uid] xnode serve $* (as $tag)"
-	node_uid "$node" "$uid"
-	_nd_bg_start "$tag" "${ND_ENTER[@]}" "$XNODE" serve \
-		--socket "${XD_SOCK[$node]}" "$@"
-	bg_wait_line "$tag" '^ready ' "$ND_READY_SECS"
-}
 
 topo_two
 start_xferd b b 10.0.1.2
