@@ -19,7 +19,7 @@
 #include "client.h"
 #include "engine/progress.h"
 #include "gpu/gpu.h"
-#include "mem/rcache.h"
+#include "core/rcache.h"
 #include "mem/region.h"
 #include "mem/regworker.h"
 #include "mem/staging.h"
