@@ -111,19 +111,6 @@ static void ctl_close(struct ctl_conn *cc)
 	ctl_put(cc);
 }
 
-uint64_t ctl_rss_bytes(void)
-{
-	FILE *f = fopen("/proc/self/statm", "re");
-	unsigned long long size, resident = 0;
-
-	if (!f)
-		return 0;
-	if (fscanf(f, "%llu %llu", &size, &resident) != 2)
-		resident = 0;
-	fclose(f);
-	return resident * (uint64_t)sysconf(_SC_PAGESIZE);
-}
-
 static int reply_error(struct ctl_conn *cc, int error, const char *message);
 
 static int send_reply(struct ctl_conn *cc, Xfer__Ctl__CtlMsg *m)
