@@ -14,7 +14,7 @@
 #include <sys/sysinfo.h>
 
 #include "budget.h"
-#include "log.h"
+#include "core/log.h"
 
 static uint64_t count_fds(void)
 {

@@ -24,7 +24,7 @@
 #include "client_int.h"
 #include "client_msg.h"
 #include "common/wire.h"
-#include "log.h"
+#include "core/log.h"
 #include "mem/cma.h"
 #include "mem/dlist.h"
 #include "mem/region.h"

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "client_int.h"
-#include "log.h"
+#include "core/log.h"
 #include "mem/dlist.h"
 #include "mem/region.h"
 #include "uid_usage.h"

@@ -21,7 +21,7 @@
 #include "budget.h"
 #include "client_int.h"
 #include "gpu/gpu.h"
-#include "log.h"
+#include "core/log.h"
 #include "mem/cma.h"
 #include "mem/dlist.h"
 #include "mem/region.h"

@@ -17,7 +17,7 @@
 
 #include "client_int.h"
 #include "common/pubname.h"
-#include "log.h"
+#include "core/log.h"
 #include "meta/cluster.h"
 #include "meta/names.h"
 #include "peer/peer.h"

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "config.h"
-#include "log.h"
+#include "core/log.h"
 #include "meta/meta_config.h"
 #include "common/numparse.h"
 #include "common/ring.h"

@@ -47,7 +47,7 @@ struct xferd_config {
 	int log_level;             /* enum log_level */
 	uint32_t max_clients;
 	uint64_t max_region_bytes;
-	/* The registration cache's limits (mem/rcache.h); 0: none. */
+	/* The registration cache's limits (core/rcache.h); 0: none. */
 	uint32_t rcache_max_entries;
 	uint64_t rcache_max_bytes;
 

@@ -16,7 +16,7 @@
 #include "client.h"
 #include "ops/ctl.h"
 #include "listener.h"
-#include "log.h"
+#include "core/log.h"
 #include "sdnotify.h"
 #include "uid_usage.h"
 #include "common/wire.h"

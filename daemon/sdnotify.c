@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <sys/socket.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "sdnotify.h"
 
 #ifdef HAVE_SYSTEMD

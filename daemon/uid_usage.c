@@ -7,7 +7,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "uid_usage.h"
 
 struct uid_usage_table {

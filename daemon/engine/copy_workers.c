@@ -13,7 +13,7 @@
 #include <stdlib.h>
 
 #include "engine/copy_workers.h"
-#include "log.h"
+#include "core/log.h"
 
 struct copy_workers {
 	pthread_mutex_t lock;

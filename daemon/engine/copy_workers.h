@@ -11,10 +11,10 @@
  * of N workers keeps N copies going while the progress thread goes on
  * serving rings.
  *
- * A job is a struct the submitter embeds (struct copy_job) and fills:
- * run() on a worker (no lock held; it may only touch what the job owns,
- * e.g. a staging chunk and region references the submitter took), done()
- * back on the progress thread, from copy_workers_poll(), with run()'s
+ * A job is a struct the submitter embeds (struct copy_job, in
+ * core/copy_job.h) and fills: run() on a worker (no lock held; it may
+ * only touch what the job owns, e.g. a staging chunk and region
+ * references the submitter took), done() back on the progress thread, from copy_workers_poll(), with run()'s
  * result.  Jobs start in submission order; they end in any order.
  * There is no cancelling: a job whose submitter went keeps running, and
  * its done() releases what it holds.
@@ -30,13 +30,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct copy_job {
-	int64_t (*run)(struct copy_job *j);              /* a worker */
-	void (*done)(struct copy_job *j, int64_t result); /* progress */
-	/* Private to copy_workers.c. */
-	int64_t result;
-	struct copy_job *next;
-};
+#include "core/copy_job.h"
 
 struct copy_workers;
 

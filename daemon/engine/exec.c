@@ -4,7 +4,7 @@
  *
  * A descriptor whose both ends are on this node moves its data here and
  * now (path_local.c).  One whose remote end is another xferd's region
- * becomes an operation (xop.h) of a transport (transport/transport.h):
+ * becomes an operation (xop.h) of a transport (core/transport.h):
  * RDMA where both ends are registered with NICs that reach each other,
  * else TCP; it ends later.  A batch
  * (SQEs linked with XFER_SQE_F_LINK) completes with one CQE either way:
@@ -19,7 +19,7 @@
 
 #include "gpu/gpu.h"
 #include "gpu/kernel.h"
-#include "engine/path.h"
+#include "core/path.h"
 #ifdef XFERD_STAGE_STAMPS
 #include <x86intrin.h>
 #endif
@@ -27,7 +27,7 @@
 #include "engine/path_cma.h"
 #include "engine/path_staged.h"
 #include "engine/progress_int.h"
-#include "engine/xop.h"
+#include "core/xop.h"
 #include "mem/cma.h"
 #include "mem/dlist.h"
 

@@ -21,7 +21,7 @@
 #include "engine/copy_workers.h"
 #include "engine/path_cma.h"
 #include "engine/progress_int.h"
-#include "engine/xop.h"
+#include "core/xop.h"
 #include "mem/cma.h"
 #include "mem/region.h"
 #include "xfer_ring.h"

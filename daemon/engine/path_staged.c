@@ -35,11 +35,12 @@
 #include <stdlib.h>
 
 #include "common/container_of.h"
+#include "engine/copy_workers.h"
 #include "engine/path_staged.h"
 #include "engine/progress_int.h"
-#include "engine/xop.h"
+#include "core/xop.h"
 #include "gpu/gpu.h"
-#include "log.h"
+#include "core/log.h"
 #include "mem/cma.h"
 #include "mem/region.h"
 

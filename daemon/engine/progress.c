@@ -3,7 +3,7 @@
  * progress.c - the progress thread: its loop, its queues to and from the
  * main thread, sleeping and waking.  What it does with each descriptor
  * is in exec.c; the transports it drives through their ops table
- * (transport/transport.h), the links to other xferds in transport/link.c.
+ * (core/transport.h), the links to other xferds in transport/link.c.
  *
  * Lock order: p->lock (command and notice queues) is never held while
  * the region table's lock is taken, nor the other way round.
@@ -27,7 +27,7 @@
 #include "engine/copy_workers.h"
 #include "engine/path_cma.h"
 #include "engine/progress_int.h"
-#include "engine/xop.h"
+#include "core/xop.h"
 #include "peer.pb-c.h"
 #include "transport/rdma_grant.h"
 #ifdef XFERD_STAGE_STAMPS

@@ -32,9 +32,9 @@
 
 #include "common/ring.h"
 #include "common/token_codec.h"
-#include "engine/completion_stats.h"
+#include "core/completion_stats.h"
 #include "engine/notify_queue.h"
-#include "transport/transport.h"
+#include "core/transport.h"
 #include "xfer_ring.h"
 
 struct regtab;

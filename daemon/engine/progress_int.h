@@ -16,12 +16,12 @@
 
 #include "transport/rdma.h"
 #include "transport/tcp.h"
-#include "log.h"
+#include "core/log.h"
 #include "engine/path_local.h"
 #include "engine/progress.h"
 #include "mem/region.h"
-#include "engine/thread_stats.h"
-#include "engine/xop.h"
+#include "core/thread_stats.h"
+#include "core/xop.h"
 
 struct cmd;
 struct notice;

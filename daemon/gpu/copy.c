@@ -18,8 +18,8 @@
 
 #include "gpu/gpu.h"
 #include "gpu/cuda_drv.h"
-#include "log.h"
-#include "engine/xop.h"
+#include "core/log.h"
+#include "core/xop.h"
 
 #ifdef HAVE_CUDA
 #include "gpu/kernel.h"

@@ -9,7 +9,7 @@
 
 #include "gpu/cuda_drv.h"
 #include "gpu/dmabuf.h"
-#include "log.h"
+#include "core/log.h"
 
 int dmabuf_span(uint64_t ptr, uint64_t len, uint64_t page,
 		struct dmabuf_span *out)

@@ -15,8 +15,8 @@
 
 #include "gpu/gpu.h"
 #include "gpu/cuda_drv.h"
-#include "log.h"
-#include "mem/rcache.h"
+#include "core/log.h"
+#include "core/rcache.h"
 
 #ifdef HAVE_CUDA
 

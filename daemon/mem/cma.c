@@ -30,7 +30,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "mem/cma.h"
 #include "mem/region_int.h"
 

@@ -14,9 +14,9 @@
 
 #include "common/htable.h"
 #include "gpu/gpu.h"
-#include "log.h"
+#include "core/log.h"
 #include "mem/cma.h"
-#include "mem/rcache.h"
+#include "core/rcache.h"
 #include "mem/region_int.h"
 
 /* Is [off, off + len) inside [0, limit)?  Written so that no sum can

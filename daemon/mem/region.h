@@ -24,16 +24,7 @@
 #include <sys/types.h>
 
 #include "common/token_codec.h"
-
-enum region_kind {
-	REGION_MEMFD = 1, /* matches xfer.client.MemKind */
-	REGION_CMA = 2,
-	/* GPU memory of a client, imported by xferd (cuda.h). */
-	REGION_CUDA = 3,
-	/* A region of another xferd, known through an imported token.  Its
-	 * length is the token's range; offsets are relative to that range. */
-	REGION_REMOTE = 4,
-};
+#include "core/region_kind.h"
 
 /* Another xferd's region as its NICs expose it: the address of the
  * token's region byte 0 in the owner and an rkey per owner device. */

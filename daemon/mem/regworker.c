@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "mem/regworker.h"
 
 TAILQ_HEAD(job_list, regworker_job);

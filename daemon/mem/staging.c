@@ -14,7 +14,7 @@
 #include <sys/mman.h>
 
 #include "gpu/gpu.h"
-#include "log.h"
+#include "core/log.h"
 #include "mem/staging.h"
 
 TAILQ_HEAD(waiter_list, staging_waiter);

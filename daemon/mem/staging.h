@@ -46,8 +46,8 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
-#include "engine/copy_workers.h"
-#include "engine/xop.h"
+#include "core/copy_job.h"
+#include "core/xop.h"
 
 enum staging_half {
 	STAGING_SEND = 0,   /* GPU memory -> chunk -> the link or CMA */

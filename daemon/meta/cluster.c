@@ -28,7 +28,7 @@
 #include <json-c/json.h>
 
 #include "common/clock.h"
-#include "log.h"
+#include "core/log.h"
 #include "meta/cluster_int.h"
 #include "peer/peer.h"
 #include "transport/rdma_dev.h"

@@ -36,7 +36,7 @@
 #include <json-c/json.h>
 
 #include "common/token_codec.h"
-#include "log.h"
+#include "core/log.h"
 #include "meta/cluster_int.h"
 #include "meta/names.h"
 #include "xferd.h"

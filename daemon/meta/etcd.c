@@ -48,7 +48,7 @@
 #include <openssl/x509v3.h>
 
 #include "common/clock.h"
-#include "log.h"
+#include "core/log.h"
 #include "meta/etcd.h"
 
 #define ETCD_CONNS          4     /* kept-open connections per endpoint */

@@ -27,7 +27,7 @@
 
 #include "common/clock.h"
 #include "common/htable.h"
-#include "log.h"
+#include "core/log.h"
 #include "meta/cluster_int.h"
 #include "peer/peer.h"
 #include "xferd.h"

@@ -30,7 +30,7 @@
 #include <stdint.h>
 
 #include "meta/names.h"
-#include "peer/netaddr.h"
+#include "nic/netaddr.h"
 
 #define RECORD_VERSION   1
 #define RECORD_MAX       8192  /* bytes of a record's JSON we read */

@@ -38,10 +38,10 @@
 #include "ops/stats.h"
 #include "ctl.pb-c.h"
 #include "gpu/gpu.h"
-#include "mem/rcache.h"
+#include "core/rcache.h"
 #include "mem/regworker.h"
-#include "log.h"
-#include "peer/netaddr.h"
+#include "core/log.h"
+#include "nic/netaddr.h"
 #include "peer/peer.h"
 #include "engine/progress.h"
 #include "transport/rdma.h"
@@ -109,19 +109,6 @@ static void ctl_close(struct ctl_conn *cc)
 		cc->uu = NULL;
 	}
 	ctl_put(cc);
-}
-
-uint64_t ctl_rss_bytes(void)
-{
-	FILE *f = fopen("/proc/self/statm", "re");
-	unsigned long long size, resident = 0;
-
-	if (!f)
-		return 0;
-	if (fscanf(f, "%llu %llu", &size, &resident) != 2)
-		resident = 0;
-	fclose(f);
-	return resident * (uint64_t)sysconf(_SC_PAGESIZE);
 }
 
 static int reply_error(struct ctl_conn *cc, int error, const char *message);

@@ -15,7 +15,4 @@ struct xferd;
 void ctl_accept(struct xferd *d, int sock, const struct ucred *cred,
 		const uint8_t *pkt, size_t len);
 
-/* Resident memory of xferd in bytes (from /proc/self/statm). */
-uint64_t ctl_rss_bytes(void);
-
 #endif /* XFERD_CTL_H */

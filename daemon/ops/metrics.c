@@ -47,7 +47,7 @@
 #include <sys/queue.h>
 #include <sys/socket.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "ops/http_request.h"
 #include "ops/metrics.h"
 #include "ops/metrics_text.h"

@@ -19,11 +19,10 @@
 #include "client.h"
 #include "engine/progress.h"
 #include "gpu/gpu.h"
-#include "mem/rcache.h"
+#include "core/rcache.h"
 #include "mem/region.h"
 #include "mem/regworker.h"
 #include "mem/staging.h"
-#include "ops/ctl.h"
 #include "ops/stats.h"
 #include "peer/peer.h"
 #include "transport/rdma.h"
@@ -265,13 +264,27 @@ static void collect_memory(struct xferd *d, struct stats_snapshot *s)
 	rcache_count(d->rcache, &s->gpu_imports, &s->gpu_import_refs);
 }
 
+/* Resident memory of xferd in bytes (from /proc/self/statm). */
+static uint64_t rss_bytes(void)
+{
+	FILE *f = fopen("/proc/self/statm", "re");
+	unsigned long long size, resident = 0;
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%llu %llu", &size, &resident) != 2)
+		resident = 0;
+	fclose(f);
+	return resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
 void stats_collect(struct xferd *d, struct stats_snapshot *s)
 {
 	s->version = XFERD_VERSION;
 	memcpy(s->instance_id, d->instance_id, sizeof(s->instance_id));
 	s->pid = (uint32_t)getpid();
 	s->uptime_ms = xferd_ms_since(&d->started);
-	s->rss_bytes = ctl_rss_bytes();
+	s->rss_bytes = rss_bytes();
 	s->clients = d->nclients;
 	collect_paths(d, s);
 	collect_clients(d, s);

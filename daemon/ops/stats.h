@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine/completion_stats.h"
+#include "core/completion_stats.h"
 #include "xfer_ring.h"
 
 struct xferd;

@@ -17,7 +17,7 @@
 #include <openssl/hmac.h>
 
 #include "peer/auth.h"
-#include "log.h"
+#include "core/log.h"
 
 /* Binds a proof to this protocol and its version: a MAC made with the
  * same key for anything else (region tokens, a later handshake) can

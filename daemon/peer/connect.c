@@ -30,7 +30,7 @@
 #include <event2/bufferevent.h>
 
 #include "engine/progress.h"
-#include "log.h"
+#include "core/log.h"
 #include "peer/peer_int.h"
 #include "xferd.h"
 

@@ -39,7 +39,7 @@
 
 #include "common/wire.h"
 #include "engine/progress.h"
-#include "log.h"
+#include "core/log.h"
 #include "peer/peer_int.h"
 #include "transport/rdma_dev.h"
 #include "xferd.h"

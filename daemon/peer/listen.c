@@ -22,7 +22,7 @@
 #include <event2/listener.h>
 #include <event2/util.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "peer/peer_int.h"
 #include "xferd.h"
 

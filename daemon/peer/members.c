@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "engine/progress.h"
-#include "log.h"
+#include "core/log.h"
 #include "peer/peer_int.h"
 #include "xferd.h"
 

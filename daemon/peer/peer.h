@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "peer/netaddr.h"
+#include "nic/netaddr.h"
 
 struct xferd;
 struct peers;

@@ -40,7 +40,7 @@
 #include "config.h"
 #include "meta/names.h"
 #include "peer/auth.h"
-#include "peer/netaddr.h"
+#include "nic/netaddr.h"
 #include "peer/peer.h"
 #include "peer.pb-c.h"
 #include "transport/rdma.h"

@@ -24,7 +24,7 @@
 
 #include "common/wire.h"
 #include "engine/progress.h"
-#include "log.h"
+#include "core/log.h"
 #include "mem/region.h"
 #include "peer/peer_int.h"
 #include "transport/rdma_grant.h"

@@ -29,7 +29,7 @@
 
 #include "common/token_codec.h"
 #include "engine/progress.h"
-#include "log.h"
+#include "core/log.h"
 #include "peer/peer_int.h"
 #include "xferd.h"
 

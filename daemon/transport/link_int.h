@@ -20,7 +20,7 @@
 #include <sys/queue.h>
 
 #include "common/token_codec.h"
-#include "engine/xop.h"
+#include "core/xop.h"
 #include "mem/staging.h"
 #include "peer.pb-c.h"
 #include "transport/link.h"

@@ -47,7 +47,7 @@
 #include <event2/event.h>
 #include <infiniband/verbs.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "peer.pb-c.h"
 #include "transport/rdma.h"
 #include "transport/rdma_dev.h"
@@ -56,11 +56,11 @@
 #include "mem/cma.h"
 #include "mem/region.h"
 #include "mem/staging.h"
-#include "engine/thread_stats.h"
+#include "core/thread_stats.h"
 #include "common/container_of.h"
 #include "common/wire.h"
 #include "xfer_ring.h"
-#include "engine/xop.h"
+#include "core/xop.h"
 
 #define QP_SLOTS       1024    /* queue pairs at once, both directions */
 #define POLL_BATCH     32

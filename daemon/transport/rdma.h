@@ -39,9 +39,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "peer/netaddr.h"
+#include "nic/netaddr.h"
 #include "transport/link.h"
-#include "transport/transport.h"
+#include "core/transport.h"
 
 #define RDMA_QP_DEPTH      256   /* work requests a queue pair holds */
 #define RDMA_SIGNAL_EVERY  16    /* a completion every so many */

@@ -22,7 +22,7 @@
 #include <infiniband/verbs.h>
 
 #include "common/numparse.h"
-#include "log.h"
+#include "core/log.h"
 #include "transport/rdma_dev.h"
 
 /* Completions of every QP on a device land in its one CQ; the data path

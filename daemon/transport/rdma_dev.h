@@ -25,7 +25,7 @@
 #include <stdint.h>
 #include <net/if.h>
 
-#include "peer/netaddr.h"
+#include "nic/netaddr.h"
 
 #define RDMA_DEV_NAME_MAX 64  /* IBV_SYSFS_NAME_MAX */
 #define RDMA_DEV_MAX      16  /* devices kept open */

@@ -16,7 +16,7 @@
 #include <event2/event.h>
 #include <infiniband/verbs.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "peer.pb-c.h"
 #include "common/wire.h"
 #include "mem/region.h"

@@ -8,8 +8,8 @@
 #include <sys/stat.h>
 #include <infiniband/verbs.h>
 
-#include "log.h"
-#include "mem/rcache.h"
+#include "core/log.h"
+#include "core/rcache.h"
 #include "transport/rdma_dev.h"
 #include "transport/rdma_mr.h"
 #include "mem/region.h"

@@ -36,9 +36,9 @@
 #include <event2/bufferevent.h>
 
 #include "common/container_of.h"
-#include "engine/thread_stats.h"
+#include "core/thread_stats.h"
 #include "gpu/gpu.h"
-#include "log.h"
+#include "core/log.h"
 #include "mem/region.h"
 #include "transport/link_int.h"
 

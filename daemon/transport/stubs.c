@@ -3,7 +3,7 @@
  * stubs.c - what a transport lacks (transport.h): every entry of an ops
  * table is set, to one of these when the transport has nothing to do.
  */
-#include "transport/transport.h"
+#include "core/transport.h"
 
 bool transport_stub_poll(void *t)
 {

@@ -35,8 +35,8 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
-#include "engine/thread_stats.h"
-#include "log.h"
+#include "core/thread_stats.h"
+#include "core/log.h"
 #include "mem/region.h"
 #include "transport/link_int.h"
 #include "xfer_ring.h"

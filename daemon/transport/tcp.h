@@ -14,7 +14,7 @@
 #define XFERD_TCP_H
 
 #include "transport/link.h"
-#include "transport/transport.h"
+#include "core/transport.h"
 
 extern const struct transport_ops tcp_transport_ops;
 

@@ -22,7 +22,7 @@
 
 #include "common/wire.h"
 #include "fuzz.h"
-#include "log.h"
+#include "core/log.h"
 #include "peer/peer_int.h"
 
 static void check_intro(Xfer__Token__Address **addrs, size_t naddrs,

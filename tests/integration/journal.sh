@@ -18,7 +18,7 @@
 set -u
 
 XFERD=${XFERD_BIN:-} XB=${XFERBENCH_BIN:-}
-BURST=20   # LOG_BURST in daemon/log.h
+BURST=20   # LOG_BURST in daemon/core/log.h
 skip() { echo "skip: $*"; exit 77; }
 [ -n "$XFERD" ] && [ -x "$XFERD" ] && [ -n "$XB" ] && [ -x "$XB" ] ||
 	skip "XFERD_BIN, XFERBENCH_BIN not set (run through make check)"

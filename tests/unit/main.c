@@ -5,7 +5,7 @@
  */
 #include <stdlib.h>
 
-#include "log.h"
+#include "core/log.h"
 #include "suites.h"
 
 int main(void)

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "log.h"
+#include "core/log.h"
 #include "common/ring.h"
 #include "suites.h"
 

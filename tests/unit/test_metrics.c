@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_metrics.c - what the metrics are made of: the latency histogram
- * and errno counts of engine/completion_stats.h, their summing in
+ * and errno counts of core/completion_stats.h, their summing in
  * ops/stats.c, the exposition text of ops/metrics_text.c (valid whatever
  * names clients and peers give themselves, cumulative buckets, the
  * "other" row), and the log rate limit of log.c.
@@ -14,9 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/completion_stats.h"
+#include "core/completion_stats.h"
 #include "expo_check.h"
-#include "log.h"
+#include "core/log.h"
 #include "ops/metrics_text.h"
 #include "ops/stats.h"
 #include "suites.h"

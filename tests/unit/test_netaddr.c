@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_netaddr.c - addresses and rail choice (daemon/peer/netaddr.c): subnet
+ * test_netaddr.c - addresses and rail choice (daemon/nic/netaddr.c): subnet
  * comparison at every kind of prefix, choosing a peer address in a
  * triangle mesh where each pair of nodes shares its own subnet, the
  * routed fallback, the loopback rules, parsing and formatting, socket
@@ -15,7 +15,7 @@
 #include <sys/ioctl.h>
 #include <sys/un.h>
 
-#include "peer/netaddr.h"
+#include "nic/netaddr.h"
 #include "suites.h"
 
 /* A parsed address that must be valid, on interface `ifname` ("" for

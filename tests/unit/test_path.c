@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_path.c - the one route decision (daemon/engine/path.c) over every
+ * test_path.c - the one route decision (daemon/core/path.c) over every
  * combination of memory kinds, node, opcode and engines, and the one
  * notification decision over every kind of SQE.
  */
 #include <check.h>
 
-#include "engine/path.h"
+#include "core/path.h"
+#include "mem/region.h"
 #include "suites.h"
 #include "xfer_ring.h"
 

@@ -9,7 +9,7 @@
 #include <check.h>
 #include <stdlib.h>
 
-#include "mem/rcache.h"
+#include "core/rcache.h"
 #include "suites.h"
 
 struct counted {

@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#include "engine/thread_stats.h"
+#include "core/thread_stats.h"
 #include "xfer_ring.h"
 
 /* Upper bounds (inclusive, nanoseconds) of the latency buckets: 1, 2, 5

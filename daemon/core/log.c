@@ -23,7 +23,7 @@
 #endif
 
 #include "common/clock.h"
-#include "log.h"
+#include "core/log.h"
 
 /* Read by every thread, changed by SIGHUP on the main thread. */
 static _Atomic int log_level = LOG_LVL_INFO;

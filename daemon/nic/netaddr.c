@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "peer/netaddr.h"
+#include "nic/netaddr.h"
 
 static unsigned full_len(int family);
 static size_t ip_bytes(int family);

@@ -3,7 +3,7 @@
  * path.c - the names of the routes (path.h keeps the decisions inline:
  * they run for every descriptor).
  */
-#include "engine/path.h"
+#include "core/path.h"
 #include "xfer_ring.h"
 
 const char *path_route_name(enum path_route route)

@@ -3,7 +3,7 @@
  * xop.h - a descriptor whose data moves asynchronously (to another node).
  *
  * The progress thread makes one per remote WRITE, READ or NOTIFY and
- * hands it to a transport (transport/transport.h), which calls back once
+ * hands it to a transport (core/transport.h), which calls back once
  * with the result.  Both live in the progress thread only.
  */
 #ifndef XFERD_XOP_H

@@ -5,7 +5,7 @@
  *
  * The progress thread (engine/) drives transports only through this
  * table; it never calls a transport's own functions.  The executor
- * (engine/exec.c) asks path_choose() (engine/path.h) for a route and
+ * (engine/exec.c) asks path_choose() (core/path.h) for a route and
  * submits each remote operation (xop.h) to the transport of that route,
  * which stamps its path (XFER_PATH_*) and ends it exactly once through
  * the op_done hook it was created with.  A transport that took an
@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/path.h"
+#include "core/path.h"
 
 #define TRANSPORT_OPS_VERSION 1
 #define LINK_ID_LEN 16            /* an xferd instance id */
@@ -122,7 +122,7 @@ struct transport_ops {
 struct transport {
 	const struct transport_ops *ops;
 	void *impl;
-	enum path_route route;  /* the route (engine/path.h) it runs */
+	enum path_route route;  /* the route (core/path.h) it runs */
 };
 
 /* Stubs for what a transport lacks. */

@@ -15,7 +15,9 @@
  * decision made here (notify_choose()), for the same reason.
  *
  * Pure functions of their arguments, inline below (they run for every
- * descriptor): tests/unit/test_path.c walks every combination.
+ * descriptor): tests/unit/test_path.c walks every combination.  Being
+ * pure, they sit in core/ beside the transports' ops table
+ * (core/transport.h), which names the routes.
  */
 #ifndef XFERD_PATH_H
 #define XFERD_PATH_H
@@ -23,7 +25,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "mem/region.h"
+#include "core/region_kind.h"
 #include "xfer_ring.h"
 
 struct xfer_sqe;

@@ -16,11 +16,11 @@
 
 /* Keys compare field by field: struct rcache_key has padding after
  * kind that callers need not zero, so uthash's memcmp would not do.
- * Before any include of uthash (mem/rcache.h has one). */
+ * Before any include of uthash (core/rcache.h has one). */
 #define HASH_KEYCMP(a, b, n) \
 	(!same((const struct rcache_key *)(a), (const struct rcache_key *)(b)))
 
-#include "mem/rcache.h"
+#include "core/rcache.h"
 
 TAILQ_HEAD(rcache_lru, rcache_entry);
 
