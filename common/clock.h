@@ -38,4 +38,15 @@ static inline struct timeval us_to_timeval(uint64_t us)
 				 .tv_usec = (suseconds_t)(us % 1000000) };
 }
 
+/* Milliseconds since `since` (CLOCK_MONOTONIC): xferd's uptime, a
+ * client's or a peer link's age. */
+static inline uint64_t xferd_ms_since(const struct timespec *since)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)((now.tv_sec - since->tv_sec) * 1000 +
+			  (now.tv_nsec - since->tv_nsec) / 1000000);
+}
+
 #endif /* XFER_COMMON_CLOCK_H */

@@ -15,6 +15,7 @@
 
 #include "budget.h"
 #include "config.h"
+#include "common/clock.h"
 #include "common/token_codec.h"
 
 struct event_base;
@@ -61,15 +62,5 @@ struct xferd {
 	uint64_t next_client_id;
 	bool stopping;
 };
-
-/* Milliseconds since `since` (CLOCK_MONOTONIC). */
-static inline uint64_t xferd_ms_since(const struct timespec *since)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return (uint64_t)((now.tv_sec - since->tv_sec) * 1000 +
-			  (now.tv_nsec - since->tv_nsec) / 1000000);
-}
 
 #endif /* XFERD_XFERD_H */

@@ -3,7 +3,9 @@
  * meta_config.h - the settings of the metadata backend: where published
  * names and node records live (this xferd and its `peer =` lines, or an
  * etcd cluster), and how xferd talks to etcd.  The keys `metadata` and
- * `etcd_*` (xferd.conf(5)) are entries of config.c's key table.
+ * `etcd_*` (xferd.conf(5)) are entries of config.c's key table.  The
+ * types (struct meta_config, its sizes) are in core/config_types.h, with
+ * the rest of the settings.
  */
 #ifndef XFERD_META_CONFIG_H
 #define XFERD_META_CONFIG_H
@@ -12,31 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define META_ENDPOINTS_MAX  16    /* etcd endpoints */
-#define META_ENDPOINTS_LEN  1024  /* the comma-separated list, bytes */
-#define META_PREFIX_MAX     128
-#define META_FILE_MAX       256
-
-enum meta_backend { META_LOCAL, META_ETCD };
-
-/* The etcd v3 JSON gateway's path prefix: etcd 3.4 and 3.5 serve /v3,
- * 3.3 /v3beta, 3.2 /v3alpha; `auto` tries them in that order. */
-enum meta_api { META_API_AUTO, META_API_V3, META_API_V3BETA,
-		META_API_V3ALPHA };
-
-struct meta_config {
-	enum meta_backend backend;
-	char endpoints[META_ENDPOINTS_LEN]; /* "http://10.0.0.1:2379,..." */
-	char prefix[META_PREFIX_MAX];       /* keys start with it: "/xferd/" */
-	uint32_t lease_ttl_s;      /* node record and names live this long
-				    * after the last keepalive */
-	uint32_t timeout_ms;       /* one request at one endpoint */
-	uint32_t retry_ms;         /* one call tries the endpoints this long */
-	enum meta_api api;
-	char cert[META_FILE_MAX];  /* TLS client certificate ("" = none) */
-	char key[META_FILE_MAX];   /* its private key */
-	char ca[META_FILE_MAX];    /* CA bundle ("" = the system's) */
-};
+#include "core/config_types.h"
 
 /* One entry of etcd_endpoints. */
 struct meta_endpoint {
