@@ -416,7 +416,12 @@ int main(int argc, char **argv)
 	if (peers_create(d, &d->peers))
 		return 1;
 	/* metadata = etcd: registers in the background, never waits. */
-	if (cluster_create(d, &d->cluster))
+	struct cluster_ctx cctx = {
+		.base = d->base, .meta = &d->cfg.meta,
+		.instance_id = d->instance_id, .peers = d->peers,
+		.names = d->names,
+	};
+	if (cluster_create(&cctx, &d->cluster))
 		return 1;
 	rt.ev_term = add_signal(&rt, SIGTERM, on_terminate);
 	rt.ev_int = add_signal(&rt, SIGINT, on_terminate);

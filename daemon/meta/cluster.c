@@ -32,7 +32,6 @@
 #include "meta/cluster_int.h"
 #include "peer/peer.h"
 #include "transport/rdma_dev.h"
-#include "xferd.h"
 
 #define RETRY_MIN_MS 100
 #define RETRY_MAX_MS 5000
@@ -150,10 +149,10 @@ static char *our_record(struct cluster *c)
 	struct node_record r = { 0 };
 	const struct netaddr *addrs;
 	uint16_t port;
-	size_t n = peers_advertised(c->d->peers, &addrs, &port);
+	size_t n = peers_advertised(c->ctx.peers, &addrs, &port);
 
 	snprintf(r.node, sizeof(r.node), "%s", c->node);
-	memcpy(r.instance, c->d->instance_id, RECORD_ID_LEN);
+	memcpy(r.instance, c->ctx.instance_id, RECORD_ID_LEN);
 	r.port = port;
 	for (size_t i = 0; i < n && i < NETADDR_MAX; i++) {
 		r.addrs[i] = addrs[i];
@@ -291,7 +290,7 @@ static void on_old_record(void *arg, int err, struct json_object *reply)
 			bool parsed = val && record_node_parse((char *)val, vlen,
 							       &old, &why) == 0;
 			bool mine = parsed && memcmp(old.instance,
-						     c->d->instance_id,
+						     c->ctx.instance_id,
 						     RECORD_ID_LEN) == 0;
 			free(key);
 			free(val);
@@ -454,36 +453,36 @@ static void on_keepalive_timer(evutil_socket_t fd, short what, void *arg)
 
 /* --- life cycle --- */
 
-int cluster_create(struct xferd *d, struct cluster **out)
+int cluster_create(const struct cluster_ctx *ctx, struct cluster **out)
 {
 	struct cluster *c;
 	char err[512];
 
 	*out = NULL;
-	if (d->cfg.meta.backend != META_ETCD)
+	if (ctx->meta->backend != META_ETCD)
 		return 0;
-	if (meta_config_check(&d->cfg.meta, err, sizeof(err))) {
+	if (meta_config_check(ctx->meta, err, sizeof(err))) {
 		log_warnx("%s", err);
 		return -EINVAL;
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	c->d = d;
-	c->cfg = d->cfg.meta;
+	c->ctx = *ctx;
+	c->cfg = *ctx->meta;
 	c->reachable = true;
 	SLIST_INIT(&c->deletes);
-	snprintf(c->node, sizeof(c->node), "%s", peers_node_name(d->peers));
+	snprintf(c->node, sizeof(c->node), "%s", peers_node_name(ctx->peers));
 	snprintf(c->node_key, sizeof(c->node_key), "%s" CLUSTER_NODES "%s",
 		 c->cfg.prefix, c->node);
-	c->etcd = etcd_create(d->base, &c->cfg, err, sizeof(err));
+	c->etcd = etcd_create(ctx->base, &c->cfg, err, sizeof(err));
 	if (!c->etcd) {
 		log_warnx("etcd: %s", err);
 		free(c);
 		return -EINVAL;
 	}
-	c->retry = evtimer_new(d->base, on_retry, c);
-	c->keepalive = evtimer_new(d->base, on_keepalive_timer, c);
+	c->retry = evtimer_new(ctx->base, on_retry, c);
+	c->keepalive = evtimer_new(ctx->base, on_keepalive_timer, c);
 	if (!c->retry || !c->keepalive) {
 		cluster_destroy(c);
 		return -ENOMEM;
@@ -521,7 +520,7 @@ void cluster_destroy(struct cluster *c)
 		struct json_object *body = json_object_new_object();
 		bool done = false, waited = false;
 		struct timeval tv = ms_to_timeval(DESTROY_WAIT_MS);
-		struct event *t = evtimer_new(c->d->base, on_destroy_wait,
+		struct event *t = evtimer_new(c->ctx.base, on_destroy_wait,
 					      &waited);
 		if (body && t && evtimer_add(t, &tv) == 0) {
 			json_object_object_add(body, "ID",
@@ -530,7 +529,7 @@ void cluster_destroy(struct cluster *c)
 				  on_final_revoke, &done);
 			body = NULL;
 			while (!done && !waited)
-				event_base_loop(c->d->base, EVLOOP_ONCE);
+				event_base_loop(c->ctx.base, EVLOOP_ONCE);
 		}
 		json_object_put(body);
 		if (t)

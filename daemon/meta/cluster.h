@@ -22,13 +22,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct xferd;
+struct event_base;
+struct meta_config;
+struct names;
+struct peers;
 struct cluster;
+
+/* What the cluster is handed by main.c, whose objects these are; each
+ * outlives the cluster. */
+struct cluster_ctx {
+	struct event_base *base;
+	/* The etcd settings, copied at creation: a SIGHUP does not change
+	 * them (xferd.conf(5)). */
+	const struct meta_config *meta;
+	const uint8_t *instance_id;   /* this xferd's, TOKEN_INSTANCE_LEN */
+	/* This node's addresses and name for its record; the membership
+	 * etcd reports goes to its table. */
+	struct peers *peers;
+	struct names *names;          /* the local names (names.h) */
+};
 
 /* NULL (nothing to do) unless metadata = etcd; then the client, or exit
  * with the reason logged (bad TLS files...).  Registration starts here
  * and goes on in the background: xferd does not wait for etcd. */
-int cluster_create(struct xferd *d, struct cluster **out);
+int cluster_create(const struct cluster_ctx *ctx, struct cluster **out);
 /* Revoke our lease (names and record go at once), briefly waiting for
  * etcd; accepts NULL. */
 void cluster_destroy(struct cluster *c);

@@ -40,7 +40,7 @@ enum cluster_state {
 };
 
 struct cluster {
-	struct xferd *d;
+	struct cluster_ctx ctx;       /* what main.c handed over */
 	struct etcd *etcd;
 	struct meta_config cfg;
 	char node[RECORD_NODE_MAX];

@@ -39,7 +39,6 @@
 #include "core/log.h"
 #include "meta/cluster_int.h"
 #include "meta/names.h"
-#include "xferd.h"
 
 struct pending_delete {
 	SLIST_ENTRY(pending_delete) link;
@@ -181,7 +180,7 @@ static int publish_start(struct cluster *c, const char *name,
 	}
 	snprintf(rec.node, sizeof(rec.node), "%s", c->node);
 	rec.shared = true;
-	memcpy(rec.instance, c->d->instance_id, RECORD_ID_LEN);
+	memcpy(rec.instance, c->ctx.instance_id, RECORD_ID_LEN);
 	memcpy(rec.token, token, len);
 	p->value = record_name_encode(&rec);
 	if (!p->value) {
@@ -256,10 +255,10 @@ void cnames_write_all(struct cluster *c)
 {
 	size_t n = 0;
 
-	names_foreach_shared(c->d->names, count_one, &n);
+	names_foreach_shared(c->ctx.names, count_one, &n);
 	if (n)
 		log_info("etcd: writing %zu shared local names", n);
-	names_foreach_shared(c->d->names, write_one, c);
+	names_foreach_shared(c->ctx.names, write_one, c);
 }
 
 /* --- unpublish --- */
@@ -288,7 +287,7 @@ static void on_deleted(void *arg, int err, struct json_object *reply)
 		const void *tok;
 		size_t len;
 		/* Unless published again meanwhile (then it is written). */
-		if (names_lookup_shared(u->c->d->names, u->name, &tok,
+		if (names_lookup_shared(u->c->ctx.names, u->name, &tok,
 					&len))
 			delete_later(u->c, u->name);
 	}
@@ -345,7 +344,7 @@ static void unpublish_one(void *arg, const char *name, const void *token,
 void cluster_client_gone(struct cluster *c, uint64_t client)
 {
 	if (c)
-		names_foreach_client_shared(c->d->names, client,
+		names_foreach_client_shared(c->ctx.names, client,
 					    unpublish_one, c);
 }
 

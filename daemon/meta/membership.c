@@ -30,7 +30,6 @@
 #include "core/log.h"
 #include "meta/cluster_int.h"
 #include "peer/peer.h"
-#include "xferd.h"
 
 #define RESYNC_MIN_MS 100
 #define RESYNC_MAX_MS 5000
@@ -87,7 +86,7 @@ static void apply_put(struct cluster *c, const char *key, const uint8_t *val,
 	}
 	record_id_hex(rec.instance, hex);
 	if (strcmp(node, c->node) == 0) {
-		if (memcmp(rec.instance, c->d->instance_id, RECORD_ID_LEN))
+		if (memcmp(rec.instance, c->ctx.instance_id, RECORD_ID_LEN))
 			log_warnx("etcd: instance %.8s also calls itself node "
 				  "%s: two xferds with one node_name?", hex,
 				  node);
@@ -101,7 +100,7 @@ static void apply_put(struct cluster *c, const char *key, const uint8_t *val,
 			log_info("etcd: node %s restarted: instance %.8s -> %.8s; "
 				 "tokens of the old one are stale", node, ohex,
 				 hex);
-			peers_member_gone(c->d->peers, m->rec.instance,
+			peers_member_gone(c->ctx.peers, m->rec.instance,
 					  "its node restarted (etcd)");
 		} else if (!m->present) {
 			log_info("etcd: node %s is back (instance %.8s)", node,
@@ -321,7 +320,7 @@ static void on_resync(evutil_socket_t fd, short what, void *arg)
 void membership_start(struct cluster *c)
 {
 	if (!c->resync) {
-		c->resync = evtimer_new(c->d->base, on_resync, c);
+		c->resync = evtimer_new(c->ctx.base, on_resync, c);
 		if (!c->resync) {
 			log_warnx("etcd: out of memory; no membership watch");
 			return;
@@ -370,7 +369,7 @@ bool membership_resolve(struct cluster *c, const char *node)
 
 	if (!m || !m->present)
 		return false;
-	peers_member_seen(c->d->peers, node, m->rec.instance, m->rec.addrs,
+	peers_member_seen(c->ctx.peers, node, m->rec.instance, m->rec.addrs,
 			  m->rec.ports, m->rec.naddrs);
 	return true;
 }
