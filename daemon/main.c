@@ -413,7 +413,12 @@ int main(int argc, char **argv)
 		fatal("cannot start the registration thread");
 
 	/* Peers before the client socket: tokens carry our addresses. */
-	if (peers_create(d, &d->peers))
+	struct peers_ctx pctx = {
+		.base = d->base, .cfg = &d->cfg,
+		.instance_id = d->instance_id, .progress = d->progress,
+		.names = d->names,
+	};
+	if (peers_create(&pctx, &d->peers))
 		return 1;
 	/* metadata = etcd: registers in the background, never waits. */
 	struct cluster_ctx cctx = {

@@ -32,7 +32,6 @@
 #include "engine/progress.h"
 #include "core/log.h"
 #include "peer/peer_int.h"
-#include "xferd.h"
 
 #define BACKOFF_MIN_NS (100ull * 1000000)
 #define BACKOFF_MAX_NS (2000ull * 1000000)
@@ -48,7 +47,7 @@ static bool same_addr(const struct netaddr *a, uint16_t pa,
 static bool addr_known(const struct peers *ps, const struct netaddr *a,
 		       uint16_t port)
 {
-	const struct xferd_config *cfg = &ps->d->cfg;
+	const struct xferd_config *cfg = ps->ctx.cfg;
 	char host[CONFIG_HOST_MAX];
 	struct netaddr na;
 	uint16_t p;
@@ -88,7 +87,7 @@ bool connect_would_dial(const struct peers *ps, const struct peer *pe)
 
 bool connect_rate_take(struct peers *ps, int64_t uid)
 {
-	const uint64_t rate = ps->d->cfg.peer_connect_rate;  /* a second */
+	const uint64_t rate = ps->ctx.cfg->peer_connect_rate;  /* a second */
 	const uint64_t burst_milli = 2 * rate * 1000;
 	uint64_t now = now_ns();
 	struct dial_bucket *b = NULL, *lru = &ps->dial_rate[0];
@@ -149,7 +148,7 @@ static void connect_failed_as(struct peers *ps, struct peer *pe, int err,
 		request_end(r, err, NULL, 0, 0);
 	/* Operations of clients waiting in the progress thread, too. */
 	if (pe->id_known)
-		progress_link_close(ps->d->progress, pe->id, err, why);
+		progress_link_close(ps->ctx.progress, pe->id, err, why);
 	request_resolve_waiting(ps);
 }
 

@@ -42,7 +42,6 @@
 #include "core/log.h"
 #include "peer/peer_int.h"
 #include "transport/rdma_dev.h"
-#include "xferd.h"
 
 /* Frames of the handshake are small; a bigger header is a broken peer. */
 
@@ -237,7 +236,7 @@ static int conn_send_intro(struct conn *c)
 	our_addrs(ps, &addrs);
 	our_rails(&rails);
 #define INTRO_FILL(msg) do {                                    \
-		(msg).instance_id.data = ps->d->instance_id;    \
+		(msg).instance_id.data = (uint8_t *)ps->ctx.instance_id; \
 		(msg).instance_id.len = LINK_ID_LEN;            \
 		(msg).node_name = ps->node_name;                \
 		(msg).n_addresses = addrs.n;                    \
@@ -256,7 +255,7 @@ static int conn_send_intro(struct conn *c)
 		INTRO_FILL(w);
 		if (ps->key) {
 			auth_proof(ps->key, AUTH_ACCEPTOR, c->their_challenge,
-				   ps->d->instance_id, c->their_id, proof);
+				   ps->ctx.instance_id, c->their_id, proof);
 			w.proof.data = proof;
 			w.proof.len = AUTH_PROOF_LEN;
 		}
@@ -319,7 +318,7 @@ static void conn_established(struct conn *c, struct peer *pe)
 	pe->last_error[0] = '\0';
 	clock_gettime(CLOCK_MONOTONIC, &pe->up_since);
 	pe->link_gen = ++ps->next_link_gen;
-	progress_link_attach(ps->d->progress, dup_fd, pe->id, pe->link_gen,
+	progress_link_attach(ps->ctx.progress, dup_fd, pe->id, pe->link_gen,
 			     &pe->stats, pending, left, pe->node_name, rails,
 			     nrails);
 	free(pending);
@@ -356,7 +355,7 @@ static int on_hello(struct conn *c, const Xfer__Peer__Hello *h)
 		return -EPROTO;
 	if (!auth_ok(ps, h->auth, c))
 		return -EPERM;
-	if (memcmp(h->instance_id.data, ps->d->instance_id, LINK_ID_LEN) == 0) {
+	if (memcmp(h->instance_id.data, ps->ctx.instance_id, LINK_ID_LEN) == 0) {
 		conn_error(c, "connected to itself", false);
 		return -ELOOP;
 	}
@@ -365,7 +364,7 @@ static int on_hello(struct conn *c, const Xfer__Peer__Hello *h)
 
 	struct peer *pe = peer_by_id(ps, c->their_id);
 	if (pe && pe->conn && pe->state == PEER_CONNECTING &&
-	    memcmp(ps->d->instance_id, c->their_id, LINK_ID_LEN) < 0) {
+	    memcmp(ps->ctx.instance_id, c->their_id, LINK_ID_LEN) < 0) {
 		/* Both connected at once and ours (lower id) wins. */
 		log_debug("peer %s: duplicate link refused (ours wins)",
 			  peer_label(pe, label, sizeof(label)));
@@ -400,7 +399,7 @@ static int on_welcome(struct conn *c, const Xfer__Peer__Welcome *w)
 	if (!auth_ok(ps, w->auth, c))
 		return -EPERM;
 	if (ps->key && !auth_verify(ps->key, AUTH_ACCEPTOR, c->challenge,
-				    w->instance_id.data, ps->d->instance_id,
+				    w->instance_id.data, ps->ctx.instance_id,
 				    w->proof.data, w->proof.len)) {
 		log_warnx("peer %s: refused: its cluster key differs from ours",
 			  c->remote);
@@ -408,7 +407,7 @@ static int on_welcome(struct conn *c, const Xfer__Peer__Welcome *w)
 			   false);
 		return -EPERM;
 	}
-	if (memcmp(w->instance_id.data, ps->d->instance_id, LINK_ID_LEN) == 0) {
+	if (memcmp(w->instance_id.data, ps->ctx.instance_id, LINK_ID_LEN) == 0) {
 		conn_error(c, "connected to itself", false);
 		return -ELOOP;
 	}
@@ -456,7 +455,7 @@ static int on_welcome(struct conn *c, const Xfer__Peer__Welcome *w)
 	uint8_t proof[AUTH_PROOF_LEN];
 	if (ps->key) {
 		auth_proof(ps->key, AUTH_INITIATOR, w->challenge.data,
-			   ps->d->instance_id, pe->id, proof);
+			   ps->ctx.instance_id, pe->id, proof);
 		r.proof.data = proof;
 		r.proof.len = AUTH_PROOF_LEN;
 	}
@@ -471,7 +470,7 @@ static int on_ready(struct conn *c, const Xfer__Peer__Ready *r)
 	struct peers *ps = c->ps;
 
 	if (ps->key && !auth_verify(ps->key, AUTH_INITIATOR, c->challenge,
-				    c->their_id, ps->d->instance_id,
+				    c->their_id, ps->ctx.instance_id,
 				    r->proof.data, r->proof.len)) {
 		log_warnx("peer %s: refused: its cluster key differs from ours",
 			  c->remote);
@@ -487,7 +486,7 @@ static int on_ready(struct conn *c, const Xfer__Peer__Ready *r)
 	 * our id is the lower one; then this one is refused.
 	 */
 	if (mine && (mine->conn || (mine->state == PEER_UP && mine->initiated)) &&
-	    memcmp(ps->d->instance_id, c->their_id, LINK_ID_LEN) < 0) {
+	    memcmp(ps->ctx.instance_id, c->their_id, LINK_ID_LEN) < 0) {
 		conn_error(c, "duplicate link", true);
 		return -EEXIST;
 	}
@@ -698,7 +697,7 @@ static void on_conn_timeout(evutil_socket_t fd, short what, void *arg)
 struct conn *conn_new(struct peers *ps, int fd, bool initiator)
 {
 	struct conn *c = calloc(1, sizeof(*c));
-	struct timeval tv = ms_to_timeval(ps->d->cfg.connect_timeout_ms);
+	struct timeval tv = ms_to_timeval(ps->ctx.cfg->connect_timeout_ms);
 
 	if (!c) {
 		close(fd);
@@ -707,8 +706,8 @@ struct conn *conn_new(struct peers *ps, int fd, bool initiator)
 	c->ps = ps;
 	c->initiator = initiator;
 	LIST_INSERT_HEAD(&ps->conns, c, link);
-	c->bev = bufferevent_socket_new(ps->d->base, fd, BEV_OPT_CLOSE_ON_FREE);
-	c->timeout = evtimer_new(ps->d->base, on_conn_timeout, c);
+	c->bev = bufferevent_socket_new(ps->ctx.base, fd, BEV_OPT_CLOSE_ON_FREE);
+	c->timeout = evtimer_new(ps->ctx.base, on_conn_timeout, c);
 	if (!c->bev || !c->timeout || auth_challenge(c->challenge) ||
 	    evtimer_add(c->timeout, &tv)) {
 		if (!c->bev && fd >= 0)

@@ -24,7 +24,6 @@
 
 #include "core/log.h"
 #include "peer/peer_int.h"
-#include "xferd.h"
 
 static void on_accept(struct evconnlistener *lst, evutil_socket_t fd,
 		      struct sockaddr *sa, int salen, void *arg)
@@ -77,14 +76,14 @@ static void listen_learn_addresses(struct peers *ps, const char *host)
 
 int listen_open(struct peers *ps)
 {
-	const char *spec = ps->d->cfg.listen;
+	const char *spec = ps->ctx.cfg->listen;
 	char host[CONFIG_HOST_MAX];
 	struct sockaddr_storage ss;
 	socklen_t sl;
 	struct netaddr na = { .family = AF_INET6 };
 	char any[16];
 
-	if (strcmp(spec, "auto") == 0 && ps->d->cfg.cluster_key_file[0]) {
+	if (strcmp(spec, "auto") == 0 && ps->ctx.cfg->cluster_key_file[0]) {
 		snprintf(any, sizeof(any), "*:%u", CONFIG_DEFAULT_PORT);
 		spec = any;
 	}
@@ -110,7 +109,7 @@ int listen_open(struct peers *ps)
 	}
 	netaddr_to_sockaddr(&na, ps->port, &ss, &sl);
 	ps->listener = evconnlistener_new_bind(
-		ps->d->base, on_accept, ps,
+		ps->ctx.base, on_accept, ps,
 		LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
 		128, (struct sockaddr *)&ss, (int)sl);
 	if (!ps->listener) {
@@ -118,7 +117,7 @@ int listen_open(struct peers *ps)
 		return -EADDRINUSE;
 	}
 	log_info("listening for peers on %s (node %s)", spec, ps->node_name);
-	if (!ps->d->cfg.cluster_key_file[0] && !netaddr_is_loopback(&na))
+	if (!ps->ctx.cfg->cluster_key_file[0] && !netaddr_is_loopback(&na))
 		log_warnx("peers: listening on %s without a cluster_key_file: "
 			  "any host that reaches this port may link as a peer",
 			  spec);

@@ -22,7 +22,6 @@
 #include "engine/progress.h"
 #include "core/log.h"
 #include "peer/peer_int.h"
-#include "xferd.h"
 
 bool peer_retired(const struct peers *ps, const uint8_t *id)
 {
@@ -68,7 +67,7 @@ void peers_member_gone(struct peers *ps, const uint8_t *id, const char *why)
 
 	memcpy(ps->retired[ps->nretired++ % PEERS_RETIRED], id, LINK_ID_LEN);
 	/* Operations of the progress thread on (or waiting for) its link. */
-	progress_link_close(ps->d->progress, id, -ESTALE, why);
+	progress_link_close(ps->ctx.progress, id, -ESTALE, why);
 	if (!pe)
 		return;
 	while ((r = TAILQ_FIRST(&pe->waiting)))

@@ -17,15 +17,30 @@
 
 #include "nic/netaddr.h"
 
-struct xferd;
+struct event_base;
+struct names;
+struct progress;
+struct xferd_config;
 struct peers;
+
+/* What the peer table is handed by main.c, whose objects these are;
+ * each outlives it. */
+struct peers_ctx {
+	struct event_base *base;
+	/* main.c's live settings: a SIGHUP replaces them in place, then
+	 * calls peers_reload(); peer/ reads them where it needs them. */
+	const struct xferd_config *cfg;
+	const uint8_t *instance_id;   /* this xferd's, TOKEN_INSTANCE_LEN */
+	struct progress *progress;    /* runs the links once handed over */
+	struct names *names;          /* answers the peers' lookups */
+};
 
 /*
  * Listen on cfg.listen (unless "off"), learn this node's addresses, load
  * the cluster key if configured.  Returns 0 or -errno with the reason
  * logged.
  */
-int peers_create(struct xferd *d, struct peers **out);
+int peers_create(const struct peers_ctx *ctx, struct peers **out);
 /* Connect to the configured peers (their node names become known). */
 void peers_start(struct peers *p);
 /* Close every link and the listener; accepts NULL. */

@@ -37,9 +37,10 @@
 #include <sys/queue.h>
 #include <time.h>
 
-#include "config.h"
+#include "core/config_types.h"
 #include "meta/names.h"
 #include "peer/auth.h"
+#include "nic/hostport.h"
 #include "nic/netaddr.h"
 #include "peer/peer.h"
 #include "peer.pb-c.h"
@@ -153,7 +154,7 @@ struct request {
 };
 
 struct peers {
-	struct xferd *d;
+	struct peers_ctx ctx;         /* what main.c handed over */
 	char node_name[NAME_MAX_LEN];
 	struct netaddr addrs[NETADDR_MAX];
 	size_t naddrs;

@@ -28,7 +28,6 @@
 #include "mem/region.h"
 #include "peer/peer_int.h"
 #include "transport/rdma_grant.h"
-#include "xferd.h"
 
 /* One lookup sent to every configured peer: first token wins. */
 struct fanout {
@@ -102,14 +101,14 @@ static void on_request_timeout(evutil_socket_t fd, short what, void *arg)
 static void request_start(struct peers *ps, struct request *r,
 			  struct peer *pe, Xfer__Peer__PeerMsg *m)
 {
-	struct timeval tv = ms_to_timeval(ps->d->cfg.op_timeout_ms);
+	struct timeval tv = ms_to_timeval(ps->ctx.cfg->op_timeout_ms);
 
 	m->proto_version = XFER_PROTO_VERSION;
 	r->ps = ps;
 	r->peer = pe;
 	r->len = protobuf_c_message_get_packed_size(&m->base);
 	r->msg = malloc(r->len);
-	r->timeout = evtimer_new(ps->d->base, on_request_timeout, r);
+	r->timeout = evtimer_new(ps->ctx.base, on_request_timeout, r);
 	if (!r->msg || !r->timeout || evtimer_add(r->timeout, &tv)) {
 		r->sent = false;
 		r->peer = NULL;
@@ -124,13 +123,13 @@ static void request_start(struct peers *ps, struct request *r,
 	    connect_dial_allowed(ps, pe) && !connect_rate_take(ps, r->uid)) {
 		log_info("peer: uid %lld asks for connections to other "
 			 "xferds faster than peer_connect_rate (%u/s): refused",
-			 (long long)r->uid, ps->d->cfg.peer_connect_rate);
+			 (long long)r->uid, ps->ctx.cfg->peer_connect_rate);
 		r->peer = NULL;   /* not queued anywhere */
 		request_end(r, -EAGAIN, NULL, 0, 0);
 		return;
 	}
 	if (pe->state == PEER_UP) {
-		progress_link_send(ps->d->progress, pe->id, r->msg, r->len);
+		progress_link_send(ps->ctx.progress, pe->id, r->msg, r->len);
 		r->sent = true;
 		TAILQ_INSERT_TAIL(&ps->inflight, r, q);
 		return;
@@ -158,7 +157,7 @@ void request_send_waiting(struct peers *ps, struct peer *pe)
 
 	while ((r = TAILQ_FIRST(&pe->waiting))) {
 		TAILQ_REMOVE(&pe->waiting, r, q);
-		progress_link_send(ps->d->progress, pe->id, r->msg, r->len);
+		progress_link_send(ps->ctx.progress, pe->id, r->msg, r->len);
 		r->sent = true;
 		TAILQ_INSERT_TAIL(&ps->inflight, r, q);
 	}
@@ -232,7 +231,7 @@ static void lookup_unresolved(struct peers *ps, const char *node,
 			      const char *name, int64_t uid,
 			      peers_lookup_cb cb, void *arg)
 {
-	struct timeval tv = ms_to_timeval(ps->d->cfg.op_timeout_ms);
+	struct timeval tv = ms_to_timeval(ps->ctx.cfg->op_timeout_ms);
 
 	/* Connecting may fail (or succeed) at once: look again after. */
 	peers_start(ps);
@@ -256,7 +255,7 @@ static void lookup_unresolved(struct peers *ps, const char *node,
 	r->unresolved = true;
 	snprintf(r->node, sizeof(r->node), "%s", node);
 	snprintf(r->name, sizeof(r->name), "%s", name);
-	r->timeout = evtimer_new(ps->d->base, on_request_timeout, r);
+	r->timeout = evtimer_new(ps->ctx.base, on_request_timeout, r);
 	TAILQ_INSERT_TAIL(&ps->unresolved, r, q);
 	if (!r->timeout || evtimer_add(r->timeout, &tv))
 		request_end(r, -ENOMEM, NULL, 0, 0);
@@ -292,7 +291,7 @@ void request_resolve_waiting(struct peers *ps)
 void peers_lookup(struct peers *ps, const char *node, const char *name,
 		  int64_t uid, peers_lookup_cb cb, void *arg)
 {
-	const struct xferd_config *cfg = &ps->d->cfg;
+	const struct xferd_config *cfg = ps->ctx.cfg;
 
 	if (node) {
 		struct peer *pe = peer_for(ps, node);
@@ -377,7 +376,7 @@ void peers_release_grant(struct peers *ps, const uint8_t owner[16],
 	size_t len = rdma_grant_release_pack(grant, buf, sizeof(buf));
 
 	if (grant && len)
-		progress_link_send(ps->d->progress, owner, buf, len);
+		progress_link_send(ps->ctx.progress, owner, buf, len);
 }
 
 void peers_ping(struct peers *ps, const char *target, int64_t uid,
@@ -443,10 +442,10 @@ static void answer_lookup(struct peers *ps, const uint8_t *id,
 	if (!lk->name || !pubname_qualified_parse(lk->name, &ref))
 		rep.error = -EINVAL;
 	else if (ref.uid == PUBNAME_NO_UID)
-		rep.error = names_lookup_shared(ps->d->names, ref.name, &tok,
+		rep.error = names_lookup_shared(ps->ctx.names, ref.name, &tok,
 						&len);
 	else
-		rep.error = names_lookup_as(ps->d->names, PUBNAME_NO_UID,
+		rep.error = names_lookup_as(ps->ctx.names, PUBNAME_NO_UID,
 					    ref.uid, ref.name, &tok, &len);
 	rep.token.data = (uint8_t *)tok;
 	rep.token.len = rep.error ? 0 : len;
@@ -458,7 +457,7 @@ static void answer_lookup(struct peers *ps, const uint8_t *id,
 	if (n > sizeof(buf))
 		return;
 	protobuf_c_message_pack(&m.base, buf);
-	progress_link_send(ps->d->progress, id, buf, n);
+	progress_link_send(ps->ctx.progress, id, buf, n);
 }
 
 /* What an owner said of its region's NIC registration (CheckReply),

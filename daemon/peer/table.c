@@ -31,7 +31,6 @@
 #include "engine/progress.h"
 #include "core/log.h"
 #include "peer/peer_int.h"
-#include "xferd.h"
 
 static const char *const state_names[] = {
 	[PEER_DOWN] = "down", [PEER_CONNECTING] = "connecting",
@@ -211,7 +210,7 @@ struct peer *peer_replaced(struct peers *ps, struct peer *old,
 	old->state = PEER_DOWN;
 	snprintf(old->last_error, sizeof(old->last_error),
 		 "replaced by instance %s", hex);
-	progress_link_close(ps->d->progress, old->id, -ESTALE,
+	progress_link_close(ps->ctx.progress, old->id, -ESTALE,
 			    "that xferd was replaced");
 	return pe;
 }
@@ -341,7 +340,7 @@ void peers_on_notice(const struct net_notice *n, void *arg)
 	switch (n->kind) {
 	case NET_NEED_PEER:
 		if (peer_retired(ps, n->id)) {
-			progress_link_close(ps->d->progress, n->id, -ESTALE,
+			progress_link_close(ps->ctx.progress, n->id, -ESTALE,
 					    "that xferd's node restarted");
 			return;
 		}
@@ -349,7 +348,7 @@ void peers_on_notice(const struct net_notice *n, void *arg)
 		if (!pe) {
 			pe = peer_new(ps);
 			if (!pe) {
-				progress_link_close(ps->d->progress, n->id,
+				progress_link_close(ps->ctx.progress, n->id,
 						    -ENOMEM, "out of memory");
 				return;
 			}
@@ -385,7 +384,7 @@ void peers_on_notice(const struct net_notice *n, void *arg)
 
 /* --- life cycle --- */
 
-int peers_create(struct xferd *d, struct peers **out)
+int peers_create(const struct peers_ctx *ctx, struct peers **out)
 {
 	struct peers *ps = calloc(1, sizeof(*ps));
 	char err[512];
@@ -393,19 +392,19 @@ int peers_create(struct xferd *d, struct peers **out)
 
 	if (!ps)
 		return -ENOMEM;
-	ps->d = d;
+	ps->ctx = *ctx;
 	for (size_t i = 0; i < PEERS_DIAL_UIDS; i++)
 		ps->dial_rate[i].uid = -1;
 	LIST_INIT(&ps->conns);
 	TAILQ_INIT(&ps->inflight);
 	TAILQ_INIT(&ps->unresolved);
-	if (d->cfg.node_name[0])
+	if (ctx->cfg->node_name[0])
 		snprintf(ps->node_name, sizeof(ps->node_name), "%s",
-			 d->cfg.node_name);
+			 ctx->cfg->node_name);
 	else if (gethostname(ps->node_name, sizeof(ps->node_name) - 1))
 		snprintf(ps->node_name, sizeof(ps->node_name), "localhost");
-	if (d->cfg.cluster_key_file[0]) {
-		rc = auth_key_load(d->cfg.cluster_key_file, &ps->key, err,
+	if (ctx->cfg->cluster_key_file[0]) {
+		rc = auth_key_load(ctx->cfg->cluster_key_file, &ps->key, err,
 				   sizeof(err));
 		if (rc) {
 			log_warnx("cluster key: %s", err);
@@ -427,7 +426,7 @@ int peers_create(struct xferd *d, struct peers **out)
  * known for "node/name" lookups. */
 void peers_start(struct peers *ps)
 {
-	const struct xferd_config *cfg = &ps->d->cfg;
+	const struct xferd_config *cfg = ps->ctx.cfg;
 
 	for (uint32_t i = 0; i < cfg->npeers; i++) {
 		struct peer *pe = peer_for(ps, cfg->peers[i]);
@@ -444,9 +443,9 @@ void peers_reload(struct peers *ps)
 
 	if (!ps)
 		return;
-	if (ps->d->cfg.cluster_key_file[0]) {
+	if (ps->ctx.cfg->cluster_key_file[0]) {
 		struct auth_key *key;
-		if (auth_key_load(ps->d->cfg.cluster_key_file, &key, err,
+		if (auth_key_load(ps->ctx.cfg->cluster_key_file, &key, err,
 				  sizeof(err)) == 0) {
 			auth_key_free(ps->key);
 			ps->key = key;

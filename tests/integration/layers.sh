@@ -41,6 +41,9 @@ inject daemon/gpu/copy.c mem/region.h               # gpu -> mem
 inject daemon/core/transport.h transport/rdma.h     # core -> movers
 inject daemon/transport/rdma.c peer/peer.h          # movers -> peer
 inject daemon/engine/exec.c ops/stats.h             # engine -> ops
+inject daemon/peer/table.c client.h                 # peer -> front
+inject daemon/peer/peer_int.h xferd.h               # peer -> front
+inject daemon/meta/cluster.c config.h               # meta -> front
 inject daemon/ops/stats.c main.c                    # ops -> main
 inject common/wire.c mem/region.h                   # common -> daemon
 inject client/ctx.c daemon/core/log.h               # libxfer -> daemon
