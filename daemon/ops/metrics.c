@@ -44,6 +44,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/queue.h>
 #include <sys/socket.h>
 
@@ -282,17 +283,39 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 
 /* --- accepting --- */
 
-/* Make room for one more: close the oldest connection still reading its
- * request, else the oldest of all. */
+/* Has h's client sent anything yet (in our buffer or in the socket)? */
+static bool has_sent(struct http_conn *h)
+{
+	int n = 0;
+
+	if (evbuffer_get_length(bufferevent_get_input(h->bev)))
+		return true;
+	return ioctl(bufferevent_getfd(h->bev), FIONREAD, &n) == 0 && n > 0;
+}
+
+/*
+ * Make room for one more: close the oldest connection that has sent
+ * nothing yet, else the oldest still reading its request, else the
+ * oldest of all.  A scraper's request may wait in its socket while a
+ * burst of connections is accepted ahead of its read event: what it sent
+ * keeps it from being taken for a silent one.
+ */
 static void evict_one(struct metrics *m)
 {
-	struct http_conn *h, *victim = TAILQ_FIRST(&m->conns);
+	struct http_conn *h, *victim = NULL, *reading = NULL;
 
-	TAILQ_FOREACH(h, &m->conns, q)
-		if (h->state == HTTP_READING) {
+	TAILQ_FOREACH(h, &m->conns, q) {
+		if (h->state != HTTP_READING)
+			continue;
+		if (!reading)
+			reading = h;
+		if (!has_sent(h)) {
 			victim = h;
 			break;
 		}
+	}
+	if (!victim)
+		victim = reading ? reading : TAILQ_FIRST(&m->conns);
 	log_warnx("metrics: %u connections (metrics_max_connections): "
 		  "closing the oldest", m->nconns);
 	if (victim)
