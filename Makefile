@@ -10,7 +10,7 @@
 #   make fuzz       libFuzzer harnesses (build-fuzz/), FUZZ_SECONDS each
 #   make soak       the storm test for SOAK_MINUTES (default 30), not in check
 #   make install    PREFIX=/usr/local DESTDIR=
-#   make deb        Debian packages (dpkg-buildpackage) into ..
+#   make deb        Debian packages (dpkg-buildpackage) into $(BUILD)/deb/
 #   V=1             show the commands
 #   NO_DEPS=1       never run apt-get (offline, sbuild, debian/rules)
 
@@ -436,6 +436,7 @@ asan:
 # sanitizer report or timeout fails the target and keeps its input in
 # build-fuzz/crashes/.
 fuzz:
+	$(Q)$(MAKE) --no-print-directory EXTRA_DEPS="$(DEPS_FUZZ)" deps
 	$(Q)$(MAKE) --no-print-directory BUILD=build-fuzz FUZZ=1 fuzz-run
 
 fuzz-run: $(FUZZ_BIN)
