@@ -104,7 +104,7 @@ int main(void)
 	struct tl_daemon xd;
 	struct hl_bystander by;
 	struct rlimit rl;
-	int report[2], hold[2];
+	int report, hold;
 
 	hl_need_root();
 	T_ASSERT(getrlimit(RLIMIT_NOFILE, &rl) == 0, "getrlimit");
@@ -113,19 +113,9 @@ int main(void)
 	int base = tl_fd_count(xd.pid);
 	hl_bystander_start(&by, xd.socket);
 
-	T_ASSERT(pipe(report) == 0 && pipe(hold) == 0, "pipe");
-	fflush(NULL);
-	pid_t pid = tl_fork();
-	T_ASSERT(pid >= 0, "fork");
-	if (pid == 0) {
-		close(report[0]);
-		close(hold[1]);
-		attacker(xd.socket, report[1], hold[0]);
-	}
-	close(report[1]);
-	close(hold[0]);
+	pid_t pid = hl_attacker_start(attacker, xd.socket, &report, &hold);
 	uint64_t t0 = tl_now_ms();
-	tl_read_full(report[0], &a, sizeof(a));
+	tl_read_full(report, &a, sizeof(a));
 	int held = tl_fd_count(xd.pid);
 	printf("attacker: %u of %u registrations, %u contexts in %llu ms; "
 	       "refused with %d (%s); xfer_open refused with %d (%s)\n",
@@ -172,7 +162,7 @@ int main(void)
 		 "xfer_open refused with %d (%s)", a.open_refused,
 		 xfer_strerror(a.open_refused));
 	/* It goes: its fds with it. */
-	close(hold[1]);
+	close(hold);
 	T_ASSERT(tl_child_wait(pid, 60000) == 0, "the attacker failed");
 	hl_bystander_stop(&by, 2000);
 	int after = tl_fd_count(xd.pid);

@@ -75,6 +75,34 @@ static inline void hl_move(struct xfer_ctx *ctx, struct tl_buf *src,
 		 "differ");
 }
 
+/*
+ * Fork the attacker: fn(socket, report, hold) runs in a child that writes
+ * what it did on report and keeps what it holds until hold is written or
+ * closed.  The parent gets the other ends in *report and *hold.
+ */
+static inline pid_t hl_attacker_start(void (*fn)(const char *, int, int),
+				      const char *socket, int *report,
+				      int *hold)
+{
+	int r[2], h[2];
+
+	T_ASSERT(pipe(r) == 0 && pipe(h) == 0, "pipe");
+	fflush(NULL);
+	pid_t pid = tl_fork();
+	T_ASSERT(pid >= 0, "fork");
+	if (pid == 0) {
+		close(r[0]);
+		close(h[1]);
+		fn(socket, r[1], h[0]);
+		_exit(1);  /* fn leaves with _exit */
+	}
+	close(r[1]);
+	close(h[0]);
+	*report = r[0];
+	*hold = h[1];
+	return pid;
+}
+
 struct hl_result {
 	unsigned long moved;      /* verified copies */
 	unsigned long slowest_ms; /* the longest one took */

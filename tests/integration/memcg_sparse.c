@@ -159,7 +159,7 @@ static void run(const char *const *args, struct sparse_result *r,
 {
 	struct tl_daemon xd;
 	struct hl_bystander by;
-	int report[2], hold[2];
+	int report, hold;
 	char usage_path[200];
 
 	snprintf(usage_path, sizeof(usage_path), "%s/memory.usage_in_bytes",
@@ -167,21 +167,11 @@ static void run(const char *const *args, struct sparse_result *r,
 	start_in_cgroup(&xd, args);
 	uint64_t rss0 = rss_kb(xd.pid), cg0 = read_num(usage_path);
 	hl_bystander_start(&by, xd.socket);
-	T_ASSERT(pipe(report) == 0 && pipe(hold) == 0, "pipe");
-	fflush(NULL);
-	pid_t pid = tl_fork();
-	T_ASSERT(pid >= 0, "fork");
-	if (pid == 0) {
-		close(report[0]);
-		close(hold[1]);
-		attacker(xd.socket, report[1], hold[0]);
-	}
-	close(report[1]);
-	close(hold[0]);
+	pid_t pid = hl_attacker_start(attacker, xd.socket, &report, &hold);
 	/* root's xferctl, again and again while it registers. */
 	*worst_ctl_ms = 0;
 	for (;;) {
-		struct pollfd p = { .fd = report[0], .events = POLLIN };
+		struct pollfd p = { .fd = report, .events = POLLIN };
 		if (poll(&p, 1, 0) > 0)
 			break;
 		long ms = hl_xferctl_ms(xd.socket);
@@ -192,7 +182,7 @@ static void run(const char *const *args, struct sparse_result *r,
 			break;
 		usleep(20000);
 	}
-	tl_read_full(report[0], r, sizeof(*r));
+	tl_read_full(report, r, sizeof(*r));
 	T_ASSERT(kill(xd.pid, 0) == 0 && waitpid(xd.pid, NULL, WNOHANG) == 0,
 		 "xferd died (OOM-killed in its 1 GiB cgroup?)");
 	uint64_t rss1 = rss_kb(xd.pid), cg1 = read_num(usage_path);
@@ -210,7 +200,7 @@ static void run(const char *const *args, struct sparse_result *r,
 		 "MiB", (unsigned long long)((cg1 - cg0) >> 20));
 	T_ASSERT(*worst_ctl_ms < 1000, "xferctl status took %ld ms while a "
 		 "sparse memfd was registered", *worst_ctl_ms);
-	close(hold[1]);
+	close(hold);
 	T_ASSERT(tl_child_wait(pid, 60000) == 0, "the attacker failed");
 	usleep(300000);  /* the bystander moves on after the attacker */
 	hl_bystander_stop(&by, 2000);

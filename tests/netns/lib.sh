@@ -263,3 +263,16 @@ serve_as() {
 		--socket "${XD_SOCK[$node]}" "$@"
 	bg_wait_line "$tag" '^ready ' "$ND_READY_SECS"
 }
+
+# reader_verified TAG: the background "xnode read" TAG ran all along, stops
+# cleanly and verified at least one read.
+reader_verified() {
+	local tag=$1 rc
+	bg_running "$tag" || fail "the reader $tag stopped"
+	bg_stop "$tag"
+	rc=$?
+	sed 's/^/    | /' "$TMP/bg-$tag.out" | tail -n 2
+	[ $rc -eq 0 ] || fail "the reader $tag exited with $rc"
+	grep -Eq '^read and verified [1-9][0-9]* op' "$TMP/bg-$tag.out" ||
+		fail "the reader $tag completed no verified read"
+}
