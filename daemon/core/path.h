@@ -17,7 +17,7 @@
  * Pure functions of their arguments, inline below (they run for every
  * descriptor): tests/unit/test_path.c walks every combination.  Being
  * pure, they sit in core/ beside the transports' ops table
- * (core/transport.h), which names the routes.
+ * (core/mover.h), which names the routes.
  */
 #ifndef XFERD_PATH_H
 #define XFERD_PATH_H

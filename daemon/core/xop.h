@@ -3,7 +3,7 @@
  * xop.h - a descriptor whose data moves asynchronously (to another node).
  *
  * The progress thread makes one per remote WRITE, READ or NOTIFY and
- * hands it to a transport (core/transport.h), which calls back once
+ * hands it to a transport (core/mover.h), which calls back once
  * with the result.  Both live in the progress thread only.
  */
 #ifndef XFERD_XOP_H
@@ -16,6 +16,14 @@
 struct prog_client;
 struct region;
 struct abatch;
+
+#define XOP_PRIV_BYTES 64
+
+/* op's private area as a mover's own struct type (which must fit). */
+#define XOP_PRIV(op, type)                                               \
+	((type *)(void *)((op)->priv +                                   \
+			  0 * sizeof(char[sizeof(type) <= XOP_PRIV_BYTES  \
+					  ? 1 : -1])))
 
 struct xop {
 	struct prog_client *pc;   /* who submitted it */
@@ -42,8 +50,13 @@ struct xop {
 	TAILQ_ENTRY(xop) q;
 	struct xop *next_free;    /* the executor's cache of ended ops */
 
-	/* Each engine's own state of it; no other engine touches it.  Not
-	 * a union: an operation RDMA hands back goes on to TCP. */
+	/* The private state of the mover holding it now: that mover's own
+	 * struct, declared in its own files, reached with XOP_PRIV().  No
+	 * other mover touches it; the executor zeroes it when the op
+	 * changes hands (a route handed back, exec_op_reroute). */
+	_Alignas(16) unsigned char priv[XOP_PRIV_BYTES];
+
+	/* Each engine's own state of it, until each moves to priv. */
 	struct {
 		struct {              /* the GPU copy engine's (gpu/copy.c) */
 			unsigned parts;   /* copies of it still in flight */

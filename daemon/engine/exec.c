@@ -4,7 +4,7 @@
  *
  * A descriptor whose both ends are on this node moves its data here and
  * now (path_local.c).  One whose remote end is another xferd's region
- * becomes an operation (xop.h) of a transport (core/transport.h):
+ * becomes an operation (xop.h) of a transport (core/mover.h):
  * RDMA where both ends are registered with NICs that reach each other,
  * else TCP; it ends later.  A batch
  * (SQEs linked with XFER_SQE_F_LINK) completes with one CQE either way:
@@ -297,16 +297,16 @@ static struct abatch *batch_async(struct prog_client *pc)
 }
 
 /* The transport a route runs on (NULL: this xferd has none such). */
-static const struct transport *transport_for(struct progress *p,
+static const struct mover *transport_for(struct progress *p,
 					     enum path_route route)
 {
 	/* The staged route is the TCP transport's too: it stages what it
 	 * moves of GPU memory itself (transport/tcp.c). */
 	if (route == ROUTE_LINK_STAGED)
 		route = ROUTE_LINK;
-	for (int i = 0; i < p->ntransports; i++)
-		if (p->transports[i].route == route)
-			return &p->transports[i];
+	for (int i = 0; i < p->nmovers; i++)
+		if (p->movers[i].route == route)
+			return &p->movers[i];
 	return NULL;
 }
 
@@ -317,7 +317,7 @@ static bool rdma_can_move(struct progress *p, enum path_route how,
 			  const struct xfer_sqe *sqe, struct region *local,
 			  struct region *remote)
 {
-	const struct transport *t = transport_for(p, how);
+	const struct mover *t = transport_for(p, how);
 	if (!t || !local)
 		return false;
 	const struct xop probe = { .opcode = sqe->opcode, .local = local,
@@ -448,7 +448,7 @@ void exec_run_deferred(struct progress *p)
 {
 	struct xop *op;
 
-	const struct transport *link = transport_for(p, ROUTE_LINK);
+	const struct mover *link = transport_for(p, ROUTE_LINK);
 
 	while ((op = TAILQ_FIRST(&p->exec.deferred))) {
 		TAILQ_REMOVE(&p->exec.deferred, op, q);
@@ -465,10 +465,10 @@ void exec_op_reroute(void *arg, struct xop *op)
 		.target = REGION_REMOTE,
 		.owner_mem = (enum region_kind)region_token(op->remote)->mem_kind,
 		.gpus = p->gpu != NULL,
-		.links = p->ntransports > 0,
+		.links = p->nmovers > 0,
 		.rdma = false,  /* what just gave it back */
 	};
-	const struct transport *t = transport_for(p, path_choose(&f));
+	const struct mover *t = transport_for(p, path_choose(&f));
 
 	if (!t) {
 		exec_op_done(p, op, -EHOSTUNREACH);
@@ -560,7 +560,7 @@ static void op_abandon(struct progress *p, struct xop *op)
  * waits for the whole batch (batch_complete).
  */
 static int64_t go_remote(struct progress *p, struct prog_client *pc,
-			 const struct xfer_sqe *sqe, const struct transport *via,
+			 const struct xfer_sqe *sqe, const struct mover *via,
 			 struct region *local, uint64_t loff,
 			 struct region *remote, uint64_t roff, bool *async)
 {
@@ -770,7 +770,7 @@ facts_of(struct progress *p, const struct xfer_sqe *sqe, struct region *local,
 		.local = local ? region_kind(local) : 0,
 		.target = region_kind(target),
 		.gpus = p->gpu != NULL,
-		.links = p->ntransports > 0,
+		.links = p->nmovers > 0,
 	};
 	if (region_kind(target) == REGION_REMOTE)
 		remote_facts(p, sqe, local, target, &f);
@@ -1355,8 +1355,8 @@ void exec_cancel_client(struct progress *p, struct prog_client *pc)
 	/* Its notifications waiting to go out go to the link, which ends
 	 * them with the rest. */
 	exec_run_deferred(p);
-	for (int i = 0; i < p->ntransports; i++)
-		p->transports[i].ops->cancel_client(p->transports[i].impl, pc);
+	for (int i = 0; i < p->nmovers; i++)
+		p->movers[i].ops->cancel_client(p->movers[i].impl, pc);
 	lstage_cancel_client(p, pc);
 	cma_split_cancel_client(p, pc);
 	/* Its GPU copies run on (their regions are held) but end into

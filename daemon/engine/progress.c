@@ -3,7 +3,7 @@
  * progress.c - the progress thread: its loop, its queues to and from the
  * main thread, sleeping and waking.  What it does with each descriptor
  * is in exec.c; the transports it drives through their ops table
- * (core/transport.h), the links to other xferds in transport/link.c.
+ * (core/mover.h), the links to other xferds in transport/link.c.
  *
  * Lock order: p->lock (command and notice queues) is never held while
  * the region table's lock is taken, nor the other way round.
@@ -222,8 +222,8 @@ static void on_expire(evutil_socket_t fd, short what, void *arg)
 
 	uint64_t now = now_ns();
 
-	for (int i = 0; i < p->ntransports; i++)
-		p->transports[i].ops->expire(p->transports[i].impl, now);
+	for (int i = 0; i < p->nmovers; i++)
+		p->movers[i].ops->expire(p->movers[i].impl, now);
 }
 
 /* --- link hooks: from the TCP links to the main thread --- */
@@ -247,8 +247,8 @@ static void hook_link_down(void *arg, const uint8_t id[LINK_ID_LEN],
 	struct net_notice *n = calloc(1, sizeof(*n));
 
 	/* Its queue pairs go with it (the peer's side tears down too). */
-	for (int i = 0; i < p->ntransports; i++)
-		p->transports[i].ops->peer_down(p->transports[i].impl, id, gen,
+	for (int i = 0; i < p->nmovers; i++)
+		p->movers[i].ops->peer_down(p->movers[i].impl, id, gen,
 						err);
 	if (!n)
 		return;
@@ -288,8 +288,8 @@ static bool hook_frame(void *arg, const uint8_t id[LINK_ID_LEN],
 {
 	struct progress *p = arg;
 
-	for (int i = 0; i < p->ntransports; i++)
-		if (p->transports[i].ops->frame(p->transports[i].impl, id, m))
+	for (int i = 0; i < p->nmovers; i++)
+		if (p->movers[i].ops->frame(p->movers[i].impl, id, m))
 			return true;
 	return false;
 }
@@ -301,9 +301,9 @@ static enum describe_result hook_describe(void *arg, struct region *r,
 {
 	struct progress *p = arg;
 
-	for (int i = 0; i < p->ntransports; i++) {
-		enum describe_result d = p->transports[i].ops->describe(
-			p->transports[i].impl, r, q, out, keys, max_keys);
+	for (int i = 0; i < p->nmovers; i++) {
+		enum describe_result d = p->movers[i].ops->describe(
+			p->movers[i].impl, r, q, out, keys, max_keys);
 		if (d != DESCRIBE_NONE)
 			return d;
 	}
@@ -435,9 +435,9 @@ static bool apply_cmds(struct progress *p)
 			/* RDMA first: the link dispatches what it already
 			 * holds (a QpConnect) as it is attached, and reports
 			 * its failure (link down) to RDMA too. */
-			for (int i = 0; i < p->ntransports; i++)
-				p->transports[i].ops->peer_up(
-					p->transports[i].impl, &peer);
+			for (int i = 0; i < p->nmovers; i++)
+				p->movers[i].ops->peer_up(
+					p->movers[i].impl, &peer);
 			linkset_attach(p->links, c->fd, c->id, c->gen, c->stats,
 				       c->data, c->len);
 			break;
@@ -449,9 +449,9 @@ static bool apply_cmds(struct progress *p)
 			linkset_send_ctl(p->links, c->id, c->data, c->len);
 			break;
 		case CMD_NET_CFG:
-			for (int i = 0; i < p->ntransports; i++)
-				p->transports[i].ops->set_cfg(
-					p->transports[i].impl, &c->net);
+			for (int i = 0; i < p->nmovers; i++)
+				p->movers[i].ops->set_cfg(
+					p->movers[i].impl, &c->net);
 			p->exec.op_timeout_ms = c->op_timeout_ms;
 			break;
 		}
@@ -631,8 +631,8 @@ static void on_doorbell(evutil_socket_t fd, short what, void *arg)
  * in meanwhile. */
 static bool arm_transports(struct progress *p)
 {
-	for (int i = 0; i < p->ntransports; i++)
-		if (!p->transports[i].ops->arm(p->transports[i].impl))
+	for (int i = 0; i < p->nmovers; i++)
+		if (!p->movers[i].ops->arm(p->movers[i].impl))
 			return false;
 	return true;
 }
@@ -666,8 +666,8 @@ static bool poll_gpu(struct progress *p)
 
 static bool transports_need_loop(const struct progress *p)
 {
-	for (int i = 0; i < p->ntransports; i++)
-		if (p->transports[i].ops->needs_loop(p->transports[i].impl))
+	for (int i = 0; i < p->nmovers; i++)
+		if (p->movers[i].ops->needs_loop(p->movers[i].impl))
 			return true;
 	return false;
 }
@@ -690,8 +690,8 @@ static bool poll_net(struct progress *p, bool busy)
 		p->last_net_poll_ns = now;
 		event_base_loop(p->base, EVLOOP_NONBLOCK);
 	}
-	for (int i = 0; i < p->ntransports; i++)
-		any |= p->transports[i].ops->poll(p->transports[i].impl);
+	for (int i = 0; i < p->nmovers; i++)
+		any |= p->movers[i].ops->poll(p->movers[i].impl);
 	return any;
 }
 
@@ -852,16 +852,16 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 	/* NULL without RDMA rails: then TCP moves everything. */
 	p->rdma = rdma_create(p->base, p->links, &rcfg, &hooks);
 	if (p->rdma) {
-		p->transports[p->ntransports++] = (struct transport){
-			&rdma_transport_ops, p->rdma, ROUTE_RDMA };
+		p->movers[p->nmovers++] = (struct mover){
+			&rdma_mover_ops, p->rdma, ROUTE_RDMA };
 		/* The same queue pairs, through its staging buffers. */
-		p->transports[p->ntransports++] = (struct transport){
-			&rdma_staged_transport_ops, p->rdma, ROUTE_RDMA_STAGED };
+		p->movers[p->nmovers++] = (struct mover){
+			&rdma_staged_mover_ops, p->rdma, ROUTE_RDMA_STAGED };
 		/* Before the thread runs: any thread may then read it. */
 		region_set_release_hook(hook_region_released, p);
 	}
-	p->transports[p->ntransports++] = (struct transport){
-		&tcp_transport_ops, p->links, ROUTE_LINK };
+	p->movers[p->nmovers++] = (struct mover){
+		&tcp_mover_ops, p->links, ROUTE_LINK };
 	p->exec.op_timeout_ms = op_timeout_ms;
 	return 0;
 }
@@ -950,10 +950,10 @@ void progress_destroy(struct progress *p)
 	p->workers = NULL;
 	/* Forgotten before they go: what they report while going (link
 	 * down) must not reach one already freed. */
-	struct transport gone[TRANSPORTS_MAX];
-	int ngone = p->ntransports;
-	memcpy(gone, p->transports, sizeof(gone));
-	p->ntransports = 0;
+	struct mover gone[MOVERS_MAX];
+	int ngone = p->nmovers;
+	memcpy(gone, p->movers, sizeof(gone));
+	p->nmovers = 0;
 	for (int i = 0; i < ngone; i++)
 		gone[i].ops->destroy(gone[i].impl);
 	p->rdma = NULL;

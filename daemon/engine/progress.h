@@ -34,7 +34,7 @@
 #include "common/token_codec.h"
 #include "core/completion_stats.h"
 #include "engine/notify_queue.h"
-#include "core/transport.h"
+#include "core/mover.h"
 #include "xfer_ring.h"
 
 struct regtab;

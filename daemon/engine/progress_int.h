@@ -80,9 +80,9 @@ struct progress {
 	struct linkset *links;     /* NULL: no other nodes */
 	struct rdma *rdma;         /* NULL: no RDMA rails */
 	/* The ways to other nodes, in order of preference. */
-#define TRANSPORTS_MAX 3
-	struct transport transports[TRANSPORTS_MAX];
-	int ntransports;
+#define MOVERS_MAX 3
+	struct mover movers[MOVERS_MAX];
+	int nmovers;
 	struct gpu_copies *gpu;    /* NULL: no GPUs */
 	/* Pinned chunks where GPU memory meets the links and xfer_reg'd
 	 * memory (NULL: no GPUs); outlives the links and the GPU copies. */

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "common/token_codec.h"
-#include "core/transport.h"
+#include "core/mover.h"
 #include "xfer_ring.h"
 
 #define PEER_MAX_HEADER  (64u << 10)

@@ -1810,8 +1810,8 @@ static void tr_destroy(void *impl)
 	rdma_destroy(impl);
 }
 
-const struct transport_ops rdma_transport_ops = {
-	.version = TRANSPORT_OPS_VERSION,
+const struct mover_ops rdma_mover_ops = {
+	.version = MOVER_OPS_VERSION,
 	.name = "rdma",
 	.accepts = rdma_accepts,
 	.submit = rdma_submit,
@@ -1819,7 +1819,7 @@ const struct transport_ops rdma_transport_ops = {
 	.expire = rdma_expire,
 	.poll = tr_poll,
 	.arm = tr_arm,
-	.needs_loop = transport_stub_needs_loop,
+	.needs_loop = mover_stub_needs_loop,
 	.peer_up = tr_peer_up,
 	.peer_down = tr_peer_down,
 	.frame = tr_frame,
@@ -1856,20 +1856,20 @@ static void stage_destroy(void *impl)
 	(void)impl;  /* rdma_destroy, through the first table */
 }
 
-const struct transport_ops rdma_staged_transport_ops = {
-	.version = TRANSPORT_OPS_VERSION,
+const struct mover_ops rdma_staged_mover_ops = {
+	.version = MOVER_OPS_VERSION,
 	.name = "rdma-staged",
 	.accepts = rdma_stage_accepts,
 	.submit = rdma_stage_submit,
 	.cancel_client = stage_cancel_client,
 	.expire = stage_expire,
-	.poll = transport_stub_poll,
-	.arm = transport_stub_arm,
-	.needs_loop = transport_stub_needs_loop,
-	.peer_up = transport_stub_peer_up,
-	.peer_down = transport_stub_peer_down,
-	.frame = transport_stub_frame,
-	.describe = transport_stub_describe,
+	.poll = mover_stub_poll,
+	.arm = mover_stub_arm,
+	.needs_loop = mover_stub_needs_loop,
+	.peer_up = mover_stub_peer_up,
+	.peer_down = mover_stub_peer_down,
+	.frame = mover_stub_frame,
+	.describe = mover_stub_describe,
 	.set_cfg = stage_set_cfg,
 	.destroy = stage_destroy,
 };

@@ -41,7 +41,7 @@
 
 #include "nic/netaddr.h"
 #include "transport/link.h"
-#include "core/transport.h"
+#include "core/mover.h"
 
 #define RDMA_QP_DEPTH      256   /* work requests a queue pair holds */
 #define RDMA_SIGNAL_EVERY  16    /* a completion every so many */
@@ -105,15 +105,15 @@ bool rdma_busy(const struct rdma *t);
  */
 bool rdma_arm(struct rdma *t);
 
-extern const struct transport_ops rdma_transport_ops;
+extern const struct mover_ops rdma_mover_ops;
 /*
  * The same transport for ROUTE_RDMA_STAGED: host memory here that no NIC
  * registration covers (xfer_reg'd) goes through the transport's staging
  * buffers, a copy on this side (rdma.c says how).  Only accepts and
- * submit are its own; register it beside rdma_transport_ops with the
+ * submit are its own; register it beside rdma_mover_ops with the
  * same impl.
  */
-extern const struct transport_ops rdma_staged_transport_ops;
+extern const struct mover_ops rdma_staged_mover_ops;
 
 /* --- for xferctl (main thread; counters are atomics) --- */
 

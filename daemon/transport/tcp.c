@@ -1276,21 +1276,21 @@ static void tcp_destroy(void *impl)
 	linkset_destroy(impl);
 }
 
-const struct transport_ops tcp_transport_ops = {
-	.version = TRANSPORT_OPS_VERSION,
+const struct mover_ops tcp_mover_ops = {
+	.version = MOVER_OPS_VERSION,
 	.name = "tcp",
 	.accepts = tcp_accepts,
 	.submit = tcp_submit,
 	.cancel_client = tcp_cancel_client,
 	.expire = tcp_expire,
 	.poll = tcp_poll,
-	.arm = transport_stub_arm,
+	.arm = mover_stub_arm,
 	.needs_loop = tcp_needs_loop,
 	/* Its links come and go through linkset_attach/_close. */
-	.peer_up = transport_stub_peer_up,
-	.peer_down = transport_stub_peer_down,
-	.frame = transport_stub_frame,
-	.describe = transport_stub_describe,
+	.peer_up = mover_stub_peer_up,
+	.peer_down = mover_stub_peer_down,
+	.frame = mover_stub_frame,
+	.describe = mover_stub_describe,
 	.set_cfg = tcp_set_cfg,
 	.destroy = tcp_destroy,
 };

@@ -14,9 +14,9 @@
 #define XFERD_TCP_H
 
 #include "transport/link.h"
-#include "core/transport.h"
+#include "core/mover.h"
 
-extern const struct transport_ops tcp_transport_ops;
+extern const struct mover_ops tcp_mover_ops;
 
 struct staging_pool;
 struct gpu_copies;

@@ -38,7 +38,7 @@ inject() {
 
 inject daemon/mem/staging.h engine/copy_workers.h   # mem -> engine
 inject daemon/gpu/copy.c mem/region.h               # gpu -> mem
-inject daemon/core/transport.h transport/rdma.h     # core -> movers
+inject daemon/core/mover.h transport/rdma.h     # core -> movers
 inject daemon/transport/rdma.c peer/peer.h          # movers -> peer
 inject daemon/engine/exec.c ops/stats.h             # engine -> ops
 inject daemon/peer/table.c client.h                 # peer -> front

@@ -3,45 +3,45 @@
  * stubs.c - what a transport lacks (transport.h): every entry of an ops
  * table is set, to one of these when the transport has nothing to do.
  */
-#include "core/transport.h"
+#include "core/mover.h"
 
-bool transport_stub_poll(void *t)
+bool mover_stub_poll(void *t)
 {
 	(void)t;
 	return false;
 }
 
-bool transport_stub_arm(void *t)
+bool mover_stub_arm(void *t)
 {
 	(void)t;
 	return true;
 }
 
-bool transport_stub_needs_loop(const void *t)
+bool mover_stub_needs_loop(const void *t)
 {
 	(void)t;
 	return false;
 }
 
-void transport_stub_peer_up(void *t, const struct peer_info *peer)
+void mover_stub_peer_up(void *t, const struct peer_info *peer)
 {
 	(void)t, (void)peer;
 }
 
-void transport_stub_peer_down(void *t, const uint8_t id[LINK_ID_LEN],
+void mover_stub_peer_down(void *t, const uint8_t id[LINK_ID_LEN],
 			      uint64_t gen, int err)
 {
 	(void)t, (void)id, (void)gen, (void)err;
 }
 
-bool transport_stub_frame(void *t, const uint8_t id[LINK_ID_LEN],
+bool mover_stub_frame(void *t, const uint8_t id[LINK_ID_LEN],
 			  const struct Xfer__Peer__PeerMsg *m)
 {
 	(void)t, (void)id, (void)m;
 	return false;
 }
 
-enum describe_result transport_stub_describe(void *t, struct region *r,
+enum describe_result mover_stub_describe(void *t, struct region *r,
 					     const struct describe_req *q,
 					     struct Xfer__Peer__RdmaMemory *out,
 					     uint32_t *keys, size_t max_keys)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * transport.h - what the progress thread asks of a way to move data to
- * another xferd: one table of operations per transport.
+ * mover.h - what the progress thread asks of a way to move bytes: one
+ * table of operations per mover.
  *
  * The progress thread (engine/) drives transports only through this
  * table; it never calls a transport's own functions.  The executor
@@ -14,15 +14,15 @@
  * executor offers it to the next route; no transport calls another.
  *
  * As in UCX's uct and NCCL's net plugins, every entry is set: what a
- * transport lacks points to a stub (transport_stub_*), never NULL, and
+ * transport lacks points to a stub (mover_stub_*), never NULL, and
  * the table carries the version of this header it was written for.
  *
  * The link to each peer (transport/link.c, the session: framing,
  * keepalives, control frames) is not a transport: TCP moves data on it
  * and RDMA sets up its queue pairs through it.
  */
-#ifndef XFERD_TRANSPORT_H
-#define XFERD_TRANSPORT_H
+#ifndef XFERD_MOVER_H
+#define XFERD_MOVER_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,7 +30,7 @@
 
 #include "core/path.h"
 
-#define TRANSPORT_OPS_VERSION 1
+#define MOVER_OPS_VERSION 1
 #define LINK_ID_LEN 16            /* an xferd instance id */
 
 struct xop;
@@ -76,8 +76,8 @@ enum describe_result {
 	DESCRIBE_LATER,           /* the transport replies itself, later */
 };
 
-struct transport_ops {
-	uint32_t version;         /* TRANSPORT_OPS_VERSION */
+struct mover_ops {
+	uint32_t version;         /* MOVER_OPS_VERSION */
 	const char *name;
 
 	/* --- operations --- */
@@ -119,24 +119,24 @@ struct transport_ops {
 	void (*destroy)(void *t);
 };
 
-struct transport {
-	const struct transport_ops *ops;
+struct mover {
+	const struct mover_ops *ops;
 	void *impl;
 	enum path_route route;  /* the route (core/path.h) it runs */
 };
 
 /* Stubs for what a transport lacks. */
-bool transport_stub_poll(void *t);
-bool transport_stub_arm(void *t);
-bool transport_stub_needs_loop(const void *t);
-void transport_stub_peer_up(void *t, const struct peer_info *peer);
-void transport_stub_peer_down(void *t, const uint8_t id[LINK_ID_LEN],
+bool mover_stub_poll(void *t);
+bool mover_stub_arm(void *t);
+bool mover_stub_needs_loop(const void *t);
+void mover_stub_peer_up(void *t, const struct peer_info *peer);
+void mover_stub_peer_down(void *t, const uint8_t id[LINK_ID_LEN],
 			      uint64_t gen, int err);
-bool transport_stub_frame(void *t, const uint8_t id[LINK_ID_LEN],
+bool mover_stub_frame(void *t, const uint8_t id[LINK_ID_LEN],
 			  const struct Xfer__Peer__PeerMsg *m);
-enum describe_result transport_stub_describe(void *t, struct region *r,
+enum describe_result mover_stub_describe(void *t, struct region *r,
 					     const struct describe_req *q,
 					     struct Xfer__Peer__RdmaMemory *out,
 					     uint32_t *keys, size_t max_keys);
 
-#endif /* XFERD_TRANSPORT_H */
+#endif /* XFERD_MOVER_H */
