@@ -80,6 +80,7 @@ int client_reply(struct client *c, uint64_t seq, int error,
 	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
 	Xfer__Client__Status st = XFER__CLIENT__STATUS__INIT;
 
+	quota_refusal_count(&c->d->refusals, error);
 	st.error = error;
 	st.message = (char *)(message ? message : "");
 	m.seq = seq;
@@ -424,11 +425,13 @@ static int send_hello_reply(struct client *c, uint64_t seq,
 }
 
 /* Refuse a connection before it became a client: one status, close. */
-static void refuse(int sock, uint64_t seq, int error, const char *why)
+static void refuse(struct xferd *d, int sock, uint64_t seq, int error,
+		   const char *why)
 {
 	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
 	Xfer__Client__Status st = XFER__CLIENT__STATUS__INIT;
 
+	quota_refusal_count(&d->refusals, error);
 	st.error = error;
 	st.message = (char *)why;
 	m.proto_version = XFER_PROTO_VERSION;
@@ -468,18 +471,18 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	if (m->proto_version != XFER_PROTO_VERSION) {
 		log_info("client pid %d speaks protocol %u, not %u: refused",
 			 (int)cred->pid, m->proto_version, XFER_PROTO_VERSION);
-		refuse(sock, seq, -EPROTO, "protocol version mismatch");
+		refuse(d, sock, seq, -EPROTO, "protocol version mismatch");
 		goto out;
 	}
 	if (d->stopping) {
-		refuse(sock, seq, -EBUSY, "xferd is stopping");
+		refuse(d, sock, seq, -EBUSY, "xferd is stopping");
 		goto out;
 	}
 	if (d->nclients >= d->cfg.max_clients) {
 		log_info("client pid %d uid %d refused: xferd has max_clients "
 			 "(%u) clients", (int)cred->pid, (int)cred->uid,
 			 d->cfg.max_clients);
-		refuse(sock, seq, -EUSERS, "xferd has max_clients clients");
+		refuse(d, sock, seq, -EUSERS, "xferd has max_clients clients");
 		goto out;
 	}
 	/* Counted from here; client_drop gives it back, and so does every
@@ -492,7 +495,7 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 			 (int)cred->uid, err == -EMFILE
 			 ? "the uid is at max_connections_per_uid"
 			 : "out of memory");
-		refuse(sock, seq, err, err == -EMFILE
+		refuse(d, sock, seq, err, err == -EMFILE
 		       ? "too many connections of this uid "
 			 "(max_connections_per_uid)" : "out of memory");
 		goto out;
@@ -504,21 +507,21 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	if (err) {
 		log_info("client pid %d uid %d refused: %s", (int)cred->pid,
 			 (int)cred->uid, why);
-		refuse(sock, seq, err, why);
+		refuse(d, sock, seq, err, why);
 		goto out;
 	}
 	uint32_t want = m->hello->sq_entries ? m->hello->sq_entries
 					     : d->cfg.sq_entries;
 	if (want > d->cfg.max_sq_entries || (want & (want - 1)) ||
 	    want < RING_MIN_SQ_ENTRIES) {
-		refuse(sock, seq, -EINVAL,
+		refuse(d, sock, seq, -EINVAL,
 		       "sq_entries must be a power of two within limits");
 		goto out;
 	}
 
 	c = calloc(1, sizeof(*c));
 	if (!c) {
-		refuse(sock, seq, -ENOMEM, "out of memory");
+		refuse(d, sock, seq, -ENOMEM, "out of memory");
 		goto out;
 	}
 	c->d = d;
@@ -541,7 +544,7 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = '?';
 	if (!doorbells || (err = make_ring(c, want, &off, &ring_fd))) {
-		refuse(sock, seq, -ENOMEM, "cannot set up the ring");
+		refuse(d, sock, seq, -ENOMEM, "cannot set up the ring");
 		c->sock = -1;
 		if (cq_fd >= 0)
 			close(cq_fd);

@@ -66,4 +66,33 @@ int quota_check_region(const struct xferd_config *cfg,
 int quota_check_import(const struct xferd_config *cfg,
 			const struct client_usage *u, const char **why);
 
+/*
+ * Refusals counted by limit for the operator (xferctl status, /metrics):
+ * every answer to a client that carries one of the errnos above is
+ * counted by quota_refusal_count() where it is sent (client_reply,
+ * refuse), so no limit's check needs a counter of its own.
+ */
+enum quota_limit {
+	QUOTA_CLIENTS,        /* -EUSERS: max_clients, per-uid connections */
+	QUOTA_CONNECTIONS,    /* -EMFILE: connections of one uid */
+	QUOTA_REGIONS,        /* -ENOSPC: regions, prepared lists */
+	QUOTA_BYTES,          /* -EDQUOT: host memory */
+	QUOTA_REGION_BYTES,   /* -EFBIG */
+	QUOTA_IMPORTS,        /* -ETOOMANYREFS */
+	QUOTA_NAMES,          /* -EMLINK */
+	QUOTA_FDS,            /* -ENFILE */
+	QUOTA_LIMIT__COUNT
+};
+
+struct quota_refusals {
+	uint64_t by_limit[QUOTA_LIMIT__COUNT];
+};
+
+/* The limit err (negative) names, or -1 if it names none. */
+int quota_limit_of(int err);
+/* "clients", "regions", ... (the label of /metrics). */
+const char *quota_limit_name(enum quota_limit l);
+/* Count err if it is a limit's.  Main thread. */
+void quota_refusal_count(struct quota_refusals *r, int err);
+
 #endif /* XFERD_QUOTA_H */

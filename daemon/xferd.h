@@ -15,6 +15,7 @@
 
 #include "budget.h"
 #include "config.h"
+#include "quota.h"
 #include "common/clock.h"
 #include "common/token_codec.h"
 
@@ -55,6 +56,7 @@ struct xferd {
 	struct uid_usage_table *uid_use; /* what each user holds, its
 					  * connections too (uid_usage.h) */
 	struct budget budget;       /* clients' fds and memory (budget.h) */
+	struct quota_refusals refusals; /* answers a limit refused (quota.h) */
 	uint32_t npending;          /* non-root, not yet handshaken */
 	uint32_t nctl;              /* xferctl connections, root's too */
 	struct client_list clients;

@@ -125,6 +125,7 @@ static void retry_later(struct cluster *c, const char *why, int err)
 
 	if (ms > RETRY_MAX_MS)
 		ms = RETRY_MAX_MS;
+	cluster_count_error(c, err);
 	if (c->failures++ == 0 || c->reachable)
 		log_warnx("etcd: %s: %s; trying again (every %llu ms at most)",
 			  why, strerror(-err), (unsigned long long)RETRY_MAX_MS);
@@ -337,6 +338,7 @@ static void on_granted(void *arg, int err, struct json_object *reply)
 		return;
 	}
 	c->lease = id;
+	c->lease_renewed_ms = now_ns() / 1000000;
 	c->state = CLUSTER_CLAIMING;
 	struct step *s = step_new(c);
 	if (!s) {
@@ -371,10 +373,28 @@ static void registration_start(struct cluster *c)
 
 /* --- keepalive --- */
 
+void cluster_count_error(struct cluster *c, int err)
+{
+	enum cluster_err_kind k;
+
+	switch (err) {
+	case -ECANCELED: case -ENOMEM: case 0:
+		return;   /* ours, not etcd's */
+	case -EHOSTUNREACH: k = CLUSTER_ERR_UNREACHABLE; break;
+	case -ETIMEDOUT:    k = CLUSTER_ERR_TIMEOUT; break;
+	case -EPROTO:       k = CLUSTER_ERR_PROTOCOL; break;
+	case -EACCES:       k = CLUSTER_ERR_DENIED; break;
+	default:            k = CLUSTER_ERR_OTHER; break;
+	}
+	c->errors[k]++;
+	c->last_error = err;
+}
+
 void cluster_unreached(struct cluster *c, int err)
 {
 	if (err == -ECANCELED || err == -ENOMEM)
 		return;
+	cluster_count_error(c, err);
 	if (c->reachable)
 		log_warnx("etcd: unreachable (%s, last tried %s): lookups of "
 			  "other nodes' names fail until it answers; local "
@@ -385,6 +405,7 @@ void cluster_unreached(struct cluster *c, int err)
 
 void cluster_reached(struct cluster *c)
 {
+	c->answered_ms = now_ns() / 1000000;
 	if (!c->reachable)
 		log_info("etcd: reachable again at %s", etcd_current(c->etcd));
 	c->reachable = true;
@@ -423,6 +444,7 @@ static void on_keepalive(void *arg, int err, struct json_object *reply)
 		return;
 	}
 	bool was = c->reachable;
+	c->lease_renewed_ms = now_ns() / 1000000;
 	cluster_reached(c);
 	if (!was)
 		membership_resync(c);
@@ -551,4 +573,45 @@ void cluster_destroy(struct cluster *c)
 bool cluster_resolve_node(struct cluster *c, const char *node)
 {
 	return c && membership_resolve(c, node);
+}
+
+/* --- health, for xferctl status and /metrics --- */
+
+static uint64_t age_ms(uint64_t now, uint64_t then)
+{
+	return then ? now - then : UINT64_MAX;
+}
+
+const char *cluster_err_kind_name(enum cluster_err_kind k)
+{
+	static const char *const names[CLUSTER_ERR__COUNT] = {
+		[CLUSTER_ERR_UNREACHABLE] = "unreachable",
+		[CLUSTER_ERR_TIMEOUT] = "timeout",
+		[CLUSTER_ERR_PROTOCOL] = "protocol",
+		[CLUSTER_ERR_DENIED] = "denied",
+		[CLUSTER_ERR_OTHER] = "other",
+	};
+
+	return (unsigned)k < CLUSTER_ERR__COUNT ? names[k] : "other";
+}
+
+void cluster_health_get(const struct cluster *c, struct cluster_health *h)
+{
+	uint64_t now = now_ns() / 1000000;
+
+	memset(h, 0, sizeof(*h));
+	h->answer_age_ms = h->lease_age_ms = h->watch_age_ms = UINT64_MAX;
+	if (!c)
+		return;
+	h->reachable = c->reachable;
+	h->registered = c->state == CLUSTER_UP && c->lease;
+	h->watching = c->watch != NULL;
+	h->answer_age_ms = age_ms(now, c->answered_ms);
+	h->lease_age_ms = c->lease ? age_ms(now, c->lease_renewed_ms)
+				   : UINT64_MAX;
+	h->watch_age_ms = age_ms(now, c->watch_msg_ms);
+	memcpy(h->errors, c->errors, sizeof(h->errors));
+	h->last_error = c->last_error;
+	snprintf(h->endpoint, sizeof(h->endpoint), "%s",
+		 etcd_current(c->etcd) ? etcd_current(c->etcd) : "");
 }

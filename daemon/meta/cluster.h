@@ -77,4 +77,34 @@ void cluster_lookup(struct cluster *c, const char *name,
  * false if etcd has no such node. */
 bool cluster_resolve_node(struct cluster *c, const char *node);
 
+/* How etcd answers, for the operator (xferctl status, /metrics). */
+enum cluster_err_kind {
+	CLUSTER_ERR_UNREACHABLE,  /* -EHOSTUNREACH: no endpoint connected */
+	CLUSTER_ERR_TIMEOUT,      /* -ETIMEDOUT: no answer in time, no leader */
+	CLUSTER_ERR_PROTOCOL,     /* -EPROTO: answers that were not etcd's */
+	CLUSTER_ERR_DENIED,       /* -EACCES: etcd refused us */
+	CLUSTER_ERR_OTHER,
+	CLUSTER_ERR__COUNT
+};
+
+#define CLUSTER_ENDPOINT_MAX 128
+
+struct cluster_health {
+	bool reachable;           /* the last call got an answer */
+	bool registered;          /* our record is stored under a lease */
+	bool watching;            /* a watch on the nodes is open */
+	/* Milliseconds since: etcd last answered, the lease was last
+	 * granted or kept alive, the watch last delivered a message; each
+	 * UINT64_MAX for never. */
+	uint64_t answer_age_ms, lease_age_ms, watch_age_ms;
+	uint64_t errors[CLUSTER_ERR__COUNT];  /* calls failed, by kind */
+	int last_error;           /* -errno of the last failure; 0: none */
+	char endpoint[CLUSTER_ENDPOINT_MAX];  /* the one that answered last */
+};
+
+/* Fill h; c may be NULL (h says unreachable, nothing counted). */
+void cluster_health_get(const struct cluster *c, struct cluster_health *h);
+/* "unreachable", "timeout", ... (the label of /metrics). */
+const char *cluster_err_kind_name(enum cluster_err_kind k);
+
 #endif /* XFERD_META_CLUSTER_H */

@@ -61,6 +61,10 @@ struct cluster {
 	unsigned watch_failures;
 	struct event *resync;         /* read the nodes again, then watch */
 	bool resync_out;
+	/* For cluster_health_get(): CLOCK_MONOTONIC ms, 0 for never. */
+	uint64_t answered_ms, lease_renewed_ms, watch_msg_ms;
+	uint64_t errors[CLUSTER_ERR__COUNT];
+	int last_error;
 	/* cluster_names.c: names whose delete did not reach etcd */
 	SLIST_HEAD(, pending_delete) deletes;
 };
@@ -82,6 +86,9 @@ void cluster_add_b64(struct json_object *o, const char *field,
 /* etcd did not answer a call (err) / answered one: logged once per
  * change; an answer writes what waited for it (names, deletes). */
 void cluster_unreached(struct cluster *c, int err);
+/* Count a failed call by kind (cluster_health_get), without the state
+ * change of cluster_unreached. */
+void cluster_count_error(struct cluster *c, int err);
 void cluster_reached(struct cluster *c);
 
 /* --- membership.c --- */

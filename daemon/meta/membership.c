@@ -210,6 +210,7 @@ static void on_watch(void *arg, int err, struct json_object *msg)
 		return;
 	}
 	c->watch_failures = 0;
+	c->watch_msg_ms = now_ns() / 1000000;
 	if (json_object_object_get_ex(result, "events", &events) &&
 	    json_object_is_type(events, json_type_array)) {
 		for (size_t i = 0; i < json_object_array_length(events); i++) {

@@ -145,7 +145,59 @@ struct status_parts {
 	Xfer__Ctl__StagingPool sp;
 	Xfer__Ctl__StagingHalf sh[2];
 	Xfer__Ctl__RcacheStats rs;
+	Xfer__Ctl__EtcdHealth etcd;
+	Xfer__Ctl__KindCount etcd_errs[CLUSTER_ERR__COUNT];
+	Xfer__Ctl__KindCount *etcd_errp[CLUSTER_ERR__COUNT];
+	Xfer__Ctl__KindCount refusals[QUOTA_LIMIT__COUNT];
+	Xfer__Ctl__KindCount *refusalp[QUOTA_LIMIT__COUNT];
 };
+
+static int64_t age_or_never(uint64_t ms)
+{
+	return ms == UINT64_MAX ? -1 : (int64_t)ms;
+}
+
+/* etcd, held notifications, refusals, descriptors: what xferd depends
+ * on and what it turned away. */
+static void fill_health(const struct stats_snapshot *s,
+			struct status_parts *o)
+{
+	Xfer__Ctl__StatusReply *st = &o->st;
+	const struct cluster_health *h = &s->meta;
+
+	st->notify_held = s->notify_queued;
+	st->notify_refused = s->notify_refused;
+	st->open_fds = s->proc.open_fds;
+	st->max_fds = s->proc.max_fds;
+	for (unsigned l = 0; l < QUOTA_LIMIT__COUNT; l++) {
+		xfer__ctl__kind_count__init(&o->refusals[l]);
+		o->refusals[l].kind = (char *)quota_limit_name(l);
+		o->refusals[l].count = s->refusals[l];
+		o->refusalp[l] = &o->refusals[l];
+	}
+	st->n_quota_refusals = QUOTA_LIMIT__COUNT;
+	st->quota_refusals = o->refusalp;
+	if (!s->etcd)
+		return;
+	xfer__ctl__etcd_health__init(&o->etcd);
+	o->etcd.reachable = h->reachable;
+	o->etcd.registered = h->registered;
+	o->etcd.watching = h->watching;
+	o->etcd.answer_age_ms = age_or_never(h->answer_age_ms);
+	o->etcd.lease_age_ms = age_or_never(h->lease_age_ms);
+	o->etcd.watch_age_ms = age_or_never(h->watch_age_ms);
+	o->etcd.last_error = h->last_error;
+	o->etcd.endpoint = (char *)h->endpoint;
+	for (unsigned k = 0; k < CLUSTER_ERR__COUNT; k++) {
+		xfer__ctl__kind_count__init(&o->etcd_errs[k]);
+		o->etcd_errs[k].kind = (char *)cluster_err_kind_name(k);
+		o->etcd_errs[k].count = h->errors[k];
+		o->etcd_errp[k] = &o->etcd_errs[k];
+	}
+	o->etcd.n_errors = CLUSTER_ERR__COUNT;
+	o->etcd.errors = o->etcd_errp;
+	st->etcd = &o->etcd;
+}
 
 static void fill_status(struct xferd *d, const struct stats_snapshot *s,
 			struct status_parts *o)
@@ -208,6 +260,7 @@ static void fill_status(struct xferd *d, const struct stats_snapshot *s,
 	}
 	st->n_paths = npaths;
 	st->paths = o->pcp;
+	fill_health(s, o);
 }
 
 static int reply_status(struct ctl_conn *cc)
@@ -256,6 +309,10 @@ static void fill_client(Xfer__Ctl__ClientStats *c,
 	c->bytes = sc->bytes;
 	c->in_flight = sc->in_flight;
 	c->connections = sc->count;
+	c->uid = sc->uid;
+	c->processes = sc->processes;
+	c->notify_held = sc->notify_queued;
+	c->notify_refused = sc->notify_refused;
 }
 
 static void fill_stats(struct xferd *d, struct stats_snapshot *s,

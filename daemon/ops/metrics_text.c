@@ -5,7 +5,11 @@
  * Names follow Prometheus' conventions: the xferd_ prefix, base units
  * (bytes, seconds), _total on counters, and a bounded set of label
  * values: paths and errno names are fixed lists, clients are the top
- * STATS_CLIENTS_TOP plus "other", peers and rails are capped by stats.c.
+ * STATS_CLIENTS_TOP (uid, name) pairs plus "other" (no pid: a series
+ * per short-lived process would grow without end), peers and rails are
+ * capped by stats.c.  The process_* series are the standard ones of
+ * Prometheus' client libraries, so that stock dashboards and alerts
+ * work on xferd as on any other process.
  * Every family is written whole (HELP, TYPE, its samples) in one place.
  */
 #include <errno.h>
@@ -71,6 +75,20 @@ static const char *label(char dst[LABEL_MAX], const char *src)
 	return dst;
 }
 
+static void gauge(struct writer *w, const char *name, const char *help,
+		  uint64_t v)
+{
+	family(w, name, "gauge", help);
+	put(w, "%s %llu\n", name, (unsigned long long)v);
+}
+
+static void counter(struct writer *w, const char *name, const char *help,
+		    uint64_t v)
+{
+	family(w, name, "counter", help);
+	put(w, "%s %llu\n", name, (unsigned long long)v);
+}
+
 /* Nanoseconds as seconds, exactly (no float rounding in the digits). */
 static void put_seconds(struct writer *w, uint64_t ns)
 {
@@ -90,6 +108,41 @@ static const char *errno_label(int err, char buf[16])
 	return buf;
 }
 
+/* --- the process: the series every exporter's dashboards expect --- */
+
+static void write_process(struct writer *w, const struct stats_snapshot *s)
+{
+	const struct stats_process *p = &s->proc;
+
+	family(w, "process_cpu_seconds_total", "counter",
+	       "Total user and system CPU time spent in seconds.");
+	put(w, "process_cpu_seconds_total ");
+	put_seconds(w, p->cpu_ns);
+	put(w, "\n");
+	family(w, "process_open_fds", "gauge",
+	       "Number of open file descriptors.");
+	put(w, "process_open_fds %llu\n", (unsigned long long)p->open_fds);
+	if (p->max_fds) {
+		family(w, "process_max_fds", "gauge",
+		       "Maximum number of open file descriptors.");
+		put(w, "process_max_fds %llu\n",
+		    (unsigned long long)p->max_fds);
+	}
+	family(w, "process_virtual_memory_bytes", "gauge",
+	       "Virtual memory size in bytes.");
+	put(w, "process_virtual_memory_bytes %llu\n",
+	    (unsigned long long)p->vsize_bytes);
+	family(w, "process_resident_memory_bytes", "gauge",
+	       "Resident memory size in bytes.");
+	put(w, "process_resident_memory_bytes %llu\n",
+	    (unsigned long long)p->rss_bytes);
+	family(w, "process_start_time_seconds", "gauge",
+	       "Start time of the process since unix epoch in seconds.");
+	put(w, "process_start_time_seconds %llu.%03llu\n",
+	    (unsigned long long)(p->start_time_ms / 1000),
+	    (unsigned long long)(p->start_time_ms % 1000));
+}
+
 /* --- the daemon, per path --- */
 
 static void write_daemon(struct writer *w, const struct stats_snapshot *s)
@@ -100,12 +153,16 @@ static void write_daemon(struct writer *w, const struct stats_snapshot *s)
 	       "Always 1; the labels say which xferd this is.");
 	put(w, "xferd_build_info{version=\"%s\"} 1\n",
 	    label(v, s->version ? s->version : ""));
-	family(w, "xferd_uptime_seconds", "gauge", "Time since xferd started.");
+	/* The two below are process_start_time_seconds and
+	 * process_resident_memory_bytes under older names, kept for one
+	 * release (doc/operations.md). */
+	family(w, "xferd_uptime_seconds", "gauge",
+	       "Deprecated: time() - process_start_time_seconds.");
 	put(w, "xferd_uptime_seconds ");
 	put_seconds(w, s->uptime_ms * 1000000ull);
 	put(w, "\n");
 	family(w, "xferd_resident_memory_bytes", "gauge",
-	       "Resident memory of xferd.");
+	       "Deprecated: process_resident_memory_bytes.");
 	put(w, "xferd_resident_memory_bytes %llu\n",
 	    (unsigned long long)s->rss_bytes);
 	family(w, "xferd_clients", "gauge", "Client connections now.");
@@ -189,10 +246,10 @@ static void client_rows(struct writer *w, const struct stats_snapshot *s,
 		else
 			memcpy(&val, (const char *)c + field, sizeof(val));
 		if (i < s->ntop)
-			put(w, "%s{pid=\"%u\",client=\"%s\"} %llu\n", name,
-			    c->pid, label(v, c->name), (unsigned long long)val);
+			put(w, "%s{uid=\"%u\",client=\"%s\"} %llu\n", name,
+			    c->uid, label(v, c->name), (unsigned long long)val);
 		else
-			put(w, "%s{pid=\"\",client=\"other\"} %llu\n", name,
+			put(w, "%s{uid=\"\",client=\"other\"} %llu\n", name,
 			    (unsigned long long)val);
 	}
 }
@@ -200,8 +257,8 @@ static void client_rows(struct writer *w, const struct stats_snapshot *s,
 static void write_clients(struct writer *w, const struct stats_snapshot *s)
 {
 	family(w, "xferd_client_bytes_total", "counter",
-	       "Bytes moved for a client process (the busiest, the rest as "
-	       "\"other\"), while it is connected.");
+	       "Bytes moved for a client program (uid and name; the busiest, "
+	       "the rest as \"other\"), while it is connected.");
 	client_rows(w, s, "xferd_client_bytes_total",
 		    offsetof(struct stats_client, bytes));
 	family(w, "xferd_client_ops_total", "counter",
@@ -218,8 +275,71 @@ static void write_clients(struct writer *w, const struct stats_snapshot *s)
 	client_rows(w, s, "xferd_client_in_flight",
 		    offsetof(struct stats_client, in_flight));
 	family(w, "xferd_client_connections", "gauge",
-	       "Connections of a client process.");
+	       "Connections of a client program.");
 	client_rows(w, s, "xferd_client_connections", (size_t)-1);
+	family(w, "xferd_client_notifications_held", "gauge",
+	       "Notifications xferd holds for a client program (its CQ "
+	       "was full).");
+	client_rows(w, s, "xferd_client_notifications_held",
+		    offsetof(struct stats_client, notify_queued));
+	family(w, "xferd_client_notifications_refused_total", "counter",
+	       "Notifications to a client program refused to their senders "
+	       "(-ENOBUFS, past notify_queue_max).");
+	client_rows(w, s, "xferd_client_notifications_refused_total",
+		    offsetof(struct stats_client, notify_refused));
+	gauge(w, "xferd_notifications_held",
+	      "Notifications xferd holds for all clients now.",
+	      s->notify_queued);
+	counter(w, "xferd_notifications_refused_total",
+		"Notifications refused to their senders (-ENOBUFS), of "
+		"clients connected now.", s->notify_refused);
+	family(w, "xferd_quota_refusals_total", "counter",
+	       "Requests refused by a limit of xferd.conf(5), by limit.");
+	for (unsigned l = 0; l < QUOTA_LIMIT__COUNT; l++)
+		put(w, "xferd_quota_refusals_total{limit=\"%s\"} %llu\n",
+		    quota_limit_name(l), (unsigned long long)s->refusals[l]);
+}
+
+/* --- etcd (metadata = etcd only) --- */
+
+static void age(struct writer *w, const char *name, const char *help,
+		uint64_t ms)
+{
+	if (ms == UINT64_MAX)
+		return;   /* never: no sample rather than a made-up age */
+	family(w, name, "gauge", help);
+	put(w, "%s ", name);
+	put_seconds(w, ms * 1000000ull);
+	put(w, "\n");
+}
+
+static void write_etcd(struct writer *w, const struct stats_snapshot *s)
+{
+	const struct cluster_health *h = &s->meta;
+
+	if (!s->etcd)
+		return;
+	gauge(w, "xferd_etcd_reachable",
+	      "1 if etcd answered xferd's last call, else 0.", h->reachable);
+	gauge(w, "xferd_etcd_registered",
+	      "1 if this node's record is stored in etcd under a live lease.",
+	      h->registered);
+	gauge(w, "xferd_etcd_watching",
+	      "1 if the watch on the other nodes' records is open.",
+	      h->watching);
+	age(w, "xferd_etcd_last_answer_age_seconds",
+	    "Time since etcd last answered a call.", h->answer_age_ms);
+	age(w, "xferd_etcd_lease_age_seconds",
+	    "Time since the lease was last granted or kept alive.",
+	    h->lease_age_ms);
+	age(w, "xferd_etcd_watch_last_event_age_seconds",
+	    "Time since the watch on the other nodes last delivered.",
+	    h->watch_age_ms);
+	family(w, "xferd_etcd_errors_total", "counter",
+	       "Calls to etcd that failed, by kind.");
+	for (unsigned k = 0; k < CLUSTER_ERR__COUNT; k++)
+		put(w, "xferd_etcd_errors_total{kind=\"%s\"} %llu\n",
+		    cluster_err_kind_name(k), (unsigned long long)h->errors[k]);
 }
 
 /* --- peers and rails --- */
@@ -328,20 +448,6 @@ static void write_rails(struct writer *w, const struct stats_snapshot *s)
 
 /* --- memory --- */
 
-static void gauge(struct writer *w, const char *name, const char *help,
-		  uint64_t v)
-{
-	family(w, name, "gauge", help);
-	put(w, "%s %llu\n", name, (unsigned long long)v);
-}
-
-static void counter(struct writer *w, const char *name, const char *help,
-		    uint64_t v)
-{
-	family(w, name, "counter", help);
-	put(w, "%s %llu\n", name, (unsigned long long)v);
-}
-
 static void write_memory(struct writer *w, const struct stats_snapshot *s)
 {
 	static const char *const half[2] = { "send", "recv" };
@@ -398,11 +504,13 @@ int metrics_text_write(const struct stats_snapshot *s, struct evbuffer *out)
 {
 	struct writer w = { .out = out };
 
+	write_process(&w, s);
 	write_daemon(&w, s);
 	write_paths(&w, s);
 	write_clients(&w, s);
 	write_peers(&w, s);
 	write_rails(&w, s);
 	write_memory(&w, s);
+	write_etcd(&w, s);
 	return w.err;
 }

@@ -10,10 +10,12 @@
  * few completions apart, which a scrape tolerates (a histogram's count
  * is the sum of its buckets as read, so it is consistent in itself).
  */
+#include <dirent.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -101,6 +103,7 @@ static void add_client(const struct client_view *v, void *arg)
 	uint64_t back = load(&v->stats->batches_back);
 
 	memset(c, 0, sizeof(*c));
+	c->uid = (uint32_t)v->uid;
 	c->pid = (uint32_t)v->pid;
 	snprintf(c->name, sizeof(c->name), "%s", v->name ? v->name : "");
 	c->ops = load(&v->stats->ops_completed);
@@ -108,14 +111,31 @@ static void add_client(const struct client_view *v, void *arg)
 	c->bytes = load(&v->stats->bytes_moved);
 	/* Read racily: back may be ahead of out as read. */
 	c->in_flight = out > back ? out - back : 0;
+	c->notify_queued = load(&v->stats->notify_queued);
+	c->notify_refused = load(&v->stats->notify_refused);
 	c->count = 1;
+	c->processes = 1;
 }
 
-static int by_pid(const void *a, const void *b)
+/* uid, name, then pid: rows of one (uid, name) are adjacent, its
+ * processes in pid order. */
+static int by_key(const void *a, const void *b)
 {
 	const struct stats_client *x = a, *y = b;
+	int n;
 
+	if (x->uid != y->uid)
+		return x->uid < y->uid ? -1 : 1;
+	n = strcmp(x->name, y->name);
+	if (n)
+		return n;
 	return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+static bool same_key(const struct stats_client *x,
+		     const struct stats_client *y)
+{
+	return x->uid == y->uid && strcmp(x->name, y->name) == 0;
 }
 
 static int by_bytes_desc(const void *a, const void *b)
@@ -124,7 +144,7 @@ static int by_bytes_desc(const void *a, const void *b)
 
 	if (x->bytes != y->bytes)
 		return x->bytes > y->bytes ? -1 : 1;
-	return by_pid(a, b);
+	return by_key(a, b);
 }
 
 static void merge_into(struct stats_client *to, const struct stats_client *c)
@@ -133,6 +153,8 @@ static void merge_into(struct stats_client *to, const struct stats_client *c)
 	to->failed += c->failed;
 	to->bytes += c->bytes;
 	to->in_flight += c->in_flight;
+	to->notify_queued += c->notify_queued;
+	to->notify_refused += c->notify_refused;
 	to->count += c->count;
 }
 
@@ -142,14 +164,24 @@ static void collect_clients(struct xferd *d, struct stats_snapshot *s)
 	size_t n = 0;
 
 	client_foreach(d, add_client, &acc);
-	/* One row per process: a process may hold many connections. */
-	if (acc.n)
-		qsort(acc.rows, acc.n, sizeof(*acc.rows), by_pid);
+	s->notify_queued = s->notify_refused = 0;
 	for (size_t i = 0; i < acc.n; i++) {
-		if (n && acc.rows[n - 1].pid == acc.rows[i].pid)
+		s->notify_queued += acc.rows[i].notify_queued;
+		s->notify_refused += acc.rows[i].notify_refused;
+	}
+	/* One row per (uid, name): a process may hold many connections,
+	 * and a program run again and again is one row, not one per pid
+	 * (the row keeps its lowest pid). */
+	if (acc.n)
+		qsort(acc.rows, acc.n, sizeof(*acc.rows), by_key);
+	for (size_t i = 0; i < acc.n; i++) {
+		if (n && same_key(&acc.rows[n - 1], &acc.rows[i])) {
+			if (acc.rows[i].pid != acc.rows[i - 1].pid)
+				acc.rows[n - 1].processes++;
 			merge_into(&acc.rows[n - 1], &acc.rows[i]);
-		else
+		} else {
 			acc.rows[n++] = acc.rows[i];
+		}
 	}
 	if (n)
 		qsort(acc.rows, n, sizeof(*acc.rows), by_bytes_desc);
@@ -160,8 +192,10 @@ static void collect_clients(struct xferd *d, struct stats_snapshot *s)
 	for (size_t i = 0; i < n; i++) {
 		if (s->ntop < STATS_CLIENTS_TOP)
 			s->top[s->ntop++] = acc.rows[i];
-		else
+		else {
+			s->other.processes += acc.rows[i].processes;
 			merge_into(&s->other, &acc.rows[i]);
+		}
 	}
 	free(acc.rows);
 }
@@ -264,18 +298,72 @@ static void collect_memory(struct xferd *d, struct stats_snapshot *s)
 	rcache_count(d->rcache, &s->gpu_imports, &s->gpu_import_refs);
 }
 
-/* Resident memory of xferd in bytes (from /proc/self/statm). */
-static uint64_t rss_bytes(void)
+/* Open descriptors: the entries of /proc/self/fd (less the one that
+ * reads it). */
+static uint64_t open_fds(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *e;
+	uint64_t n = 0;
+
+	if (!dir)
+		return 0;
+	while ((e = readdir(dir)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(dir);
+	return n ? n - 1 : 0;
+}
+
+/* CPU time (utime + stime, fields 14 and 15 of /proc/self/stat), past
+ * the command name, which may hold spaces and parentheses. */
+static uint64_t cpu_ns(void)
+{
+	char buf[1024];
+	FILE *f = fopen("/proc/self/stat", "re");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	unsigned long long ut = 0, st = 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	char *p;
+
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	/* ") S ppid pgrp session tty tpgid flags minflt cminflt majflt
+	 * cmajflt utime stime" */
+	if (!p || hz <= 0 ||
+	    sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+		   "%llu %llu", &ut, &st) != 2)
+		return 0;
+	return (uint64_t)(ut + st) * (1000000000ull / (uint64_t)hz);
+}
+
+/* The standard process_* numbers.  d->started is monotonic: the start's
+ * wall-clock time is now less the uptime. */
+static void collect_process(struct xferd *d, struct stats_process *p)
 {
 	FILE *f = fopen("/proc/self/statm", "re");
-	unsigned long long size, resident = 0;
+	unsigned long long size = 0, resident = 0;
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	struct rlimit rl;
+	struct timespec now;
 
-	if (!f)
-		return 0;
-	if (fscanf(f, "%llu %llu", &size, &resident) != 2)
-		resident = 0;
-	fclose(f);
-	return resident * (uint64_t)sysconf(_SC_PAGESIZE);
+	if (f) {
+		if (fscanf(f, "%llu %llu", &size, &resident) != 2)
+			size = resident = 0;
+		fclose(f);
+	}
+	p->rss_bytes = resident * page;
+	p->vsize_bytes = size * page;
+	p->open_fds = open_fds();
+	p->max_fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+		     rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : 0;
+	p->cpu_ns = cpu_ns();
+	clock_gettime(CLOCK_REALTIME, &now);
+	p->start_time_ms = (uint64_t)now.tv_sec * 1000 +
+			   (uint64_t)now.tv_nsec / 1000000 -
+			   xferd_ms_since(&d->started);
 }
 
 void stats_collect(struct xferd *d, struct stats_snapshot *s)
@@ -284,7 +372,8 @@ void stats_collect(struct xferd *d, struct stats_snapshot *s)
 	memcpy(s->instance_id, d->instance_id, sizeof(s->instance_id));
 	s->pid = (uint32_t)getpid();
 	s->uptime_ms = xferd_ms_since(&d->started);
-	s->rss_bytes = rss_bytes();
+	collect_process(d, &s->proc);
+	s->rss_bytes = s->proc.rss_bytes;
 	s->clients = d->nclients;
 	collect_paths(d, s);
 	collect_clients(d, s);
@@ -293,4 +382,7 @@ void stats_collect(struct xferd *d, struct stats_snapshot *s)
 		peers_foreach(d->peers, add_peer, s);
 	collect_rails(s);
 	collect_memory(d, s);
+	memcpy(s->refusals, d->refusals.by_limit, sizeof(s->refusals));
+	s->etcd = d->cluster != NULL;
+	cluster_health_get(d->cluster, &s->meta);
 }

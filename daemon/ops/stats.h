@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 #include "core/completion_stats.h"
+#include "meta/cluster.h"
+#include "quota.h"
 #include "xfer_ring.h"
 
 struct xferd;
@@ -42,11 +44,27 @@ struct stats_path {
 	unsigned nerrors;
 };
 
+/* One row per (uid, name): a series per process would make a new one
+ * for every short-lived client; per-pid detail is in xferctl clients. */
 struct stats_client {
-	uint32_t pid;           /* 0 for "other" */
+	uint32_t uid;           /* 0 for "other" */
+	uint32_t pid;           /* its lowest pid (one of its processes);
+				 * 0 for "other" */
 	char name[STATS_NAME_LEN]; /* what the client said it is (its comm) */
 	uint64_t ops, failed, bytes, in_flight;
+	/* Notifications held for it (its CQ was full) now, and refused
+	 * to their senders past notify_queue_max (-ENOBUFS). */
+	uint64_t notify_queued, notify_refused;
 	uint32_t count;         /* connections summed in this row */
+	uint32_t processes;     /* pids summed in this row */
+};
+
+/* The standard process_* series (from /proc/self). */
+struct stats_process {
+	uint64_t rss_bytes, vsize_bytes;
+	uint64_t open_fds, max_fds;     /* RLIMIT_NOFILE's soft limit */
+	uint64_t cpu_ns;                /* user + system */
+	uint64_t start_time_ms;         /* Unix time, ms */
 };
 
 struct stats_peer {
@@ -68,6 +86,7 @@ struct stats_snapshot {
 	uint32_t pid;
 	uint64_t uptime_ms;
 	uint64_t rss_bytes;
+	struct stats_process proc;
 	uint32_t clients, regions, imports;
 	uint64_t ops_completed, ops_failed;   /* CQEs of submissions */
 
@@ -76,6 +95,8 @@ struct stats_snapshot {
 	struct stats_client top[STATS_CLIENTS_TOP];
 	unsigned ntop;
 	struct stats_client other;   /* count 0: nobody beyond the top */
+	/* Every client's, not only the top's. */
+	uint64_t notify_queued, notify_refused;
 
 	struct stats_peer peers[STATS_PEERS_MAX];
 	unsigned npeers, peers_left_out;
@@ -97,6 +118,12 @@ struct stats_snapshot {
 	} pool;
 
 	uint32_t gpus, gpu_imports, gpu_import_refs;
+
+	/* Requests refused by a limit of quota.h, per limit. */
+	uint64_t refusals[QUOTA_LIMIT__COUNT];
+
+	bool etcd;                   /* metadata = etcd */
+	struct cluster_health meta;
 };
 
 /* Fill s from the running daemon.  Main thread; never blocks. */

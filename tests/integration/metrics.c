@@ -267,19 +267,26 @@ int main(void)
 	expect(t, "xferd_completion_latency_seconds_count{path=\"none\"}", bad);
 	expect(t, "xferd_clients", 1);
 	expect(t, "xferd_regions", 2);
-	snprintf(key, sizeof(key), "xferd_client_bytes_total{pid=\"%d\","
-		 "client=\"metrics\"}", (int)getpid());
+	snprintf(key, sizeof(key), "xferd_client_bytes_total{uid=\"%d\","
+		 "client=\"metrics\"}", (int)getuid());
 	expect(t, key, (double)ops * SIZE);
-	snprintf(key, sizeof(key), "xferd_client_ops_total{pid=\"%d\","
-		 "client=\"metrics\"}", (int)getpid());
+	snprintf(key, sizeof(key), "xferd_client_ops_total{uid=\"%d\","
+		 "client=\"metrics\"}", (int)getuid());
 	expect(t, key, ops + bad);
-	snprintf(key, sizeof(key), "xferd_client_failed_total{pid=\"%d\","
-		 "client=\"metrics\"}", (int)getpid());
+	snprintf(key, sizeof(key), "xferd_client_failed_total{uid=\"%d\","
+		 "client=\"metrics\"}", (int)getuid());
 	expect(t, key, bad);
-	snprintf(key, sizeof(key), "xferd_client_in_flight{pid=\"%d\","
-		 "client=\"metrics\"}", (int)getpid());
+	snprintf(key, sizeof(key), "xferd_client_in_flight{uid=\"%d\","
+		 "client=\"metrics\"}", (int)getuid());
 	expect(t, key, 0);
-	T_ASSERT(!has(t, "xferd_client_bytes_total{pid=\"\",client=\"other\"}"),
+	T_ASSERT(!strstr(t, "pid=\""), "a pid label (one series per process)");
+	T_ASSERT(has(t, "process_resident_memory_bytes") &&
+		 has(t, "process_open_fds") && has(t, "process_max_fds") &&
+		 has(t, "process_cpu_seconds_total") &&
+		 has(t, "process_start_time_seconds") &&
+		 has(t, "process_virtual_memory_bytes"),
+		 "the standard process_* series");
+	T_ASSERT(!has(t, "xferd_client_bytes_total{uid=\"\",client=\"other\"}"),
 		 "an \"other\" row with one client");
 	if (system("command -v promtool >/dev/null") == 0)
 		promtool(t);

@@ -139,11 +139,12 @@ static void hostile_snapshot(void)
 	snap.paths[XFER_PATH_TCP].ops = 2;
 	snap.paths[XFER_PATH_TCP].bytes = 8192;
 	snap.ntop = 2;
-	snap.top[0] = (struct stats_client){ .pid = 42, .bytes = 8192,
+	snap.top[0] = (struct stats_client){ .uid = 42, .bytes = 8192,
 					     .count = 1 };
 	snprintf(snap.top[0].name, sizeof(snap.top[0].name),
 		 "q\"b\\s\nn\xff\x01");
-	snap.top[1] = (struct stats_client){ .pid = 43, .count = 2 };
+	snap.top[1] = (struct stats_client){ .uid = 43, .pid = 7,
+					     .count = 2 };
 	snprintf(snap.other.name, sizeof(snap.other.name), "other");
 	snap.other.count = 3;
 	snap.other.bytes = 7;
@@ -167,11 +168,18 @@ START_TEST(test_text_valid)
 		      expo_check(t, strlen(t)), t);
 	/* Quote and backslash escaped, newline and non-ASCII replaced. */
 	ck_assert_ptr_nonnull(strstr(t,
-		"xferd_client_bytes_total{pid=\"42\",client=\"q\\\"b\\\\s?n??\"} 8192\n"));
+		"xferd_client_bytes_total{uid=\"42\",client=\"q\\\"b\\\\s?n??\"} 8192\n"));
 	ck_assert_ptr_nonnull(strstr(t,
-		"xferd_client_bytes_total{pid=\"\",client=\"other\"} 7\n"));
+		"xferd_client_bytes_total{uid=\"\",client=\"other\"} 7\n"));
 	ck_assert_ptr_nonnull(strstr(t,
-		"xferd_client_connections{pid=\"43\",client=\"\"} 2\n"));
+		"xferd_client_connections{uid=\"43\",client=\"\"} 2\n"));
+	/* No pid label: a series per process would grow without end. */
+	ck_assert_ptr_null(strstr(t, "pid=\""));
+	ck_assert_ptr_nonnull(strstr(t, "process_open_fds "));
+	ck_assert_ptr_nonnull(strstr(t,
+		"xferd_quota_refusals_total{limit=\"bytes\"} 0\n"));
+	/* No etcd series without metadata = etcd. */
+	ck_assert_ptr_null(strstr(t, "xferd_etcd_"));
 	ck_assert_ptr_nonnull(strstr(t,
 		"xferd_peer_state{peer=\"n\\\"ode\",state=\"up\"} 1\n"));
 	ck_assert_ptr_nonnull(strstr(t,

@@ -37,6 +37,7 @@
 #include "ctl.pb-c.h"
 #include "common/rendezvous.h"
 #include "common/wire.h"
+#include "xferctl_health.h"
 #include "xferctl_out.h"
 #include "xferctl_stats.h"
 #include "xferd.h" /* XFERD_VERSION: xferctl ships with the daemon it asks */
@@ -184,6 +185,7 @@ static void print_status_text(const Xfer__Ctl__CtlMsg *r)
 		table_kv(&kv, "registrations", "%" PRIu32 " pending",
 			 rc->pending);
 	}
+	health_text(&kv, st);
 	table_print(&kv);
 	if (st->n_paths == 0)
 		return;
@@ -269,6 +271,7 @@ static void print_status_json(const Xfer__Ctl__CtlMsg *r)
 		jv_push(paths, p);
 	}
 	jv_set(o, "paths", paths);
+	health_json(o, st);
 	jv_print(o);
 }
 

@@ -161,8 +161,9 @@ void print_stats_text(const Xfer__Ctl__CtlMsg *r)
 	}
 
 	if (s->n_clients) {
-		static const char *const ch[] = { "PID", "CLIENT", "CONNS",
-			"OPS", "FAILED", "BYTES", "IN-FLIGHT", NULL };
+		static const char *const ch[] = { "UID", "CLIENT", "PROCS",
+			"CONNS", "OPS", "FAILED", "BYTES", "IN-FLIGHT",
+			"NOTIFY-HELD", NULL };
 		putchar('\n');
 		table_init(&t, 1u << 1, ch);
 		for (size_t i = 0; i <= s->n_clients; i++) {
@@ -172,13 +173,15 @@ void print_stats_text(const Xfer__Ctl__CtlMsg *r)
 				break;
 			table_row(&t);
 			if (i < s->n_clients)
-				table_set(&t, 0, "%" PRIu32, cl->pid);
+				table_set(&t, 0, "%" PRIu32, cl->uid);
 			table_set(&t, 1, "%s", cl->name);
-			table_set(&t, 2, "%" PRIu32, cl->connections);
-			table_set(&t, 3, "%" PRIu64, cl->ops);
-			table_set(&t, 4, "%" PRIu64, cl->failed);
-			table_set(&t, 5, "%s", fmt_bytes(b, sizeof(b), cl->bytes));
-			table_set(&t, 6, "%" PRIu64, cl->in_flight);
+			table_set(&t, 2, "%" PRIu32, cl->processes);
+			table_set(&t, 3, "%" PRIu32, cl->connections);
+			table_set(&t, 4, "%" PRIu64, cl->ops);
+			table_set(&t, 5, "%" PRIu64, cl->failed);
+			table_set(&t, 6, "%s", fmt_bytes(b, sizeof(b), cl->bytes));
+			table_set(&t, 7, "%" PRIu64, cl->in_flight);
+			table_set(&t, 8, "%" PRIu64, cl->notify_held);
 		}
 		table_print(&t);
 	}
@@ -238,8 +241,12 @@ static json_object *client_json(const Xfer__Ctl__ClientStats *c)
 {
 	json_object *j = jv_obj();
 
+	jv_set(j, "uid", jv_u64(c->uid));
 	jv_set(j, "pid", jv_u64(c->pid));
 	jv_set(j, "name", jv_str(c->name));
+	jv_set(j, "processes", jv_u64(c->processes));
+	jv_set(j, "notify_held", jv_u64(c->notify_held));
+	jv_set(j, "notify_refused", jv_u64(c->notify_refused));
 	jv_set(j, "connections", jv_u64(c->connections));
 	jv_set(j, "ops", jv_u64(c->ops));
 	jv_set(j, "failed", jv_u64(c->failed));
@@ -362,10 +369,12 @@ static const Xfer__Ctl__PathStats *find_path(const Xfer__Ctl__StatsReply *s,
 }
 
 static const Xfer__Ctl__ClientStats *
-find_client(const Xfer__Ctl__StatsReply *s, uint32_t pid)
+find_client(const Xfer__Ctl__StatsReply *s, const Xfer__Ctl__ClientStats *c)
 {
+	/* A row is a (uid, name): xferd sums a program's processes. */
 	for (size_t i = 0; s && i < s->n_clients; i++)
-		if (s->clients[i]->pid == pid)
+		if (s->clients[i]->uid == c->uid &&
+		    !strcmp(s->clients[i]->name, c->name))
 			return s->clients[i];
 	return NULL;
 }
@@ -420,15 +429,15 @@ static void top_frame(const Xfer__Ctl__StatsReply *cur,
 	}
 	table_print(&t);
 
-	static const char *const ch[] = { "PID", "CLIENT", "OPS/S", "BYTES/S",
+	static const char *const ch[] = { "UID", "CLIENT", "OPS/S", "BYTES/S",
 		"IN-FLIGHT", NULL };
 	putchar('\n');
 	table_init(&t, 1u << 1, ch);
 	for (size_t i = 0; i < cur->n_clients; i++) {
 		const Xfer__Ctl__ClientStats *cl = cur->clients[i];
-		const Xfer__Ctl__ClientStats *q = find_client(prev, cl->pid);
+		const Xfer__Ctl__ClientStats *q = find_client(prev, cl);
 		table_row(&t);
-		table_set(&t, 0, "%" PRIu32, cl->pid);
+		table_set(&t, 0, "%" PRIu32, cl->uid);
 		table_set(&t, 1, "%s", cl->name);
 		table_set(&t, 2, "%.0f", per_s(cl->ops, q ? q->ops : 0, secs));
 		table_set(&t, 3, "%s", fmt_rate(b, sizeof(b), per_s(cl->bytes,
