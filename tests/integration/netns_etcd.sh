@@ -20,6 +20,8 @@
 #    -ETIMEDOUT with a log line, local names and transfers on known
 #    tokens still work, a name published meanwhile is kept; etcd back:
 #    lookups work again and the name published meanwhile is in etcd.
+#    xferctl status (text, JSON) and /metrics say etcd is unreachable
+#    while it is stopped, and reachable, registered and watched around.
 #  - etcd with TLS and client certificates: xferds with a certificate
 #    register and move data, one without is refused (a log line).
 # Every xferd stops cleanly; a stopped xferd's record leaves etcd.
@@ -47,11 +49,30 @@ OPTS=(etcd_timeout_ms=500 etcd_retry_ms=1500)
 
 step "three xferds, no peer lines, metadata = etcd"
 for n in a b c; do
-	xferd_etcd "$n" "$n" "$EPS" 2 "${OPTS[@]}"
+	xferd_etcd "$n" "$n" "$EPS" 2 "${OPTS[@]}" metrics_listen=127.0.0.1:9474
 done
 for n in a b c; do
 	wait_for 20 registered "$n" || fail "xferd $n did not register in etcd"
 done
+# etcd's health as the operator sees it: xferctl status and /metrics.
+scrape() { ns_exec "$1" curl -sf http://127.0.0.1:9474/metrics; }
+etcd_says() { # NODE true|false: status --json and /metrics agree
+	local j want=0
+	[ "$2" = true ] && want=1
+	j=$(xferctl_on "$1" --json status) || return 1
+	jq -e --argjson r "$2" '.etcd.reachable == $r' <<<"$j" >/dev/null &&
+		scrape "$1" | grep -qx "xferd_etcd_reachable $want"
+}
+wait_for 10 etcd_says a true ||
+	fail "a: etcd not reachable in xferctl status / metrics"
+j=$(xferctl_on a --json status)
+jq -e '.etcd.registered and .etcd.watching and .etcd.lease_age_ms != null
+	and .etcd.lease_age_ms < 2000' <<<"$j" >/dev/null ||
+	fail "a: etcd health after registering: $(jq -c .etcd <<<"$j")"
+xferctl_on a status | grep -Eq '^ *etcd: reachable, registered' ||
+	fail "a: xferctl status text: $(xferctl_on a status | grep etcd)"
+scrape a | grep -Eq '^xferd_etcd_lease_age_seconds [0-9.]+$' ||
+	fail "a: no xferd_etcd_lease_age_seconds in /metrics"
 _nodes_are() { [ "$(etcd_count /xferd/nodes/)" -eq "$1" ]; }
 wait_for 10 _nodes_are 3 ||
 	fail "etcd does not hold three node records"
@@ -87,7 +108,7 @@ wait_for 10 xferd_log_has c 'etcd: node a left' ||
 	fail "c did not see node a leave"
 
 step "a restarts: the old token is stale, a new name works"
-xferd_etcd a a "$EPS" 60 "${OPTS[@]}"
+xferd_etcd a a "$EPS" 60 "${OPTS[@]}" metrics_listen=127.0.0.1:9474
 wait_for 20 registered a || fail "a did not register again"
 xnode_ok c write --token-file "$TMP/old.tok" --size 4096 --seed 1 \
 	--expect-error ESTALE
@@ -100,7 +121,7 @@ xnode_ok b lookup --lookup kv-a2 --token-file "$TMP/old2.tok"
 step "a (lease 60 s) killed and restarted at once: the restart is seen now"
 kill_xferd a
 bg_stop kv-a2 KILL
-xferd_etcd a a "$EPS" 60 "${OPTS[@]}"
+xferd_etcd a a "$EPS" 60 "${OPTS[@]}" metrics_listen=127.0.0.1:9474
 wait_for 20 registered a || fail "a did not register again"
 xferd_log_has a 'previous run.*revoked' ||
 	fail "a did not revoke its previous lease"
@@ -166,6 +187,12 @@ xnode_ok c read --token-file "$TMP/a3.tok" --size 4096 --offset 500000 \
 	--seed 9 --expect-path tcp
 wait_for 10 xferd_log_has a 'etcd: unreachable' ||
 	fail "a did not log that etcd is unreachable"
+wait_for 10 etcd_says a false ||
+	fail "a: status / metrics do not say etcd is unreachable: $(xferctl_on a status | grep etcd)"
+xferctl_on a status | grep -Eq '^ *etcd: unreachable' ||
+	fail "a: xferctl status text: $(xferctl_on a status | grep etcd)"
+scrape a | grep -Eq '^xferd_etcd_errors_total\{kind="(unreachable|timeout)"\} [1-9]' ||
+	fail "a: no etcd error counted in /metrics: $(scrape a | grep etcd_errors)"
 
 step "etcd back: lookups work again, what was published meanwhile is there"
 etcd_start e
@@ -173,6 +200,8 @@ etcd_wait_healthy e
 _found() { xnode "$1" lookup --lookup "$2" >/dev/null; }
 wait_for 30 _found c kv-a3 || fail "c: kv-a3 not found after etcd came back"
 wait_for 30 _found a kv-b || fail "a: kv-b (published during the outage) not found"
+wait_for 10 etcd_says a true ||
+	fail "a: etcd answers again, status / metrics do not say so"
 xnode_ok a write --lookup kv-b --size 100000 --seed 112 --notify 12 \
 	--expect-path tcp
 expect_notified kv-b 12
