@@ -24,6 +24,8 @@ SBINDIR ?= $(PREFIX)/sbin
 LIBDIR  ?= $(PREFIX)/lib
 INCDIR  ?= $(PREFIX)/include
 MANDIR  ?= $(PREFIX)/share/man
+# The Grafana dashboard and Prometheus rules (monitoring/).
+DATADIR ?= $(PREFIX)/share/xferd
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 # xferd reads /etc/xferd/xferd.conf whatever its PREFIX.
@@ -460,7 +462,8 @@ install: $(INSTALLED) $(if $(filter 1,$(NO_PYTHON)),,install-python)
 		$(DESTDIR)$(UNITDIR) $(DESTDIR)$(MANDIR)/man1 \
 		$(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
 		$(DESTDIR)$(MANDIR)/man3 $(DESTDIR)$(SYSUSERSDIR) \
-		$(DESTDIR)$(SYSCONFDIR)/xferd
+		$(DESTDIR)$(SYSCONFDIR)/xferd \
+		$(DESTDIR)$(DATADIR)/grafana $(DESTDIR)$(DATADIR)/prometheus
 	install -m 0755 $(XFERD) $(DESTDIR)$(SBINDIR)/xferd
 	install -m 0755 $(XFERCTL) $(XFERBENCH) $(DESTDIR)$(BINDIR)/
 	install -m 0755 $(LIBSO) $(DESTDIR)$(LIBDIR)/
@@ -479,6 +482,9 @@ install: $(INSTALLED) $(if $(filter 1,$(NO_PYTHON)),,install-python)
 	install -m 0644 client/libxfer.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 0644 daemon/xferd.conf.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 daemon/xferd.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 0644 monitoring/grafana/xferd.json $(DESTDIR)$(DATADIR)/grafana/
+	install -m 0644 monitoring/prometheus/xferd-rules.yml \
+		$(DESTDIR)$(DATADIR)/prometheus/
 
 install-python: $(LIBA)
 	@# The Python package into Debian's python3 (dist-packages under
