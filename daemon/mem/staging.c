@@ -136,8 +136,6 @@ static void reset(struct staging_chunk *c)
 	c->at = 0;
 	c->owner = NULL;
 	c->r = NULL;
-	c->in_cma = false;
-	c->cma_r = NULL;
 	c->st.in = NULL;
 	c->st.pl = NULL;
 	memset(&c->xop, 0, sizeof(c->xop));

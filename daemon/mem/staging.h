@@ -7,21 +7,21 @@
  * with GPUs (config staging_mb), cut into chunks of one link frame each
  * (tcp_chunk).  It is split in two halves: chunks that carry bytes out
  * of GPU memory (a D2H copy fills them) and chunks that carry bytes into
- * GPU memory (an H2D copy empties them).  Two users share each half:
+ * GPU memory (an H2D copy empties them).  The users are staging
+ * pipelines (stage/pipeline.h), two of them on each half:
  *
- *   half      the link (transport/staged.c)   this node (engine/path_staged.c)
- *   SEND      D2H, then the socket takes it   D2H, then CMA writes it out
- *   RECV      the socket fills it, then H2D   CMA reads it in, then H2D
+ *   half   the link (transport/)             this node (engine/gpu_cma.c)
+ *   SEND   D2H, then the socket takes it     D2H, then CMA writes it out
+ *   RECV   the socket fills it, then H2D     CMA reads it in, then H2D
  *
  * A chunk of one half never waits for a chunk of the other, so two nodes
  * sending GPU memory to each other cannot deadlock on staging: a send
  * chunk comes back once the socket took its bytes, a receive chunk once
  * its H2D copy finished, neither of which needs the other half.  The
- * same-node path holds one chunk per step and needs nothing else to give
- * it back (its CMA side is a synchronous call), so sharing the halves
- * with the link adds waiting, never a cycle; a third share would only
- * split the pool into smaller pieces that sit idle while the other one
- * is busy.
+ * same-node path needs nothing but its own copies (GPU and copy
+ * workers) to give its chunks back, so sharing the halves with the link
+ * adds waiting, never a cycle; a third share would only split the pool
+ * into smaller pieces that sit idle while the other one is busy.
  *
  * Bounded and never failing: when a half has no free chunk the asker
  * queues a waiter and is handed a chunk, first come first served, the
@@ -47,7 +47,6 @@
 #include <sys/queue.h>
 
 #include "common/container_of.h"
-#include "core/copy_job.h"
 #include "core/stage.h"
 #include "core/xop.h"
 
@@ -75,12 +74,6 @@ struct staging_chunk {
 	void *owner;                 /* whose bytes; NULL once it ended */
 	struct region *r;            /* a reference while in_copy */
 	struct xop xop;              /* the GPU copy's operation */
-	/* A CMA copy of its bytes on a copy worker (engine/path_staged.c):
-	 * the region it copies from or to, a reference, and where. */
-	bool in_cma;
-	struct region *cma_r;
-	uint64_t cma_off;
-	struct copy_job cma_job;
 	struct staging_pool *pool;
 	TAILQ_ENTRY(staging_chunk) q; /* the free list, or its user's list */
 };
