@@ -10,9 +10,17 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include "engine/copy_workers.h"
+#include "mem/cma.h"
+#include "mem/host_stage.h"
+#include "mem/region.h"
 #include "mem/staging.h"
 #include "stage/pipeline.h"
 #include "suites.h"
@@ -646,6 +654,79 @@ START_TEST(pool_destroy_ends_stages)
 }
 END_TEST
 
+/* --- the host stages, on real copy workers --- */
+
+static void submit_job(void *ctx, struct copy_job *j)
+{
+	copy_workers_submit(ctx, j);
+}
+
+/* Another process's memory (here our own, through CMA) into a memfd
+ * region, chunk by chunk on three copy workers; then a stream cancelled
+ * at once, its regions dropped by their owner while the workers still
+ * copy: the chunks' references keep them (ASan watches). */
+START_TEST(host_stages_on_copy_workers)
+{
+	size_t len = 300007;
+	uint8_t *src = pattern(len, 10);
+	struct staging_pool *sp = staging_create(8 * CHUNK, CHUNK, false);
+	struct copy_workers *w = copy_workers_create(3);
+	struct cma_owner *co;
+	struct region *from, *to;
+	struct owner o = { 0 };
+
+	ck_assert_ptr_nonnull(w);
+	int pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	ck_assert_int_ge(pidfd, 0);
+	ck_assert_int_eq(cma_owner_open(getpid(), pidfd, getuid(), getgid(),
+					&co), 0);
+	ck_assert_int_eq(region_create_cma(co, (uintptr_t)src, len, 1, &from),
+			 0);
+	cma_owner_put(co);
+	int fd = memfd_create("pipeline", MFD_ALLOW_SEALING);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)len), 0);
+	ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW),
+			 0);
+	ck_assert_int_eq(region_create_memfd(fd, len, 1, &to), 0);
+
+	struct host_stage rd = { .r = from, .submit = submit_job,
+				 .submit_ctx = w };
+	struct host_stage wr = { .r = to, .submit = submit_job,
+				 .submit_ctx = w };
+	struct pipeline_cfg cfg = {
+		.pool = sp, .half = STAGING_RECV, .len = len, .ahead = 8,
+		.fill = &host_stage_read, .fill_arg = &rd,
+		.drain = &host_stage_write, .drain_arg = &wr,
+		.hold = { from, to }, .done = on_done, .arg = &o,
+	};
+	struct pipeline *pl = pipeline_create(&cfg);
+	pipeline_start(pl);
+	while (!o.dones)
+		copy_workers_poll(w);
+	ck_assert_int_eq(o.result, (int64_t)len);
+	ck_assert_mem_eq(region_map_at(to, 0), src, len);
+	pipeline_destroy(pl);
+	assert_pool_whole(sp);
+
+	/* Cancelled at once; the owner drops both regions. */
+	struct owner o2 = { 0 };
+	cfg.arg = &o2;
+	pl = pipeline_create(&cfg);
+	pipeline_start(pl);
+	pipeline_destroy(pl);
+	region_put(from);
+	region_put(to);
+	while (copy_workers_busy(w))
+		copy_workers_poll(w);
+	ck_assert_int_eq(o2.dones, 0);
+	assert_pool_whole(sp);
+	copy_workers_destroy(w);
+	staging_destroy(sp);
+	free(src);
+}
+END_TEST
+
 static void setup(void)
 {
 	npend = 0;
@@ -669,6 +750,7 @@ Suite *pipeline_suite(void)
 	tcase_add_test(tc, pull_drain_in_order);
 	tcase_add_test(tc, empty_stream);
 	tcase_add_test(tc, pool_destroy_ends_stages);
+	tcase_add_test(tc, host_stages_on_copy_workers);
 	suite_add_tcase(s, tc);
 	return s;
 }
