@@ -60,6 +60,7 @@ struct pipeline {
 };
 
 static void leave(struct pipeline *pl);
+static void drain_ready(struct pipeline *pl);
 
 static void enter(struct pipeline *pl)
 {
@@ -206,7 +207,10 @@ static void fill_more(struct pipeline *pl)
 		c->seq = pl->seq_next++;
 		pl->next += n;
 		pl->out++;
-		start_stage(pl, c, W_FILL);
+		/* A fill that ended inside its start drains now, not after
+		 * the whole window was filled. */
+		if (start_stage(pl, c, W_FILL))
+			drain_ready(pl);
 	}
 }
 
