@@ -11,7 +11,8 @@
 #   1 core     daemon/core/   the op, routes, transport ops, counters, log,
 #                             the settings' types
 #   2 gpu nic  daemon/gpu/, daemon/nic/   devices, addresses
-#   3 mem      daemon/mem/    regions, staging, descriptor lists
+#   3 mem      daemon/mem/    regions, staging, descriptor lists;
+#              daemon/stage/  the staging pipeline
 #   4 movers   daemon/transport/
 #   5 engine   daemon/engine/ executor, progress, same-node engines
 #   6 peer     daemon/peer/, daemon/meta/
@@ -74,7 +75,7 @@ function floor_of(p) {
 	if (p ~ /^client\//) return -1
 	if (p ~ /^daemon\/core\//) return 1
 	if (p ~ /^daemon\/(gpu|nic)\//) return 2
-	if (p ~ /^daemon\/mem\//) return 3
+	if (p ~ /^daemon\/(mem|stage)\//) return 3
 	if (p ~ /^daemon\/transport\//) return 4
 	if (p ~ /^daemon\/engine\//) return 5
 	if (p ~ /^daemon\/(peer|meta)\//) return 6

@@ -62,7 +62,7 @@ struct xop {
 			unsigned parts;   /* copies of it still in flight */
 			int error;        /* first failure among them */
 			/* Set: its copies end here, not through the
-			 * executor (a staging chunk's copy, mem/staging.h). */
+			 * executor (a staging chunk's copy, gpu/stage.c). */
 			void (*on_done)(struct xop *op, int64_t result);
 			/* An indexed copy of two prepared lists: held
 			 * until it ends (the kernel reads their offsets). */

@@ -25,7 +25,7 @@
 #endif
 #include "engine/copy_workers.h"
 #include "engine/path_cma.h"
-#include "engine/path_staged.h"
+#include "engine/gpu_cma.h"
 #include "engine/progress_int.h"
 #include "core/xop.h"
 #include "mem/cma.h"
@@ -726,7 +726,7 @@ static int64_t go_local_async(struct progress *p, struct prog_client *pc,
 
 /*
  * GPU memory and xfer_reg'd host memory on this node: through staging
- * chunks (path_staged.c), one operation per descriptor that ends when
+ * chunks (gpu_cma.c), one operation per descriptor that ends when
  * its last chunk did.
  */
 static int64_t go_gpu_staged(struct progress *p, struct prog_client *pc,

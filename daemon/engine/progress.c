@@ -23,7 +23,7 @@
 
 #include "gpu/gpu.h"
 #include "mem/staging.h"
-#include "engine/path_staged.h"
+#include "engine/gpu_cma.h"
 #include "engine/copy_workers.h"
 #include "engine/path_cma.h"
 #include "engine/progress_int.h"

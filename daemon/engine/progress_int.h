@@ -36,7 +36,7 @@ struct exec_state {
 	struct path_stats paths;   /* read by ctl from the main thread */
 	struct completion_pass pass; /* this pass's completions (latency) */
 	struct xop_list deferred;  /* to submit after this pass */
-	/* Same-node descriptors going through staging (path_staged.c). */
+	/* Same-node descriptors going through staging (gpu_cma.c). */
 	TAILQ_HEAD(lstage_list, lstage) lstages;
 	/* Large memfd <-> CMA copies on the copy workers (path_cma.c),
 	 * from cma_split_bytes up (0: never); set before the thread. */

@@ -74,6 +74,8 @@ struct staging_pool *staging_create(uint64_t bytes, uint32_t chunk, bool pin)
 		struct staging_chunk *c = &sp->chunks[i];
 		c->p = sp->mem + (size_t)i * chunk;
 		c->cap = chunk;
+		c->st.buf = c->p;
+		c->st.cap = chunk;
 		c->half = i < per_half ? STAGING_SEND : STAGING_RECV;
 		c->pool = sp;
 		TAILQ_INSERT_TAIL(&sp->half[c->half].free, c, q);
@@ -99,7 +101,9 @@ void staging_destroy(struct staging_pool *sp)
 			staging_cancel(sp, TAILQ_FIRST(&sp->half[h].waiters));
 	for (uint32_t i = 0; i < sp->nchunks; i++) {
 		struct staging_chunk *c = &sp->chunks[i];
-		if (c->in_copy && c->xop.gpu.on_done)
+		if (c->taken && c->st.in && c->st.end)
+			stage_done(&c->st, -ECANCELED);
+		else if (c->in_copy && c->xop.gpu.on_done)
 			c->xop.gpu.on_done(&c->xop, -ECANCELED);
 	}
 	/* Every chunk should be back: say so (tests read it). */
@@ -132,8 +136,8 @@ static void reset(struct staging_chunk *c)
 	c->at = 0;
 	c->owner = NULL;
 	c->r = NULL;
-	c->in_cma = false;
-	c->cma_r = NULL;
+	c->st.in = NULL;
+	c->st.pl = NULL;
 	memset(&c->xop, 0, sizeof(c->xop));
 }
 

@@ -7,21 +7,21 @@
  * with GPUs (config staging_mb), cut into chunks of one link frame each
  * (tcp_chunk).  It is split in two halves: chunks that carry bytes out
  * of GPU memory (a D2H copy fills them) and chunks that carry bytes into
- * GPU memory (an H2D copy empties them).  Two users share each half:
+ * GPU memory (an H2D copy empties them).  The users are staging
+ * pipelines (stage/pipeline.h), two of them on each half:
  *
- *   half      the link (transport/staged.c)   this node (engine/path_staged.c)
- *   SEND      D2H, then the socket takes it   D2H, then CMA writes it out
- *   RECV      the socket fills it, then H2D   CMA reads it in, then H2D
+ *   half   the link (transport/)             this node (engine/gpu_cma.c)
+ *   SEND   D2H, then the socket takes it     D2H, then CMA writes it out
+ *   RECV   the socket fills it, then H2D     CMA reads it in, then H2D
  *
  * A chunk of one half never waits for a chunk of the other, so two nodes
  * sending GPU memory to each other cannot deadlock on staging: a send
  * chunk comes back once the socket took its bytes, a receive chunk once
  * its H2D copy finished, neither of which needs the other half.  The
- * same-node path holds one chunk per step and needs nothing else to give
- * it back (its CMA side is a synchronous call), so sharing the halves
- * with the link adds waiting, never a cycle; a third share would only
- * split the pool into smaller pieces that sit idle while the other one
- * is busy.
+ * same-node path needs nothing but its own copies (GPU and copy
+ * workers) to give its chunks back, so sharing the halves with the link
+ * adds waiting, never a cycle; a third share would only split the pool
+ * into smaller pieces that sit idle while the other one is busy.
  *
  * Bounded and never failing: when a half has no free chunk the asker
  * queues a waiter and is handed a chunk, first come first served, the
@@ -29,12 +29,12 @@
  * chunk of that half past it (staging_take() says no), so a stream of
  * small requests cannot starve a waiter.
  *
- * A chunk carries the xop of the GPU copy that fills or empties it (an
- * internal operation that ends through its own gpu.on_done, never
- * through the executor), and a reference to the region the copy reads
- * or writes: the chunk, not the descriptor that asked for it, keeps that
- * memory alive until the copy is done, so a descriptor may end early
- * (timeout, failed link, client killed) while its copies run on.
+ * A chunk carries the per-chunk state of the staging pipeline that took
+ * it (struct stage_chunk, core/stage.h; stage/pipeline.h), which outlives
+ * that pipeline: a descriptor may end early (timeout, failed link,
+ * client killed) while a stage still works on its chunk, holding the
+ * references to the memory it reads or writes, and the stage gives the
+ * chunk back when its work ends.
  *
  * Progress thread only, no locks; the counters are atomics for ctl.
  */
@@ -46,7 +46,8 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
-#include "core/copy_job.h"
+#include "common/container_of.h"
+#include "core/stage.h"
 #include "core/xop.h"
 
 enum staging_half {
@@ -62,7 +63,10 @@ struct staging_chunk {
 	uint32_t cap;
 	uint8_t half;
 	bool taken;
-	/* Its user's, while taken (the staged path, transport/staged.c). */
+	/* The staging pipeline's, while taken (stage/pipeline.h). */
+	struct stage_chunk st;
+	/* The TCP link's own, while taken (transport/staged.c), until it
+	 * stages through the pipeline too. */
 	bool in_copy;                /* a GPU copy runs on it: xop is out */
 	bool ready;                  /* SEND: its D2H copy is done */
 	uint32_t len;                /* bytes of payload in it */
@@ -70,12 +74,6 @@ struct staging_chunk {
 	void *owner;                 /* whose bytes; NULL once it ended */
 	struct region *r;            /* a reference while in_copy */
 	struct xop xop;              /* the GPU copy's operation */
-	/* A CMA copy of its bytes on a copy worker (engine/path_staged.c):
-	 * the region it copies from or to, a reference, and where. */
-	bool in_cma;
-	struct region *cma_r;
-	uint64_t cma_off;
-	struct copy_job cma_job;
 	struct staging_pool *pool;
 	TAILQ_ENTRY(staging_chunk) q; /* the free list, or its user's list */
 };
@@ -105,9 +103,10 @@ struct staging_stats {
  */
 struct staging_pool *staging_create(uint64_t bytes, uint32_t chunk, bool pin);
 /*
- * Chunks still in a GPU copy are ended through their on_done with
- * -ECANCELED first (the caller synchronized the GPU streams: the copy
- * engine is gone).  Accepts NULL.
+ * Chunks still in a stage (a pipeline's, st.in) or in a GPU copy of the
+ * link's are ended with -ECANCELED first: the caller destroyed what
+ * runs them (the GPU copy engine, after synchronizing its streams; the
+ * links; the copy workers), which will never end them.  Accepts NULL.
  */
 void staging_destroy(struct staging_pool *sp);
 uint32_t staging_chunk_bytes(const struct staging_pool *sp);
@@ -124,5 +123,11 @@ void staging_cancel(struct staging_pool *sp, struct staging_waiter *w);
 void staging_give(struct staging_chunk *c);
 void staging_get_stats(const struct staging_pool *sp,
 		       struct staging_stats *out);
+
+/* The pool's chunk that a pipeline's chunk is. */
+static inline struct staging_chunk *staging_chunk_of(struct stage_chunk *c)
+{
+	return container_of(c, struct staging_chunk, st);
+}
 
 #endif /* XFERD_STAGING_H */

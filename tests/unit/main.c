@@ -28,6 +28,7 @@ int main(void)
 	srunner_add_suite(sr, rdma_dev_suite());
 	srunner_add_suite(sr, path_suite());
 	srunner_add_suite(sr, staging_suite());
+	srunner_add_suite(sr, pipeline_suite());
 	srunner_add_suite(sr, dlist_suite());
 	srunner_add_suite(sr, copy_workers_suite());
 	srunner_add_suite(sr, common_suite());

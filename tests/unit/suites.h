@@ -22,6 +22,7 @@ Suite *rcache_suite(void);
 Suite *rdma_dev_suite(void);
 Suite *path_suite(void);
 Suite *staging_suite(void);
+Suite *pipeline_suite(void);
 Suite *dlist_suite(void);
 Suite *copy_workers_suite(void);
 Suite *common_suite(void);

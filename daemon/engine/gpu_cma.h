@@ -1,24 +1,27 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * path_staged.h - the same-node staged path: GPU memory and xfer_reg'd
- * host memory (CMA) on this node, through xferd's pinned staging chunks
- * (mem/staging.h).  CQE path cuda-staged.
+ * gpu_cma.h - GPU memory and xfer_reg'd host memory (CMA) on this node,
+ * through xferd's pinned staging chunks: a pairing of two stages of the
+ * staging pipeline (stage/pipeline.h).  CQE path cuda-staged.
  *
  * No copy engine reaches another process's memory, and no CMA call
  * reaches GPU memory; a pinned chunk is where the two meet:
  *
- *   CMA -> GPU   process_vm_readv into a receive chunk, then an H2D copy
- *   GPU -> CMA   a D2H copy into a send chunk, then process_vm_writev
+ *   CMA -> GPU   host_stage_read fills a receive chunk, gpu_stage_h2d
+ *                empties it
+ *   GPU -> CMA   gpu_stage_d2h fills a send chunk, host_stage_write
+ *                empties it
  *
  * A descriptor goes in chunks of at most LSTAGE_CHUNK_MAX bytes (so one
- * CMA call, synchronous on the progress thread, stays short), up to
- * LSTAGE_AHEAD of them in flight, and ends once every chunk did.  When
- * the pool is busy it waits for a chunk (FIFO); it never fails for it.
+ * CMA copy stays short), up to LSTAGE_AHEAD of them in flight, in any
+ * order, and ends once every chunk did.  When the pool is busy it waits
+ * for a chunk (FIFO); it never fails for it.  The CMA copies run on the
+ * copy workers when xferd has some (engine/copy_workers.h).
  *
  * Progress thread only.
  */
-#ifndef XFERD_PATH_STAGED_H
-#define XFERD_PATH_STAGED_H
+#ifndef XFERD_GPU_CMA_H
+#define XFERD_GPU_CMA_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -36,15 +39,16 @@ struct xop;
  * Move op (pc, batch, opcode, len, and references to its local and
  * remote region set by the caller; one end CUDA, the other CMA): local
  * at loff, remote at roff.  It ends later through exec_op_done, with
- * path XFER_PATH_CUDA_STAGED.  Returns 0, or -errno and then nothing of
- * it started (the caller still owns op).
+ * path XFER_PATH_CUDA_STAGED (or already inside this call, when its
+ * first chunk fails).  Returns 0, or -errno and then nothing of it
+ * started (the caller still owns op).
  */
 int lstage_submit(struct progress *p, struct xop *op, uint64_t loff,
 		  uint64_t roff);
 /*
  * End the client's staged descriptors now (-ECANCELED; pc NULL: every
- * client's).  Their chunks in a GPU copy finish on their own, holding
- * their region references, and go back to the pool then.
+ * client's).  Their chunks in a copy finish on their own, holding their
+ * region references, and go back to the pool then.
  */
 void lstage_cancel_client(struct progress *p, struct prog_client *pc);
 
@@ -53,4 +57,4 @@ void lstage_cancel_client(struct progress *p, struct prog_client *pc);
 enum staging_half lstage_half(bool to_gpu);
 uint32_t lstage_chunk_len(uint32_t chunk_bytes);
 
-#endif /* XFERD_PATH_STAGED_H */
+#endif /* XFERD_GPU_CMA_H */
