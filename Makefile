@@ -451,7 +451,8 @@ soak: all
 	$(Q)tests/soak.sh $(BUILD) $(SOAK_MINUTES)
 
 # What install needs built: not the tests (debian/rules builds only this).
-INSTALLED := $(XFERD) $(XFERCTL) $(XFERBENCH) $(LIBSO) $(LIBA) $(LIBPC)
+INSTALLED := $(XFERD) $(XFERCTL) $(XFERBENCH) $(DLISTBENCH) $(XFERSTREAM) \
+	$(LIBSO) $(LIBA) $(LIBPC)
 installed: $(INSTALLED)
 
 # NO_PYTHON=1 leaves the Python package out (debian/rules installs it
@@ -465,7 +466,8 @@ install: $(INSTALLED) $(if $(filter 1,$(NO_PYTHON)),,install-python)
 		$(DESTDIR)$(SYSCONFDIR)/xferd \
 		$(DESTDIR)$(DATADIR)/grafana $(DESTDIR)$(DATADIR)/prometheus
 	install -m 0755 $(XFERD) $(DESTDIR)$(SBINDIR)/xferd
-	install -m 0755 $(XFERCTL) $(XFERBENCH) $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(XFERCTL) $(XFERBENCH) $(DLISTBENCH) $(XFERSTREAM) \
+		$(DESTDIR)$(BINDIR)/
 	install -m 0755 $(LIBSO) $(DESTDIR)$(LIBDIR)/
 	ln -sf libxfer.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libxfer.so
 	install -m 0644 $(LIBA) $(DESTDIR)$(LIBDIR)/
@@ -478,7 +480,8 @@ install: $(INSTALLED) $(if $(filter 1,$(NO_PYTHON)),,install-python)
 	@# The example configuration; an edited one is never overwritten.
 	test -e $(DESTDIR)$(SYSCONFDIR)/xferd/xferd.conf || \
 		install -m 0644 etc/xferd.conf $(DESTDIR)$(SYSCONFDIR)/xferd/xferd.conf
-	install -m 0644 tools/xferctl/xferctl.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 tools/xferctl/xferctl.1 bench/xferbench.1 \
+		bench/dlistbench.1 examples/xferstream.1 $(DESTDIR)$(MANDIR)/man1/
 	install -m 0644 client/libxfer.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 0644 daemon/xferd.conf.5 $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 daemon/xferd.8 $(DESTDIR)$(MANDIR)/man8/

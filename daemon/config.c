@@ -3,11 +3,14 @@
  * config.c - parse and validate xferd settings: one table of keys
  * (keys[] below: name, type, bounds, field or setter, doc) that
  * config_set() looks a key up in, and that `xferd --list-keys` prints
- * for the checks of etc/xferd.conf and xferd.conf(5).  Main thread only
- * (start-up and SIGHUP); no locks.
+ * for the checks of etc/xferd.conf and xferd.conf(5), and that `xferctl
+ * config` walks for the value in force of each key and where it came
+ * from (config_key_value, struct config_sources).  Main thread only
+ * (start-up, SIGHUP, xferctl); no locks.
  *
- * A little past 800 lines on purpose: the table, the setters it points
- * to and the parser that walks it are one piece, read together.
+ * Past 800 lines on purpose: the table, the setters it points to, the
+ * parser that walks it and the printer of its values are one piece,
+ * read together.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -279,6 +282,30 @@ static int set_etcd_prefix(struct xferd_config *c, const char *value,
 	return meta_config_set_prefix(&c->meta, value, err, errlen);
 }
 
+/* --- the getters of keys without one field ------------------------- */
+
+/* max_regions and max_imports: one number when they agree. */
+static void get_max_handles(const struct xferd_config *c, char *buf,
+			    size_t len)
+{
+	if (c->max_regions == c->max_imports)
+		snprintf(buf, len, "%u", c->max_regions);
+	else
+		snprintf(buf, len, "(max_regions %u, max_imports %u)",
+			 c->max_regions, c->max_imports);
+}
+
+/* Every `peer =` line, comma-separated. */
+static void get_peers(const struct xferd_config *c, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < c->npeers && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? "," : "",
+				      c->peers[i]);
+}
+
 /* --- the key table ---------------------------------------------------- */
 
 /* How a key's value is read.  Every error reads "KEY: 'VALUE' is not
@@ -312,6 +339,9 @@ struct config_key {
 	const char *form;           /* KT_SET: what a value looks like */
 	int (*set)(struct xferd_config *c, const char *value, char *err,
 		   size_t errlen);  /* KT_SET */
+	/* KT_SET: its value as the file would write it; NULL: the field
+	 * (off, size) is a string. */
+	void (*get)(const struct xferd_config *c, char *buf, size_t len);
 	const char *doc;            /* one line; xferd.conf(5) has the rest */
 };
 
@@ -330,6 +360,14 @@ struct config_key {
 	  .doc = d }
 #define SET(k, fn, fm, d) \
 	{ .name = k, .type = KT_SET, .set = fn, .form = fm, .doc = d }
+/* A KT_SET key whose value is the string field f. */
+#define SETS(k, f, fn, fm, d) \
+	{ .name = k, .type = KT_SET, FIELD(f), .set = fn, .form = fm, \
+	  .doc = d }
+/* A KT_SET key with a getter of its own. */
+#define SETG(k, fn, g, fm, d) \
+	{ .name = k, .type = KT_SET, .set = fn, .get = g, .form = fm, \
+	  .doc = d }
 
 static const struct key_word on_off[] = {
 	{ "on", true }, { "off", false }, { NULL, 0 } };
@@ -356,9 +394,9 @@ static const struct key_word meta_apis[] = {
  * progress_cpu, rdma and rdma_devices wait for a restart).
  */
 static const struct config_key keys[] = {
-	SET("socket", set_socket, "path",
+	SETS("socket", socket_path, set_socket, "path",
 	    "the client socket (default: $XDG_RUNTIME_DIR or /run/xferd)"),
-	SET("socket_group", set_socket_group, "group|none",
+	SETS("socket_group", socket_group, set_socket_group, "group|none",
 	    "group that owns the socket (none: leave it)"),
 	NUM(sq_entries, KT_POW2, RING_MIN_SQ_ENTRIES, RING_MAX_SQ_ENTRIES,
 	    "ring size a client gets by default"),
@@ -391,7 +429,7 @@ static const struct config_key keys[] = {
 	     "one of error, warn, info, debug", "least severe line logged"),
 	ENUM("log_target", log_target, log_targets,
 	     "auto, stderr or journal", "where log lines go"),
-	SET("metrics_listen", set_metrics_listen, "ADDR:PORT|*:PORT|off",
+	SETS("metrics_listen", metrics_listen, set_metrics_listen, "ADDR:PORT|*:PORT|off",
 	    "the Prometheus endpoint"),
 	COUNT(metrics_max_connections, 1, 4096,
 	      "scrapers connected at once"),
@@ -399,7 +437,7 @@ static const struct config_key keys[] = {
 	COUNT(max_clients, 1, 1u << 20, "clients connected at once"),
 	SIZE(max_region_bytes, NULL, 1, UINT64_MAX, "a size > 0 (e.g. 64G)",
 	     "bytes of one registered region"),
-	SET("max_handles", set_max_handles, "n",
+	SETG("max_handles", set_max_handles, get_max_handles, "n",
 	    "max_regions and max_imports at once (the older key)"),
 	COUNT(rcache_max_entries, 0, 1u << 24,
 	      "registration cache entries (0: no limit)"),
@@ -445,11 +483,11 @@ static const struct config_key keys[] = {
 	      "notifications held for all clients of one user"),
 
 	/* other nodes */
-	SET("listen", set_listen, "ADDR:PORT|*:PORT|auto|off",
+	SETS("listen", listen, set_listen, "ADDR:PORT|*:PORT|auto|off",
 	    "the peer port"),
-	SET("node_name", set_node_name, "name",
+	SETS("node_name", node_name, set_node_name, "name",
 	    "this node's name (default: the host name)"),
-	SET("peer", add_peer, "HOST[:PORT]",
+	SETG("peer", add_peer, get_peers, "HOST[:PORT]",
 	    "another xferd (one line each, at most 64)"),
 	{ .name = "cluster_key_file", .type = KT_PATH,
 	  FIELD(cluster_key_file),
@@ -466,7 +504,7 @@ static const struct config_key keys[] = {
 	COUNT(staging_mb, 16, 65536,
 	      "MiB of pinned memory for GPU data to and from other nodes"),
 	ENUM("rdma", rdma, on_off, "on or off", "use the RDMA NICs"),
-	SET("rdma_devices", set_rdma_devices, "dev[,dev...]",
+	SETS("rdma_devices", rdma_devices, set_rdma_devices, "dev[,dev...]",
 	    "only these RDMA devices (empty: all)"),
 	COUNT(rdma_qps, 1, 8, "RC queue pairs per peer and rail pair"),
 	ENUM("rdma_register", rdma_reg_background, rdma_register,
@@ -478,9 +516,9 @@ static const struct config_key keys[] = {
 	/* where published names live (meta/meta_config.h) */
 	ENUM("metadata", meta.backend, meta_backends, "local or etcd",
 	     "where published names and node records live"),
-	SET("etcd_endpoints", set_etcd_endpoints, "URL[,URL...]",
+	SETS("etcd_endpoints", meta.endpoints, set_etcd_endpoints, "URL[,URL...]",
 	    "etcd's client URLs"),
-	SET("etcd_prefix", set_etcd_prefix, "prefix",
+	SETS("etcd_prefix", meta.prefix, set_etcd_prefix, "prefix",
 	    "the etcd key prefix of this cluster"),
 	NUMF("etcd_lease_ttl", meta.lease_ttl_s, KT_DIGITS, 2, 3600,
 	    "seconds a node's records outlive its last keepalive"),
@@ -506,6 +544,8 @@ static const struct config_key keys[] = {
 #undef SIZE
 #undef ENUM
 #undef SET
+#undef SETS
+#undef SETG
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -615,8 +655,25 @@ static int key_set(struct xferd_config *c, const struct config_key *k,
 	return 0;
 }
 
-int config_set(struct xferd_config *cfg, const char *key, const char *value,
-	       char *err, size_t errlen)
+_Static_assert(NKEYS <= CONFIG_KEYS_MAX, "struct config_sources: a slot per key");
+
+/* Where the value of k now comes from. */
+static void mark(struct config_sources *src, const struct config_key *k,
+		 enum config_source from)
+{
+	if (!src)
+		return;
+	src->of[k - keys] = (unsigned char)from;
+	/* The older key sets two others: they come from where it did. */
+	if (k->set == set_max_handles) {
+		src->of[key_find("max_regions") - keys] = (unsigned char)from;
+		src->of[key_find("max_imports") - keys] = (unsigned char)from;
+	}
+}
+
+int config_set_from(struct xferd_config *cfg, struct config_sources *src,
+		    enum config_source from, const char *key,
+		    const char *value, char *err, size_t errlen)
 {
 	const struct config_key *k = key_find(key);
 	struct xferd_config c = *cfg;
@@ -635,7 +692,15 @@ int config_set(struct xferd_config *cfg, const char *key, const char *value,
 			    "sq_entries (%u) is larger than max_sq_entries (%u)",
 			    c.sq_entries, c.max_sq_entries);
 	*cfg = c;
+	mark(src, k, from);
 	return 0;
+}
+
+int config_set(struct xferd_config *cfg, const char *key, const char *value,
+	       char *err, size_t errlen)
+{
+	return config_set_from(cfg, NULL, CONFIG_FROM_FLAG, key, value, err,
+			       errlen);
 }
 
 /* A size as the man page writes it: "4K", "1T", "16777216". */
@@ -714,6 +779,120 @@ const char *config_key_name(size_t i)
 	return i < NKEYS ? keys[i].name : NULL;
 }
 
+int config_key_index(const char *name)
+{
+	const struct config_key *k = key_find(name);
+
+	return k ? (int)(k - keys) : -ENOENT;
+}
+
+/* A number field of 1 (bool), 4 or 8 bytes, as store() wrote it. */
+static uint64_t load(const struct xferd_config *c, const struct config_key *k)
+{
+	const char *field = (const char *)c + k->off;
+
+	if (k->size == sizeof(bool)) {
+		bool b;
+		memcpy(&b, field, sizeof(b));
+		return b;
+	}
+	if (k->size == sizeof(uint32_t)) {
+		uint32_t u;
+		memcpy(&u, field, sizeof(u));
+		return u;
+	}
+	uint64_t v;
+	memcpy(&v, field, sizeof(v));
+	return v;
+}
+
+int config_key_value(size_t i, const struct xferd_config *c, char *buf,
+		     size_t len)
+{
+	const struct config_key *k;
+	uint64_t v;
+
+	if (i >= NKEYS || len == 0)
+		return -ENOENT;
+	k = &keys[i];
+	buf[0] = '\0';
+	switch (k->type) {
+	case KT_COUNT:
+	case KT_MS:
+	case KT_POW2:
+	case KT_DIGITS:
+		snprintf(buf, len, "%llu", (unsigned long long)load(c, k));
+		break;
+	case KT_COUNT_OR: {
+		/* an int field: -1 is the word */
+		int n = (int)(uint32_t)load(c, k);
+		if (n < 0)
+			snprintf(buf, len, "%s", k->word);
+		else
+			snprintf(buf, len, "%d", n);
+		break;
+	}
+	case KT_SIZE:
+		v = load(c, k);
+		if (v == 0 && k->word)
+			snprintf(buf, len, "%s", k->word);
+		else
+			size_text(v, buf, len);
+		break;
+	case KT_ENUM:
+		v = load(c, k);
+		for (const struct key_word *w = k->words; w->name; w++)
+			/* an enum or int field: compare as 32 bits */
+			if ((uint32_t)w->value == (uint32_t)v) {
+				snprintf(buf, len, "%s", w->name);
+				break;
+			}
+		break;
+	case KT_PATH:
+		/* The path only: what a file holds (the cluster key) is
+		 * never read here. */
+		snprintf(buf, len, "%s", (const char *)c + k->off);
+		break;
+	case KT_SET:
+		if (k->get)
+			k->get(c, buf, len);
+		else
+			snprintf(buf, len, "%s", (const char *)c + k->off);
+		break;
+	}
+	return 0;
+}
+
+const char *config_source_name(enum config_source s)
+{
+	switch (s) {
+	case CONFIG_FROM_DEFAULT: return "default";
+	case CONFIG_FROM_FILE: return "file";
+	case CONFIG_FROM_FLAG: return "override";
+	case CONFIG_FROM_RELOAD: return "reload";
+	}
+	return "?";
+}
+
+void config_sources_reloaded(const struct xferd_config *before,
+			     const struct config_sources *before_src,
+			     const struct xferd_config *after,
+			     struct config_sources *after_src)
+{
+	char was[CONFIG_VALUE_MAX], now[CONFIG_VALUE_MAX];
+
+	for (size_t i = 0; i < NKEYS; i++) {
+		if (after_src->of[i] != CONFIG_FROM_FILE)
+			continue;
+		config_key_value(i, before, was, sizeof(was));
+		config_key_value(i, after, now, sizeof(now));
+		/* Changed by this reload, or by an earlier one and kept. */
+		if (strcmp(was, now) != 0 ||
+		    before_src->of[i] == CONFIG_FROM_RELOAD)
+			after_src->of[i] = CONFIG_FROM_RELOAD;
+	}
+}
+
 static char *trim(char *s)
 {
 	while (isspace((unsigned char)*s))
@@ -724,8 +903,10 @@ static char *trim(char *s)
 	return s;
 }
 
-int config_parse_line(struct xferd_config *cfg, const char *line, char *err,
-		      size_t errlen)
+static int parse_line_from(struct xferd_config *cfg,
+			   struct config_sources *src,
+			   enum config_source from, const char *line,
+			   char *err, size_t errlen)
 {
 	char buf[512];
 
@@ -746,14 +927,27 @@ int config_parse_line(struct xferd_config *cfg, const char *line, char *err,
 	char *key = trim(s), *value = trim(eq + 1);
 	if (*key == '\0' || *value == '\0')
 		return fail(err, errlen, "empty key or value");
-	return config_set(cfg, key, value, err, errlen);
+	return config_set_from(cfg, src, from, key, value, err, errlen);
+}
+
+int config_parse_line(struct xferd_config *cfg, const char *line, char *err,
+		      size_t errlen)
+{
+	return parse_line_from(cfg, NULL, CONFIG_FROM_FILE, line, err, errlen);
 }
 
 int config_load(struct xferd_config *cfg, const char *path, char *err,
 		size_t errlen)
 {
+	return config_load_from(cfg, NULL, path, err, errlen);
+}
+
+int config_load_from(struct xferd_config *cfg, struct config_sources *src,
+		     const char *path, char *err, size_t errlen)
+{
 	FILE *f = fopen(path, "re");
 	struct xferd_config c = *cfg;
+	struct config_sources s = src ? *src : (struct config_sources){ { 0 } };
 	char line[1024], why[256];
 	unsigned lineno = 0;
 	int rc = 0;
@@ -772,7 +966,8 @@ int config_load(struct xferd_config *cfg, const char *path, char *err,
 			rc = -EINVAL;
 			break;
 		}
-		if (config_parse_line(&c, line, why, sizeof(why))) {
+		if (parse_line_from(&c, src ? &s : NULL, CONFIG_FROM_FILE,
+				    line, why, sizeof(why))) {
 			snprintf(err, errlen, "%s:%u: %s", path, lineno, why);
 			rc = -EINVAL;
 			break;
@@ -783,7 +978,10 @@ int config_load(struct xferd_config *cfg, const char *path, char *err,
 		snprintf(err, errlen, "%s: read error", path);
 	}
 	fclose(f);
-	if (!rc)
+	if (!rc) {
 		*cfg = c;
+		if (src)
+			*src = s;
+	}
 	return rc;
 }

@@ -25,12 +25,38 @@
 
 void config_defaults(struct xferd_config *cfg);
 
+/* Where the value in force of a key came from (`xferctl config`). */
+enum config_source {
+	CONFIG_FROM_DEFAULT,  /* the embedded default */
+	CONFIG_FROM_FILE,     /* the config file, as read at start */
+	CONFIG_FROM_FLAG,     /* -o KEY=VALUE (or -s, -l) */
+	CONFIG_FROM_RELOAD,   /* the file, changed by a SIGHUP since start */
+};
+
+/* Slots for the keys of the table (config.c checks that they fit). */
+#define CONFIG_KEYS_MAX 128
+/* The longest value config_key_value writes: every `peer` line. */
+#define CONFIG_VALUE_MAX (CONFIG_MAX_PEERS * CONFIG_HOST_MAX + 16)
+
+/* The source of each key, by its index in the table; zeroed: defaults. */
+struct config_sources {
+	unsigned char of[CONFIG_KEYS_MAX];  /* enum config_source */
+};
+
+/* "default", "file", "override", "reload". */
+const char *config_source_name(enum config_source s);
+
 /*
  * Apply one "key = value" setting.  Returns 0, or -EINVAL with a reason
  * in err (cfg unchanged).
  */
 int config_set(struct xferd_config *cfg, const char *key, const char *value,
 	       char *err, size_t errlen);
+/* The same, noting in src (NULL: nowhere) that key now comes from
+ * `from`. */
+int config_set_from(struct xferd_config *cfg, struct config_sources *src,
+		    enum config_source from, const char *key,
+		    const char *value, char *err, size_t errlen);
 
 /*
  * The keys config_set knows, one line each: "key<TAB>form<TAB>doc"
@@ -40,6 +66,27 @@ void config_keys_print(FILE *f);
 
 /* The i-th key of the table; NULL past the last. */
 const char *config_key_name(size_t i);
+/* The index of a key in the table, or -ENOENT. */
+int config_key_index(const char *name);
+
+/*
+ * The value in force of the i-th key in cfg, as a line of the file
+ * would write it ("64M", "auto", "on"; every `peer` comma-separated).
+ * Paths are paths: no file named by a key is read (the cluster key's
+ * contents are never shown).  Returns 0, or -ENOENT past the last key.
+ */
+int config_key_value(size_t i, const struct xferd_config *cfg, char *buf,
+		     size_t len);
+
+/*
+ * After a reload: the keys whose new value came from the file and
+ * differs from the one before (or was changed by an earlier reload) are
+ * marked CONFIG_FROM_RELOAD in after_src.
+ */
+void config_sources_reloaded(const struct xferd_config *before,
+			     const struct config_sources *before_src,
+			     const struct xferd_config *after,
+			     struct config_sources *after_src);
 
 /*
  * Apply one line of a config file (comments and blank lines are fine).
@@ -55,5 +102,8 @@ int config_parse_line(struct xferd_config *cfg, const char *line, char *err,
  */
 int config_load(struct xferd_config *cfg, const char *path, char *err,
 		size_t errlen);
+/* The same, noting in src (NULL: nowhere) the keys the file set. */
+int config_load_from(struct xferd_config *cfg, struct config_sources *src,
+		     const char *path, char *err, size_t errlen);
 
 #endif /* XFERD_CONFIG_H */

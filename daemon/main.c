@@ -77,15 +77,19 @@ static void usage(FILE *f)
 		CONFIG_DEFAULT_PATH);
 }
 
-/* Defaults, then the file, then flags.  0, or -1 with a logged reason. */
-static int load_settings(struct runtime *rt, struct xferd_config *out)
+/* Defaults, then the file, then flags, each key's source noted in src.
+ * 0, or -1 with a logged reason. */
+static int load_settings(struct runtime *rt, struct xferd_config *out,
+			 struct config_sources *src)
 {
 	struct xferd_config cfg;
 	char err[512];
 
 	config_defaults(&cfg);
+	*src = (struct config_sources){ { CONFIG_FROM_DEFAULT } };
 	if (rt->d.config_path) {
-		int rc = config_load(&cfg, rt->d.config_path, err, sizeof(err));
+		int rc = config_load_from(&cfg, src, rt->d.config_path, err,
+					  sizeof(err));
 		if (rc == -ENOENT && !rt->d.config_required)
 			log_debug("no %s: embedded defaults", rt->d.config_path);
 		else if (rc) {
@@ -94,8 +98,9 @@ static int load_settings(struct runtime *rt, struct xferd_config *out)
 		}
 	}
 	for (unsigned i = 0; i < rt->flags.n; i++) {
-		if (config_set(&cfg, rt->flags.key[i], rt->flags.value[i], err,
-			       sizeof(err))) {
+		if (config_set_from(&cfg, src, CONFIG_FROM_FLAG,
+				    rt->flags.key[i], rt->flags.value[i], err,
+				    sizeof(err))) {
 			log_warnx("command line: %s", err);
 			return -1;
 		}
@@ -255,10 +260,11 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 {
 	struct runtime *rt = arg;
 	struct xferd_config cfg;
+	struct config_sources src;
 	(void)sig, (void)what;
 
 	sdnotify_reloading();
-	if (load_settings(rt, &cfg) == 0) {
+	if (load_settings(rt, &cfg, &src) == 0) {
 		struct xferd_config *cur = &rt->d.cfg;
 		if (strcmp(cfg.socket_path, cur->socket_path) ||
 		    cfg.progress_cpu != cur->progress_cpu ||
@@ -271,6 +277,16 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 		cfg.rdma = cur->rdma;
 		memcpy(cfg.rdma_devices, cur->rdma_devices,
 		       sizeof(cfg.rdma_devices));
+		/* Those kept: their sources too. */
+		static const char *const kept[] = { "socket", "progress_cpu",
+						    "rdma", "rdma_devices" };
+		for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+			int k = config_key_index(kept[i]);
+			if (k >= 0)
+				src.of[k] = rt->d.cfg_src.of[k];
+		}
+		config_sources_reloaded(cur, &rt->d.cfg_src, &cfg, &src);
+		rt->d.cfg_src = src;
 		char old_metrics[CONFIG_HOST_MAX];
 		memcpy(old_metrics, cur->metrics_listen, sizeof(old_metrics));
 		*cur = cfg;
@@ -325,7 +341,7 @@ int main(int argc, char **argv)
 
 	log_init(LOG_LVL_INFO);
 	parse_args(&rt, argc, argv);
-	if (load_settings(&rt, &d->cfg))
+	if (load_settings(&rt, &d->cfg, &d->cfg_src))
 		return 1;
 	log_set_level(d->cfg.log_level);
 	log_set_target((enum log_target)d->cfg.log_target);

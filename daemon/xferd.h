@@ -38,6 +38,7 @@ TAILQ_HEAD(client_list, client);
 struct xferd {
 	struct event_base *base;
 	struct xferd_config cfg;
+	struct config_sources cfg_src; /* where each key of cfg came from */
 	const char *config_path;    /* NULL: none in use */
 	bool config_required;       /* given with -c: must exist */
 	char socket_path[CONFIG_PATH_MAX];

@@ -457,3 +457,14 @@ void names_foreach_client_shared(const struct names *n, uint64_t client,
 			if (e->flags & NAMES_SHARED)
 				fn(arg, e->name, e->token, e->token_len);
 }
+
+void names_foreach_client(const struct names *n, uint64_t client,
+			  names_entry_fn fn, void *arg)
+{
+	const struct name_owner *o = owner_find(n, client);
+	const struct name_entry *e;
+
+	if (o)
+		LIST_FOREACH(e, &o->names, by_owner)
+			fn(arg, e->name, e->uid, e->flags, e->token_len);
+}

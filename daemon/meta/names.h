@@ -83,4 +83,12 @@ void names_foreach_shared(const struct names *n, names_fn fn, void *arg);
 void names_foreach_client_shared(const struct names *n, uint64_t client,
 				 names_fn fn, void *arg);
 
+/* Every name of one client, without its token (xferctl names lists
+ * names, never the capabilities they stand for).  fn must not change
+ * the table. */
+typedef void (*names_entry_fn)(void *arg, const char *name, uint32_t uid,
+			       uint32_t flags, size_t token_len);
+void names_foreach_client(const struct names *n, uint64_t client,
+			  names_entry_fn fn, void *arg);
+
 #endif /* XFERD_NAMES_H */

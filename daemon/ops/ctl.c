@@ -1,18 +1,20 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ctl.c - status, stats, clients, regions, peers, GPUs, rails and ping
- * for xferctl.  Status and stats are written from the snapshot that the
- * metrics endpoint exports too (ops/stats.c).
+ * for xferctl, and the sending of config and names (built in
+ * ctl_lists.c).  Status and stats are written from the snapshot that
+ * the metrics endpoint exports too (ops/stats.c).
  *
  * Read-only requests: anyone who may connect to the socket (mode 0660)
- * may ask.  A connection may ask several questions, one at a time; a
+ * may ask; names answers a user with its own names and lists only (root
+ * with everyone's).  A connection may ask several questions, one at a time; a
  * malformed one closes it, and so does ctl_idle_timeout_ms without one.
  * There are at most max_ctl_connections of them (max_ctl_per_uid of one
  * user), root's aside: root has CTL_ROOT_RESERVE more, so that it can
  * look at xferd while users hold every other one (budget.h keeps their
  * fds from clients).
  *
- * About 900 lines: one reply builder per xferctl request and the one
+ * Near 1000 lines: one reply builder per xferctl request and the one
  * dispatch switch over them; the connection limits sit with the
  * connection they bound.
  *
@@ -34,6 +36,7 @@
 #include "budget.h"
 #include "client.h"
 #include "ops/ctl.h"
+#include "ops/ctl_lists.h"
 #include "ops/ctl_msg.h"
 #include "ops/stats.h"
 #include "ctl.pb-c.h"
@@ -731,6 +734,32 @@ static int reply_peers(struct ctl_conn *cc)
 	return rc;
 }
 
+static int reply_config(struct ctl_conn *cc)
+{
+	Xfer__Ctl__CtlMsg m = XFER__CTL__CTL_MSG__INIT;
+	Xfer__Ctl__ConfigReply rep;
+	int rc = ctl_config_fill(cc->d, &rep);
+
+	m.body_case = XFER__CTL__CTL_MSG__BODY_CONFIG_REPLY;
+	m.config_reply = &rep;
+	rc = rc ? reply_error(cc, rc, "out of memory") : send_reply(cc, &m);
+	ctl_config_free(&rep);
+	return rc;
+}
+
+static int reply_names(struct ctl_conn *cc)
+{
+	Xfer__Ctl__CtlMsg m = XFER__CTL__CTL_MSG__INIT;
+	Xfer__Ctl__NamesReply rep;
+	int rc = ctl_names_fill(cc->d, cc->uid, &rep);
+
+	m.body_case = XFER__CTL__CTL_MSG__BODY_NAMES_REPLY;
+	m.names_reply = &rep;
+	rc = rc ? reply_error(cc, rc, "out of memory") : send_reply(cc, &m);
+	ctl_names_free(&rep);
+	return rc;
+}
+
 /* Runs once per ping, maybe inside peers_ping, maybe after the socket
  * has closed. */
 static void on_ping_done(void *arg, int error, uint64_t rtt_ns,
@@ -820,6 +849,12 @@ static int dispatch(struct ctl_conn *cc, const uint8_t *pkt, size_t len)
 		break;
 	case XFER__CTL__CTL_MSG__BODY_STATS:
 		rc = reply_stats(cc);
+		break;
+	case XFER__CTL__CTL_MSG__BODY_CONFIG:
+		rc = reply_config(cc);
+		break;
+	case XFER__CTL__CTL_MSG__BODY_NAMES:
+		rc = reply_names(cc);
 		break;
 	case XFER__CTL__CTL_MSG__BODY_PING:
 		rc = start_ping(cc, m->ping);

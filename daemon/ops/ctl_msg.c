@@ -39,6 +39,8 @@ int ctl_msg_check(const Xfer__Ctl__CtlMsg *m, const char **why)
 	case XFER__CTL__CTL_MSG__BODY_GPUS:
 	case XFER__CTL__CTL_MSG__BODY_RAILS:
 	case XFER__CTL__CTL_MSG__BODY_STATS:
+	case XFER__CTL__CTL_MSG__BODY_CONFIG:
+	case XFER__CTL__CTL_MSG__BODY_NAMES:
 		return 0;
 	case XFER__CTL__CTL_MSG__BODY_PING:
 		if (valid_ping_target(m->ping->target))

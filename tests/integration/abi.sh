@@ -3,9 +3,11 @@
 # abi.sh - libxfer exports exactly what xfer.h declares, each at the
 # version node libxfer.map puts it in (XFER_1, XFER_1.1, ...).
 #
-# Three lists must agree: the functions include/xfer.h declares (not the
-# static inline ones), the names client/libxfer.map gives, and the
-# dynamic symbols of the built libxfer.so.1.  A new function in xfer.h
+# Four lists must agree: the functions include/xfer.h declares (not the
+# static inline ones), the names client/libxfer.map gives, the dynamic
+# symbols of the built libxfer.so.1, and debian/libxfer1.symbols (each
+# function at its node; a new node or function gets its line there, at
+# the package version that first ships it).  A new function in xfer.h
 # without its map line, or a helper that leaks, fails here.  The library
 # is linked with -z defs, so an undefined symbol fails the build before.
 set -u
@@ -44,6 +46,16 @@ fi
 if ! diff -u "$tmp/map_versioned" "$tmp/so_versioned" >"$tmp/d3"; then
 	echo "FAIL: version nodes of libxfer.map (-) and libxfer.so.1 (+) differ:"
 	cat "$tmp/d3"; rc=1
+fi
+# debian/libxfer1.symbols: " name@NODE version" lines, the nodes too.
+sym=$ROOT/debian/libxfer1.symbols
+if [ -f "$sym" ]; then
+	awk '/^ xfer_/ { split($1, a, "@"); print a[1] "@@" a[2] }' "$sym" |
+		sort -u >"$tmp/deb_versioned"
+	if ! diff -u "$tmp/map_versioned" "$tmp/deb_versioned" >"$tmp/d4"; then
+		echo "FAIL: libxfer.map (-) and debian/libxfer1.symbols (+) differ:"
+		cat "$tmp/d4"; rc=1
+	fi
 fi
 if [ -s "$tmp/other" ]; then
 	echo "FAIL: exported outside a version node:"; cat "$tmp/other"; rc=1

@@ -38,10 +38,10 @@ command -v jq >/dev/null || skip "jq not installed (make deps)"
 
 TMP=$(mktemp -d /tmp/xferctl-test.XXXXXX)
 SOCK=$TMP/xferd.sock
-daemon_pid='' holder_pid='' fake_pid=''
+daemon_pid='' holder_pid='' fake_pid='' conf_pid='' names_pid=''
 
 cleanup() {
-	for p in $holder_pid $fake_pid $daemon_pid; do
+	for p in $holder_pid $fake_pid $conf_pid $names_pid $daemon_pid; do
 		kill -9 "$p" 2>/dev/null
 		wait "$p" 2>/dev/null
 	done
@@ -460,6 +460,128 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null &&
 	expect_err "^xferctl: permission denied on $SOCK" "as nobody"
 fi
 
+# --- config -------------------------------------------------------------
+
+# Every key of the table, in its order, with a value and a source; the
+# flags given to the private xferd (-s, -l, -o listen) are overrides.
+ctl config
+expect_rc 0 "config"
+expect_out '^config file: ' "config names its file"
+keys=$("$XFERD" --list-keys | cut -f1)
+[ "$(cells | sed -n '3,$p' | cut -f1)" = "$keys" ] ||
+	fail "config: not every key of xferd --list-keys, in order"
+expect_out "^socket +$SOCK +override$" "config socket"
+expect_out '^log_level +debug +override$' "config log_level"
+expect_out '^listen +off +override$' "config listen"
+expect_out '^max_clients +1024 +default$' "config max_clients"
+expect_out '^cluster_key_file +default$' "config cluster_key_file"
+ctl -j config
+expect_json '(.keys | length) == ($n | tonumber) and
+	(.keys[] | select(.key == "log_level")) == {"key":"log_level","value":"debug","source":"override"} and
+	all(.keys[]; .source | test("^(default|file|override|reload)$"))' \
+	"config --json" --arg n "$(wc -l <<<"$keys")"
+ctl --csv config
+expect_rc 0 "config --csv"
+[ "$(head -1 <<<"$out")" = "KEY,VALUE,SOURCE" ] || fail "config --csv header"
+expect_out "^socket,$SOCK,override$" "config --csv"
+[ "$(wc -l <<<"$out")" = $(($(wc -l <<<"$keys") + 1)) ] ||
+	fail "config --csv: a line per key"
+run "$XFERCTL" -s "$SOCK" --csv --json config
+expect_rc 2 "--csv with --json"
+run "$XFERCTL" -s "$SOCK" --csv status
+expect_rc 2 "--csv status"; expect_err 'one table' "--csv status"
+
+# A file, then a reload that changes one of its keys.
+printf 'max_clients = 77\npeer = 10.9.9.9:7474\npeer = nodeb\n' >"$TMP/c.conf"
+"$XFERD" -c "$TMP/c.conf" -s "$TMP/c.sock" -o listen=off -o spin_us=7 \
+	>"$TMP/c.log" 2>&1 &
+conf_pid=$!
+for _ in $(seq 100); do
+	run "$XFERCTL" -s "$TMP/c.sock" --csv config
+	[ "$rc" -eq 0 ] && break; sleep 0.1
+done
+expect_out '^max_clients,77,file$' "config from the file"
+expect_out '^peer,"10.9.9.9:7474,nodeb",file$' "config peers, CSV-quoted"
+expect_out '^spin_us,7,override$' "config -o"
+expect_out '^max_regions,65536,default$' "config default"
+sed -i 's/^max_clients = 77/max_clients = 78/' "$TMP/c.conf"
+kill -HUP "$conf_pid"
+for _ in $(seq 50); do
+	run "$XFERCTL" -s "$TMP/c.sock" --csv config
+	grep -q '^max_clients,78,reload$' <<<"$out" && break; sleep 0.1
+done
+expect_out '^max_clients,78,reload$' "config after a reload"
+expect_out '^peer,"10.9.9.9:7474,nodeb",file$' "unchanged by the reload"
+kill -TERM "$conf_pid"; wait "$conf_pid"; conf_pid=
+
+# --- names and lists, root's view and a user's ----------------------------
+
+# A second private xferd whose socket group is nogroup, in a directory
+# others may enter: uid 65534 (group nogroup) can ask it.
+NTMP=$(mktemp -d /tmp/xferctl-names.XXXXXX); chmod 0711 "$NTMP"
+NSOCK=$NTMP/xferd.sock
+"$XFERD" -s "$NSOCK" -o listen=off -o socket_group=nogroup \
+	>"$TMP/n.log" 2>&1 &
+names_pid=$!
+for _ in $(seq 100); do
+	run "$XFERCTL" -s "$NSOCK" names; [ "$rc" -eq 0 ] && break; sleep 0.1
+done
+expect_rc 0 "names, nothing published"
+[ "$out" = "no published names" ] || fail "names on an idle xferd"
+run "$XFERCTL" -s "$NSOCK" lists
+[ "$out" = "no prepared lists" ] || fail "lists on an idle xferd"
+# holder: start one xferctl_holder publishing $1 (as the user setpriv
+# args before it say), wait for "ready".
+hold() {
+	local name=$1; shift
+	(XFERD_SOCKET=$NSOCK exec "$@" "$HOLDER" --hold 60 --alloc 65536 \
+		--publish "$name" >"$TMP/h.$name" 2>&1) &
+	for _ in $(seq 100); do
+		grep -q '^ready' "$TMP/h.$name" 2>/dev/null && break
+		grep -q '^skip' "$TMP/h.$name" 2>/dev/null && return 77
+		sleep 0.1
+	done
+	grep -q '^ready' "$TMP/h.$name" || fail "holder $name: $(cat "$TMP/h.$name")"
+}
+nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+can_setpriv=0
+[ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null &&
+	"${nobody[@]}" "$XFERCTL" --version >/dev/null 2>&1 && can_setpriv=1
+hold rootname; hrc=$?
+if [ $hrc -eq 0 ]; then
+	if [ $can_setpriv -eq 1 ]; then hold nobodyname "${nobody[@]}"; fi
+	run "$XFERCTL" -s "$NSOCK" names
+	expect_out '^ *0 +rootname +no +[0-9]+ +[0-9]+ +xferctl_holder +[0-9]+$' "root sees its name"
+	expect_out '^ *0 +rootname\.shared +yes ' "root sees its shared name"
+	run "$XFERCTL" -s "$NSOCK" --json names
+	expect_json '.all_users and (.names | map(.name) | index("rootname")) != null and
+		all(.names[]; has("token") | not)' "names --json as root"
+	run "$XFERCTL" -s "$NSOCK" --csv lists
+	[ "$(head -1 <<<"$out")" = "CLIENT,PID,UID,PROGRAM,LISTS,ENTRIES" ] ||
+		fail "lists --csv header"
+	expect_out '^[0-9]+,[0-9]+,0,xferctl_holder,1,4$' "root's list"
+	if [ $can_setpriv -eq 1 ]; then
+		expect_out '^[0-9]+,[0-9]+,65534,xferctl_holder,1,4$' "root sees nobody's list"
+		run "$XFERCTL" -s "$NSOCK" --csv names
+		expect_out '^65534,nobodyname,no,' "root sees nobody's name"
+		# As nobody: its own names and lists only.
+		run "${nobody[@]}" "$XFERCTL" -s "$NSOCK" --json names
+		expect_rc 0 "names as nobody"
+		expect_json '(.all_users | not) and (.names | length) == 2 and
+			all(.names[]; .uid == 65534) and
+			(.names | map(.name) | sort) == ["nobodyname","nobodyname.shared"]' \
+			"nobody sees only its own names"
+		run "${nobody[@]}" "$XFERCTL" -s "$NSOCK" --csv lists
+		[ "$(wc -l <<<"$out")" = 2 ] || fail "nobody sees one list owner"
+		expect_out '^[0-9]+,[0-9]+,65534,xferctl_holder,1,4$' "nobody's list"
+		run "${nobody[@]}" "$XFERCTL" -s "$NSOCK" --csv config
+		expect_rc 0 "config as nobody"
+		expect_out '^socket_group,nogroup,override$' "config as nobody"
+	fi
+fi
+kill -TERM "$names_pid"; wait "$names_pid"; names_pid=
+rm -rf "$NTMP"
+
 # A private xferd that stops cleanly after all those questions.
 kill -TERM "$daemon_pid"; wait "$daemon_pid"; drc=$?; daemon_pid=
 [ $drc -eq 0 ] || fail "private xferd exited $drc after SIGTERM"
@@ -534,5 +656,5 @@ time.sleep(60)' "$TMP/mute.sock" &
 	[ $took -ge 4 ] && [ $took -le 8 ] || fail "gave up after ${took}s, want 5"
 fi
 
-echo "pass: xferctl status/clients/regions/peers/rails/ping, text and --json"
+echo "pass: xferctl status/clients/regions/peers/rails/ping/config/names/lists, text, --json and --csv"
 exit 0

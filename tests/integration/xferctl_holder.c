@@ -9,6 +9,10 @@
  *	token and write the malloc'd bytes through it (one op, BYTES/2 bytes
  *	moved), check they landed, print "ready <pid>" and stay connected
  *	until killed or SECONDS have passed.
+ *   xferctl_holder --hold SECONDS --alloc BYTES --publish NAME
+ *	The same, and also publish the memfd region's token as NAME (and as
+ *	NAME.shared with XFER_PUBLISH_SHARED) and make one prepared list of
+ *	4 entries over it, for xferctl names and lists.
  *   xferctl_holder
  *	The same steps once against the shared xferd of make check, then
  *	close everything and exit 0: run-tests.sh runs every program here.
@@ -30,6 +34,7 @@ struct holding {
 	struct xfer_mem *shared;  /* memfd, xfer_alloc_host */
 	struct xfer_mem *own;     /* cma, xfer_reg of a malloc'd buffer */
 	struct xfer_remote *self; /* an import of shared's token */
+	struct xfer_dlist *list;  /* --publish: 4 entries over shared */
 	void *buf;
 };
 
@@ -73,8 +78,28 @@ static void hold_setup(struct holding *h, const char *socket, size_t bytes)
 	T_ASSERT(bad == 0, "byte %zu did not arrive", bad - 1);
 }
 
+/* Names and a prepared list for xferctl names and lists to show. */
+static void hold_publish(struct holding *h, const char *name, size_t bytes)
+{
+	uint8_t token[XFER_TOKEN_MAX];
+	size_t token_len = sizeof(token);
+	char shared[256];
+	const uint64_t off[4] = { 0, 4096, 8192, 12288 };
+
+	T_ASSERT(bytes >= 16384, "--publish wants --alloc of 16K or more");
+	T_OK(xfer_export(h->shared, 0, bytes, token, &token_len));
+	T_OK(xfer_publish(h->ctx, name, token, token_len));
+	snprintf(shared, sizeof(shared), "%s.shared", name);
+	T_OK(xfer_publish_flags(h->ctx, shared, token, token_len,
+				XFER_PUBLISH_SHARED));
+	T_OK(xfer_dlist_create(h->ctx, xfer_mem_handle(h->shared), 4, off,
+			       NULL, 4096, &h->list));
+}
+
 static void hold_release(struct holding *h)
 {
+	if (h->list)
+		T_OK(xfer_dlist_destroy(h->ctx, h->list));
 	T_OK(xfer_unimport(h->ctx, h->self));
 	T_OK(xfer_dereg(h->ctx, h->own));
 	T_OK(xfer_free_host(h->ctx, h->shared));
@@ -98,6 +123,7 @@ int main(int argc, char **argv)
 {
 	struct holding h = { 0 };
 	unsigned long seconds = 0, bytes = 0;
+	const char *publish = NULL;
 
 	if (argc == 1) {
 		hold_setup(&h, tl_socket(), 1 << 20);
@@ -112,6 +138,8 @@ int main(int argc, char **argv)
 			seconds = parse_num("--hold", argv[++i]);
 		else if (!strcmp(argv[i], "--alloc"))
 			bytes = parse_num("--alloc", argv[++i]);
+		else if (!strcmp(argv[i], "--publish"))
+			publish = argv[++i];
 		else
 			T_ASSERT(0, "unknown argument '%s'", argv[i]);
 	}
@@ -119,6 +147,8 @@ int main(int argc, char **argv)
 		 "usage: %s --hold SECONDS --alloc BYTES", argv[0]);
 
 	hold_setup(&h, tl_socket(), bytes);
+	if (publish)
+		hold_publish(&h, publish, bytes);
 	printf("ready %d\n", (int)getpid());
 	fflush(stdout);
 	/* sleep() returns early on a signal that is caught; none is. */

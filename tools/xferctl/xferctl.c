@@ -2,18 +2,21 @@
 /*
  * xferctl.c - ask the local xferd how it is doing.
  *
- *   xferctl [--socket PATH] [--json]
- *           status|stats|clients|regions|peers|gpus|rails
+ *   xferctl [--socket PATH] [--json|--csv] clients|regions|peers|gpus|
+ *           rails|config|names|lists
+ *   xferctl [--socket PATH] [--json] status|stats
  *   xferctl [--socket PATH] [--json] ping PEER
  *   xferctl [--socket PATH] [-n COUNT] [-d SECONDS] top
  *
- * (900 lines: one printer per command, text and JSON, beside the
- * request/reply code they share; the table and JSON writing itself is
- * in xferctl_out.c.)
+ * The command table, the request/reply code every command shares and
+ * the printers of status, clients, regions and ping; the other printers
+ * are in xferctl_devices.c (peers, gpus, rails), xferctl_lists.c
+ * (config, names, lists) and xferctl_stats.c (stats, top), the table,
+ * CSV and JSON writing in xferctl_out.c.
  *
  * One ctl.proto request on xferd's Unix socket, one reply, printed as
- * aligned text for people or as one JSON object for scripts
- * (xferctl_out.c does the writing).  Exit status: 0 answered, 1 xferd
+ * aligned text for people, as CSV (the commands that print one table)
+ * or as one JSON object for scripts.  Exit status: 0 answered, 1 xferd
  * not running, not answering or refusing, or the ping failed, 2 bad
  * usage.
  *
@@ -37,7 +40,9 @@
 #include "ctl.pb-c.h"
 #include "common/rendezvous.h"
 #include "common/wire.h"
+#include "xferctl_devices.h"
 #include "xferctl_health.h"
+#include "xferctl_lists.h"
 #include "xferctl_out.h"
 #include "xferctl_stats.h"
 #include "xferd.h" /* XFERD_VERSION: xferctl ships with the daemon it asks */
@@ -54,6 +59,7 @@
 struct options {
 	const char *socket; /* NULL: the default path */
 	bool json;
+	bool csv;
 	unsigned count;     /* top: frames, 0 = until q */
 	unsigned delay_ms;  /* top: between frames */
 	bool top_opts;      /* -n or -d given */
@@ -64,13 +70,15 @@ struct command {
 	const char *arg;          /* its one argument, NULL: none */
 	Xfer__Ctl__CtlMsg__BodyCase request, reply;
 	unsigned timeout_s;       /* for the answer */
+	bool table;               /* prints one table: --csv allowed */
 	void (*print_text)(const Xfer__Ctl__CtlMsg *r);
 	void (*print_json)(const Xfer__Ctl__CtlMsg *r);
 };
 
 #define SYNOPSIS \
-	"usage: xferctl [-s|--socket PATH] [-j|--json]\n" \
-	"               status|stats|clients|regions|peers|gpus|rails\n" \
+	"usage: xferctl [-s|--socket PATH] [-j|--json|--csv]\n" \
+	"               clients|regions|peers|gpus|rails|config|names|lists\n" \
+	"       xferctl [-s|--socket PATH] [-j|--json] status|stats\n" \
 	"       xferctl [-s|--socket PATH] [-j|--json] ping PEER\n" \
 	"       xferctl [-s|--socket PATH] [-n COUNT] [-d SECONDS] top\n" \
 	"       xferctl --help | --version\n"
@@ -104,12 +112,18 @@ static void usage(void)
 		"  rails     RDMA NIC ports xferd can use: state, link, MTU, GID,\n"
 		"            IP address and interface, how peers are held to\n"
 		"            token ranges\n"
+		"  config    every configuration key: its value in force and\n"
+		"            where it came from (default, file, override, reload)\n"
+		"  names     published names: yours (root: every user's)\n"
+		"  lists     prepared lists per client: yours (root: all)\n"
 		"\n"
 		"options:\n"
 		"  -s, --socket PATH  xferd's socket (default: $XFERD_SOCKET, else\n"
 		"                     $XDG_RUNTIME_DIR/xferd.sock, or\n"
 		"                     /run/xferd/xferd.sock as root)\n"
 		"  -j, --json         print one JSON object instead of text\n"
+		"      --csv          print the table as CSV (exact numbers:\n"
+		"                     bytes, milliseconds, nanoseconds)\n"
 		"  -n, --count COUNT  top: print COUNT frames and exit (no\n"
 		"                     escape codes)\n"
 		"  -d, --delay SECS   top: seconds between frames (default 1)\n"
@@ -287,7 +301,7 @@ static void print_clients_text(const Xfer__Ctl__CtlMsg *r)
 	struct table t;
 	char b[32];
 
-	if (rep->n_clients == 0) {
+	if (rep->n_clients == 0 && !out_csv()) {
 		printf("no clients\n");
 		return;
 	}
@@ -357,7 +371,7 @@ static void print_regions_text(const Xfer__Ctl__CtlMsg *r)
 	struct table t;
 	char b[32];
 
-	if (rep->n_regions == 0) {
+	if (rep->n_regions == 0 && !out_csv()) {
 		printf("no regions\n");
 		return;
 	}
@@ -395,305 +409,6 @@ static void print_regions_json(const Xfer__Ctl__CtlMsg *r)
 		jv_push(list, j);
 	}
 	jv_set(o, "regions", list);
-	jv_print(o);
-}
-
-/* --- peers --- */
-
-/* By node name, then instance id: xferd lists links in its own order. */
-static int by_node(const void *a, const void *b)
-{
-	const Xfer__Ctl__PeerInfo *x = *(Xfer__Ctl__PeerInfo *const *)a;
-	const Xfer__Ctl__PeerInfo *y = *(Xfer__Ctl__PeerInfo *const *)b;
-	size_t n = x->instance_id.len < y->instance_id.len ?
-		   x->instance_id.len : y->instance_id.len;
-	int c = strcmp(x->node_name, y->node_name);
-
-	if (c)
-		return c;
-	c = n ? memcmp(x->instance_id.data, y->instance_id.data, n) : 0;
-	if (c)
-		return c;
-	return (x->instance_id.len > y->instance_id.len) -
-	       (x->instance_id.len < y->instance_id.len);
-}
-
-/* The first 4 bytes of the instance id, as `status` shows it in full;
- * "-" before the handshake has told it. */
-static void set_instance(struct table *t, unsigned col,
-			 const ProtobufCBinaryData *id)
-{
-	char hex[9] = "";
-
-	for (size_t i = 0; i < id->len && i < 4; i++)
-		snprintf(hex + 2 * i, sizeof(hex) - 2 * i, "%02x", id->data[i]);
-	table_set(t, col, "%s", *hex ? hex : "-");
-}
-
-static void print_peers_text(const Xfer__Ctl__CtlMsg *r)
-{
-	static const char *const head[] = {
-		"INSTANCE", "NODE", "STATE", "ADDRESS", "WHY", "RTT", "TX",
-		"RX", "OPS", "ERRORS", "UP", NULL
-	};
-	const Xfer__Ctl__PeersReply *rep = r->peers_reply;
-	struct table t;
-	char b[32];
-
-	if (rep->n_peers == 0) {
-		printf("no peers\n");
-		return;
-	}
-	/* The first five columns are text, the rest numbers. */
-	table_init(&t, 0x1f, head);
-	for (size_t i = 0; i < rep->n_peers; i++) {
-		const Xfer__Ctl__PeerInfo *p = rep->peers[i];
-		bool up = !strcmp(p->state, "up");
-
-		table_row(&t);
-		set_instance(&t, 0, &p->instance_id);
-		table_set(&t, 1, "%s", *p->node_name ? p->node_name : "-");
-		table_set(&t, 2, "%s", *p->state ? p->state : "-");
-		table_set(&t, 3, "%s", *p->address ? p->address : "-");
-		table_set(&t, 4, "%s", *p->why ? p->why : "-");
-		table_set(&t, 5, "%s", p->rtt_ns ?
-			  fmt_rtt(b, sizeof(b), p->rtt_ns) : "-");
-		table_set(&t, 6, "%s", fmt_bytes(b, sizeof(b), p->bytes_tx));
-		table_set(&t, 7, "%s", fmt_bytes(b, sizeof(b), p->bytes_rx));
-		table_set(&t, 8, "%" PRIu64, p->ops);
-		table_set(&t, 9, "%" PRIu64, p->errors);
-		table_set(&t, 10, "%s", up || p->up_ms ?
-			  fmt_age(b, sizeof(b), p->up_ms) : "-");
-	}
-	table_print(&t);
-}
-
-static void print_peers_json(const Xfer__Ctl__CtlMsg *r)
-{
-	const Xfer__Ctl__PeersReply *rep = r->peers_reply;
-	json_object *o = jv_obj(), *list = jv_arr();
-
-	for (size_t i = 0; i < rep->n_peers; i++) {
-		const Xfer__Ctl__PeerInfo *p = rep->peers[i];
-		json_object *j = jv_obj(), *addrs = jv_arr();
-
-		jv_set(j, "instance_id",
-			 jv_hex(p->instance_id.data, p->instance_id.len));
-		jv_set(j, "node_name", jv_str(p->node_name));
-		for (size_t a = 0; a < p->n_addresses; a++)
-			jv_push(addrs, jv_str(p->addresses[a]));
-		jv_set(j, "addresses", addrs);
-		jv_set(j, "address", jv_str(p->address));
-		jv_set(j, "why", jv_str(p->why));
-		jv_set(j, "state", jv_str(p->state));
-		jv_set(j, "initiated", jv_bool(p->initiated));
-		jv_set(j, "rtt_ns", jv_u64(p->rtt_ns));
-		jv_set(j, "bytes_tx", jv_u64(p->bytes_tx));
-		jv_set(j, "bytes_rx", jv_u64(p->bytes_rx));
-		jv_set(j, "ops", jv_u64(p->ops));
-		jv_set(j, "errors", jv_u64(p->errors));
-		jv_set(j, "up_ms", jv_u64(p->up_ms));
-		jv_set(j, "last_error", jv_str(p->last_error));
-		jv_push(list, j);
-	}
-	jv_set(o, "peers", list);
-	jv_print(o);
-}
-
-/* --- gpus --- */
-
-static void print_gpus_text(const Xfer__Ctl__CtlMsg *r)
-{
-	static const char *const head[] = {
-		"GPU", "NAME", "UUID", "MEMORY", "FREE", "PEERS", NULL
-	};
-	const Xfer__Ctl__GpusReply *rep = r->gpus_reply;
-	struct table t;
-	char b[32], peers[64], uuid[40];
-
-	if (rep->n_gpus == 0) {
-		printf("no GPUs (%s)\n", *rep->unavailable ? rep->unavailable
-							     : "none found");
-		return;
-	}
-	table_init(&t, 0x06, head);
-	for (size_t i = 0; i < rep->n_gpus; i++) {
-		const Xfer__Ctl__GpuInfo *g = rep->gpus[i];
-		size_t k = 0;
-
-		peers[0] = '\0';
-		for (size_t j = 0; j < g->n_peers && k + 4 < sizeof(peers); j++)
-			k += (size_t)snprintf(peers + k, sizeof(peers) - k, "%s%u",
-					      j ? "," : "", g->peers[j]);
-		for (size_t j = 0; j < g->uuid.len && j < 16; j++)
-			snprintf(uuid + 2 * j, sizeof(uuid) - 2 * j, "%02x",
-				 g->uuid.data[j]);
-		table_row(&t);
-		table_set(&t, 0, "%u", g->index);
-		table_set(&t, 1, "%s", g->name);
-		table_set(&t, 2, "%.8s", g->uuid.len ? uuid : "-");
-		table_set(&t, 3, "%s", fmt_bytes(b, sizeof(b), g->mem_total));
-		table_set(&t, 4, "%s", fmt_bytes(b, sizeof(b), g->mem_free));
-		table_set(&t, 5, "%s", *peers ? peers : "-");
-	}
-	table_print(&t);
-	printf("imports: %u allocations, %u regions using them\n", rep->imports,
-	       rep->import_refs);
-}
-
-static void print_gpus_json(const Xfer__Ctl__CtlMsg *r)
-{
-	const Xfer__Ctl__GpusReply *rep = r->gpus_reply;
-	json_object *o = jv_obj(), *list = jv_arr();
-
-	for (size_t i = 0; i < rep->n_gpus; i++) {
-		const Xfer__Ctl__GpuInfo *g = rep->gpus[i];
-		json_object *j = jv_obj(), *peers = jv_arr();
-
-		jv_set(j, "index", jv_u64(g->index));
-		jv_set(j, "name", jv_str(g->name));
-		jv_set(j, "uuid", jv_hex(g->uuid.data, g->uuid.len));
-		jv_set(j, "mem_total", jv_u64(g->mem_total));
-		jv_set(j, "mem_free", jv_u64(g->mem_free));
-		for (size_t k = 0; k < g->n_peers; k++)
-			jv_push(peers, jv_u64(g->peers[k]));
-		jv_set(j, "peers", peers);
-		jv_push(list, j);
-	}
-	jv_set(o, "gpus", list);
-	jv_set(o, "unavailable", jv_str(rep->unavailable));
-	jv_set(o, "imports", jv_u64(rep->imports));
-	jv_set(o, "import_refs", jv_u64(rep->import_refs));
-	jv_print(o);
-}
-
-/* --- rails --- */
-
-/* The queue pairs of every rail, one line each. */
-static void print_qps_text(const Xfer__Ctl__RailsReply *rep)
-{
-	static const char *const head[] = {
-		"RAIL", "PEER", "DIR", "SLOT", "QPN", "REMOTE", "STATE",
-		"BYTES", "WRS", "OUT", NULL
-	};
-	size_t n = 0;
-	struct table t;
-
-	for (size_t i = 0; i < rep->n_rails; i++)
-		n += rep->rails[i]->n_qp;
-	if (n == 0)
-		return;
-	putchar('\n');
-	table_init(&t, 0x4e, head);
-	for (size_t i = 0; i < rep->n_rails; i++) {
-		const Xfer__Ctl__RailInfo *l = rep->rails[i];
-		for (size_t k = 0; k < l->n_qp; k++) {
-			const Xfer__Ctl__QpInfo *q = l->qp[k];
-			char b[32];
-			table_row(&t);
-			table_set(&t, 0, "%s:%u", l->device, l->port);
-			table_set(&t, 1, "%s", *q->peer ? q->peer : "-");
-			table_set(&t, 2, "%s", q->initiator ? "out" : "in");
-			table_set(&t, 3, "%u", q->slot);
-			table_set(&t, 4, "%u", q->qpn);
-			table_set(&t, 5, "%u", q->remote_qpn);
-			table_set(&t, 6, "%s", q->state);
-			table_set(&t, 7, "%s", fmt_bytes(b, sizeof(b), q->bytes));
-			table_set(&t, 8, "%llu", (unsigned long long)q->wrs);
-			table_set(&t, 9, "%u", q->outstanding);
-		}
-	}
-	table_print(&t);
-}
-
-static void print_rails_text(const Xfer__Ctl__CtlMsg *r)
-{
-	static const char *const head[] = {
-		"DEVICE", "PORT", "STATE", "LINK", "MTU", "GID", "ADDRESS",
-		"NETDEV", "QPS", "TX", "RX", "ERRORS", "RANGES", "GRANTS", NULL
-	};
-	const Xfer__Ctl__RailsReply *rep = r->rails_reply;
-	char tx[32], rx[32];
-	struct table t;
-
-	if (rep->n_rails == 0) {
-		printf("no RDMA devices\n");
-		return;
-	}
-	/* PORT, MTU and the counters are numbers, the rest text. */
-	table_init(&t, 0x10ed, head);
-	for (size_t i = 0; i < rep->n_rails; i++) {
-		const Xfer__Ctl__RailInfo *l = rep->rails[i];
-
-		table_row(&t);
-		table_set(&t, 0, "%s", l->device);
-		table_set(&t, 1, "%u", l->port);
-		table_set(&t, 2, "%s", l->state);
-		table_set(&t, 3, "%s", l->link_layer);
-		table_set(&t, 4, "%u", l->mtu);
-		table_set(&t, 5, "[%u] %s", l->gid_index, l->gid);
-		table_set(&t, 6, "%s/%u", l->ip, l->prefix_len);
-		table_set(&t, 7, "%s", *l->netdev ? l->netdev : "-");
-		table_set(&t, 8, "%u", l->qps);
-		table_set(&t, 9, "%s", fmt_bytes(tx, sizeof(tx), l->bytes_tx));
-		table_set(&t, 10, "%s", fmt_bytes(rx, sizeof(rx), l->bytes_rx));
-		table_set(&t, 11, "%llu", (unsigned long long)l->errors);
-		table_set(&t, 12, "%s", *l->token_ranges ? l->token_ranges : "-");
-		table_set(&t, 13, "%u", l->grants);
-	}
-	table_print(&t);
-	print_qps_text(rep);
-}
-
-static void print_rails_json(const Xfer__Ctl__CtlMsg *r)
-{
-	const Xfer__Ctl__RailsReply *rep = r->rails_reply;
-	json_object *o = jv_obj(), *list = jv_arr();
-
-	for (size_t i = 0; i < rep->n_rails; i++) {
-		const Xfer__Ctl__RailInfo *l = rep->rails[i];
-		json_object *j = jv_obj(), *qps = jv_arr();
-
-		jv_set(j, "device", jv_str(l->device));
-		jv_set(j, "port", jv_u64(l->port));
-		jv_set(j, "state", jv_str(l->state));
-		jv_set(j, "link_layer", jv_str(l->link_layer));
-		jv_set(j, "transport", jv_str(l->transport));
-		jv_set(j, "mtu", jv_u64(l->mtu));
-		jv_set(j, "lid", jv_u64(l->lid));
-		jv_set(j, "gid_index", jv_u64(l->gid_index));
-		jv_set(j, "gid", jv_str(l->gid));
-		jv_set(j, "ip", jv_str(l->ip));
-		jv_set(j, "prefix_len", jv_u64(l->prefix_len));
-		jv_set(j, "netdev", jv_str(l->netdev));
-		jv_set(j, "qps", jv_u64(l->qps));
-		jv_set(j, "bytes_tx", jv_u64(l->bytes_tx));
-		jv_set(j, "bytes_rx", jv_u64(l->bytes_rx));
-		jv_set(j, "wrs", jv_u64(l->wrs));
-		jv_set(j, "errors", jv_u64(l->errors));
-		jv_set(j, "token_ranges", jv_str(l->token_ranges));
-		jv_set(j, "windows", jv_str(l->windows));
-		jv_set(j, "grants", jv_u64(l->grants));
-		jv_set(j, "grants_made", jv_u64(l->grants_made));
-		for (size_t k = 0; k < l->n_qp; k++) {
-			const Xfer__Ctl__QpInfo *q = l->qp[k];
-			json_object *jq = jv_obj();
-			jv_set(jq, "peer", jv_str(q->peer));
-			jv_set(jq, "peer_rail", jv_u64(q->peer_rail));
-			jv_set(jq, "slot", jv_u64(q->slot));
-			jv_set(jq, "initiator", jv_bool(q->initiator));
-			jv_set(jq, "qpn", jv_u64(q->qpn));
-			jv_set(jq, "remote_qpn", jv_u64(q->remote_qpn));
-			jv_set(jq, "state", jv_str(q->state));
-			jv_set(jq, "bytes", jv_u64(q->bytes));
-			jv_set(jq, "wrs", jv_u64(q->wrs));
-			jv_set(jq, "outstanding", jv_u64(q->outstanding));
-			jv_push(qps, jq);
-		}
-		jv_set(j, "qp", qps);
-		jv_push(list, j);
-	}
-	jv_set(o, "rails", list);
 	jv_print(o);
 }
 
@@ -768,31 +483,40 @@ static int ping_failed(const char *target, int error)
 
 static const struct command commands[] = {
 	{ "status", NULL, XFER__CTL__CTL_MSG__BODY_STATUS,
-	  XFER__CTL__CTL_MSG__BODY_STATUS_REPLY, REPLY_TIMEOUT_S,
+	  XFER__CTL__CTL_MSG__BODY_STATUS_REPLY, REPLY_TIMEOUT_S, false,
 	  print_status_text, print_status_json },
 	{ "clients", NULL, XFER__CTL__CTL_MSG__BODY_CLIENTS,
-	  XFER__CTL__CTL_MSG__BODY_CLIENTS_REPLY, REPLY_TIMEOUT_S,
+	  XFER__CTL__CTL_MSG__BODY_CLIENTS_REPLY, REPLY_TIMEOUT_S, true,
 	  print_clients_text, print_clients_json },
 	{ "regions", NULL, XFER__CTL__CTL_MSG__BODY_REGIONS,
-	  XFER__CTL__CTL_MSG__BODY_REGIONS_REPLY, REPLY_TIMEOUT_S,
+	  XFER__CTL__CTL_MSG__BODY_REGIONS_REPLY, REPLY_TIMEOUT_S, true,
 	  print_regions_text, print_regions_json },
 	{ "peers", NULL, XFER__CTL__CTL_MSG__BODY_PEERS,
-	  XFER__CTL__CTL_MSG__BODY_PEERS_REPLY, REPLY_TIMEOUT_S,
+	  XFER__CTL__CTL_MSG__BODY_PEERS_REPLY, REPLY_TIMEOUT_S, true,
 	  print_peers_text, print_peers_json },
 	{ "gpus", NULL, XFER__CTL__CTL_MSG__BODY_GPUS,
-	  XFER__CTL__CTL_MSG__BODY_GPUS_REPLY, REPLY_TIMEOUT_S,
+	  XFER__CTL__CTL_MSG__BODY_GPUS_REPLY, REPLY_TIMEOUT_S, true,
 	  print_gpus_text, print_gpus_json },
 	{ "rails", NULL, XFER__CTL__CTL_MSG__BODY_RAILS,
-	  XFER__CTL__CTL_MSG__BODY_RAILS_REPLY, REPLY_TIMEOUT_S,
+	  XFER__CTL__CTL_MSG__BODY_RAILS_REPLY, REPLY_TIMEOUT_S, true,
 	  print_rails_text, print_rails_json },
 	{ "stats", NULL, XFER__CTL__CTL_MSG__BODY_STATS,
-	  XFER__CTL__CTL_MSG__BODY_STATS_REPLY, REPLY_TIMEOUT_S,
+	  XFER__CTL__CTL_MSG__BODY_STATS_REPLY, REPLY_TIMEOUT_S, false,
 	  print_stats_text, print_stats_json },
 	{ "top", NULL, XFER__CTL__CTL_MSG__BODY_STATS,
-	  XFER__CTL__CTL_MSG__BODY_STATS_REPLY, REPLY_TIMEOUT_S,
+	  XFER__CTL__CTL_MSG__BODY_STATS_REPLY, REPLY_TIMEOUT_S, false,
 	  print_stats_text, print_stats_json },
+	{ "config", NULL, XFER__CTL__CTL_MSG__BODY_CONFIG,
+	  XFER__CTL__CTL_MSG__BODY_CONFIG_REPLY, REPLY_TIMEOUT_S, true,
+	  print_config_text, print_config_json },
+	{ "names", NULL, XFER__CTL__CTL_MSG__BODY_NAMES,
+	  XFER__CTL__CTL_MSG__BODY_NAMES_REPLY, REPLY_TIMEOUT_S, true,
+	  print_names_text, print_names_json },
+	{ "lists", NULL, XFER__CTL__CTL_MSG__BODY_NAMES,
+	  XFER__CTL__CTL_MSG__BODY_NAMES_REPLY, REPLY_TIMEOUT_S, true,
+	  print_lists_text, print_lists_json },
 	{ "ping", "PEER", XFER__CTL__CTL_MSG__BODY_PING,
-	  XFER__CTL__CTL_MSG__BODY_PING_REPLY, PING_TIMEOUT_S,
+	  XFER__CTL__CTL_MSG__BODY_PING_REPLY, PING_TIMEOUT_S, false,
 	  print_ping_text, print_ping_json },
 };
 
@@ -896,6 +620,8 @@ static int ask(const char *path, const struct command *cmd, const char *arg,
 	Xfer__Ctl__GpusRequest gpus = XFER__CTL__GPUS_REQUEST__INIT;
 	Xfer__Ctl__RailsRequest rails = XFER__CTL__RAILS_REQUEST__INIT;
 	Xfer__Ctl__StatsRequest stats = XFER__CTL__STATS_REQUEST__INIT;
+	Xfer__Ctl__ConfigRequest config = XFER__CTL__CONFIG_REQUEST__INIT;
+	Xfer__Ctl__NamesRequest names = XFER__CTL__NAMES_REQUEST__INIT;
 	static uint8_t pkt[WIRE_MAX_PACKET]; /* too big for a polite stack */
 	Xfer__Ctl__CtlMsg *r = NULL;
 	int fds[WIRE_MAX_FDS];
@@ -913,6 +639,8 @@ static int ask(const char *path, const struct command *cmd, const char *arg,
 	case XFER__CTL__CTL_MSG__BODY_GPUS: m.gpus = &gpus; break;
 	case XFER__CTL__CTL_MSG__BODY_RAILS: m.rails = &rails; break;
 	case XFER__CTL__CTL_MSG__BODY_STATS: m.stats = &stats; break;
+	case XFER__CTL__CTL_MSG__BODY_CONFIG: m.config = &config; break;
+	case XFER__CTL__CTL_MSG__BODY_NAMES: m.names = &names; break;
 	case XFER__CTL__CTL_MSG__BODY_PING:
 		ping.target = (char *)arg;
 		m.ping = &ping;
@@ -1027,6 +755,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "csv", no_argument, NULL, 'C' },
 		{ "count", required_argument, NULL, 'n' },
 		{ "delay", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
@@ -1049,6 +778,9 @@ int main(int argc, char **argv)
 			break;
 		case 'j':
 			opt.json = true;
+			break;
+		case 'C':
+			opt.csv = true;
 			break;
 		case 'n':
 			errno = 0;
@@ -1110,6 +842,15 @@ int main(int argc, char **argv)
 		usage_error();
 		return EXIT_USAGE;
 	}
+	if (opt.csv && (opt.json || !cmd->table)) {
+		fprintf(stderr, "xferctl: %s\n", opt.json ?
+			"--csv or --json, not both" : "--csv is for the commands "
+			"that print one table (use --json)");
+		usage_error();
+		return EXIT_USAGE;
+	}
+	if (opt.csv)
+		out_set_csv();
 	path = opt.socket;
 	if (!path) {
 		rendezvous_default_socket(default_path, sizeof(default_path), true);
@@ -1135,10 +876,8 @@ int main(int argc, char **argv)
 		qsort(reply->regions_reply->regions,
 		      reply->regions_reply->n_regions,
 		      sizeof(*reply->regions_reply->regions), by_handle);
-	if (reply->body_case == XFER__CTL__CTL_MSG__BODY_PEERS_REPLY &&
-	    reply->peers_reply->n_peers > 1)
-		qsort(reply->peers_reply->peers, reply->peers_reply->n_peers,
-		      sizeof(*reply->peers_reply->peers), by_node);
+	if (reply->body_case == XFER__CTL__CTL_MSG__BODY_PEERS_REPLY)
+		peers_sort(reply->peers_reply);
 	(opt.json ? cmd->print_json : cmd->print_text)(reply);
 	xfer__ctl__ctl_msg__free_unpacked(reply, NULL);
 	if (fflush(stdout) || ferror(stdout)) {

@@ -9,6 +9,7 @@
  * arrays and rails nests each rail's queue pairs, and xferctl(1)
  * promises one JSON object on one line: json-c builds those shapes
  * (and the flat ones, so that every command's JSON comes out alike).
+ * CSV (--csv) is written here from the same tables.
  */
 #include <inttypes.h>
 #include <locale.h>
@@ -174,6 +175,23 @@ void jv_print(json_object *obj)
 
 /* --- numbers for people --- */
 
+/* What the whole run writes: one choice, made before anything is
+ * printed (out_set_csv). */
+static struct {
+	bool csv;             /* tables as CSV, numbers exact */
+	bool cells_utf8;      /* cells may hold UTF-8 beyond ASCII */
+} out;
+
+void out_set_csv(void)
+{
+	out.csv = true;
+}
+
+bool out_csv(void)
+{
+	return out.csv;
+}
+
 const char *fmt_bytes(char *buf, size_t len, uint64_t v)
 {
 	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB",
@@ -181,7 +199,11 @@ const char *fmt_bytes(char *buf, size_t len, uint64_t v)
 	double x = (double)v;
 	unsigned u = 0;
 
-	if (v < 1024) {
+	if (v < 1024 || out.csv) {
+		if (out.csv) {
+			snprintf(buf, len, "%" PRIu64, v);
+			return buf;
+		}
 		snprintf(buf, len, "%" PRIu64 " B", v);
 		return buf;
 	}
@@ -198,7 +220,9 @@ const char *fmt_age(char *buf, size_t len, uint64_t ms)
 {
 	uint64_t s = ms / 1000;
 
-	if (s < 60)
+	if (out.csv)
+		snprintf(buf, len, "%" PRIu64, ms);
+	else if (s < 60)
 		snprintf(buf, len, "%" PRIu64 "s", s);
 	else if (s < 3600)
 		snprintf(buf, len, "%" PRIu64 "m%02" PRIu64 "s", s / 60, s % 60);
@@ -213,7 +237,9 @@ const char *fmt_age(char *buf, size_t len, uint64_t ms)
 
 const char *fmt_rtt(char *buf, size_t len, uint64_t ns)
 {
-	if (ns < 1000000)
+	if (out.csv)
+		snprintf(buf, len, "%" PRIu64, ns);
+	else if (ns < 1000000)
 		snprintf(buf, len, "%.1f us", (double)ns / 1e3);
 	else if (ns < 1000000000)
 		snprintf(buf, len, "%.2f ms", (double)ns / 1e6);
@@ -224,9 +250,6 @@ const char *fmt_rtt(char *buf, size_t len, uint64_t ns)
 
 /* --- aligned tables --- */
 
-/* Whether table cells may hold UTF-8 beyond ASCII (out_init). */
-static bool cells_utf8;
-
 void out_init(void)
 {
 	/* Cells are UTF-8 (text_clean makes them so) whatever the
@@ -236,14 +259,14 @@ void out_init(void)
 	 * locale is to be had, cells keep to ASCII ('?' for the rest). */
 	if (!setlocale(LC_CTYPE, "C.UTF-8"))
 		setlocale(LC_CTYPE, "");
-	cells_utf8 = MB_CUR_MAX > 1;
+	out.cells_utf8 = MB_CUR_MAX > 1;
 }
 
 /* A cleaned cell, ASCII only where out_init found no UTF-8 locale. */
 static void cell_clean(char *dst, size_t len, const char *raw)
 {
 	text_clean(dst, len, raw);
-	if (cells_utf8)
+	if (out.cells_utf8)
 		return;
 	char *o = dst;
 	for (const unsigned char *s = (const unsigned char *)dst; *s;) {
@@ -281,7 +304,7 @@ void table_init(struct table *t, unsigned left, const char *const *header)
 
 void table_init_kv(struct table *t)
 {
-	*t = (struct table){ .tb = table_new(" "), .ncols = 2 };
+	*t = (struct table){ .tb = table_new(" "), .ncols = 2, .kv = true };
 	scols_table_enable_noheadings(t->tb, 1);
 	need(scols_table_new_column(t->tb, "KEY", 0, SCOLS_FL_RIGHT));
 	need(scols_table_new_column(t->tb, "VALUE", 0, 0));
@@ -324,9 +347,60 @@ void table_kv(struct table *t, const char *key, const char *fmt, ...)
 	}
 }
 
+/* One CSV field; n: its length (a kv key without its ':'). */
+static void csv_field(const char *s, size_t n, bool last)
+{
+	bool quote = n && (s[0] == ' ' || s[n - 1] == ' ' ||
+			   memchr(s, ',', n) || memchr(s, '"', n));
+
+	if (quote)
+		putchar('"');
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '"')
+			putchar('"');
+		putchar(s[i]);
+	}
+	if (quote)
+		putchar('"');
+	putchar(last ? '\n' : ',');
+}
+
+static void csv_print(const struct table *t)
+{
+	struct libscols_iter *it = need(scols_new_iter(SCOLS_ITER_FORWARD));
+	struct libscols_column *cl;
+	struct libscols_line *ln;
+	unsigned c = 0;
+
+	/* The key: value tables have no heading of their own. */
+	while (scols_table_next_column(t->tb, it, &cl) == 0) {
+		struct libscols_cell *h = scols_column_get_header(cl);
+		const char *title = t->kv ? (c ? "value" : "key")
+				  : h ? scols_cell_get_data(h) : NULL;
+		title = title ? title : "";
+		c++;
+		csv_field(title, strlen(title), c == t->ncols);
+	}
+	scols_reset_iter(it, SCOLS_ITER_FORWARD);
+	while (scols_table_next_line(t->tb, it, &ln) == 0) {
+		for (c = 0; c < t->ncols; c++) {
+			struct libscols_cell *ce = scols_line_get_cell(ln, c);
+			const char *v = ce ? scols_cell_get_data(ce) : NULL;
+			size_t n = v ? strlen(v) : 0;
+			if (t->kv && c == 0 && n && v[n - 1] == ':')
+				n--;
+			csv_field(v ? v : "", n, c + 1 == t->ncols);
+		}
+	}
+	scols_free_iter(it);
+}
+
 void table_print(struct table *t)
 {
-	scols_print_table(t->tb);
+	if (out.csv)
+		csv_print(t);
+	else
+		scols_print_table(t->tb);
 	scols_unref_table(t->tb);
 	t->tb = NULL;
 }

@@ -25,6 +25,15 @@ typedef struct json_object json_object;
 /* Before anything is written: the locale the tables are measured in. */
 void out_init(void);
 
+/* From now on tables print as CSV (RFC 4180: a header line, fields
+ * quoted where they hold a comma, a quote or a space at an end) and
+ * fmt_bytes, fmt_age and fmt_rtt write exact numbers (bytes,
+ * milliseconds, nanoseconds) for the program reading them. */
+void out_set_csv(void);
+/* Whether out_set_csv was called: printers leave out what is not their
+ * table ("no clients", summary lines) so that CSV is one table. */
+bool out_csv(void);
+
 /* Copy src (NULL: "") for a terminal: control characters and invalid
  * UTF-8 become '?'; stops before a character that would not fit whole. */
 void text_clean(char *dst, size_t len, const char *src);
@@ -57,12 +66,15 @@ const char *fmt_rtt(char *buf, size_t len, uint64_t ns);
 
 /* --- aligned tables --- */
 
-#define CELL_LEN 128 /* longer cells are cut (whole characters) */
+/* Longer cells are cut (whole characters): room for the longest
+ * configuration value, every `peer` line of xferd.conf. */
+#define CELL_LEN 6144
 
 struct table {
 	struct libscols_table *tb;
 	struct libscols_line *line;  /* the row table_set() fills */
 	unsigned ncols;
+	bool kv;                     /* table_init_kv's */
 };
 
 /* A table with the NULL-terminated column names as its header, columns
@@ -80,7 +92,7 @@ void table_row(struct table *t);
 /* Set column col of the last row; the text is cleaned for a terminal. */
 void table_set(struct table *t, unsigned col, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-/* Print, then free the table. */
+/* Print (aligned, or CSV after out_set_csv), then free the table. */
 void table_print(struct table *t);
 
 #endif /* XFERCTL_OUT_H */
