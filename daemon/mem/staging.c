@@ -99,8 +99,8 @@ void staging_destroy(struct staging_pool *sp)
 			staging_cancel(sp, TAILQ_FIRST(&sp->half[h].waiters));
 	for (uint32_t i = 0; i < sp->nchunks; i++) {
 		struct staging_chunk *c = &sp->chunks[i];
-		if (c->in_copy && c->xop.gpu.on_done)
-			c->xop.gpu.on_done(&c->xop, -ECANCELED);
+		if (c->in_copy && gpu_op_of(&c->xop)->on_done)
+			gpu_op_of(&c->xop)->on_done(&c->xop, -ECANCELED);
 	}
 	/* Every chunk should be back: say so (tests read it). */
 	uint32_t out = 0;

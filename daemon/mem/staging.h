@@ -9,7 +9,7 @@
  * of GPU memory (a D2H copy fills them) and chunks that carry bytes into
  * GPU memory (an H2D copy empties them).  Two users share each half:
  *
- *   half      the link (transport/staged.c)   this node (engine/path_staged.c)
+ *   half      the link (transport/staged.c)   this node (local/staged.c)
  *   SEND      D2H, then the socket takes it   D2H, then CMA writes it out
  *   RECV      the socket fills it, then H2D   CMA reads it in, then H2D
  *
@@ -30,9 +30,9 @@
  * small requests cannot starve a waiter.
  *
  * A chunk carries the xop of the GPU copy that fills or empties it (an
- * internal operation that ends through its own gpu.on_done, never
- * through the executor), and a reference to the region the copy reads
- * or writes: the chunk, not the descriptor that asked for it, keeps that
+ * internal operation that ends through its own on_done, struct gpu_op
+ * in gpu/gpu.h, never through the executor), and a reference to the
+ * region the copy reads or writes: the chunk, not the descriptor that asked for it, keeps that
  * memory alive until the copy is done, so a descriptor may end early
  * (timeout, failed link, client killed) while its copies run on.
  *
@@ -70,7 +70,7 @@ struct staging_chunk {
 	void *owner;                 /* whose bytes; NULL once it ended */
 	struct region *r;            /* a reference while in_copy */
 	struct xop xop;              /* the GPU copy's operation */
-	/* A CMA copy of its bytes on a copy worker (engine/path_staged.c):
+	/* A CMA copy of its bytes on a copy worker (local/staged.c):
 	 * the region it copies from or to, a reference, and where. */
 	bool in_cma;
 	struct region *cma_r;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * path_staged.c - GPU memory <-> xfer_reg'd host memory on this node,
- * through staging chunks (path_staged.h).
+ * staged.c - GPU memory <-> xfer_reg'd host memory on this node,
+ * through staging chunks (staged.h), for the staged mover
+ * (gpu_staged.c).
  *
  * One lstage per descriptor, beside its xop.  It hands out the
  * descriptor's bytes chunk by chunk, in order, keeping up to LSTAGE_AHEAD
@@ -12,7 +13,7 @@
  *   GPU -> CMA: take a send chunk, queue the D2H copy; d2h_done copies
  *               the chunk out with cma_copy and gives it back.
  *
- * The CMA copies run on the copy workers (engine/copy_workers.h) when
+ * The CMA copies run on the copy workers (mem/copy_workers.h) when
  * xferd has some: one core copies another process's memory at a fraction
  * of what a copy engine moves, so several chunks are copied at once
  * (cma_read_done / cma_write_done take over from there).  Without
@@ -35,9 +36,9 @@
 #include <stdlib.h>
 
 #include "common/container_of.h"
-#include "engine/copy_workers.h"
-#include "engine/path_staged.h"
-#include "engine/progress_int.h"
+#include "mem/copy_workers.h"
+#include "local/local.h"
+#include "local/staged.h"
 #include "core/xop.h"
 #include "gpu/gpu.h"
 #include "core/log.h"
@@ -45,7 +46,7 @@
 #include "mem/region.h"
 
 struct lstage {
-	struct progress *p;
+	struct lstage_ctx *p;
 	struct xop *op;             /* the descriptor; holds both regions */
 	struct region *cma, *gpu;   /* op's ends, by kind */
 	uint64_t cma_off, gpu_off;
@@ -56,7 +57,7 @@ struct lstage {
 	int err;                    /* first failure */
 	struct staging_chunk_list chunks; /* in flight, for cancel */
 	struct staging_waiter w;    /* for a chunk */
-	TAILQ_ENTRY(lstage) q;      /* p->exec.lstages */
+	TAILQ_ENTRY(lstage) q;      /* p->lstages */
 };
 
 enum staging_half lstage_half(bool to_gpu)
@@ -79,12 +80,12 @@ static void maybe_end(struct lstage *ls)
 	if (ls->out || ls->w.waiting ||
 	    (!ls->err && ls->next < ls->op->len))
 		return;
-	struct progress *p = ls->p;
+	struct lstage_ctx *p = ls->p;
 	struct xop *op = ls->op;
 	int64_t res = ls->err ? ls->err : (int64_t)op->len;
-	TAILQ_REMOVE(&p->exec.lstages, ls, q);
+	TAILQ_REMOVE(&p->lstages, ls, q);
 	free(ls);
-	exec_op_done(p, op, res);
+	p->res->hooks.op_done(p->res->hooks.arg, op, res);
 }
 
 static void fail(struct lstage *ls, int err)
@@ -111,19 +112,19 @@ static void release_copy(struct staging_chunk *c)
 /* Queue the chunk's GPU copy (its bytes are in it for an H2D copy). */
 static int start_gpu_copy(struct lstage *ls, struct staging_chunk *c)
 {
-	struct progress *p = ls->p;
+	struct lstage_ctx *p = ls->p;
 
 	c->xop.len = c->len;
-	c->xop.gpu.on_done = ls->to_gpu ? h2d_done : d2h_done;
+	gpu_op_of(&c->xop)->on_done = ls->to_gpu ? h2d_done : d2h_done;
 	region_get(ls->gpu);
 	c->r = ls->gpu;
 	c->in_copy = true;
 	uint64_t gaddr = region_gpu_ptr(ls->gpu) + ls->gpu_off + c->at;
 	int dev = region_gpu_dev(ls->gpu);
 	int err = ls->to_gpu
-		? gpu_copy(p->gpu, &c->xop, gaddr, dev,
+		? gpu_copy(p->res->gpu, &c->xop, gaddr, dev,
 			   (uint64_t)(uintptr_t)c->p, -1, c->len)
-		: gpu_copy(p->gpu, &c->xop, (uint64_t)(uintptr_t)c->p, -1,
+		: gpu_copy(p->res->gpu, &c->xop, (uint64_t)(uintptr_t)c->p, -1,
 			   gaddr, dev, c->len);
 	if (err)
 		release_copy(c);  /* c->owner stays: the caller decides */
@@ -197,7 +198,7 @@ static void start_cma_copy(struct lstage *ls, struct staging_chunk *c)
 	c->owner = ls;
 	c->cma_job.run = cma_run;
 	c->cma_job.done = ls->to_gpu ? cma_read_done : cma_write_done;
-	copy_workers_submit(ls->p->workers, &c->cma_job);
+	copy_workers_submit(ls->p->res->workers, &c->cma_job);
 }
 
 static void h2d_done(struct xop *cop, int64_t res)
@@ -221,7 +222,7 @@ static void d2h_done(struct xop *cop, int64_t res)
 	struct lstage *ls = c->owner;
 
 	release_copy(c);
-	if (ls && res >= 0 && !ls->err && copy_workers_count(ls->p->workers)) {
+	if (ls && res >= 0 && !ls->err && copy_workers_count(ls->p->res->workers)) {
 		start_cma_copy(ls, c);  /* cma_write_done gives it back */
 		return;
 	}
@@ -250,7 +251,7 @@ static bool stage_chunk(struct lstage *ls, struct staging_chunk *c)
 		n = ls->chunk_len;
 	c->at = ls->next;
 	c->len = (uint32_t)n;
-	if (ls->to_gpu && copy_workers_count(ls->p->workers)) {
+	if (ls->to_gpu && copy_workers_count(ls->p->res->workers)) {
 		/* In flight from now on: cma_read_done goes on. */
 		TAILQ_INSERT_TAIL(&ls->chunks, c, q);
 		ls->out++;
@@ -295,7 +296,7 @@ static void chunk_ready(struct staging_waiter *w, struct staging_chunk *c)
  * for one; end ls when all is done. */
 static void advance(struct lstage *ls)
 {
-	struct staging_pool *sp = ls->p->staging;
+	struct staging_pool *sp = ls->p->res->staging;
 
 	while (!ls->err && !ls->w.waiting && ls->out < LSTAGE_AHEAD &&
 	       ls->next < ls->op->len) {
@@ -313,10 +314,17 @@ static void advance(struct lstage *ls)
 	maybe_end(ls);
 }
 
-int lstage_submit(struct progress *p, struct xop *op, uint64_t loff,
-		  uint64_t roff)
+void lstage_init(struct lstage_ctx *p, const struct local_res *res)
 {
-	if (!p->gpu || !p->staging)
+	TAILQ_INIT(&p->lstages);
+	p->res = res;
+}
+
+int lstage_submit(struct lstage_ctx *p, struct xop *op)
+{
+	uint64_t loff = op->local_off, roff = op->remote_off;
+
+	if (!p->res->gpu || !p->res->staging)
 		return -ENOTSUP;
 	struct lstage *ls = calloc(1, sizeof(*ls));
 	if (!ls)
@@ -330,38 +338,38 @@ int lstage_submit(struct progress *p, struct xop *op, uint64_t loff,
 		.gpu = local_gpu ? op->local : op->remote,
 		.cma_off = local_gpu ? roff : loff,
 		.gpu_off = local_gpu ? loff : roff,
-		.chunk_len = lstage_chunk_len(staging_chunk_bytes(p->staging)),
+		.chunk_len = lstage_chunk_len(staging_chunk_bytes(p->res->staging)),
 		/* A write goes local -> remote, a read remote -> local. */
 		.to_gpu = write != local_gpu,
 	};
 	TAILQ_INIT(&ls->chunks);
 	ls->w.ready = chunk_ready;
 	op->path = XFER_PATH_CUDA_STAGED;
-	TAILQ_INSERT_TAIL(&p->exec.lstages, ls, q);
+	TAILQ_INSERT_TAIL(&p->lstages, ls, q);
 	advance(ls);  /* may end it already (a failed first chunk) */
 	return 0;
 }
 
-void lstage_cancel_client(struct progress *p, struct prog_client *pc)
+void lstage_cancel_client(struct lstage_ctx *p, const struct prog_client *pc)
 {
 	struct lstage *ls, *next;
 	struct staging_chunk *c;
 
-	for (ls = TAILQ_FIRST(&p->exec.lstages); ls; ls = next) {
+	for (ls = TAILQ_FIRST(&p->lstages); ls; ls = next) {
 		next = TAILQ_NEXT(ls, q);
 		if (pc && ls->op->pc != pc)
 			continue;
-		staging_cancel(p->staging, &ls->w);
+		staging_cancel(p->res->staging, &ls->w);
 		/* Their copies run on and give them back. */
 		while ((c = TAILQ_FIRST(&ls->chunks))) {
 			TAILQ_REMOVE(&ls->chunks, c, q);
 			c->owner = NULL;
 		}
-		TAILQ_REMOVE(&p->exec.lstages, ls, q);
+		TAILQ_REMOVE(&p->lstages, ls, q);
 		struct xop *op = ls->op;
 		free(ls);
 		/* Ends its batch at most, never another lstage: next is
 		 * still there. */
-		exec_op_done(p, op, -ECANCELED);
+		p->res->hooks.op_done(p->res->hooks.arg, op, -ECANCELED);
 	}
 }
