@@ -31,7 +31,7 @@ struct event;
 struct linkset;
 struct rdma;
 
-/* The executor's own state (exec.c; progress.c sets it up and tears
+/* The executor's own state (exec_int.h; progress.c sets it up and tears
  * it down around the thread's life). */
 struct exec_state {
 	struct regtab_memo memo;   /* handles of the latest descriptors */
@@ -72,7 +72,7 @@ struct progress {
 	/* progress thread only (and before start / after join) */
 	struct prog_client **clients;
 	size_t nclients, cap;
-	struct exec_state exec;    /* exec.c's */
+	struct exec_state exec;    /* the executor's */
 
 	struct event_base *base;   /* links, timers, doorbell, clients' wake fds */
 	struct event *ev_doorbell, *ev_expire;
@@ -165,7 +165,7 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 void exec_publish(struct prog_client *pc);
 /* CQ slots a client may still fill with new completions. */
 uint32_t exec_cq_room(struct prog_client *pc);
-/* Notify r's owner (engine/exec.c) on behalf of sender from (a client
+/* Notify r's owner (completion.c) on behalf of sender from (a client
  * of another node: the link made the record): posted, or held for it
  * in order; -ENOBUFS past notify_queue_max held (-ENOMEM), for the
  * sender. */

@@ -103,8 +103,9 @@ void gpu_copies_destroy(struct gpu_copies *g);
 /*
  * Queue a copy of len bytes for op; the op ends through done() in
  * gpu_copies_poll() once all its copies are done (an op may have many:
- * it counts them in gpu_op_of(op)->parts, which starts at 0).  dst_dev/src_dev: the GPU each end is memory of, or
- * -1 for xferd's pinned host memory (at least one end is a GPU's).
+ * it counts them in gpu_op_of(op)->parts, which starts at 0).
+ * dst_dev/src_dev: the GPU each end is memory of, or -1 for xferd's
+ * pinned host memory (at least one end is a GPU's).
  */
 int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
 	     uint64_t src, int src_dev, uint64_t len);
