@@ -5,6 +5,10 @@
  * settings), notices out (a client broken or detached, what the links
  * report), and each client's doorbells.
  *
+ * Threads: progress_attach() and the other commands, progress_take_*()
+ * and the doorbells run on the main thread; applying the commands and
+ * posting the notices on the progress thread.
+ *
  * Lock order: p->lock (command and notice queues) is never held while
  * the region table's lock is taken, nor the other way round.
  */
