@@ -13,8 +13,9 @@
 #   2 gpu nic  daemon/gpu/, daemon/nic/   devices, addresses
 #   3 mem      daemon/mem/    regions, staging, descriptor lists;
 #              daemon/stage/  the staging pipeline
-#   4 movers   daemon/transport/
-#   5 engine   daemon/engine/ executor, progress, same-node engines
+#   4 movers   daemon/transport/ (to other nodes), daemon/local/ (same
+#              node): every way of moving bytes, behind core/mover.h
+#   5 engine   daemon/engine/ executor, progress
 #   6 peer     daemon/peer/, daemon/meta/
 #   7 front    daemon/ops/ and the files directly in daemon/ (clients,
 #              listener, config, budgets), main.c excepted
@@ -76,7 +77,7 @@ function floor_of(p) {
 	if (p ~ /^daemon\/core\//) return 1
 	if (p ~ /^daemon\/(gpu|nic)\//) return 2
 	if (p ~ /^daemon\/(mem|stage)\//) return 3
-	if (p ~ /^daemon\/transport\//) return 4
+	if (p ~ /^daemon\/(transport|local)\//) return 4
 	if (p ~ /^daemon\/engine\//) return 5
 	if (p ~ /^daemon\/(peer|meta)\//) return 6
 	if (p == "daemon/main.c") return 8

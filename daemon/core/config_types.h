@@ -63,10 +63,10 @@ struct xferd_config {
 	uint32_t spin_us;          /* progress thread polls this long idle */
 	int progress_cpu;          /* pin the progress thread; -1 = no */
 	/* Threads copying xfer_reg'd memory into and out of staging
-	 * (engine/copy_workers.h); -1 = chosen from the CPU count. */
+	 * (mem/copy_workers.h); -1 = chosen from the CPU count. */
 	int copy_workers;
 	/* memfd <-> CMA copies of this many bytes and more go to the copy
-	 * workers in parts (engine/path_cma.h); 0: never. */
+	 * workers in parts (local/cma_split.h); 0: never. */
 	uint64_t cma_split_bytes;
 	int log_level;             /* enum log_level */
 	uint32_t max_clients;

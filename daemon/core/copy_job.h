@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * copy_job.h - one long CPU copy handed to the copy workers
- * (engine/copy_workers.h), as the struct its submitter embeds.
+ * (mem/copy_workers.h), as the struct its submitter embeds.
  *
  * Here rather than beside the pool so that what embeds a job (a staging
  * chunk, mem/staging.h) need not depend on the engine that runs it.
  * run() runs on a worker, done() back on the progress thread; see
- * engine/copy_workers.h for the rules.  No code, no state.
+ * mem/copy_workers.h for the rules.  No code, no state.
  */
 #ifndef XFERD_COPY_JOB_H
 #define XFERD_COPY_JOB_H

@@ -3,19 +3,28 @@
  * mover.h - what the progress thread asks of a way to move bytes: one
  * table of operations per mover.
  *
- * The progress thread (engine/) drives transports only through this
- * table; it never calls a transport's own functions.  The executor
- * (engine/exec.c) asks path_choose() (core/path.h) for a route and
- * submits each remote operation (xop.h) to the transport of that route,
- * which stamps its path (XFER_PATH_*) and ends it exactly once through
- * the op_done hook it was created with.  A transport that took an
+ * Two kinds of mover sit behind this one table: transports to other
+ * nodes (daemon/transport/: TCP, RDMA, RDMA through staging buffers)
+ * and same-node movers (daemon/local/: memcpy, CMA, GPU copies, GPU
+ * memory through staging chunks).  The progress thread (engine/) drives
+ * them only through it; it never calls a mover's own functions.  The
+ * executor (engine/exec.c) asks path_choose() (core/path.h) for a route
+ * and hands the descriptor to the mover the route indexes in its table.
+ *
+ * A same-node mover moves a range in move_now(): at once (memcpy, CMA:
+ * the bytes, no op made), or by starting an op (xop.h) through the
+ * begin hook it was created with (GPU copies, staging, CMA split on the
+ * copy workers), which ends later.  A transport's move_now() is the
+ * stub, MOVER_SUBMIT: the executor makes the op and submit()s it.
+ * Either way the mover stamps its path (XFER_PATH_*) and ends an op
+ * exactly once through the op_done hook.  A transport that took an
  * operation and then finds it cannot move it (an RDMA rail pair that
  * never connected) hands it back through the reroute hook, and the
- * executor offers it to the next route; no transport calls another.
+ * executor offers it to the next route; no mover calls another.
  *
  * As in UCX's uct and NCCL's net plugins, every entry is set: what a
- * transport lacks points to a stub (mover_stub_*), never NULL, and
- * the table carries the version of this header it was written for.
+ * mover lacks points to a stub (mover_stub_*), never NULL, and the
+ * table carries the version of this header it was written for.
  *
  * The link to each peer (transport/link.c, the session: framing,
  * keepalives, control frames) is not a transport: TCP moves data on it
@@ -30,12 +39,13 @@
 
 #include "core/path.h"
 
-#define MOVER_OPS_VERSION 1
+#define MOVER_OPS_VERSION 2
 #define LINK_ID_LEN 16            /* an xferd instance id */
 
 struct xop;
 struct prog_client;
 struct region;
+struct dlist;
 struct rdma_peer_rail;
 struct Xfer__Peer__PeerMsg;
 struct Xfer__Peer__RdmaMemory;
@@ -76,9 +86,64 @@ enum describe_result {
 	DESCRIBE_LATER,           /* the transport replies itself, later */
 };
 
+/* move_now(), move_list(): not in this call; the executor makes an op
+ * and submit()s it (a transport), or goes segment by segment (a list). */
+#define MOVER_SUBMIT INT64_MIN
+
+/* One range of a descriptor on this node, resolved and checked, as the
+ * executor hands it to a mover (on its stack: nothing allocated). */
+struct move_req {
+	uint8_t opcode;           /* XFER_OP_WRITE (local -> remote), _READ */
+	struct region *local;     /* lent by the executor for the call */
+	struct region *remote;    /* the other end (on this node) */
+	uint64_t loff, roff, len;
+	/* The op of this batch the mover may add its copy to (the GPU
+	 * mover: a vector of a thousand copies is one op), or NULL. */
+	struct xop **batch_op;
+	uint16_t path;            /* out: XFER_PATH_* of bytes moved now */
+	bool async;               /* out: an op of it is out, ends later */
+};
+
+/* A run of a prepared-list descriptor contiguous at both ends. */
+struct dl_seg {
+	uint64_t loff, roff, len;
+};
+
+/*
+ * A prepared-list descriptor (XFER_OP_WRITE_DLIST, _READ_DLIST): both
+ * lists and their targets resolved; rq has the direction and the
+ * regions (its offsets and len unused).  Its index pairs are in the
+ * client's ring (untrusted: read each once, mover_list_pair); a mover
+ * that moves runs rather than pairs asks segments(), which checks every
+ * pair and merges them into segs (nsegs, total bytes), or -errno.
+ */
+struct move_list {
+	struct move_req rq;
+	/* npairs struct xfer_dlist_pair; NULL when the ring has no index
+	 * area or they are not in it: segments() then says why. */
+	const uint64_t *area;
+	uint64_t npairs;
+	struct dlist *l, *r;      /* the local and remote lists */
+	uint64_t lbase, rbase;    /* of their ranges in the regions */
+	int64_t (*segments)(struct move_list *ml);
+	const struct dl_seg *segs;
+	int64_t nsegs;            /* < 0: not asked yet */
+	uint64_t total;
+};
+
 struct mover_ops {
 	uint32_t version;         /* MOVER_OPS_VERSION */
 	const char *name;
+
+	/* --- same-node ranges --- */
+	/* Move rq's range: the bytes moved now (rq->path), or 0 with
+	 * rq->async (an op is out), or -errno; MOVER_SUBMIT: make an op and
+	 * submit() it. */
+	int64_t (*move_now)(void *t, struct move_req *rq);
+	/* Move a prepared list as one: bytes now, or 0 with ml->rq.async,
+	 * or -errno (ml->rq.path set when it was this mover's to move);
+	 * MOVER_SUBMIT: segment by segment through move_now(). */
+	int64_t (*move_list)(void *t, struct move_list *ml);
 
 	/* --- operations --- */
 	/* Can this transport move op now (its memory, the peer's rails)? */
@@ -125,7 +190,13 @@ struct mover {
 	enum path_route route;  /* the route (core/path.h) it runs */
 };
 
-/* Stubs for what a transport lacks. */
+/* Stubs for what a mover lacks. */
+int64_t mover_stub_move_now(void *t, struct move_req *rq);
+int64_t mover_stub_move_list(void *t, struct move_list *ml);
+bool mover_stub_accepts(void *t, const struct xop *op);
+void mover_stub_cancel_client(void *t, const struct prog_client *pc);
+bool mover_stub_expire(void *t, uint64_t now_ns);
+void mover_stub_set_cfg(void *t, const struct transport_cfg *cfg);
 bool mover_stub_poll(void *t);
 bool mover_stub_arm(void *t);
 bool mover_stub_needs_loop(const void *t);

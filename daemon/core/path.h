@@ -51,7 +51,7 @@ enum path_route {
 	ROUTE_GPU,          /* same node: a copy on xferd's CUDA streams */
 	ROUTE_GPU_STAGED,   /* same node, GPU memory and xfer_reg'd host
 			     * memory: CMA and GPU copies meet in pinned
-			     * staging chunks (engine/gpu_cma.c) */
+			     * staging chunks (local/gpu_staged.c) */
 	ROUTE_RDMA,         /* other node: one-sided RDMA */
 	ROUTE_RDMA_STAGED,  /* other node: one-sided RDMA from or into
 			     * registered staging buffers, a CPU copy

@@ -56,18 +56,8 @@ struct xop {
 	 * changes hands (a route handed back, exec_op_reroute). */
 	_Alignas(16) unsigned char priv[XOP_PRIV_BYTES];
 
-	/* Each engine's own state of it, until each moves to priv. */
+	/* Each transport's own state of it, until each moves to priv. */
 	struct {
-		struct {              /* the GPU copy engine's (gpu/copy.c) */
-			unsigned parts;   /* copies of it still in flight */
-			int error;        /* first failure among them */
-			/* Set: its copies end here, not through the
-			 * executor (a staging chunk's copy, gpu/stage.c). */
-			void (*on_done)(struct xop *op, int64_t result);
-			/* An indexed copy of two prepared lists: held
-			 * until it ends (the kernel reads their offsets). */
-			struct dlist *lists[2];
-		} gpu;
 		struct {              /* the RDMA transport's (rdma.c) */
 			uint64_t posted;  /* bytes handed to work requests */
 			uint32_t wrs;     /* its work requests not completed */

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * progress.c - the progress thread: its loop, its queues to and from the
- * main thread, sleeping and waking.  What it does with each descriptor
- * is in exec.c; the transports it drives through their ops table
- * (core/mover.h), the links to other xferds in transport/link.c.
+ * progress.c - the progress thread: its loop, sleeping and waking, and
+ * its life (the movers it is made with).  Its queues to and from the
+ * main thread are progress_cmd.c's; what it does with each descriptor is
+ * the executor's (exec.c); every way of moving bytes, on this node or to
+ * another, it drives through the movers' ops table (core/mover.h); the
+ * links to other xferds are in transport/link.c.
  *
  * Lock order: p->lock (command and notice queues) is never held while
  * the region table's lock is taken, nor the other way round.
@@ -21,15 +23,16 @@
 
 #include <event2/event.h>
 
-#include "gpu/gpu.h"
-#include "mem/staging.h"
-#include "engine/gpu_cma.h"
-#include "engine/copy_workers.h"
-#include "engine/path_cma.h"
-#include "engine/progress_int.h"
 #include "core/xop.h"
+#include "engine/progress_int.h"
+#include "gpu/gpu.h"
+#include "local/local.h"
+#include "mem/copy_workers.h"
+#include "mem/staging.h"
 #include "peer.pb-c.h"
+#include "transport/rdma.h"
 #include "transport/rdma_grant.h"
+#include "transport/tcp.h"
 #ifdef XFERD_STAGE_STAMPS
 #include <x86intrin.h>
 #endif
@@ -46,7 +49,6 @@
  * one publication, and its fence, per drain.
  */
 #define PUBLISH_EARLY_BYTES (256u << 10)
-#define STAGING_BYTES (4u << 20)
 /* While busy with rings, look at the links at least this often. */
 #define NET_POLL_NS 2000u
 /*
@@ -60,75 +62,7 @@
 #define NET_IDLE_POLL_NS 500u
 /* Deadlines of operations on links are checked this often. */
 #define EXPIRE_NS (20u * 1000000u)
-/* Send buffer of xferd's end of a CQ doorbell pair: a few datagrams
- * queue, the next send finds EAGAIN, which says the client's end is
- * readable already.  (The kernel doubles it and rounds it up to its
- * minimum.) */
-#define CQ_SNDBUF 4096
 
-enum cmd_kind {
-	CMD_ATTACH, CMD_DETACH, CMD_STOP,
-	CMD_LINK_ATTACH, CMD_LINK_CLOSE, CMD_LINK_SEND, CMD_NET_CFG,
-};
-
-struct cmd {
-	enum cmd_kind kind;
-	struct prog_client *pc;
-	/* links */
-	uint8_t id[LINK_ID_LEN];
-	uint64_t gen;
-	int fd, err;
-	char why[128];
-	struct link_stats *stats;
-	uint8_t *data;
-	size_t len;
-	struct transport_cfg net;
-	uint32_t op_timeout_ms;
-	char name[64];                     /* the peer's node name */
-	struct rdma_peer_rail *rails;      /* its RDMA rails */
-	size_t nrails;
-	struct cmd *next;
-};
-
-struct notice {
-	enum notice_kind kind;
-	struct prog_client *pc;
-	struct notice *next;
-};
-
-static void post_notice(struct progress *p, struct prog_client *pc,
-			enum notice_kind kind)
-{
-	struct notice *n = malloc(sizeof(*n));
-
-	if (!n)
-		abort();
-	n->kind = kind;
-	n->pc = pc;
-	pthread_mutex_lock(&p->lock);
-	n->next = p->notices;
-	p->notices = n;
-	pthread_mutex_unlock(&p->lock);
-	ring_eventfd(p->notice_efd);
-}
-
-static void post_net_notice(struct progress *p, struct net_notice *n)
-{
-	pthread_mutex_lock(&p->lock);
-	n->next = p->net_notices;
-	p->net_notices = n;
-	pthread_mutex_unlock(&p->lock);
-	ring_eventfd(p->notice_efd);
-}
-
-static void mark_broken(struct progress *p, struct prog_client *pc,
-			const char *why)
-{
-	if (pc->broken)
-		return;
-	pc->broken = why;
-	post_notice(p, pc, NOTICE_BROKEN);
-}
 
 struct prog_client *progress_find_client(struct progress *p, uint64_t id)
 {
@@ -154,7 +88,7 @@ static bool drain(struct progress *p, struct prog_client *pc)
 	if (avail == 0 || pc->broken)
 		return false;
 	if (avail > pc->ring.sq_entries) {
-		mark_broken(p, pc, "SQ tail beyond the ring");
+		progress_mark_broken(p, pc, "SQ tail beyond the ring");
 		return false;
 	}
 	/*
@@ -237,7 +171,7 @@ static void hook_need_peer(void *arg, const struct token *tok)
 	n->kind = NET_NEED_PEER;
 	memcpy(n->id, tok->instance_id, LINK_ID_LEN);
 	n->tok = *tok;
-	post_net_notice(arg, n);
+	progress_post_net_notice(arg, n);
 }
 
 static void hook_link_down(void *arg, const uint8_t id[LINK_ID_LEN],
@@ -257,7 +191,7 @@ static void hook_link_down(void *arg, const uint8_t id[LINK_ID_LEN],
 	n->gen = gen;
 	n->err = err;
 	snprintf(n->why, sizeof(n->why), "%s", why);
-	post_net_notice(arg, n);
+	progress_post_net_notice(arg, n);
 }
 
 static void hook_ctl_frame(void *arg, const uint8_t id[LINK_ID_LEN],
@@ -273,14 +207,7 @@ static void hook_ctl_frame(void *arg, const uint8_t id[LINK_ID_LEN],
 	n->kind = NET_CTL_FRAME;
 	memcpy(n->id, id, LINK_ID_LEN);
 	n->msg = m;
-	post_net_notice(arg, n);
-}
-
-static void net_notice_free(struct net_notice *n)
-{
-	if (n->msg)
-		xfer__peer__peer_msg__free_unpacked(n->msg, NULL);
-	free(n);
+	progress_post_net_notice(arg, n);
 }
 
 static bool hook_frame(void *arg, const uint8_t id[LINK_ID_LEN],
@@ -331,240 +258,6 @@ static int hook_notify_local(void *arg, struct region *r, uint64_t value,
 	return exec_notify_owner(arg, r, value, bytes, from);
 }
 
-/* --- commands from the main thread --- */
-
-static void remove_client(struct progress *p, struct prog_client *pc)
-{
-	/* Its operations on links end first (their CQEs land in a ring
-	 * that is still mapped); whatever it still had queued in the SQ is
-	 * cancelled: never executed. */
-	exec_cancel_client(p, pc);
-	exec_notify_forget(pc);
-	for (size_t i = 0; i < p->nclients; i++) {
-		if (p->clients[i] != pc)
-			continue;
-		p->clients[i] = p->clients[--p->nclients];
-		break;
-	}
-	if (pc->ev_wake) {
-		event_free(pc->ev_wake);
-		pc->ev_wake = NULL;
-	}
-	/* The DEAD flag (and the doorbell) stop a client that polls or
-	 * sleeps. */
-	atomic_fetch_or_explicit(pc->ring.sq_flags, XFER_SQ_DEAD,
-				 memory_order_release);
-	ring_client(pc->cq_sock);
-	post_notice(p, pc, NOTICE_DETACHED);
-}
-
-/*
- * The client rang its SQ doorbell: the pass that follows looks at its
- * ring.  Nothing to read: the event is edge-triggered, each write of
- * the client is one edge, and the eventfd is never read here, since
- * the client shares its file description and could make a read block
- * (O_NONBLOCK is a flag of the description).  Its counter only grows;
- * a client that saturates it (or reads it) stops its own wake-ups, no
- * one else's.  A client that writes without pause costs this thread at
- * most one wake-up per sleep.
- */
-static void on_client_wake(evutil_socket_t fd, short what, void *arg)
-{
-	(void)fd, (void)what, (void)arg;
-}
-
-static void add_client(struct progress *p, struct prog_client *pc)
-{
-	if (p->nclients == p->cap) {
-		size_t cap = p->cap ? 2 * p->cap : 16;
-		void *a = realloc(p->clients, cap * sizeof(*p->clients));
-		if (!a)
-			abort();
-		p->clients = a;
-		p->cap = cap;
-	}
-	p->clients[p->nclients++] = pc;
-	if (pc->sq_efd < 0)
-		return;
-	/* EV_ET: the base was made with EV_FEATURE_ET (progress_create). */
-	pc->ev_wake = event_new(p->base, pc->sq_efd,
-				EV_READ | EV_PERSIST | EV_ET, on_client_wake,
-				pc);
-	/* Without it the client's doorbell would go unheard while the
-	 * thread sleeps: drop it rather than serve it late. */
-	if (!pc->ev_wake || event_add(pc->ev_wake, NULL))
-		mark_broken(p, pc, "no room for its wake-up event");
-}
-
-static void free_cmd(struct cmd *c)
-{
-	free(c->rails);
-	free(c->data);
-	free(c);
-}
-
-/* Returns false when asked to stop. */
-static bool apply_cmds(struct progress *p)
-{
-	pthread_mutex_lock(&p->lock);
-	struct cmd *c = p->cmds;
-	p->cmds = NULL;
-	p->cmds_tail = &p->cmds;
-	atomic_store_explicit(&p->cmds_pending, false, memory_order_relaxed);
-	pthread_mutex_unlock(&p->lock);
-
-	bool keep_going = true;
-	for (struct cmd *next; c; c = next) {
-		next = c->next;
-		switch (c->kind) {
-		case CMD_ATTACH:
-			add_client(p, c->pc);
-			break;
-		case CMD_DETACH:
-			remove_client(p, c->pc);
-			break;
-		case CMD_STOP:
-			keep_going = false;
-			break;
-		case CMD_LINK_ATTACH: {
-			struct peer_info peer = { .gen = c->gen,
-						  .name = c->name,
-						  .rails = c->rails,
-						  .nrails = c->nrails };
-			memcpy(peer.id, c->id, LINK_ID_LEN);
-			/* RDMA first: the link dispatches what it already
-			 * holds (a QpConnect) as it is attached, and reports
-			 * its failure (link down) to RDMA too. */
-			for (int i = 0; i < p->nmovers; i++)
-				p->movers[i].ops->peer_up(
-					p->movers[i].impl, &peer);
-			linkset_attach(p->links, c->fd, c->id, c->gen, c->stats,
-				       c->data, c->len);
-			break;
-		}
-		case CMD_LINK_CLOSE:
-			linkset_close(p->links, c->id, c->err, c->why);
-			break;
-		case CMD_LINK_SEND:
-			linkset_send_ctl(p->links, c->id, c->data, c->len);
-			break;
-		case CMD_NET_CFG:
-			for (int i = 0; i < p->nmovers; i++)
-				p->movers[i].ops->set_cfg(
-					p->movers[i].impl, &c->net);
-			p->exec.op_timeout_ms = c->op_timeout_ms;
-			break;
-		}
-		free_cmd(c);
-	}
-	return keep_going;
-}
-
-static void push(struct progress *p, struct cmd *c)
-{
-	pthread_mutex_lock(&p->lock);
-	*p->cmds_tail = c;
-	p->cmds_tail = &c->next;
-	atomic_store_explicit(&p->cmds_pending, true, memory_order_relaxed);
-	pthread_mutex_unlock(&p->lock);
-	ring_eventfd(p->doorbell);
-}
-
-static struct cmd *new_cmd(enum cmd_kind kind)
-{
-	struct cmd *c = calloc(1, sizeof(*c));
-
-	if (!c)
-		abort();  /* a few bytes; treat like the rest of malloc */
-	c->kind = kind;
-	c->fd = -1;
-	return c;
-}
-
-static void push_cmd(struct progress *p, enum cmd_kind kind,
-		     struct prog_client *pc)
-{
-	struct cmd *c = new_cmd(kind);
-
-	c->pc = pc;
-	push(p, c);
-}
-
-void progress_attach(struct progress *p, struct prog_client *pc)
-{
-	push_cmd(p, CMD_ATTACH, pc);
-}
-
-void progress_detach(struct progress *p, struct prog_client *pc)
-{
-	push_cmd(p, CMD_DETACH, pc);
-}
-
-void progress_link_attach(struct progress *p, int fd,
-			  const uint8_t id[LINK_ID_LEN], uint64_t gen,
-			  struct link_stats *stats, const void *pending,
-			  size_t pending_len, const char *name,
-			  const struct rdma_peer_rail *rails, size_t nrails)
-{
-	struct cmd *c = new_cmd(CMD_LINK_ATTACH);
-
-	snprintf(c->name, sizeof(c->name), "%s", name);
-	if (nrails) {
-		c->rails = malloc(nrails * sizeof(*rails));
-		if (!c->rails)
-			abort();
-		memcpy(c->rails, rails, nrails * sizeof(*rails));
-		c->nrails = nrails;
-	}
-	c->fd = fd;
-	c->gen = gen;
-	memcpy(c->id, id, LINK_ID_LEN);
-	c->stats = stats;
-	if (pending_len) {
-		c->data = malloc(pending_len);
-		if (!c->data)
-			abort();
-		memcpy(c->data, pending, pending_len);
-		c->len = pending_len;
-	}
-	push(p, c);
-}
-
-void progress_link_close(struct progress *p, const uint8_t id[LINK_ID_LEN],
-			 int err, const char *why)
-{
-	struct cmd *c = new_cmd(CMD_LINK_CLOSE);
-
-	memcpy(c->id, id, LINK_ID_LEN);
-	c->err = err;
-	snprintf(c->why, sizeof(c->why), "%s", why);
-	push(p, c);
-}
-
-void progress_link_send(struct progress *p, const uint8_t id[LINK_ID_LEN],
-			const void *msg, size_t len)
-{
-	struct cmd *c = new_cmd(CMD_LINK_SEND);
-
-	memcpy(c->id, id, LINK_ID_LEN);
-	c->data = malloc(len);
-	if (!c->data)
-		abort();
-	memcpy(c->data, msg, len);
-	c->len = len;
-	push(p, c);
-}
-
-void progress_net_cfg(struct progress *p, const struct transport_cfg *cfg,
-		      uint32_t op_timeout_ms)
-{
-	struct cmd *c = new_cmd(CMD_NET_CFG);
-
-	c->net = *cfg;
-	c->op_timeout_ms = op_timeout_ms;
-	push(p, c);
-}
-
 /* --- sleeping --- */
 
 /* SQEs waiting, CQ room to complete them and room under max_inflight,
@@ -584,7 +277,7 @@ static bool client_has_work(struct progress *p, struct prog_client *pc)
 static bool any_work(struct progress *p)
 {
 	if (atomic_load_explicit(&p->cmds_pending, memory_order_relaxed) ||
-	    (p->gpu && gpu_copies_busy(p->gpu)))
+	    (p->res.gpu && gpu_copies_busy(p->res.gpu)))
 		return true;
 	for (size_t i = 0; i < p->nclients; i++)
 		if (client_has_work(p, p->clients[i]))
@@ -651,17 +344,19 @@ static void sleep_until_rung(struct progress *p)
 }
 
 /*
- * Launch the GPU copies this pass queued (together: many small ones go
- * as one kernel) and end those whose events fired.  True while copies
- * are out, so the thread keeps polling rather than sleeping.
+ * Let the same-node movers run (the GPU mover launches the copies this
+ * pass queued and ends those done); true while they have work out, so
+ * the thread keeps polling rather than sleeping.  Only those with a
+ * poll of their own are in p->local_polled: memcpy and CMA cost the
+ * loop nothing.
  */
-static bool poll_gpu(struct progress *p)
+static bool poll_local(struct progress *p)
 {
-	if (!p->gpu)
-		return false;
-	gpu_copies_flush(p->gpu);
-	gpu_copies_poll(p->gpu, exec_op_done, p);
-	return gpu_copies_busy(p->gpu);
+	bool busy = false;
+
+	for (int i = 0; i < p->nlocal_polled; i++)
+		busy |= p->local_polled[i].ops->poll(p->local_polled[i].impl);
+	return busy;
 }
 
 static bool transports_need_loop(const struct progress *p)
@@ -709,7 +404,7 @@ static void *progress_main(void *arg)
 	}
 	for (;;) {
 		if (atomic_load_explicit(&p->cmds_pending, memory_order_relaxed) &&
-		    !apply_cmds(p))
+		    !progress_apply_cmds(p))
 			break;
 		bool busy = false;
 		for (size_t i = 0; i < p->nclients; i++) {
@@ -725,10 +420,10 @@ static void *progress_main(void *arg)
 			busy = true;
 		}
 		busy |= poll_net(p, busy);
-		busy |= poll_gpu(p);
+		busy |= poll_local(p);
 		/* CMA copies on the workers: keep polling while any is out. */
-		copy_workers_poll(p->workers);
-		busy |= copy_workers_busy(p->workers);
+		copy_workers_poll(p->res.workers);
+		busy |= copy_workers_busy(p->res.workers);
 		if (busy) {
 			idle_since = now_ns();
 			completion_pass_end(&p->exec.pass, &p->exec.paths.done,
@@ -757,6 +452,60 @@ void progress_set_instance_id(struct progress *p,
 	memcpy(p->instance_id, id, LINK_ID_LEN);
 }
 
+/* Mover m (its impl NULL: out of memory) runs route; the GPU mover
+ * stays last (exec_cancel_client). */
+static int add_local(struct progress *p, const struct mover_ops *ops,
+		     void *impl, enum path_route route)
+{
+	if (!impl)
+		return -ENOMEM;
+	int at = p->nlocal++;
+	if (at && p->local[at - 1].route == ROUTE_GPU) {
+		p->local[at] = p->local[at - 1];
+		at--;
+	}
+	p->local[at] = (struct mover){ ops, impl, route };
+	p->routes[route] = p->local[at];
+	/* Those with a poll of their own run every pass (poll_local). */
+	p->nlocal_polled = 0;
+	for (int i = 0; i < p->nlocal; i++)
+		if (p->local[i].ops->poll != mover_stub_poll)
+			p->local_polled[p->nlocal_polled++] = p->local[i];
+	return 0;
+}
+
+/* memcpy and CMA always; GPU copies where there are GPUs.  The staged
+ * mover comes with the staging chunks (progress_enable_staging). */
+static int add_local_movers(struct progress *p)
+{
+	p->res.hooks = (struct local_hooks){
+		.op_begin = exec_hook_op_begin,
+		.op_abandon = exec_hook_op_abandon,
+		.op_done = exec_op_done,
+		.forget_batch = exec_forget_batch,
+		.arg = p,
+	};
+	if (add_local(p, &memcpy_mover_ops, memcpy_mover_create(&p->res),
+		      ROUTE_MEMCPY) ||
+	    add_local(p, &cma_mover_ops, cma_mover_create(&p->res),
+		      ROUTE_CMA))
+		return -ENOMEM;
+	if (p->res.gpu && add_local(p, &gpu_mover_ops,
+				    gpu_mover_create(&p->res), ROUTE_GPU))
+		return -ENOMEM;
+	return 0;
+}
+
+/* Each ends what it still holds (-ECANCELED) and goes. */
+static void destroy_local_movers(struct progress *p)
+{
+	for (int i = 0; i < p->nlocal; i++) {
+		p->routes[p->local[i].route] = (struct mover){ 0 };
+		p->local[i].ops->destroy(p->local[i].impl);
+	}
+	p->nlocal = p->nlocal_polled = 0;
+}
+
 struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 				 int cpu)
 {
@@ -773,8 +522,6 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 	atomic_init(&p->ops_in_flight, 0);
 	p->cmds_tail = &p->cmds;
 	TAILQ_INIT(&p->exec.deferred);
-	TAILQ_INIT(&p->exec.lstages);
-	TAILQ_INIT(&p->exec.cma_splits);
 	pthread_mutex_init(&p->lock, NULL);
 	p->doorbell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (p->doorbell < 0)
@@ -782,8 +529,6 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 	p->notice_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (p->notice_efd < 0)
 		goto err_notice;
-	if (local_staging_init(&p->exec.staging, STAGING_BYTES))
-		goto err_staging;
 	/* Edge-triggered events (the clients' SQ doorbells, never read):
 	 * epoll, whatever EVENT_NO* says. */
 	struct event_config *ecfg = event_config_new();
@@ -800,16 +545,19 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 	if (!p->ev_doorbell || event_add(p->ev_doorbell, NULL))
 		goto err_event;
 	/* NULL without GPUs: GPU descriptors then fail with -ENOTSUP. */
-	p->gpu = gpu_copies_create();
+	p->res.gpu = gpu_copies_create();
+	if (add_local_movers(p))
+		goto err_movers;
 	return p;
 
+err_movers:
+	destroy_local_movers(p);
+	gpu_copies_destroy(p->res.gpu);
 err_event:
 	if (p->ev_doorbell)
 		event_free(p->ev_doorbell);
 	event_base_free(p->base);
 err_base:
-	local_staging_fini(&p->exec.staging);
-err_staging:
 	close(p->notice_efd);
 err_notice:
 	close(p->doorbell);
@@ -847,8 +595,8 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 	if (!p->links || !p->ev_expire)
 		return -ENOMEM;
 	/* GPU memory to other nodes goes through the staging chunks too. */
-	if (p->staging)
-		tcp_set_staging(p->links, p->staging, p->gpu);
+	if (p->res.staging)
+		tcp_set_staging(p->links, p->res.staging, p->res.gpu);
 	/* NULL without RDMA rails: then TCP moves everything. */
 	p->rdma = rdma_create(p->base, p->links, &rcfg, &hooks);
 	if (p->rdma) {
@@ -862,6 +610,11 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 	}
 	p->movers[p->nmovers++] = (struct mover){
 		&tcp_mover_ops, p->links, ROUTE_LINK };
+	for (int i = 0; i < p->nmovers; i++)
+		p->routes[p->movers[i].route] = p->movers[i];
+	/* The staged route is the TCP transport's too: it stages what it
+	 * moves of GPU memory itself (transport/tcp.c). */
+	p->routes[ROUTE_LINK_STAGED] = p->routes[ROUTE_LINK];
 	p->exec.op_timeout_ms = op_timeout_ms;
 	return 0;
 }
@@ -875,23 +628,28 @@ int progress_enable_staging(struct progress *p, uint32_t staging_mb,
 			    uint32_t chunk)
 {
 	/* Without GPUs there is nothing to stage. */
-	if (!p->gpu)
+	if (!p->res.gpu)
 		return 0;
 	chunk = (chunk + 4095u) & ~4095u;
-	p->staging = staging_create((uint64_t)staging_mb << 20, chunk, true);
-	if (!p->staging) {
+	p->res.staging = staging_create((uint64_t)staging_mb << 20, chunk,
+					true);
+	if (!p->res.staging) {
 		log_warnx("no staging memory (staging_mb %u): GPU memory will "
 			  "not reach other nodes nor xfer_reg'd memory",
 			  staging_mb);
 		return -ENOMEM;
 	}
+	/* Without it GPU <-> xfer_reg'd memory here fails (-ENOTSUP). */
+	if (add_local(p, &gpu_staged_mover_ops,
+		      gpu_staged_mover_create(&p->res), ROUTE_GPU_STAGED))
+		return -ENOMEM;
 	return 0;
 }
 
 int progress_enable_copy_workers(struct progress *p, int n,
 				 uint64_t cma_split_bytes)
 {
-	p->exec.cma_split_bytes = cma_split_bytes;
+	cma_mover_set_split(p->routes[ROUTE_CMA].impl, cma_split_bytes);
 	if (n < 0) {
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		/* Measured on a 16-core H100 node: 1 worker 6.5 GB/s, 2 12,
@@ -900,21 +658,21 @@ int progress_enable_copy_workers(struct progress *p, int n,
 	}
 	if (n == 0)
 		return 0;
-	p->workers = copy_workers_create((unsigned)n);
-	if (!p->workers) {
+	p->res.workers = copy_workers_create((unsigned)n);
+	if (!p->res.workers) {
 		log_warnx("no copy workers: staged and large CMA copies run "
 			  "on the progress thread");
 		return 0;
 	}
-	return (int)copy_workers_count(p->workers);
+	return (int)copy_workers_count(p->res.workers);
 }
 
 bool progress_staging_stats(const struct progress *p,
 			    struct staging_stats *out)
 {
 	/* Set before the thread starts, never changed: no lock. */
-	staging_get_stats(p->staging, out);
-	return p->staging != NULL;
+	staging_get_stats(p->res.staging, out);
+	return p->res.staging != NULL;
 }
 
 int progress_start(struct progress *p)
@@ -932,7 +690,7 @@ void progress_destroy(struct progress *p)
 	if (!p)
 		return;
 	if (p->running) {
-		push_cmd(p, CMD_STOP, NULL);
+		progress_push_stop(p);
 		pthread_join(p->thread, NULL);
 	}
 	/* No link sends any more; the grants end with the transport. */
@@ -942,12 +700,12 @@ void progress_destroy(struct progress *p)
 	/* RDMA first: the links it sends on outlive it, and the links'
 	 * last reports (link down) must find it gone, not freed. */
 	exec_run_deferred(p);
-	lstage_cancel_client(p, NULL);
-	cma_split_cancel_client(p, NULL);
-	/* Their chunks go back to the pool as their copies end (and the
-	 * split copies free what their parts share). */
-	copy_workers_destroy(p->workers);
-	p->workers = NULL;
+	/* The same-node movers end what they hold; their chunks go back to
+	 * the pool as their copies end (and the split copies free what
+	 * their parts share). */
+	destroy_local_movers(p);
+	copy_workers_destroy(p->res.workers);
+	p->res.workers = NULL;
 	/* Forgotten before they go: what they report while going (link
 	 * down) must not reach one already freed. */
 	struct mover gone[MOVERS_MAX];
@@ -956,31 +714,18 @@ void progress_destroy(struct progress *p)
 	p->nmovers = 0;
 	for (int i = 0; i < ngone; i++)
 		gone[i].ops->destroy(gone[i].impl);
+	memset(p->routes, 0, sizeof(p->routes));
 	p->rdma = NULL;
 	p->links = NULL;
 	/* GPU copies in flight finish before their memory goes. */
-	gpu_copies_destroy(p->gpu);
+	gpu_copies_destroy(p->res.gpu);
 	/* After the links (their buffers give chunks back) and the copies
 	 * (those still out end here). */
-	staging_destroy(p->staging);
+	staging_destroy(p->res.staging);
 	exec_xop_cache_free(p);
 	free(p->exec.segs);
 	regtab_memo_release(&p->exec.memo);
-	/* Commands queued behind STOP were never applied. */
-	for (struct cmd *c = p->cmds, *next; c; c = next) {
-		next = c->next;
-		if (c->kind == CMD_LINK_ATTACH)
-			close(c->fd);
-		free_cmd(c);
-	}
-	for (struct notice *n = p->notices, *next; n; n = next) {
-		next = n->next;
-		free(n);
-	}
-	for (struct net_notice *n = p->net_notices, *next; n; n = next) {
-		next = n->next;
-		net_notice_free(n);
-	}
+	progress_free_queues(p);
 	if (p->ev_expire)
 		event_free(p->ev_expire);
 	event_free(p->ev_doorbell);
@@ -995,116 +740,10 @@ void progress_destroy(struct progress *p)
 	}
 	event_base_free(p->base);
 	free(p->clients);
-	local_staging_fini(&p->exec.staging);
 	close(p->doorbell);
 	close(p->notice_efd);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
-}
-
-int progress_doorbells(struct prog_client *pc, int *client_cq)
-{
-	const int size = CQ_SNDBUF;
-	int sv[2], err;
-
-	pc->cq_sock = -1;
-	/* Why an eventfd for the SQ, only watched: a datagram socket there
-	 * (read by this thread) made a same-node round trip whose client
-	 * waits with xfer_wait_cqe sleep the thread at every turn, about
-	 * 1 -> 15 us; an eventfd's edge costs nothing to take. */
-	pc->sq_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (pc->sq_efd < 0)
-		goto fail;
-	/* Datagrams for the CQ, not a stream or a pipe: a client that
-	 * closes or shuts down its end leaves ours quiet, and no send of
-	 * ours ever raises SIGPIPE.  Ours is shut for reading: nothing a
-	 * client writes to its end queues in xferd (it gets EPIPE). */
-	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
-		       sv))
-		goto fail;
-	pc->cq_sock = sv[0];
-	*client_cq = sv[1];
-	(void)setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
-	if (shutdown(sv[0], SHUT_RD)) {
-		close(sv[1]);
-		goto fail;
-	}
-	return 0;
-
-fail:
-	err = -errno;
-	progress_doorbells_close(pc);
-	return err;
-}
-
-void progress_doorbells_close(struct prog_client *pc)
-{
-	if (pc->sq_efd >= 0)
-		close(pc->sq_efd);
-	if (pc->cq_sock >= 0)
-		close(pc->cq_sock);
-	pc->sq_efd = pc->cq_sock = -1;
-}
-
-void progress_wake_client(const struct prog_client *pc)
-{
-	ring_client(pc->cq_sock);
-}
-
-int progress_notice_fd(const struct progress *p)
-{
-	return p->notice_efd;
-}
-
-void progress_take_notices(struct progress *p,
-			   void (*fn)(struct prog_client *pc,
-				      enum notice_kind kind, void *arg),
-			   void *arg)
-{
-	uint64_t v;
-
-	if (read(p->notice_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-		log_warn("notice read");
-	pthread_mutex_lock(&p->lock);
-	struct notice *n = p->notices;
-	p->notices = NULL;
-	pthread_mutex_unlock(&p->lock);
-
-	/* The list is newest first; BROKEN before DETACHED of one client
-	 * matters, so deliver oldest first. */
-	struct notice *rev = NULL;
-	for (struct notice *next; n; n = next) {
-		next = n->next;
-		n->next = rev;
-		rev = n;
-	}
-	for (struct notice *next; rev; rev = next) {
-		next = rev->next;
-		fn(rev->pc, rev->kind, arg);
-		free(rev);
-	}
-}
-
-void progress_take_net_notices(struct progress *p,
-			       void (*fn)(const struct net_notice *n, void *arg),
-			       void *arg)
-{
-	pthread_mutex_lock(&p->lock);
-	struct net_notice *n = p->net_notices;
-	p->net_notices = NULL;
-	pthread_mutex_unlock(&p->lock);
-
-	struct net_notice *rev = NULL;  /* oldest first, as above */
-	for (struct net_notice *next; n; n = next) {
-		next = n->next;
-		n->next = rev;
-		rev = n;
-	}
-	for (struct net_notice *next; rev; rev = next) {
-		next = rev->next;
-		fn(rev, arg);
-		net_notice_free(rev);
-	}
 }
 
 void progress_set_spin(struct progress *p, uint32_t spin_us)

@@ -155,9 +155,9 @@ void progress_set_dlists(struct progress *p, struct dltab *t);
  */
 int progress_enable_staging(struct progress *p, uint32_t staging_mb,
 			    uint32_t chunk);
-/* n copy workers (engine/copy_workers.h) for the CMA copies of staged
+/* n copy workers (mem/copy_workers.h) for the CMA copies of staged
  * transfers and for memfd <-> CMA copies of cma_split_bytes and more (0:
- * none of those; engine/path_cma.h); n -1 chooses from the CPU count.
+ * none of those; local/cma_split.h); n -1 chooses from the CPU count.
  * Before progress_start.  Returns how many run (0: the progress thread
  * copies). */
 int progress_enable_copy_workers(struct progress *p, int n,

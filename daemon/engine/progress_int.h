@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * progress_int.h - the progress thread's state, shared by progress.c
- * (the thread, its queues, sleeping and waking) and exec.c (executing
- * descriptors and posting completions).  Nothing else includes it.
+ * (the thread: its loop, sleeping and waking, its life),
+ * progress_cmd.c (commands and notices to and from the main thread)
+ * and the executor (exec.c, completion.c, exec_dlist.c: exec_int.h).
+ * Nothing else includes it (but the fuzzer of exec_sqe).
  */
 #ifndef XFERD_PROGRESS_INT_H
 #define XFERD_PROGRESS_INT_H
@@ -14,37 +16,34 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "transport/rdma.h"
-#include "transport/tcp.h"
 #include "core/log.h"
-#include "engine/path_local.h"
-#include "engine/progress.h"
-#include "mem/region.h"
+#include "core/mover.h"
 #include "core/thread_stats.h"
 #include "core/xop.h"
+#include "engine/progress.h"
+#include "local/local.h"
+#include "mem/region.h"
 
 struct cmd;
 struct notice;
 struct event_base;
 struct event;
+struct linkset;
+struct rdma;
 
-/* The executor's own state (exec.c; progress.c sets it up and tears
+/* The executor's own state (exec_int.h; progress.c sets it up and tears
  * it down around the thread's life). */
 struct exec_state {
 	struct regtab_memo memo;   /* handles of the latest descriptors */
-	struct local_staging staging; /* CMA -> CMA bounce buffer */
 	struct path_stats paths;   /* read by ctl from the main thread */
 	struct completion_pass pass; /* this pass's completions (latency) */
 	struct xop_list deferred;  /* to submit after this pass */
-	/* Same-node descriptors going through staging (gpu_cma.c). */
-	TAILQ_HEAD(lstage_list, lstage) lstages;
-	/* Large memfd <-> CMA copies on the copy workers (path_cma.c),
-	 * from cma_split_bytes up (0: never); set before the thread. */
-	TAILQ_HEAD(cma_split_list, cma_split) cma_splits;
-	uint64_t cma_split_bytes;
 	struct xop *xop_cache;     /* ended operations, for reuse */
 	unsigned nxop_cache;
 	uint32_t op_timeout_ms;    /* set by commands from main */
+	/* Whose descriptor exec_sqe() runs now: the client an op a
+	 * same-node mover begins (exec_hook_op_begin) is of. */
+	struct prog_client *running;
 	/* A prepared-list descriptor's ranges, checked (exec_dlist). */
 	struct dl_seg *segs;
 	size_t segs_cap;
@@ -73,23 +72,33 @@ struct progress {
 	/* progress thread only (and before start / after join) */
 	struct prog_client **clients;
 	size_t nclients, cap;
-	struct exec_state exec;    /* exec.c's */
+	struct exec_state exec;    /* the executor's */
 
 	struct event_base *base;   /* links, timers, doorbell, clients' wake fds */
 	struct event *ev_doorbell, *ev_expire;
 	struct linkset *links;     /* NULL: no other nodes */
 	struct rdma *rdma;         /* NULL: no RDMA rails */
-	/* The ways to other nodes, in order of preference. */
+	/* The ways to other nodes (transports), in order of preference. */
 #define MOVERS_MAX 3
 	struct mover movers[MOVERS_MAX];
 	int nmovers;
-	struct gpu_copies *gpu;    /* NULL: no GPUs */
-	/* Pinned chunks where GPU memory meets the links and xfer_reg'd
-	 * memory (NULL: no GPUs); outlives the links and the GPU copies. */
-	struct staging_pool *staging;
-	/* Threads for the CMA copies of staged transfers (NULL: none,
-	 * they run on this thread). */
-	struct copy_workers *workers;
+	/* The ways on this node (local/local.h); the GPU mover last (see
+	 * exec_cancel_client). */
+#define LOCAL_MOVERS_MAX 4
+	struct mover local[LOCAL_MOVERS_MAX];
+	int nlocal;
+	struct mover local_polled[LOCAL_MOVERS_MAX]; /* those with a poll */
+	int nlocal_polled;
+	/* The mover of each route path_choose() gives (ops NULL: none
+	 * here), which the executor indexes. */
+	struct mover routes[ROUTE_NOTSUP];
+	/* What the same-node movers share: their hooks into the executor,
+	 * and the GPU copy engine (res.gpu, NULL: no GPUs), the pinned
+	 * chunks where GPU memory meets the links and xfer_reg'd memory
+	 * (res.staging, NULL: none; outlives the links and the GPU
+	 * copies) and the threads for long CMA copies (res.workers, NULL:
+	 * none, they run on this thread), which the transports use too. */
+	struct local_res res;
 	uint64_t async_ops;        /* operations out on links */
 	_Atomic uint64_t ops_in_flight; /* async_ops, for other threads */
 	uint64_t last_net_poll_ns;
@@ -150,13 +159,13 @@ static inline void ring_client(int cq_sock)
 			   MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-/* exec.c */
+/* exec.c, completion.c */
 void exec_sqe(struct progress *p, struct prog_client *pc,
 	      const struct xfer_sqe *sqe);
 void exec_publish(struct prog_client *pc);
 /* CQ slots a client may still fill with new completions. */
 uint32_t exec_cq_room(struct prog_client *pc);
-/* Notify r's owner (engine/exec.c) on behalf of sender from (a client
+/* Notify r's owner (completion.c) on behalf of sender from (a client
  * of another node: the link made the record): posted, or held for it
  * in order; -ENOBUFS past notify_queue_max held (-ENOMEM), for the
  * sender. */
@@ -169,9 +178,13 @@ bool exec_notify_flush(struct progress *p, struct prog_client *pc);
 void exec_notify_forget(struct prog_client *pc);
 /* Submit what completions queued while a transport was busy. */
 void exec_run_deferred(struct progress *p);
-/* Transport hooks: an operation ended; a transport hands one back. */
+/* Mover hooks: an operation ended; a transport hands one back. */
 void exec_op_done(void *arg, struct xop *op, int64_t result);
 void exec_op_reroute(void *arg, struct xop *op);
+/* The same-node movers' other hooks (struct local_hooks). */
+struct xop *exec_hook_op_begin(void *arg, const struct move_req *rq);
+void exec_hook_op_abandon(void *arg, struct xop *op);
+void exec_forget_batch(void *arg, struct abatch *ab);
 /* The client goes: end everything it has out, free its open batch. */
 void exec_cancel_client(struct progress *p, struct prog_client *pc);
 
@@ -185,5 +198,17 @@ void exec_xop_cache_free(struct progress *p);
 struct prog_client *progress_find_client(struct progress *p, uint64_t id);
 void progress_op_started(struct progress *p);
 void progress_op_ended(struct progress *p);
+
+/* progress_cmd.c: the main thread's commands, the notices back */
+/* Apply the commands queued; false when asked to stop. */
+bool progress_apply_cmds(struct progress *p);
+/* Stop serving pc (why: for the main thread's log); once. */
+void progress_mark_broken(struct progress *p, struct prog_client *pc,
+			  const char *why);
+void progress_post_net_notice(struct progress *p, struct net_notice *n);
+/* Ask the thread to stop (progress_destroy). */
+void progress_push_stop(struct progress *p);
+/* At destroy: what was queued and never taken. */
+void progress_free_queues(struct progress *p);
 
 #endif /* XFERD_PROGRESS_INT_H */

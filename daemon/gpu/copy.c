@@ -202,7 +202,7 @@ static int add_flight(struct gpu_copies *g, int d, CUstream s, int slot,
  * every other, with an error, on an event recorded right away. */
 static void fail_op_later(struct gpu_copies *g, int d, struct xop *op)
 {
-	op->gpu.error = -EIO;
+	gpu_op_of(op)->error = -EIO;
 	struct xop **one = malloc(sizeof(*one));
 	if (one) {
 		one[0] = op;
@@ -245,7 +245,7 @@ int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
 			.device_only = dst_dev >= 0 && src_dev == dst_dev,
 			.src_dev = peer_src });
 		if (!err)
-			op->gpu.parts++;
+			gpu_op_of(op)->parts++;
 		return err;
 	}
 	/* Large: one part per stream, each its own event. */
@@ -260,16 +260,16 @@ int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
 			free(one);
 			if (out == 0)
 				return -EIO;  /* nothing out: fail at once */
-			op->gpu.error = -EIO;
+			gpu_op_of(op)->error = -EIO;
 			break;            /* the parts out end the op */
 		}
 		one[0] = op;
-		op->gpu.parts++;
+		gpu_op_of(op)->parts++;
 		out++;
 		if (add_flight(g, d, s, -1, one, 1)) {
 			free(one);
-			op->gpu.parts--;
-			op->gpu.error = -EIO;
+			gpu_op_of(op)->parts--;
+			gpu_op_of(op)->error = -EIO;
 			cu.stream_synchronize(s);
 		}
 	}
@@ -468,13 +468,13 @@ int gpu_copy_indexed(struct gpu_copies *g, struct xop *op, int dev, int slot,
 		return -EIO;
 	}
 	one[0] = op;
-	op->gpu.parts++;
+	gpu_op_of(op)->parts++;
 	if (add_flight(g, dev, s, -1, one, 1)) {
 		/* Launched but not tracked: the kernel reads the slot, so
 		 * wait for it here before the slot goes back. */
 		cu.stream_synchronize(s);
 		free(one);
-		op->gpu.parts--;
+		gpu_op_of(op)->parts--;
 		gpu_pairs_release(g, dev, slot);
 		return -EIO;
 	}
@@ -510,13 +510,13 @@ unsigned gpu_copies_poll(struct gpu_copies *g,
 		for (unsigned k = 0; k < fin.nops; k++) {
 			struct xop *op = fin.ops[k];
 			if (r != CUDA_SUCCESS)
-				op->gpu.error = -EIO;
-			if (--op->gpu.parts)
+				gpu_op_of(op)->error = -EIO;
+			if (--gpu_op_of(op)->parts)
 				continue;  /* other parts still out */
-			int64_t res = op->gpu.error ? op->gpu.error
+			int64_t res = gpu_op_of(op)->error ? gpu_op_of(op)->error
 						    : (int64_t)op->len;
-			if (op->gpu.on_done)
-				op->gpu.on_done(op, res);  /* a staging chunk's */
+			if (gpu_op_of(op)->on_done)
+				gpu_op_of(op)->on_done(op, res);  /* a staging chunk's */
 			else
 				done(arg, op, res);
 			ended++;

@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/xop.h"
+
 struct rcache;
 struct rcache_entry;
 
@@ -75,23 +77,43 @@ int gpu_info(int i, struct gpu_info *out);
 
 /* --- the copy engine, used by the progress thread (gpu/copy.c) --- */
 
-struct xop;
 struct gpu_copies;
+
+/*
+ * What the copy engine keeps of an op it copies for, at the start of
+ * that op's private area (XOP_PRIV): whoever hands it copies (the GPU
+ * mover, local/gpu.c; a staging chunk's own op, mem/staging.h) puts
+ * its own fields after it.  Zero when the op is new.
+ */
+struct gpu_op {
+	unsigned parts;   /* copies of it still in flight */
+	int error;        /* first failure among them */
+	/* Set: its copies end here, not through gpu_copies_poll's done()
+	 * (a staging chunk's copy, mem/staging.h). */
+	void (*on_done)(struct xop *op, int64_t result);
+};
+
+static inline struct gpu_op *gpu_op_of(struct xop *op)
+{
+	return XOP_PRIV(op, struct gpu_op);
+}
 
 struct gpu_copies *gpu_copies_create(void);
 void gpu_copies_destroy(struct gpu_copies *g);
 /*
  * Queue a copy of len bytes for op; the op ends through done() in
  * gpu_copies_poll() once all its copies are done (an op may have many:
- * it counts them in gpu_parts, which starts at 0).  dst_dev/src_dev: the GPU each end is memory of, or
- * -1 for xferd's pinned host memory (at least one end is a GPU's).
+ * it counts them in gpu_op_of(op)->parts, which starts at 0).
+ * dst_dev/src_dev: the GPU each end is memory of, or -1 for xferd's
+ * pinned host memory (at least one end is a GPU's).
  */
 int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
 	     uint64_t src, int src_dev, uint64_t len);
 /* Launch what was queued (many small copies go as one kernel). */
 void gpu_copies_flush(struct gpu_copies *g);
 /* Finished copies: done() for each completed op, or the op's own
- * gpu.on_done where it has one (staging chunks); returns how many. */
+ * gpu_op_of(op)->on_done where it has one (staging chunks); returns
+ * how many. */
 unsigned gpu_copies_poll(struct gpu_copies *g,
 			 void (*done)(void *arg, struct xop *op, int64_t res),
 			 void *arg);

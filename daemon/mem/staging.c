@@ -103,8 +103,8 @@ void staging_destroy(struct staging_pool *sp)
 		struct staging_chunk *c = &sp->chunks[i];
 		if (c->taken && c->st.in && c->st.end)
 			stage_done(&c->st, -ECANCELED);
-		else if (c->in_copy && c->xop.gpu.on_done)
-			c->xop.gpu.on_done(&c->xop, -ECANCELED);
+		else if (c->in_copy && gpu_op_of(&c->xop)->on_done)
+			gpu_op_of(&c->xop)->on_done(&c->xop, -ECANCELED);
 	}
 	/* Every chunk should be back: say so (tests read it). */
 	uint32_t out = 0;

@@ -10,7 +10,7 @@
  * GPU memory (an H2D copy empties them).  The users are staging
  * pipelines (stage/pipeline.h), two of them on each half:
  *
- *   half   the link (transport/)             this node (engine/gpu_cma.c)
+ *   half   the link (transport/)             this node (local/staged.c)  
  *   SEND   D2H, then the socket takes it     D2H, then CMA writes it out
  *   RECV   the socket fills it, then H2D     CMA reads it in, then H2D
  *

@@ -18,7 +18,7 @@
  *   RDMA WRITE / READ     transport/rdma*      a remote region
  *
  * and a path that stages is a pairing of two of them, e.g. on this node
- * host fill + gpu H2D drain (engine/gpu_cma.c), over TCP gpu D2H fill +
+ * host fill + gpu H2D drain (local/staged.c), over TCP gpu D2H fill +
  * the link pulling the chunks in order.
  *
  * What it does for every user, once:

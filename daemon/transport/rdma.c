@@ -1813,6 +1813,8 @@ static void tr_destroy(void *impl)
 const struct mover_ops rdma_mover_ops = {
 	.version = MOVER_OPS_VERSION,
 	.name = "rdma",
+	.move_now = mover_stub_move_now,
+	.move_list = mover_stub_move_list,
 	.accepts = rdma_accepts,
 	.submit = rdma_submit,
 	.cancel_client = rdma_cancel_client,
@@ -1859,6 +1861,8 @@ static void stage_destroy(void *impl)
 const struct mover_ops rdma_staged_mover_ops = {
 	.version = MOVER_OPS_VERSION,
 	.name = "rdma-staged",
+	.move_now = mover_stub_move_now,
+	.move_list = mover_stub_move_list,
 	.accepts = rdma_stage_accepts,
 	.submit = rdma_stage_submit,
 	.cancel_client = stage_cancel_client,

@@ -86,7 +86,7 @@ static void start_d2h(struct staged_send *ss, struct staging_chunk *c)
 	c->at = ss->next;
 	c->len = (uint32_t)n;
 	c->xop.len = n;
-	c->xop.gpu.on_done = d2h_done;
+	gpu_op_of(&c->xop)->on_done = d2h_done;
 	region_get(ss->r);
 	c->r = ss->r;
 	c->in_copy = true;
@@ -283,7 +283,7 @@ static void flush_chunk(struct link *l)
 	}
 	c->owner = srx;
 	c->xop.len = c->len;
-	c->xop.gpu.on_done = h2d_done;
+	gpu_op_of(&c->xop)->on_done = h2d_done;
 	region_get(k->r);
 	c->r = k->r;
 	c->in_copy = true;

@@ -1279,6 +1279,8 @@ static void tcp_destroy(void *impl)
 const struct mover_ops tcp_mover_ops = {
 	.version = MOVER_OPS_VERSION,
 	.name = "tcp",
+	.move_now = mover_stub_move_now,
+	.move_list = mover_stub_move_list,
 	.accepts = tcp_accepts,
 	.submit = tcp_submit,
 	.cancel_client = tcp_cancel_client,

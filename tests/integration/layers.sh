@@ -36,7 +36,9 @@ inject() {
 	esac
 }
 
-inject daemon/mem/staging.h engine/copy_workers.h   # mem -> engine
+inject daemon/mem/staging.h engine/progress.h      # mem -> engine
+inject daemon/mem/copy_workers.c local/local.h     # mem -> movers
+inject daemon/local/cma.c engine/progress_int.h    # movers -> engine
 inject daemon/gpu/copy.c mem/region.h               # gpu -> mem
 inject daemon/core/mover.h transport/rdma.h     # core -> movers
 inject daemon/transport/rdma.c peer/peer.h          # movers -> peer

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_copy_workers.c - the copy worker threads (engine/copy_workers.h):
+ * test_copy_workers.c - the copy worker threads (mem/copy_workers.h):
  * every job's done() runs exactly once, on the polling thread, after its
  * run(); done() may submit more; destroy drains what is queued; with no
  * workers a job runs inline.
@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/copy_workers.h"
-#include "engine/path_cma.h"
+#include "mem/copy_workers.h"
+#include "local/cma_split.h"
 #include "suites.h"
 
 #define NJOBS 2000u

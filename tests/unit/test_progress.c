@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_progress.c - the descriptor engine (daemon/engine/progress.c with
- * region.c and path_local.c) in-process, without sockets: a real
- * progress thread, two fake clients with memfd regions and rings in heap
- * memory, and the test playing both clients through the ring protocol.
+ * region.c and the same-node movers of daemon/local/) in-process,
+ * without sockets: a real progress thread, two fake clients with memfd
+ * regions and rings in heap memory, and the test playing both clients
+ * through the ring protocol.
  *
  * Covered: WRITE/READ data and paths (memcpy between memfds; CMA on the
  * test's own memory and on a child's, before and after it exits), NOP,

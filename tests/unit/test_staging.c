@@ -8,7 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "engine/gpu_cma.h"
+#include "local/staged.h"
 #include "mem/staging.h"
 #include "suites.h"
 

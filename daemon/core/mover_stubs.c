@@ -1,9 +1,43 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * stubs.c - what a transport lacks (transport.h): every entry of an ops
- * table is set, to one of these when the transport has nothing to do.
+ * mover_stubs.c - what a mover lacks (core/mover.h): every entry of an
+ * ops table is set, to one of these when the mover has nothing to do.
  */
 #include "core/mover.h"
+
+int64_t mover_stub_move_now(void *t, struct move_req *rq)
+{
+	(void)t, (void)rq;
+	return MOVER_SUBMIT;
+}
+
+int64_t mover_stub_move_list(void *t, struct move_list *ml)
+{
+	(void)t, (void)ml;
+	return MOVER_SUBMIT;
+}
+
+bool mover_stub_accepts(void *t, const struct xop *op)
+{
+	(void)t, (void)op;
+	return false;
+}
+
+void mover_stub_cancel_client(void *t, const struct prog_client *pc)
+{
+	(void)t, (void)pc;
+}
+
+bool mover_stub_expire(void *t, uint64_t now_ns)
+{
+	(void)t, (void)now_ns;
+	return false;
+}
+
+void mover_stub_set_cfg(void *t, const struct transport_cfg *cfg)
+{
+	(void)t, (void)cfg;
+}
 
 bool mover_stub_poll(void *t)
 {

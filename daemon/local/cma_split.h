@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * path_cma.h - large same-node copies with xfer_reg'd memory (CMA) at
+ * cma_split.h - large same-node copies with xfer_reg'd memory (CMA) at
  * one end or both (the other a memfd region), split across the copy
  * workers.
  *
@@ -23,18 +23,27 @@
  *
  * Progress thread only.
  */
-#ifndef XFERD_PATH_CMA_H
-#define XFERD_PATH_CMA_H
+#ifndef XFERD_CMA_SPLIT_H
+#define XFERD_CMA_SPLIT_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #define CMA_PART_MIN (2ull << 20)
 
-struct progress;
+struct local_res;
 struct prog_client;
 struct region;
 struct xop;
+
+/* The CMA mover's split descriptors not ended yet. */
+struct cma_splits {
+	TAILQ_HEAD(cma_split_list, cma_split) list;
+	const struct local_res *res;  /* copy workers, op_done */
+};
+
+void cma_splits_init(struct cma_splits *ss, const struct local_res *res);
 
 /* Whether a copy of len bytes from src at soff to dst at doff can be
  * split: xfer_reg'd memory at one end or both, the other a memfd
@@ -48,20 +57,20 @@ bool cma_split_fits(const struct region *src, uint64_t soff,
 unsigned cma_split_parts(uint64_t len, unsigned workers);
 
 /*
- * Move op (pc, batch, opcode, len, and references to its local and
- * remote region set by the caller; cma_split_fits) between local at
- * loff and remote at roff on the copy workers.  It ends later through
- * exec_op_done with path XFER_PATH_CMA.  Returns 0, or -errno and then
- * nothing of it started (the caller still owns op).
+ * Move op (pc, batch, opcode, len, local_off, remote_off and references
+ * to its local and remote region set by the caller; cma_split_fits) on
+ * the copy workers.  It ends later through the op_done hook with path
+ * XFER_PATH_CMA.  Returns 0, or -errno and then nothing of it started
+ * (the caller still owns op).
  */
-int cma_split_submit(struct progress *p, struct xop *op, uint64_t loff,
-		     uint64_t roff);
+int cma_split_submit(struct cma_splits *ss, struct xop *op);
 
 /*
  * End the client's split descriptors now (-ECANCELED; pc NULL: every
  * client's).  Their parts run on to the end, holding their own region
  * references, and free what they share when the last one is done.
  */
-void cma_split_cancel_client(struct progress *p, struct prog_client *pc);
+void cma_split_cancel_client(struct cma_splits *ss,
+			     const struct prog_client *pc);
 
-#endif /* XFERD_PATH_CMA_H */
+#endif /* XFERD_CMA_SPLIT_H */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * path_cma.c - large copies with xfer_reg'd memory (CMA) at one end or
- * both, on the copy workers (path_cma.h).
+ * cma_split.c - large copies with xfer_reg'd memory (CMA) at one end or
+ * both, on the copy workers (cma_split.h), for the CMA mover (cma.c).
  *
  * One cma_split per descriptor, with its parts behind it.  The split
  * holds its own references to both regions, so that a part still
@@ -18,10 +18,10 @@
 #include <stdlib.h>
 
 #include "common/container_of.h"
-#include "engine/copy_workers.h"
-#include "engine/path_cma.h"
-#include "engine/progress_int.h"
 #include "core/xop.h"
+#include "local/cma_split.h"
+#include "local/local.h"
+#include "mem/copy_workers.h"
 #include "mem/cma.h"
 #include "mem/region.h"
 #include "xfer_ring.h"
@@ -39,13 +39,13 @@ struct cma_part {
 };
 
 struct cma_split {
-	struct progress *p;
+	struct cma_splits *ss;
 	struct xop *op;        /* NULL once cancelled */
 	struct region *src, *dst; /* references of the split's own */
 	unsigned n;            /* parts */
 	unsigned out;          /* parts not done */
 	int err;               /* first failure */
-	TAILQ_ENTRY(cma_split) q; /* p->exec.cma_splits while op is set */
+	TAILQ_ENTRY(cma_split) q; /* ss->list while op is set */
 	struct cma_part parts[];
 };
 
@@ -120,20 +120,27 @@ static void part_done(struct copy_job *j, int64_t res)
 		s->err = (int)res;
 	if (--s->out)
 		return;
-	struct progress *p = s->p;
+	struct cma_splits *ss = s->ss;
 	struct xop *op = s->op;
 	if (op)
-		TAILQ_REMOVE(&p->exec.cma_splits, s, q);
+		TAILQ_REMOVE(&ss->list, s, q);
 	int64_t result = s->err ? s->err : op ? (int64_t)op->len : 0;
 	split_free(s);
 	if (op)
-		exec_op_done(p, op, result);
+		ss->res->hooks.op_done(ss->res->hooks.arg, op, result);
 }
 
-int cma_split_submit(struct progress *p, struct xop *op, uint64_t loff,
-		     uint64_t roff)
+void cma_splits_init(struct cma_splits *ss, const struct local_res *res)
 {
-	unsigned n = cma_split_parts(op->len, copy_workers_count(p->workers));
+	TAILQ_INIT(&ss->list);
+	ss->res = res;
+}
+
+int cma_split_submit(struct cma_splits *ss, struct xop *op)
+{
+	struct copy_workers *workers = ss->res->workers;
+	unsigned n = cma_split_parts(op->len, copy_workers_count(workers));
+	uint64_t loff = op->local_off, roff = op->remote_off;
 	struct cma_split *s = calloc(1, sizeof(*s) + n * sizeof(s->parts[0]));
 	if (!s)
 		return -ENOMEM;
@@ -141,7 +148,7 @@ int cma_split_submit(struct progress *p, struct xop *op, uint64_t loff,
 	bool write = op->opcode == XFER_OP_WRITE;
 	uint64_t soff = write ? loff : roff, doff = write ? roff : loff;
 
-	s->p = p;
+	s->ss = ss;
 	s->op = op;
 	s->n = n;
 	s->src = write ? op->local : op->remote;
@@ -172,25 +179,26 @@ int cma_split_submit(struct progress *p, struct xop *op, uint64_t loff,
 	region_get(s->dst);
 	s->out = n;
 	op->path = XFER_PATH_CMA;
-	TAILQ_INSERT_TAIL(&p->exec.cma_splits, s, q);
+	TAILQ_INSERT_TAIL(&ss->list, s, q);
 	/* Submitted last to first: with no workers a part runs inline and
 	 * the last one to end frees s, so no part is read after. */
 	for (unsigned i = n; i-- > 0;)
-		copy_workers_submit(p->workers, &s->parts[i].job);
+		copy_workers_submit(workers, &s->parts[i].job);
 	return 0;
 }
 
-void cma_split_cancel_client(struct progress *p, struct prog_client *pc)
+void cma_split_cancel_client(struct cma_splits *ss,
+			     const struct prog_client *pc)
 {
 	struct cma_split *s, *next;
 
-	for (s = TAILQ_FIRST(&p->exec.cma_splits); s; s = next) {
+	for (s = TAILQ_FIRST(&ss->list); s; s = next) {
 		next = TAILQ_NEXT(s, q);
 		if (pc && s->op->pc != pc)
 			continue;
-		TAILQ_REMOVE(&p->exec.cma_splits, s, q);
+		TAILQ_REMOVE(&ss->list, s, q);
 		struct xop *op = s->op;
 		s->op = NULL;  /* its parts run on; the last frees s */
-		exec_op_done(p, op, -ECANCELED);
+		ss->res->hooks.op_done(ss->res->hooks.arg, op, -ECANCELED);
 	}
 }

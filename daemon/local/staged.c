@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * gpu_cma.c - GPU memory <-> xfer_reg'd host memory on this node, through
- * the staging pipeline (gpu_cma.h).
+ * staged.c - GPU memory <-> xfer_reg'd host memory on this node, through
+ * the staging pipeline (staged.h): the body of the staged mover
+ * (gpu_staged.c).
  *
  * One lstage per descriptor: its pipeline and the two ends it pairs, a
  * host stage on the CMA region and a GPU stage on the GPU region.  Every
@@ -16,21 +17,21 @@
 #include <stdlib.h>
 
 #include "core/xop.h"
-#include "engine/copy_workers.h"
-#include "engine/gpu_cma.h"
-#include "engine/progress_int.h"
 #include "gpu/stage.h"
+#include "local/local.h"
+#include "local/staged.h"
+#include "mem/copy_workers.h"
 #include "mem/host_stage.h"
 #include "mem/region.h"
 #include "stage/pipeline.h"
 
 struct lstage {
-	struct progress *p;
+	struct lstage_ctx *p;
 	struct xop *op;             /* the descriptor; holds both regions */
 	struct pipeline *pl;
 	struct host_stage host;     /* the CMA end */
 	struct gpu_stage gpu;       /* the GPU end */
-	TAILQ_ENTRY(lstage) q;      /* p->exec.lstages */
+	TAILQ_ENTRY(lstage) q;      /* p->lstages */
 };
 
 enum staging_half lstage_half(bool to_gpu)
@@ -53,19 +54,27 @@ static void submit_cma(void *workers, struct copy_job *j)
 static void lstage_done(void *arg, int64_t result)
 {
 	struct lstage *ls = arg;
-	struct progress *p = ls->p;
+	struct lstage_ctx *p = ls->p;
 	struct xop *op = ls->op;
 
-	TAILQ_REMOVE(&p->exec.lstages, ls, q);
+	TAILQ_REMOVE(&p->lstages, ls, q);
 	pipeline_destroy(ls->pl);
 	free(ls);
-	exec_op_done(p, op, result);
+	p->res->hooks.op_done(p->res->hooks.arg, op, result);
 }
 
-int lstage_submit(struct progress *p, struct xop *op, uint64_t loff,
-		  uint64_t roff)
+void lstage_init(struct lstage_ctx *p, const struct local_res *res)
 {
-	if (!p->gpu || !p->staging)
+	TAILQ_INIT(&p->lstages);
+	p->res = res;
+}
+
+int lstage_submit(struct lstage_ctx *p, struct xop *op)
+{
+	const struct local_res *res = p->res;
+	uint64_t loff = op->local_off, roff = op->remote_off;
+
+	if (!res->gpu || !res->staging)
 		return -ENOTSUP;
 	struct lstage *ls = calloc(1, sizeof(*ls));
 	if (!ls)
@@ -85,19 +94,19 @@ int lstage_submit(struct progress *p, struct xop *op, uint64_t loff,
 			.r = cma,
 			.off = local_gpu ? roff : loff,
 			.submit = submit_cma,
-			.submit_ctx = p->workers,
+			.submit_ctx = res->workers,
 		},
 		.gpu = {
-			.g = p->gpu,
+			.g = res->gpu,
 			.addr = region_gpu_ptr(gpu) + gpu_off,
 			.dev = region_gpu_dev(gpu),
 		},
 	};
 	struct pipeline_cfg cfg = {
-		.pool = p->staging,
+		.pool = res->staging,
 		.half = lstage_half(to_gpu),
 		.len = op->len,
-		.chunk = lstage_chunk_len(staging_chunk_bytes(p->staging)),
+		.chunk = lstage_chunk_len(staging_chunk_bytes(res->staging)),
 		.ahead = LSTAGE_AHEAD,
 		.fill = to_gpu ? &host_stage_read : &gpu_stage_d2h,
 		.fill_arg = to_gpu ? (void *)&ls->host : (void *)&ls->gpu,
@@ -112,26 +121,26 @@ int lstage_submit(struct progress *p, struct xop *op, uint64_t loff,
 		return -ENOMEM;
 	}
 	op->path = XFER_PATH_CUDA_STAGED;
-	TAILQ_INSERT_TAIL(&p->exec.lstages, ls, q);
+	TAILQ_INSERT_TAIL(&p->lstages, ls, q);
 	pipeline_start(ls->pl);  /* may end it already (a failed first chunk) */
 	return 0;
 }
 
-void lstage_cancel_client(struct progress *p, struct prog_client *pc)
+void lstage_cancel_client(struct lstage_ctx *p, const struct prog_client *pc)
 {
 	struct lstage *ls, *next;
 
-	for (ls = TAILQ_FIRST(&p->exec.lstages); ls; ls = next) {
+	for (ls = TAILQ_FIRST(&p->lstages); ls; ls = next) {
 		next = TAILQ_NEXT(ls, q);
 		if (pc && ls->op->pc != pc)
 			continue;
-		TAILQ_REMOVE(&p->exec.lstages, ls, q);
+		TAILQ_REMOVE(&p->lstages, ls, q);
 		/* Its chunks in a copy run on and go back when it ends. */
 		pipeline_destroy(ls->pl);
 		struct xop *op = ls->op;
 		free(ls);
 		/* Ends its batch at most, never another lstage: next is
 		 * still there. */
-		exec_op_done(p, op, -ECANCELED);
+		p->res->hooks.op_done(p->res->hooks.arg, op, -ECANCELED);
 	}
 }

@@ -12,7 +12,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "engine/copy_workers.h"
+#include "mem/copy_workers.h"
 #include "core/log.h"
 
 struct copy_workers {

@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * gpu.c - the GPU mover (ROUTE_GPU): copies with GPU memory at one end
+ * or both, on this node, queued on the GPU copy engine (gpu/copy.c);
+ * an op ends when the events of all its copies fired (CQE path
+ * cuda-ipc).
+ *
+ * The copies of one batch between the same two regions share one op (a
+ * KV-cache vector is a thousand of them): one completion and one pair of
+ * region references for all of them (move_req.batch_op).  A prepared
+ * list between two GPU regions goes as indexed kernel launches, the
+ * lists' offsets uploaded to the GPU once.
+ *
+ * This mover also runs the copy engine for everyone (poll: launch what
+ * the pass queued, end what finished): the staging chunks' copies
+ * (mem/staging.h) end through their own on_done from there.
+ *
+ * Progress thread only.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "core/xop.h"
+#include "gpu/gpu.h"
+#include "gpu/kernel.h"
+#include "local/local.h"
+#include "mem/dlist.h"
+#include "mem/region.h"
+#include "xfer_ring.h"
+
+struct gpu_mover {
+	const struct local_res *res;
+};
+
+/* The GPU mover's part of an op (XOP_PRIV): the copy engine's first. */
+struct gpu_mover_op {
+	struct gpu_op copies;
+	/* An indexed copy of two prepared lists: held until it ends (the
+	 * kernel reads their offsets). */
+	struct dlist *lists[2];
+};
+
+/*
+ * Where a copy endpoint is for a copy that runs on GPU dev: a device
+ * address valid there (*gpu the GPU it is memory of), or xferd's pinned
+ * mapping of a memfd region (*gpu -1).
+ */
+static int gpu_end(struct region *r, uint64_t off, int dev, uint64_t *addr,
+		   int *gpu)
+{
+	switch (region_kind(r)) {
+	case REGION_CUDA:
+		/* Mapped for dev itself when possible: then the copy is
+		 * local to dev and may go in the batch kernel. */
+		if (region_gpu_addr(r, dev, off, addr) == 0) {
+			*gpu = dev;
+			return 0;
+		}
+		*addr = region_gpu_ptr(r) + off;
+		*gpu = region_gpu_dev(r);  /* a peer copy between contexts */
+		return 0;
+	case REGION_MEMFD: {
+		/* Pinned on first use: DMA straight from the mapping. */
+		int err = region_gpu_pin(r);
+		if (err)
+			return err;
+		*addr = (uint64_t)(uintptr_t)region_map_at(r, off);
+		*gpu = -1;
+		return 0;
+	}
+	default:
+		/* xfer_reg'd host memory lives in another process: no DMA. */
+		return -ENOTSUP;
+	}
+}
+
+/*
+ * One copy: the GPU that runs it is the destination's (reading from a
+ * peer over NVLink), or the source's when the destination is host
+ * memory.
+ */
+static int64_t gpu_move_now(void *mv, struct move_req *rq)
+{
+	struct gpu_mover *m = mv;
+	const struct local_hooks *h = &m->res->hooks;
+	struct gpu_copies *g = m->res->gpu;
+	bool write = rq->opcode == XFER_OP_WRITE;
+	struct region *src = write ? rq->local : rq->remote;
+	struct region *dst = write ? rq->remote : rq->local;
+	uint64_t soff = write ? rq->loff : rq->roff;
+	uint64_t doff = write ? rq->roff : rq->loff;
+	uint64_t sa, da;
+	int sgpu, dgpu, err;
+
+	if (!g)
+		return -ENOTSUP;
+	int dev = region_kind(dst) == REGION_CUDA ? region_gpu_dev(dst)
+						 : region_gpu_dev(src);
+	if ((err = gpu_end(src, soff, dev, &sa, &sgpu)) ||
+	    (err = gpu_end(dst, doff, dev, &da, &dgpu)))
+		return err;
+	if (rq->len == 0)
+		return 0;
+	struct xop *op = *rq->batch_op;
+	if (!op || op->local != rq->local || op->remote != rq->remote) {
+		op = h->op_begin(h->arg, rq);
+		if (!op)
+			return -ENOMEM;
+		op->path = XFER_PATH_CUDA_IPC;
+		*rq->batch_op = op;
+	}
+	err = gpu_copy(g, op, da, dgpu, sa, sgpu, rq->len);
+	if (err && gpu_op_of(op)->parts == 0) {
+		/* Nothing of it is out: it ends here, not through poll. */
+		*rq->batch_op = NULL;
+		h->op_abandon(h->arg, op);
+		return err;
+	}
+	if (err) {
+		gpu_op_of(op)->error = err;  /* the batch fails with it */
+		return err;
+	}
+	op->len += rq->len;
+	rq->async = true;
+	return 0;
+}
+
+/* List l's offsets on GPU dev, uploaded on first use; NULL if that
+ * cannot be done (then its transfers go block by block). */
+static struct gpu_list *dl_on_gpu(struct dlist *l, int dev)
+{
+	if (!l->gpu) {
+		l->gpu = calloc((size_t)gpu_count(), sizeof(*l->gpu));
+		if (!l->gpu)
+			return NULL;
+	}
+	if (!l->gpu[dev] &&
+	    gpu_list_upload(dev, l->off, l->lens, l->n, &l->gpu[dev]))
+		l->gpu[dev] = NULL;
+	return l->gpu[dev];
+}
+
+/*
+ * Both lists over GPU memory that the destination's GPU reaches
+ * directly: one indexed kernel launch per COPY_PAIRS_MAX pairs, the
+ * pairs resolved on the GPU against the lists uploaded once.  Returns
+ * 0 with ml->rq.async (the op ends later), MOVER_SUBMIT when this way is
+ * not open (nothing done: the executor goes block by block), or -errno.
+ */
+static int64_t gpu_move_list(void *mv, struct move_list *ml)
+{
+	struct gpu_mover *m = mv;
+	const struct local_hooks *h = &m->res->hooks;
+	struct gpu_copies *g = m->res->gpu;
+	bool write = ml->rq.opcode == XFER_OP_WRITE;
+	struct region *src = write ? ml->rq.local : ml->rq.remote;
+	struct region *dst = write ? ml->rq.remote : ml->rq.local;
+	struct dlist *sl = write ? ml->l : ml->r, *dl = write ? ml->r : ml->l;
+	uint64_t sbase, dbase;
+	int64_t err = 0;
+
+	if (!g || region_kind(src) != REGION_CUDA ||
+	    region_kind(dst) != REGION_CUDA)
+		return MOVER_SUBMIT;
+	int dev = region_gpu_dev(dst);
+	if (region_gpu_addr(src, dev, write ? ml->lbase : ml->rbase, &sbase) ||
+	    region_gpu_addr(dst, dev, write ? ml->rbase : ml->lbase, &dbase))
+		return MOVER_SUBMIT;
+	struct gpu_list *sg = dl_on_gpu(sl, dev), *dg = dl_on_gpu(dl, dev);
+	if (!sg || !dg)
+		return MOVER_SUBMIT;
+	ml->rq.path = XFER_PATH_CUDA_IPC;
+	if (!ml->area)
+		return ml->segments(ml);  /* says why there are no pairs */
+	/* Every pair checked before anything is launched. */
+	int slots[8];
+	struct copy_pair *bufs[8];
+	unsigned nslots = 0;
+	uint64_t total = 0;
+	for (uint64_t k = 0; k < ml->npairs; k++) {
+		if (k % COPY_PAIRS_MAX == 0) {
+			if (nslots == 8 ||
+			    !(bufs[nslots] = gpu_pairs_reserve(g, dev,
+							       &slots[nslots]))) {
+				err = 1;  /* no room: block by block */
+				break;
+			}
+			nslots++;
+		}
+		struct xfer_dlist_pair pr = mover_list_pair(ml->area, k);
+		uint64_t len;
+		if ((err = mover_list_check(ml, pr, &len)))
+			break;
+		total += len;
+		bufs[nslots - 1][k % COPY_PAIRS_MAX] = write
+			? (struct copy_pair){ pr.local, pr.remote }
+			: (struct copy_pair){ pr.remote, pr.local };
+	}
+	if (err) {
+		for (unsigned i = 0; i < nslots; i++)
+			gpu_pairs_release(g, dev, slots[i]);
+		if (err > 0)
+			ml->rq.path = XFER_PATH_NONE;
+		return err > 0 ? MOVER_SUBMIT : err;
+	}
+	struct xop *op = h->op_begin(h->arg, &ml->rq);
+	if (!op) {
+		for (unsigned i = 0; i < nslots; i++)
+			gpu_pairs_release(g, dev, slots[i]);
+		return -ENOMEM;
+	}
+	struct gpu_mover_op *gop = XOP_PRIV(op, struct gpu_mover_op);
+	op->path = XFER_PATH_CUDA_IPC;
+	op->len = total;
+	dlist_get(ml->l);
+	dlist_get(ml->r);
+	gop->lists[0] = ml->l;
+	gop->lists[1] = ml->r;
+	for (unsigned i = 0; i < nslots; i++) {
+		uint64_t first = (uint64_t)i * COPY_PAIRS_MAX;
+		uint32_t n = (uint32_t)(ml->npairs - first < COPY_PAIRS_MAX
+					? ml->npairs - first : COPY_PAIRS_MAX);
+		if (gpu_copy_indexed(g, op, dev, slots[i], sbase, sg,
+				     dbase, dg, sl->len, n))
+			err = -EIO;
+	}
+	if (gop->copies.parts == 0) {
+		/* Nothing went: it ends here. */
+		dlist_put(gop->lists[0]);
+		dlist_put(gop->lists[1]);
+		h->op_abandon(h->arg, op);
+		return -EIO;
+	}
+	if (err)
+		gop->copies.error = (int)err;  /* the parts out end it, failed */
+	ml->rq.async = true;
+	return 0;
+}
+
+/* All of an op's copies ended: its lists go, then the op. */
+static void gpu_op_ended(void *arg, struct xop *op, int64_t res)
+{
+	struct gpu_mover *m = arg;
+	struct gpu_mover_op *gop = XOP_PRIV(op, struct gpu_mover_op);
+
+	dlist_put(gop->lists[0]);
+	dlist_put(gop->lists[1]);
+	m->res->hooks.op_done(m->res->hooks.arg, op, res);
+}
+
+/*
+ * Launch the GPU copies this pass queued (together: many small ones go
+ * as one kernel) and end those whose events fired.  True while copies
+ * are out, so the thread keeps polling rather than sleeping.
+ */
+static bool gpu_poll(void *mv)
+{
+	struct gpu_mover *m = mv;
+
+	gpu_copies_flush(m->res->gpu);
+	gpu_copies_poll(m->res->gpu, gpu_op_ended, m);
+	return gpu_copies_busy(m->res->gpu);
+}
+
+/* Its GPU copies run on (their regions are held) but end into nothing:
+ * its batches are freed without a completion. */
+static void gpu_cancel_client(void *mv, const struct prog_client *pc)
+{
+	struct gpu_mover *m = mv;
+
+	gpu_copies_forget_client(m->res->gpu, pc, m->res->hooks.forget_batch,
+				 m->res->hooks.arg);
+}
+
+void *gpu_mover_create(const struct local_res *res)
+{
+	struct gpu_mover *m = calloc(1, sizeof(*m));
+
+	if (m)
+		m->res = res;
+	return m;
+}
+
+static void gpu_destroy(void *mv)
+{
+	free(mv);
+}
+
+const struct mover_ops gpu_mover_ops = {
+	.version = MOVER_OPS_VERSION,
+	.name = "gpu",
+	.move_now = gpu_move_now,
+	.move_list = gpu_move_list,
+	.accepts = mover_stub_accepts,
+	.submit = local_refuse_op,
+	.cancel_client = gpu_cancel_client,
+	.expire = mover_stub_expire,
+	.poll = gpu_poll,
+	.arm = mover_stub_arm,
+	.needs_loop = mover_stub_needs_loop,
+	.peer_up = mover_stub_peer_up,
+	.peer_down = mover_stub_peer_down,
+	.frame = mover_stub_frame,
+	.describe = mover_stub_describe,
+	.set_cfg = mover_stub_set_cfg,
+	.destroy = gpu_destroy,
+};
