@@ -32,14 +32,14 @@ def wait_done(agent, handle):
 
 def make_agent(name):
     import numpy as np
-    from nixl._api import nixl_agent, nixl_agent_config
+    from nixl_cu12._api import nixl_agent, nixl_agent_config
 
     conf = nixl_agent_config(enable_prog_thread=False, backends=["XFERD"])
     agent = nixl_agent(name, conf)
     if "XFERD" not in agent.backends:
         raise RuntimeError("NIXL did not load XFERD: %s" % agent.plugin_list)
     kv = np.zeros((NBLOCKS, BLOCK), dtype=np.uint8)
-    agent.register_memory(agent.get_reg_descs(kv))
+    agent.register_memory([(kv.ctypes.data, kv.nbytes, 0, "")], "DRAM")
     return agent, kv
 
 
@@ -83,7 +83,7 @@ def initiator(conn):
     meta, descs, tbase = conn.recv()
     conn.send(agent.get_agent_metadata())
     remote = agent.add_remote_agent(meta)
-    assert remote == "target", remote
+    assert remote in ("target", b"target"), remote
     local_side = agent.prep_xfer_dlist("NIXL_INIT_AGENT", block_addrs(kv), "DRAM")
     remote_side = agent.prep_xfer_dlist(remote, agent.deserialize_descs(descs))
 
