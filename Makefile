@@ -65,6 +65,11 @@ DEPS_DEB   := debhelper dh-python lintian dpkg-dev fakeroot python3-all-dev \
 	python3-setuptools
 # The fuzz harnesses (tests/fuzz/): clang's libFuzzer and sanitizers.
 DEPS_FUZZ  := clang libclang-rt-14-dev
+# NIXL, built from ../shared/nixl by scripts/nixl-build.sh for the XFERD
+# backend (nixl/) and its tests; not libabsl-dev, libasio-dev or
+# libtomlplusplus-dev (too old: NIXL takes its own from the tarballs).
+DEPS_NIXL  := meson ninja-build g++ pkg-config cmake libgtest-dev \
+	libgmock-dev liburing-dev pybind11-dev python3-dev libgflags-dev
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 CFLAGS  ?= -O2 -g
@@ -178,7 +183,7 @@ endif
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 UNIT_BIN   := $(BUILD)/tests/unit_tests
 
-.PHONY: deb install-python installed
+.PHONY: deb install-python installed nixl-plugin nixl-check-build
 .PHONY: all deps check unit integration demo bench asan fuzz fuzz-run fuzz-corpus install \
 	clean python soak
 .DEFAULT_GOAL := all
@@ -194,7 +199,7 @@ all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(DLISTBENCH) $(XFERDEMO) $(XFERSTREAM) $(
 deps:
 ifneq ($(NO_DEPS),1)
 	$(Q)missing=$$(for p in $(DEPS_BUILD) $(DEPS_TEST) $(DEPS_RDMA) $(DEPS_PYTHON) \
-		$(EXTRA_DEPS); do \
+		$(DEPS_NIXL) $(EXTRA_DEPS); do \
 		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
 		grep -q 'install ok installed' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
@@ -412,10 +417,55 @@ $(PY_STAMP): $(PY_SRC) $(LIBA) include/xfer.h include/xfer_ring.h | deps
 	$(Q)test -n "$$(ls $(BUILD)/python/lib/xferd/_core*.so 2>/dev/null)"
 	$(Q)touch $@
 
+# --- NIXL backend ---------------------------------------------------------
+
+# libplugin_XFERD.so (nixl/) and NIXL's plugin harness against it
+# (tests/nixl/harness.cpp), built against the NIXL that
+# scripts/nixl-build.sh builds once per machine into its cache
+# (/var/cache/xferd-ci/nixl-KEY; the first time takes minutes).  Installed
+# nowhere: point NIXL_PLUGIN_DIR at $(BUILD)/nixl.  libxfer is linked
+# statically and kept out of the plugin's exports.
+NIXL_OUT    := $(BUILD)/nixl
+NIXL_PLUGIN := $(NIXL_OUT)/libplugin_XFERD.so
+NIXL_HARNESS := $(NIXL_OUT)/xferd_harness
+NIXL_SRC    := $(wildcard nixl/*.cpp nixl/*.h)
+CXX         ?= g++
+NIXL_CXXFLAGS = -std=c++20 -O2 -g -fPIC -Wall -Wextra -Iinclude -Inixl \
+	-isystem $$d/prefix/include -isystem $$d/prefix/include/backend \
+	-isystem $$d/prefix/include/utils \
+	-isystem $$d/src/nixl/subprojects/abseil-cpp-20250814.1
+NIXL_LIBS   = -L$$d/prefix/lib/x86_64-linux-gnu -lnixl_common \
+	-lnixl_build -Wl,-rpath,$$d/prefix/lib/x86_64-linux-gnu
+
+nixl-plugin: $(NIXL_PLUGIN) $(NIXL_HARNESS)
+
+$(NIXL_PLUGIN): $(NIXL_SRC) $(LIBA) include/xfer.h include/xfer_ring.h
+	@echo "  CXX     $@"
+	$(Q)d=$$(scripts/nixl-build.sh) && mkdir -p $(NIXL_OUT) && \
+	$(CXX) $(NIXL_CXXFLAGS) -shared -o $@ $(filter %.cpp,$(NIXL_SRC)) \
+		$(LIBA) -Wl,--exclude-libs,ALL $(BASE_LIBS) $(NIXL_LIBS) \
+		-Wl,--no-undefined
+
+$(NIXL_HARNESS): tests/nixl/harness.cpp $(NIXL_PLUGIN)
+	@echo "  CXX     $@"
+	$(Q)d=$$(scripts/nixl-build.sh) && \
+	$(CXX) $(NIXL_CXXFLAGS) -isystem $$d/src/nixl/test/gtest/plugins \
+		-isystem $$d/src/nixl/test/gtest -o $@ $< $(NIXL_PLUGIN) \
+		-Wl,-rpath,$(abspath $(NIXL_OUT)) $(NIXL_LIBS) -lnixl \
+		-lgtest -lgtest_main -pthread
+
 # --- running -------------------------------------------------------------
 
-check: all python
+# The NIXL tests (tests/integration/nixl_*.sh) need the plugin: built
+# here when NIXL builds; when it cannot (no tarballs) those tests fail,
+# the rest of check runs.  Under ASan they skip (NIXL is not
+# instrumented), so SAN=1 builds no plugin.
+check: all python $(if $(filter 1,$(SAN)),,nixl-check-build)
 	$(Q)tests/run-tests.sh $(BUILD)
+
+nixl-check-build:
+	$(Q)$(MAKE) --no-print-directory nixl-plugin || \
+		echo "NIXL plugin not built: the NIXL tests will fail"
 
 unit: $(UNIT_BIN)
 	$(Q)$(UNIT_BIN)

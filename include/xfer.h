@@ -298,15 +298,19 @@ static inline void xfer_prep_rw(struct xfer_sqe *sqe, unsigned op,
 				uint64_t remote, uint64_t remote_off,
 				uint64_t len, uint64_t user_data)
 {
-	*sqe = (struct xfer_sqe){
-		.opcode = (uint8_t)op,
-		.user_data = user_data,
-		.local = local,
-		.local_off = local_off,
-		.remote = remote,
-		.remote_off = remote_off,
-		.len = len,
-	};
+	/* Every field, one by one rather than a compound literal, so that
+	 * C++ compilers take this header too. */
+	sqe->opcode = (uint8_t)op;
+	sqe->flags = 0;
+	sqe->reserved0 = 0;
+	sqe->timeout_ms = 0;
+	sqe->user_data = user_data;
+	sqe->local = local;
+	sqe->local_off = local_off;
+	sqe->remote = remote;
+	sqe->remote_off = remote_off;
+	sqe->len = len;
+	sqe->notify_value = 0;
 }
 
 /* local[local_off, +len) -> remote[remote_off, +len) */

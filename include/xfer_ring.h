@@ -24,6 +24,14 @@
 
 #include <stdint.h>
 
+/* The layout checks below, in C11 and in C++11 or later (which spell
+ * the keyword differently). */
+#ifdef __cplusplus
+#define XFER_STATIC_ASSERT(cond, msg) static_assert(cond, msg)
+#else
+#define XFER_STATIC_ASSERT(cond, msg) _Static_assert(cond, msg)
+#endif
+
 #define XFER_RING_MAGIC   0x58524e47u /* "XRNG" */
 /* 2: the CQ sender area (cq_senders below); 1: none.  A client reads
  * what the offsets say is there, not this number. */
@@ -127,7 +135,7 @@ struct xfer_sqe {
 	uint64_t len;          /* bytes; 0 is allowed and moves nothing */
 	uint64_t notify_value; /* with XFER_SQE_F_NOTIFY or XFER_OP_NOTIFY */
 };
-_Static_assert(sizeof(struct xfer_sqe) == 64, "SQE is one cache line");
+XFER_STATIC_ASSERT(sizeof(struct xfer_sqe) == 64, "SQE is one cache line");
 
 /* CQE flags. */
 enum {
@@ -150,7 +158,7 @@ struct xfer_cqe {
 	uint16_t reserved;
 	uint64_t handle;   /* XFER_CQE_F_NOTIFY: the region notified */
 };
-_Static_assert(sizeof(struct xfer_cqe) == 32, "two CQEs per cache line");
+XFER_STATIC_ASSERT(sizeof(struct xfer_cqe) == 32, "two CQEs per cache line");
 
 /*
  * Who sent a notification: xferd's own record of it, never a value the
@@ -192,7 +200,7 @@ struct xfer_cqe_sender {
 	uint32_t uid;
 	uint32_t flags;    /* XFER_SENDER_F_* */
 };
-_Static_assert(sizeof(struct xfer_cqe_sender) == 32, "sender record size");
+XFER_STATIC_ASSERT(sizeof(struct xfer_cqe_sender) == 32, "sender record size");
 
 /* Sender flags. */
 enum {
