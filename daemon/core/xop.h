@@ -58,18 +58,6 @@ struct xop {
 
 	/* Each transport's own state of it, until each moves to priv. */
 	struct {
-		struct {              /* the RDMA transport's (rdma.c) */
-			uint64_t posted;  /* bytes handed to work requests */
-			uint32_t wrs;     /* its work requests not completed */
-			int error;        /* first failure of one of them */
-			bool queued;      /* waiting for queue pair room */
-			bool cancelled;
-			bool redo;        /* flushed by another's error: again */
-			bool retried;     /* was redone once already */
-			/* Through the staging buffers (ROUTE_RDMA_STAGED):
-			 * its local memory is not registered. */
-			bool staged;
-		} rdma;
 		struct {              /* the TCP data path's (tcp.c) */
 			uint64_t id;      /* on its link */
 			uint64_t done;    /* bytes sent (write) or received (read) */

@@ -109,7 +109,7 @@ extern const struct mover_ops rdma_mover_ops;
 /*
  * The same transport for ROUTE_RDMA_STAGED: host memory here that no NIC
  * registration covers (xfer_reg'd) goes through the transport's staging
- * buffers, a copy on this side (rdma.c says how).  Only accepts and
+ * buffers, a copy on this side (rdma_staged.c says how).  Only accepts and
  * submit are its own; register it beside rdma_mover_ops with the
  * same impl.
  */

@@ -21,6 +21,7 @@ Suite *dmabuf_suite(void);
 Suite *rcache_suite(void);
 Suite *rdma_dev_suite(void);
 Suite *path_suite(void);
+Suite *movers_suite(void);
 Suite *staging_suite(void);
 Suite *pipeline_suite(void);
 Suite *dlist_suite(void);

@@ -17,7 +17,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "engine/copy_workers.h"
+#include "mem/copy_workers.h"
 #include "mem/cma.h"
 #include "mem/host_stage.h"
 #include "mem/region.h"

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "gpu/gpu.h"
 #include "local/staged.h"
 #include "mem/staging.h"
 #include "suites.h"
@@ -154,7 +155,7 @@ START_TEST(destroy_ends_copies)
 	struct test_waiter w = { .w.ready = on_ready, .id = 9 };
 
 	c->in_copy = true;
-	c->xop.gpu.on_done = chunk_copy_done;
+	gpu_op_of(&c->xop)->on_done = chunk_copy_done;
 	staging_take(sp, STAGING_SEND);
 	staging_wait(sp, STAGING_SEND, &w.w);
 	cancelled = 0;

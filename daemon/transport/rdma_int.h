@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rdma_int.h - what the files of the RDMA transport share, and nothing
+ * outside them includes (rdma.h is the transport to the rest).
+ *
+ *   rdma.c         the transport: its ops table, peers coming and going,
+ *                  submit, cancel, deadlines, ending operations, life
+ *   rdma_qp.c      queue pairs: their life (create, connect over the
+ *                  link's QpConnect/QpAccept frames, fail, free) and the
+ *                  tables xferctl reads (the queue pairs, rail counters)
+ *   rdma_post.c    posting: cutting operations into striped work
+ *                  requests, one chain per queue pair and pump, reaping
+ *                  completions, retiring what they account for
+ *   rdma_staged.c  the staged route (ROUTE_RDMA_STAGED): host memory
+ *                  that no NIC registration covers, through registered
+ *                  staging buffers and a CPU copy on this side
+ *
+ * Everything here runs in the progress thread, except the tables'
+ * readers (rdma_rail_stats, rdma_qp_list: the main thread), which take
+ * tables.lock; that lock is a leaf, and the progress thread takes it
+ * only to change the queue pair table or a queue pair's remote number.
+ *
+ * Bookkeeping of a queue pair this side posts on: a ring of the work
+ * requests out, oldest first, each with the operation it belongs to (or
+ * NULL once that operation was cancelled), its bytes, and a reference to
+ * the local region, so that memory the NIC may still touch is never
+ * unmapped under it.  The wr_id of a work request names its queue pair's
+ * slot in the table (struct rdma_tables), the slot's generation and the
+ * ring position: a completion of a queue pair that was destroyed
+ * meanwhile is recognised and ignored.
+ */
+#ifndef XFERD_RDMA_INT_H
+#define XFERD_RDMA_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <event2/util.h>
+#include <infiniband/verbs.h>
+
+#include "core/xop.h"
+#include "transport/rdma.h"
+#include "transport/rdma_dev.h"
+
+#define QP_SLOTS       1024    /* queue pairs at once, both directions */
+#define CONNECT_NS     (5000ull * 1000000)  /* for a QpAccept to come */
+
+struct event;
+struct staging_chunk;
+struct rdma_staging;
+struct rdma_grant_worker;
+
+/* RDMA's own state of an operation, in its private area (XOP_PRIV). */
+struct rdma_op {
+	uint64_t posted;          /* bytes handed to work requests */
+	uint32_t wrs;             /* its work requests not completed */
+	int error;                /* first failure of one of them */
+	bool queued;              /* waiting for queue pair room */
+	bool cancelled;
+	bool redo;                /* flushed by another's error: again */
+	bool retried;             /* was redone once already */
+	/* Through the staging buffers (ROUTE_RDMA_STAGED): its local
+	 * memory is not registered. */
+	bool staged;
+};
+
+static inline struct rdma_op *rop(struct xop *op)
+{
+	return XOP_PRIV(op, struct rdma_op);
+}
+
+enum qp_state { QP_CONNECTING, QP_READY };
+
+struct posted {
+	struct xop *op;           /* NULL: cancelled, only the bytes remain */
+	struct region *hold;      /* a reference to the local region */
+	struct staging_chunk *chunk; /* staged: its buffer, given back here */
+	uint64_t local_off;       /* staged READ: where its bytes go */
+	uint64_t deadline_ns;
+	uint32_t bytes;
+	bool read;
+};
+
+struct rpeer;
+
+struct rqp {
+	struct rpeer *peer;
+	int pair;                 /* index into peer->pair; -1: passive */
+	int rail, dev;            /* ours */
+	uint32_t peer_rail, slot;
+	bool initiator;
+	uint64_t epoch;
+	uint64_t connect_by_ns;   /* initiator: QpAccept due by then */
+	struct ibv_qp *qp;
+	uint32_t psn, remote_qpn;
+	uint32_t max_inline;
+	uint32_t qp_num_was;      /* for the log, once destroyed */
+	uint16_t index, gen;      /* in the queue pair table: the wr_id */
+	/* initiator: work requests out are ring[tail..head), the last
+	 * nstaged of them not posted yet (wr[0..nstaged)) */
+	uint32_t head, tail, nstaged, since_signal;
+	struct posted ring[RDMA_QP_DEPTH];
+	struct ibv_send_wr wr[RDMA_QP_DEPTH];
+	struct ibv_sge sge[RDMA_QP_DEPTH];
+	struct rqp *next_dirty;
+	bool dirty;
+	struct rqp *next_passive;
+	/* read by xferctl */
+	_Atomic int state;
+	_Atomic uint64_t bytes, wrs;
+	_Atomic uint32_t outstanding;
+	char peer_name[64];
+};
+
+struct rail_pair {
+	int rail;                 /* ours */
+	struct rdma_rail_addr mine;
+	struct rdma_peer_rail theirs;
+	bool failed;              /* the peer refused, or we could not */
+};
+
+struct rpeer {
+	uint8_t id[LINK_ID_LEN];
+	uint64_t gen;
+	char name[64];
+	struct rdma_peer_rail rails[RDMA_PEER_RAILS];
+	size_t nrails;
+	struct rail_pair pair[RDMA_PAIR_MAX];
+	size_t npairs;
+	struct rqp *out[RDMA_PAIR_MAX][RDMA_QPS_MAX];
+	struct rqp *passive;
+	unsigned npassive;
+	unsigned rr;              /* next queue pair to try */
+	uint64_t full_in_pass;    /* its queue pairs had no room in that pump */
+	struct rpeer *next;
+};
+
+struct rdev {
+	struct rdma_dev_verbs v;
+	struct event *ev;         /* its completion channel */
+	uint32_t outstanding;     /* work requests out (the CQ holds them) */
+	uint8_t rd_atomic;
+};
+
+/* Counters of one rail (xferctl rails, the metrics). */
+struct rail_counters {
+	_Atomic uint32_t qps;
+	_Atomic uint64_t bytes_tx, bytes_rx, wrs, errors;
+};
+
+/*
+ * What xferctl reads (main thread) while the progress thread works: the
+ * queue pairs by slot (each slot's generation names it in wr_ids) and
+ * the rail counters.  lock guards qp[] and a listed queue pair's
+ * remote_qpn and qp against the reader; the progress thread, the only
+ * writer, reads qp[] without it.  Counters are relaxed atomics.
+ */
+struct rdma_tables {
+	pthread_mutex_t lock;
+	struct rqp *qp[QP_SLOTS];
+	uint16_t gen[QP_SLOTS];
+	struct rail_counters rail[RDMA_RAIL_MAX];
+};
+
+struct rdma {
+	struct event_base *base;
+	struct linkset *links;
+	struct linkset_hooks hooks;
+	struct rdma_cfg cfg;
+	struct rdev dev[RDMA_DEV_MAX];
+	int ndevs;
+	struct rpeer *peers;
+	struct xop_list waiting;  /* not all posted yet, in order */
+	struct rqp *dirty;        /* with work requests chained, not posted */
+	uint64_t epoch;
+	uint64_t outstanding;     /* work requests out, all devices */
+	unsigned redone;          /* operations retire() marked for redo */
+	/* Test hook (XFERD_TEST_RDMA_SHIFT, unset in use): moved by this
+	 * many bytes, every remote address plays a peer that ignores its
+	 * token's range, for the owner's NIC to refuse (rdma_grant.h). */
+	int64_t test_shift;
+	/* Makes the grants of token ranges that peers check (rdma_grant.h). */
+	struct rdma_grant_worker *grants;
+	uint64_t pass;            /* pumps so far */
+	bool submitted;           /* operations came since the last pump */
+	/* A queue pair was taken down: its completions may still sit in a
+	 * CQ, taking room there until polled away. */
+	bool drain;
+	/* The staging buffers of the staged route (rdma_staged.c); NULL:
+	 * none could be registered, nothing goes staged. */
+	struct rdma_staging *staging;
+	struct rdma_tables tables;
+};
+
+static inline void stat_add64(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+/* --- rdma.c: peers and the end of operations --- */
+struct rpeer *rdma_find_peer(struct rdma *t, const uint8_t *id);
+struct rpeer *rdma_peer_of(struct rdma *t, const struct xop *op);
+void rdma_op_end(struct rdma *t, struct xop *op, int64_t result);
+void rdma_dequeue(struct rdma *t, struct xop *op);
+/* An operation ends once none of its work requests is out and either
+ * all of it was posted or it failed. */
+void rdma_op_settle(struct rdma *t, struct xop *op);
+void rdma_op_fail(struct rdma *t, struct xop *op, int err);
+/* Queue op (submitted to either route) for the next pump. */
+void rdma_op_start(struct rdma *t, struct xop *op, bool staged);
+
+/* --- rdma_qp.c: queue pairs --- */
+void rdma_tables_init(struct rdma *t);
+void rdma_tables_fini(struct rdma *t);
+const char *rdma_peer_label(const struct rqp *q);
+void rdma_qp_free(struct rdma *t, struct rqp *q);
+/* Take q down: what it has out fails with err (culprit: the operation
+ * whose request broke it; the others' are redone), and it is forgotten. */
+void rdma_qp_fail_by(struct rdma *t, struct rqp *q, int err,
+		     const struct xop *culprit);
+void rdma_qp_fail(struct rdma *t, struct rqp *q, int err);
+/* Rail pair i toward p cannot carry anything any more. */
+void rdma_fail_pair(struct rdma *t, struct rpeer *p, size_t i, int err);
+/* Every queue pair p should have is open or on its way.  False if no
+ * rail pair can carry anything. */
+bool rdma_ensure_qps(struct rdma *t, struct rpeer *p);
+/* A packed PeerMsg to peer id over its link. */
+struct Xfer__Peer__PeerMsg;
+void rdma_send_msg(struct rdma *t, const uint8_t *id,
+		   struct Xfer__Peer__PeerMsg *m);
+
+/* --- rdma_post.c: posting and completions --- */
+/* Can rail pair rp carry op: the owner's rkey on its device, and ours
+ * of the local memory (staged: of the staging buffers)? */
+bool rdma_pair_usable(const struct rdma *t, const struct rpeer *p,
+		      const struct rail_pair *rp, const struct xop *op,
+		      bool staged, uint32_t *lkey, uint32_t *rkey);
+/* Cut waiting operations into work requests while queue pairs have
+ * room; post them. */
+void rdma_pump(struct rdma *t);
+/* The work requests of q in [tail, upto] are done (err 0) or failed. */
+void rdma_retire(struct rdma *t, struct rqp *q, uint32_t upto, int err,
+		 const struct xop *culprit);
+void rdma_on_channel(evutil_socket_t fd, short what, void *arg);
+
+/* --- rdma_staged.c: the staging buffers, as posting sees them --- */
+/* Made and registered on every device of t, once, at start: NULL
+ * without them (logged; xfer_reg'd memory goes over TCP). */
+struct rdma_staging *rdma_staging_open(struct rdma *t);
+/* Every chunk is back (the queue pairs that held them are gone). */
+void rdma_staging_close(struct rdma_staging *s);
+/* The local key of the staging buffers on device dev. */
+bool rdma_staging_lkey(const struct rdma_staging *s, int dev,
+		       uint32_t *lkey);
+/* A staged operation that way (read or write) waits this pump: an
+ * earlier one found no chunk in it, and none overtakes it. */
+bool rdma_staging_starved(const struct rdma *t, bool read);
+/*
+ * The chunk for op's next piece of *len bytes (cut to a chunk), a
+ * WRITE's bytes copied in: 0 with *c set; 1: none free now (op waits,
+ * the next pump comes when one is back); -errno: the copy failed (no
+ * chunk kept).
+ */
+int rdma_staging_piece(struct rdma *t, struct xop *op, uint64_t *len,
+		       struct staging_chunk **c);
+/* Work request e of op (NULL: cancelled) is done (err 0) or failed: a
+ * READ's bytes go where they belong while op still wants them; the
+ * chunk goes back. */
+void rdma_staging_retire(struct posted *e, struct xop *op, int err);
+
+#endif /* XFERD_RDMA_INT_H */

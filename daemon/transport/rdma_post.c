@@ -1,0 +1,426 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rdma_post.c - the RDMA transport's posting and completions: waiting
+ * operations cut into striped work requests, chained into one post per
+ * queue pair and pump, and the completions that retire them.
+ *
+ * Progress thread only; no lock (the queue pair table is read here
+ * without tables.lock: only this thread changes it).
+ *
+ * A piece of an operation goes to the next ready queue pair toward its
+ * peer with room, round-robin over every queue pair of every rail pair;
+ * one work request in RDMA_SIGNAL_EVERY, and the last of each chain,
+ * asks for a completion (RC completes in order, so it accounts for those
+ * before it).  A staged operation's piece takes a staging chunk first
+ * (rdma_staged.c: rdma_staging_piece) and asks for its own completion,
+ * which gives the chunk back (rdma_staging_retire).
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <event2/event.h>
+#include <infiniband/verbs.h>
+
+#include "core/log.h"
+#include "transport/rdma_int.h"
+#include "transport/rdma_mr.h"
+#include "mem/region.h"
+#include "mem/staging.h"
+#include "xfer_ring.h"
+
+#define POLL_BATCH     32
+
+/* --- retiring work requests --- */
+
+/*
+ * The work requests in [tail, upto] are done (err 0) or failed.  When
+ * one operation's request broke the queue pair (culprit), the others'
+ * requests on it were only flushed: those operations are redone whole
+ * (WRITE and READ may be repeated), once, rather than failing because
+ * of another client's descriptor.
+ */
+void rdma_retire(struct rdma *t, struct rqp *q, uint32_t upto, int err,
+		 const struct xop *culprit)
+{
+	while ((int32_t)(upto - q->tail) >= 0 && q->tail != q->head) {
+		struct posted *e = &q->ring[q->tail % RDMA_QP_DEPTH];
+		struct xop *op = e->op;
+
+		q->tail++;
+		t->dev[q->dev].outstanding--;
+		t->outstanding--;
+		atomic_fetch_sub_explicit(&q->outstanding, 1,
+					  memory_order_relaxed);
+		if (!err) {
+			stat_add64(&q->bytes, e->bytes);
+			struct rail_counters *rc = &t->tables.rail[q->rail];
+			stat_add64(e->read ? &rc->bytes_rx : &rc->bytes_tx,
+				   e->bytes);
+		}
+		if (e->chunk)
+			rdma_staging_retire(e, op, err);
+		region_put(e->hold);
+		e->hold = NULL;
+		e->op = NULL;
+		if (!op)
+			continue;
+		struct rdma_op *ro = rop(op);
+		ro->wrs--;
+		if (err && culprit && op != culprit && !ro->retried) {
+			if (!ro->redo)
+				t->redone++;
+			ro->redo = true;
+		}
+		else if (err && !ro->error)
+			ro->error = err;
+		rdma_op_settle(t, op);
+	}
+}
+
+/* --- posting --- */
+
+/* Can rail pair rp carry op: the owner's rkey on its device, and ours
+ * of the local memory (staged: of the staging buffers)? */
+bool rdma_pair_usable(const struct rdma *t, const struct rpeer *p,
+		      const struct rail_pair *rp, const struct xop *op,
+		      bool staged, uint32_t *lkey, uint32_t *rkey)
+{
+	const struct region_rdma *rr = region_rdma(op->remote);
+
+	if (rp->failed || rp->theirs.device >= rr->nkeys ||
+	    !rr->rkey[rp->theirs.device])
+		return false;
+	/* A grant ended with the link it was made on. */
+	if (rr->grant && rr->link_gen != p->gen)
+		return false;
+	*rkey = rr->rkey[rp->theirs.device];
+	if (staged)
+		return rdma_staging_lkey(t->staging, rp->mine.dev, lkey);
+	return rdma_mr_keys(op->local, rp->mine.dev, lkey, NULL);
+}
+
+/* The next ready queue pair toward p with room, round-robin. */
+static struct rqp *next_qp(struct rdma *t, struct rpeer *p)
+{
+	unsigned n = (unsigned)p->npairs * t->cfg.qps;
+
+	for (unsigned k = 0; k < n; k++) {
+		unsigned i = p->rr++ % n;
+		struct rqp *q = p->out[i / t->cfg.qps][i % t->cfg.qps];
+		if (!q || p->pair[i / t->cfg.qps].failed ||
+		    atomic_load_explicit(&q->state, memory_order_relaxed) !=
+			    QP_READY)
+			continue;
+		if (q->head - q->tail >= RDMA_QP_DEPTH ||
+		    t->dev[q->dev].outstanding >=
+			    (uint32_t)t->dev[q->dev].v.cq_depth)
+			continue;
+		return q;
+	}
+	return NULL;
+}
+
+/* One work request of op's next len bytes on q, added to the chain its
+ * next post sends; from or into chunk c when staged (a WRITE's bytes
+ * already copied in). */
+static void chain_wr(struct rdma *t, struct rqp *q, struct xop *op,
+		     uint32_t lkey, uint32_t rkey, uint32_t len,
+		     struct staging_chunk *c)
+{
+	bool read = op->opcode == XFER_OP_READ;
+	uint32_t pos = q->head++;
+	struct posted *e = &q->ring[pos % RDMA_QP_DEPTH];
+	struct ibv_sge *sge = &q->sge[q->nstaged];
+	struct ibv_send_wr *wr = &q->wr[q->nstaged];
+	const struct token *tok = region_token(op->remote);
+	struct rdma_op *ro = rop(op);
+
+	region_get(op->local);
+	*e = (struct posted){
+		.op = op,
+		.hold = op->local,
+		.deadline_ns = op->deadline_ns,
+		.bytes = len,
+		.read = read,
+		.chunk = c,
+		.local_off = op->local_off + ro->posted,
+	};
+	*sge = (struct ibv_sge){
+		.addr = c ? (uint64_t)(uintptr_t)c->p
+			  : (uint64_t)(uintptr_t)region_map_at(
+				    op->local, op->local_off + ro->posted),
+		.length = len,
+		.lkey = lkey,
+	};
+	*wr = (struct ibv_send_wr){
+		.wr_id = (uint64_t)q->index << 48 | (uint64_t)q->gen << 32 | pos,
+		.sg_list = sge,
+		.num_sge = 1,
+		.opcode = read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
+		.wr.rdma = {
+			.remote_addr = region_rdma(op->remote)->addr + tok->offset +
+				       op->remote_off + ro->posted +
+				       (uint64_t)t->test_shift,
+			.rkey = rkey,
+		},
+	};
+	if (!read && len <= q->max_inline)
+		wr->send_flags |= IBV_SEND_INLINE;
+	/* A staged request's completion gives its chunk back: each asks
+	 * for one, so that chunks return one by one, not a batch late. */
+	if (++q->since_signal >= RDMA_SIGNAL_EVERY || c) {
+		wr->send_flags |= IBV_SEND_SIGNALED;
+		q->since_signal = 0;
+	}
+	q->nstaged++;
+	ro->posted += len;
+	ro->wrs++;
+	t->dev[q->dev].outstanding++;
+	t->outstanding++;
+	atomic_fetch_add_explicit(&q->outstanding, 1, memory_order_relaxed);
+	if (!q->dirty) {
+		q->dirty = true;
+		q->next_dirty = t->dirty;
+		t->dirty = q;
+	}
+}
+
+/* Post what q has staged, as one chain; its last work request asks for
+ * a completion, so every one is accounted for.  False: the post failed
+ * (logged); the caller takes q down. */
+static bool post_chain(struct rdma *t, struct rqp *q)
+{
+	struct ibv_send_wr *bad = NULL;
+	uint32_t n = q->nstaged;
+
+	q->nstaged = 0;  /* the device copied the requests: wr[] is free */
+	if (n == 0)
+		return true;
+	for (uint32_t i = 0; i + 1 < n; i++)
+		q->wr[i].next = &q->wr[i + 1];
+	q->wr[n - 1].next = NULL;
+	if (!(q->wr[n - 1].send_flags & IBV_SEND_SIGNALED)) {
+		q->wr[n - 1].send_flags |= IBV_SEND_SIGNALED;
+		q->since_signal = 0;
+	}
+	int rc = ibv_post_send(q->qp, q->wr, &bad);
+	stat_add64(&q->wrs, n);
+	stat_add64(&t->tables.rail[q->rail].wrs, n);
+	if (rc) {
+		log_warnx("RDMA: ibv_post_send on QP %u to %s: %s",
+			  q->qp->qp_num, rdma_peer_label(q), strerror(rc));
+		stat_add64(&t->tables.rail[q->rail].errors, 1);
+		return false;
+	}
+	return true;
+}
+
+/* Post what each queue pair has staged. */
+static void flush(struct rdma *t)
+{
+	while (t->dirty) {
+		struct rqp *q = t->dirty;
+
+		t->dirty = q->next_dirty;
+		q->dirty = false;
+		if (!post_chain(t, q))
+			rdma_qp_fail(t, q, -EIO);
+	}
+}
+
+/* op cannot go by RDMA after all: handed back (TCP moves it) if
+ * nothing of it went out yet, else it fails.  Either way it is no longer this
+ * transport's to touch. */
+static void to_tcp_or_fail(struct rdma *t, struct xop *op)
+{
+	struct rdma_op *ro = rop(op);
+
+	if (ro->posted || ro->wrs || ro->error) {
+		rdma_op_fail(t, op, -EIO);
+		return;
+	}
+	rdma_dequeue(t, op);
+	/* The executor offers it to the next route. */
+	t->hooks.reroute(t->hooks.arg, op);
+}
+
+/* Some queue pair toward p is still on its way: posting now would put
+ * a first large transfer on the one that happened to be ready first. */
+static bool connecting(const struct rdma *t, const struct rpeer *p)
+{
+	for (size_t i = 0; i < p->npairs; i++)
+		for (uint32_t s = 0; s < t->cfg.qps; s++)
+			if (p->out[i][s] &&
+			    atomic_load_explicit(&p->out[i][s]->state,
+						 memory_order_relaxed) ==
+				    QP_CONNECTING)
+				return true;
+	return false;
+}
+
+/* Cut waiting operations into work requests while queue pairs have
+ * room; post them. */
+void rdma_pump(struct rdma *t)
+{
+	struct xop *op, *next;
+
+	t->pass++;
+	t->submitted = false;
+	for (op = TAILQ_FIRST(&t->waiting); op; op = next) {
+		next = TAILQ_NEXT(op, q);
+		struct rdma_op *ro = rop(op);
+		struct rpeer *p = rdma_peer_of(t, op);
+		if (!p) {
+			rdma_op_fail(t, op, -ECONNRESET);
+			continue;
+		}
+		if (p->full_in_pass == t->pass)
+			continue;  /* no room toward p: its later ops wait too */
+		if (!rdma_ensure_qps(t, p)) {
+			to_tcp_or_fail(t, op);
+			continue;
+		}
+		if (connecting(t, p))
+			continue;
+		/* Staged operations take chunks in order: none overtakes
+		 * one that found no chunk in this pump. */
+		if (ro->staged &&
+		    rdma_staging_starved(t, op->opcode == XFER_OP_READ))
+			continue;
+		bool gone = false;
+		while (ro->posted < op->len) {
+			struct rqp *q = next_qp(t, p);
+			struct staging_chunk *c = NULL;
+			uint32_t lkey, rkey;
+			if (!q) {
+				p->full_in_pass = t->pass;
+				break;
+			}
+			if (!rdma_pair_usable(t, p, &p->pair[q->pair], op,
+					      ro->staged, &lkey, &rkey)) {
+				/* Its import lost its keys (a remote access
+				 * error): the owner must be asked over TCP. */
+				to_tcp_or_fail(t, op);
+				gone = true;
+				break;
+			}
+			uint64_t left = op->len - ro->posted;
+			uint64_t len = left < t->cfg.stripe ? left : t->cfg.stripe;
+			if (ro->staged) {
+				int rc = rdma_staging_piece(t, op, &len, &c);
+				if (rc > 0)
+					break;  /* the spare comes: waits */
+				if (rc < 0) {
+					rdma_op_fail(t, op, rc);
+					gone = true;
+					break;
+				}
+			}
+			chain_wr(t, q, op, lkey, rkey, (uint32_t)len, c);
+		}
+		if (!gone && ro->posted == op->len)
+			rdma_dequeue(t, op);
+	}
+	flush(t);
+}
+
+/* --- completions --- */
+
+static void on_wc(struct rdma *t, const struct ibv_wc *wc)
+{
+	unsigned slot = (unsigned)(wc->wr_id >> 48);
+	uint16_t gen = (uint16_t)(wc->wr_id >> 32);
+	struct rqp *q = slot < QP_SLOTS ? t->tables.qp[slot] : NULL;
+
+	/* The table changes on this thread only: no lock to read it. */
+	if (!q || q->gen != gen)
+		return;  /* of a queue pair taken down meanwhile */
+	if (wc->status != IBV_WC_SUCCESS) {
+		/* wc->opcode is undefined in a failed completion. */
+		const struct posted *e =
+			&q->ring[(uint32_t)wc->wr_id % RDMA_QP_DEPTH];
+		log_warnx("RDMA: %s on QP %u to %s (rail %d): %s "
+			  "(vendor error 0x%x); queue pair closed",
+			  e->read ? "READ" : "WRITE",
+			  q->qp->qp_num, rdma_peer_label(q), q->rail,
+			  ibv_wc_status_str(wc->status), wc->vendor_err);
+		stat_add64(&t->tables.rail[q->rail].errors, 1);
+		/* The owner no longer grants that memory (deregistered):
+		 * later uses of the import go by TCP, which says why. */
+		if ((wc->status == IBV_WC_REM_ACCESS_ERR ||
+		     wc->status == IBV_WC_REM_INV_REQ_ERR) && e->op &&
+		    region_rdma(e->op->remote))
+			region_rdma(e->op->remote)->nkeys = 0;
+		/* A flushed request broke nothing: it only says the QP is
+		 * in error already.  Another's request did the harm. */
+		rdma_qp_fail_by(t, q, -EIO,
+			   wc->status == IBV_WC_WR_FLUSH_ERR ? NULL : e->op);
+		return;
+	}
+	rdma_retire(t, q, (uint32_t)wc->wr_id, 0, NULL);
+}
+
+bool rdma_poll(struct rdma *t)
+{
+	struct ibv_wc wc[POLL_BATCH];
+	bool progress = false;
+
+	if (!t)
+		return false;
+	/* What this pass's drain submitted goes out now, chained: one post
+	 * per queue pair for a whole vector, not one per descriptor. */
+	if (t->submitted) {
+		rdma_pump(t);
+		progress = true;
+	}
+	if (t->outstanding == 0 && !t->drain)
+		return progress;
+	bool drained = t->outstanding == 0;
+	for (int d = 0; d < t->ndevs; d++) {
+		int n = ibv_poll_cq(t->dev[d].v.cq, POLL_BATCH, wc);
+		if (n < 0) {
+			log_warnx("RDMA: ibv_poll_cq failed");
+			continue;
+		}
+		for (int i = 0; i < n; i++)
+			on_wc(t, &wc[i]);
+		progress |= n > 0;
+		drained &= n == 0;
+	}
+	if (drained)
+		t->drain = false;
+	if (progress && !TAILQ_EMPTY(&t->waiting))
+		rdma_pump(t);
+	return progress;
+}
+
+bool rdma_busy(const struct rdma *t)
+{
+	return t && t->outstanding > 0;
+}
+
+bool rdma_arm(struct rdma *t)
+{
+	if (!t || t->outstanding == 0)
+		return true;
+	for (int d = 0; d < t->ndevs; d++)
+		if (t->dev[d].outstanding &&
+		    ibv_req_notify_cq(t->dev[d].v.cq, 0))
+			log_warnx("RDMA: ibv_req_notify_cq failed");
+	/* Completions that came before the request raise no event. */
+	return !rdma_poll(t);
+}
+
+void rdma_on_channel(evutil_socket_t fd, short what, void *arg)
+{
+	struct rdev *d = arg;
+	struct ibv_cq *cq;
+	void *ctx;
+	(void)fd, (void)what;
+
+	while (ibv_get_cq_event(d->v.channel, &cq, &ctx) == 0)
+		ibv_ack_cq_events(cq, 1);
+	/* The thread's loop polls the CQ next. */
+}
+
