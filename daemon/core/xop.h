@@ -80,19 +80,6 @@ struct xop {
 			 * its local memory is not registered. */
 			bool staged;
 		} rdma;
-		struct {              /* the TCP data path's (tcp.c) */
-			uint64_t id;      /* on its link */
-			uint64_t done;    /* bytes sent (write) or received (read) */
-			bool sent_all;    /* every frame of it is queued */
-			bool in_hash;
-			bool parked;      /* staged: off the send queue until
-					   * its next chunk is ready */
-			struct xop *hnext; /* in-flight hash chain */
-			/* Staged (GPU memory): its chunks out (a write)
-			 * or landing (a read); transport/staged.c. */
-			struct staged_send *send;
-			struct staged_rx *rx;
-		} tcp;
 	};
 };
 

@@ -164,7 +164,7 @@ struct stage_wait {
 struct rdma {
 	struct event_base *base;
 	struct linkset *links;
-	struct linkset_hooks hooks;
+	struct mover_hooks hooks;
 	struct rdma_cfg cfg;
 	struct rdev dev[RDMA_DEV_MAX];
 	int ndevs;
@@ -1599,7 +1599,7 @@ static void on_grant_made(void *arg, struct rdma_grant_job *j);
 
 struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 			 const struct rdma_cfg *cfg,
-			 const struct linkset_hooks *hooks)
+			 const struct mover_hooks *hooks)
 {
 	int ndevs = rdma_dev_count();
 	struct rdma *t;
