@@ -64,8 +64,8 @@ static int resolve(struct tcp_link *tl, const struct token *tok, uint64_t at,
 
 /* resolve() for a frame that moves bytes: -ENOTSUP (that operation
  * fails, not the link) when the link cannot reach the region's memory. */
-static int resolve_data(struct tcp_link *tl, const struct token *tok, uint64_t at,
-			uint64_t len, struct region **r, uint64_t *off)
+static int resolve_data(struct tcp_link *tl, const struct token *tok,
+			uint64_t at, uint64_t len, struct region **r, uint64_t *off)
 {
 	int err = resolve(tl, tok, at, len, r, off);
 
@@ -194,7 +194,8 @@ static int on_write(struct tcp_link *tl, const Xfer__Peer__WriteChunk *w,
 	return 0;
 }
 
-static int on_read_request(struct tcp_link *tl, const Xfer__Peer__ReadRequest *rq)
+static int on_read_request(struct tcp_link *tl,
+			   const Xfer__Peer__ReadRequest *rq)
 {
 	struct token tok;
 	struct region *r;
@@ -243,21 +244,22 @@ static int on_read_data(struct tcp_link *tl, const Xfer__Peer__ReadData *d,
 		tcp_sink_start(tl, plen, NULL, 0, 0);
 		return 0;
 	}
+	struct tcp_op *to = tcp_op(op);
 	if (d->result < 0) {
 		if (plen)
 			return -EPROTO;
 		tcp_op_end(tl, op, d->result);
 		return 0;
 	}
-	if (d->at != tcp_op(op)->done || plen > op->len - tcp_op(op)->done ||
-	    (uint64_t)d->result != plen || (d->last && tcp_op(op)->done + plen != op->len))
+	if (d->at != to->done || plen > op->len - to->done ||
+	    (uint64_t)d->result != plen || (d->last && to->done + plen != op->len))
 		return -EPROTO;
 	region_get(op->local);
 	tl->sink.xop = op;
-	tcp_sink_start(tl, plen, op->local, op->local_off + tcp_op(op)->done, 0);
-	if (tcp_op(op)->rx) {
-		tcp_op(op)->rx->refs++;
-		tl->sink.srx = tcp_op(op)->rx;
+	tcp_sink_start(tl, plen, op->local, op->local_off + to->done, 0);
+	if (to->rx) {
+		to->rx->refs++;
+		tl->sink.srx = to->rx;
 	}
 	return 0;
 }

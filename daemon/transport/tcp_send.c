@@ -95,8 +95,8 @@ static int stage_payload(const struct region *r, uint64_t off, uint64_t len,
  * staged bytes (CMA) or a staging chunk (GPU) are queued behind it.  A
  * failure leaves the stream out of step: the caller ends the link.
  */
-static int put_frame(struct tcp_link *tl, Xfer__Peer__PeerMsg *m, struct region *r,
-		     uint64_t off, uint64_t n, struct staging_chunk *c,
+static int put_frame(struct tcp_link *tl, Xfer__Peer__PeerMsg *m,
+		     struct region *r, uint64_t off, uint64_t n, struct staging_chunk *c,
 		     struct evbuffer *staged)
 {
 	if (!c && !staged && n && region_kind(r) == REGION_MEMFD)
@@ -125,41 +125,42 @@ static void sender_to(const struct xop *op, Xfer__Peer__Sender *snd)
 static bool send_frame(struct tcp_link *tl, struct xop *op)
 {
 	const struct token *tok = region_token(op->remote);
+	struct tcp_op *to = tcp_op(op);
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__Target t;
 	target_from(tok, &t);
 
 	/* In the hash before any frame: if the link fails while we queue,
 	 * failing the link ends this operation too. */
-	if (!tcp_op(op)->in_hash)
+	if (!to->in_hash)
 		tcp_hash_add(tl, op);
 	switch (op->opcode) {
 	case XFER_OP_WRITE: {
 		Xfer__Peer__WriteChunk w = XFER__PEER__WRITE_CHUNK__INIT;
 		Xfer__Peer__Sender snd;
-		uint64_t n = op->len - tcp_op(op)->done;
+		uint64_t n = op->len - to->done;
 		struct staging_chunk *c = NULL;
-		if (tcp_op(op)->send) {
+		if (to->send) {
 			/* GPU memory: its next chunk, if its copy is done. */
 			int err;
-			c = staged_send_next(tcp_op(op)->send, &err);
+			c = staged_send_next(to->send, &err);
 			if (err) {
 				tcp_op_end(tl, op, err);
 				return false;
 			}
 			if (!c) {
-				tcp_op(op)->parked = true;  /* tcp_unpark */
-				tcp_op(op)->sent_all = false;
+				to->parked = true;  /* tcp_unpark */
+				to->sent_all = false;
 				return true;
 			}
 			n = c->len;
 		} else if (n > tl->tm->cfg.tcp_chunk) {
 			n = tl->tm->cfg.tcp_chunk;
 		}
-		w.op = tcp_op(op)->id;
+		w.op = to->id;
 		w.target = &t;
-		w.at = op->remote_off + tcp_op(op)->done;
-		w.last = tcp_op(op)->done + n == op->len;
+		w.at = op->remote_off + to->done;
+		w.last = to->done + n == op->len;
 		w.notify = op->notify && w.last;
 		w.notify_value = op->notify_value;
 		if (w.notify) {
@@ -171,25 +172,25 @@ static bool send_frame(struct tcp_link *tl, struct xop *op)
 		m.write = &w;
 		struct evbuffer *staged = NULL;
 		int err = c ? 0 : stage_payload(op->local,
-						op->local_off + tcp_op(op)->done, n,
+						op->local_off + to->done, n,
 						&staged);
 		if (err) {
 			tcp_op_end(tl, op, err);  /* its client's memory */
 			return false;
 		}
-		if (put_frame(tl, &m, op->local, op->local_off + tcp_op(op)->done,
+		if (put_frame(tl, &m, op->local, op->local_off + to->done,
 			      n, c, staged)) {
 			link_fail(tl->l, -ENOMEM, "cannot queue a frame");
 			return false;
 		}
-		tcp_op(op)->done += n;
-		tcp_op(op)->sent_all = w.last;
+		to->done += n;
+		to->sent_all = w.last;
 		stat_add(&link_stats(tl->l)->bytes_tx, n);
 		break;
 	}
 	case XFER_OP_READ: {
 		Xfer__Peer__ReadRequest r = XFER__PEER__READ_REQUEST__INIT;
-		r.op = tcp_op(op)->id;
+		r.op = to->id;
 		r.source = &t;
 		r.at = op->remote_off;
 		r.length = op->len;
@@ -199,7 +200,7 @@ static bool send_frame(struct tcp_link *tl, struct xop *op)
 			link_fail(tl->l, -ENOMEM, "cannot queue a frame");
 			return false;
 		}
-		tcp_op(op)->sent_all = true;
+		to->sent_all = true;
 		break;
 	}
 	case XFER_OP_NOTIFY: {
@@ -207,7 +208,7 @@ static bool send_frame(struct tcp_link *tl, struct xop *op)
 		Xfer__Peer__Sender snd;
 		sender_to(op, &snd);
 		nt.sender = &snd;
-		nt.op = tcp_op(op)->id;
+		nt.op = to->id;
 		nt.target = &t;
 		nt.value = op->notify_value;
 		nt.bytes = op->notify_bytes;
@@ -217,7 +218,7 @@ static bool send_frame(struct tcp_link *tl, struct xop *op)
 			link_fail(tl->l, -ENOMEM, "cannot queue a frame");
 			return false;
 		}
-		tcp_op(op)->sent_all = true;
+		to->sent_all = true;
 		break;
 	}
 	}
@@ -375,27 +376,27 @@ void tcp_unpark(struct staged_send *ss, bool fill_now)
 
 void tcp_start_op(struct tcp_link *tl, struct xop *op)
 {
-	tcp_op(op)->id = ++tl->next_id;
-	tcp_op(op)->done = 0;
-	tcp_op(op)->sent_all = false;
-	tcp_op(op)->parked = false;
+	struct tcp_op *to = tcp_op(op);
+	to->id = ++tl->next_id;
+	to->done = 0;
+	to->sent_all = false;
+	to->parked = false;
 	/* GPU memory of ours: its chunks start moving now. */
 	if (op->local && region_kind(op->local) == REGION_CUDA && op->len) {
 		int err = -ENOTSUP;
 		if (!staged_reachable(tl->tm, op->local))
 			;
 		else if (op->opcode == XFER_OP_WRITE &&
-			 (tcp_op(op)->send = staged_send_new(tl, op->local,
-							  op->local_off,
-							  op->len)))
-			tcp_op(op)->send->op = op, err = 0;
+			 (to->send = staged_send_new(tl, op->local,
+						     op->local_off, op->len)))
+			to->send->op = op, err = 0;
 		else if (op->opcode == XFER_OP_READ &&
-			 (tcp_op(op)->rx = staged_rx_new(tl, op->local)))
-			tcp_op(op)->rx->xop = op, err = 0;
+			 (to->rx = staged_rx_new(tl, op->local)))
+			to->rx->xop = op, err = 0;
 		else
 			err = -ENOMEM;
 		if (err) {
-			tcp_op(op)->sent_all = true;  /* in no queue */
+			to->sent_all = true;  /* in no queue */
 			tcp_op_end(tl, op, err);
 			return;
 		}
