@@ -5,7 +5,7 @@
  * (daemon/transport/link.c), which runs the link's own length-prefix
  * check and PeerMsg unpack (link_frame_prefix, link_frame_unpack, as
  * consume() and dispatch() do) and the state-free checks of data
- * frames' fields (tcp_target_valid, chunk size).
+ * frames' fields (link_target_valid, chunk size).
  *
  * Invariants: a dropped link says why; an accepted frame lies inside
  * what was received and within the protocol's bounds, carries a payload
