@@ -29,7 +29,7 @@ def blocks(region):
     return region.numpy().reshape(-1, BLK)
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=[np.dtype(d).str for d in DTYPES])
 def test_dlist_any_dtype(ctx, ctx2, dtype):
     src, dst, remote = pair(ctx, ctx2)
     offs = (np.arange(SLOTS) * BLK).astype(np.int64)
