@@ -16,7 +16,7 @@
  * decode side's cache through two prepared lists:
  *
  *   whole   the request as one hand-off: every layer's blocks in linked
- *           list descriptors of at most 65536 pairs, one CQE
+ *           list descriptors of at most 16384 pairs, one CQE
  *   layer   one layer per descriptor, each waited for alone (vLLM's
  *           save_kv_layer pushes a layer as soon as it is computed: what
  *           decode waits for after the last layer is one layer's
@@ -59,7 +59,7 @@
 
 #define BLK        (32ull << 10)    /* 16 tokens x 8 heads x 128 x 2 B */
 #define TOK_BLOCK  16u
-#define SQE_PAIRS  65536u           /* two fit the default index area */
+#define SQE_PAIRS  16384u           /* a descriptor's pairs */
 #define MAX_REPS   200u
 #define CHUNK      (256ull << 20)   /* read-back buffer */
 #define WAIT_MS    20000
@@ -310,11 +310,19 @@ static double handoff(struct xfer_ctx *ctx, const struct kvcase *c,
 		struct xfer_sqe *sqe = xfer_get_sqe(ctx);
 		if (!sqe)
 			return -EBUSY;
-		int rc = xfer_prep_dlist(ctx, sqe, XFER_OP_WRITE_DLIST, l, r, m,
-					 c->li + first + k, c->ri + first + k,
-					 7);
+		int rc;
+		/* A request larger than the index area goes in as xferd takes
+		 * the descriptors before it (their room comes back then). */
+		for (unsigned spin = 0;; spin++) {
+			rc = xfer_prep_dlist(ctx, sqe, XFER_OP_WRITE_DLIST, l, r,
+					     m, c->li + first + k,
+					     c->ri + first + k, 7);
+			if (rc != -EAGAIN || spin > 10000000)
+				break;
+			xfer_submit(ctx);
+		}
 		if (rc)
-			return rc;
+			die("xfer_prep_dlist: %s", xfer_strerror(rc));
 		if (k + m < n)
 			xfer_sqe_set_link(sqe);
 	}
