@@ -188,6 +188,10 @@ static int on_write(struct tcp_link *tl, const Xfer__Peer__WriteChunk *w,
 			tl->sink.err = -ENOMEM;
 			return 0;
 		}
+		/* Its chunks land at offsets of the region its first frame
+		 * named: an honest peer names one region per write. */
+		if (srx->r != r)
+			return -EPROTO;
 		srx->refs++;
 		tl->sink.srx = srx;
 	}
