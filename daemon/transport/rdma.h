@@ -28,7 +28,8 @@
  * also sends later uses of that import to TCP.  A
  * WRITE still unfinished at its deadline fails with -ETIMEDOUT and its
  * work requests are left to finish alone; a READ takes its queue pair
- * down first, so that no data lands after its failure.  A rail pair
+ * down first, so that no data lands after its failure (a staged READ's
+ * lands in a staging chunk nobody copies out: rdma_staged.c).  A rail pair
  * whose queue pair is refused, or not accepted in time, is left for TCP.
  * A link that goes down takes the peer's queue pairs with it.
  */
