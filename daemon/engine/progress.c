@@ -693,6 +693,12 @@ bool progress_staging_stats(const struct progress *p,
 	return p->res.staging != NULL;
 }
 
+struct rdma *progress_rdma(const struct progress *p)
+{
+	/* Set before the thread starts, cleared after it stopped. */
+	return p ? p->rdma : NULL;
+}
+
 int progress_start(struct progress *p)
 {
 	int err = pthread_create(&p->thread, NULL, progress_main, p);

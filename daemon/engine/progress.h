@@ -166,6 +166,12 @@ struct staging_stats;
 /* For ctl, from any thread: false (and zeros) when there is no pool. */
 bool progress_staging_stats(const struct progress *p,
 			    struct staging_stats *out);
+struct rdma;
+/* The RDMA transport, for xferctl's tables (transport/rdma.h:
+ * rdma_rail_stats, rdma_qp_list), or NULL without rails.  Main thread:
+ * set by progress_enable_net before the thread starts, gone with
+ * progress_destroy. */
+struct rdma *progress_rdma(const struct progress *p);
 /* Before progress_start: serve links to other xferds too, and RDMA
  * over the rails rdma_dev_open_all() found (if any). */
 int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,

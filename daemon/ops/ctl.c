@@ -656,7 +656,8 @@ static int reply_rails(struct ctl_conn *cc)
 		free(qi), free(qinfo), free(qptr);
 		return reply_error(cc, -ENOMEM, "out of memory");
 	}
-	size_t total = rdma_qp_list(-1, qi, CTL_QPS_MAX);
+	struct rdma *rdma = progress_rdma(cc->d->progress);
+	size_t total = rdma_qp_list(rdma, -1, qi, CTL_QPS_MAX);
 
 	for (int i = 0; i < n && k < RDMA_RAIL_MAX; i++) {
 		Xfer__Ctl__RailInfo *r = &info[k];
@@ -678,7 +679,7 @@ static int reply_rails(struct ctl_conn *cc)
 		r->prefix_len = ri[k].addr.prefix_len;
 		r->netdev = ri[k].netdev;
 		struct rdma_rail_stats st;
-		rdma_rail_stats(i, &st);
+		rdma_rail_stats(rdma, i, &st);
 		r->qps = st.qps;
 		r->bytes_tx = st.bytes_tx;
 		r->bytes_rx = st.bytes_rx;

@@ -238,8 +238,9 @@ static void add_peer(const struct peer_view *v, void *arg)
 	p->reconnects = v->links_up > 1 ? v->links_up - 1 : 0;
 }
 
-static void collect_rails(struct stats_snapshot *s)
+static void collect_rails(struct xferd *d, struct stats_snapshot *s)
 {
+	const struct rdma *rdma = progress_rdma(d->progress);
 	int n = rdma_dev_rail_count();
 
 	s->nrails = 0;
@@ -248,7 +249,7 @@ static void collect_rails(struct stats_snapshot *s)
 		struct rdma_rail_stats st;
 		if (rdma_dev_rail(i, &ri))
 			continue;
-		rdma_rail_stats(i, &st);
+		rdma_rail_stats(rdma, i, &st);
 		struct stats_rail *r = &s->rails[s->nrails++];
 		snprintf(r->device, sizeof(r->device), "%s", ri.dev);
 		r->port = ri.port;
@@ -380,7 +381,7 @@ void stats_collect(struct xferd *d, struct stats_snapshot *s)
 	s->npeers = s->peers_left_out = 0;
 	if (d->peers)
 		peers_foreach(d->peers, add_peer, s);
-	collect_rails(s);
+	collect_rails(d, s);
 	collect_memory(d, s);
 	memcpy(s->refusals, d->refusals.by_limit, sizeof(s->refusals));
 	s->etcd = d->cluster != NULL;

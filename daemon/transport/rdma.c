@@ -11,7 +11,7 @@
  *
  * The other files of the transport (rdma_int.h lists them): queue pairs
  * in rdma_qp.c, posting and completions in rdma_post.c, the staged route
- * in rdma_staged.c.
+ * (its operations as streams of the staging pipeline) in rdma_staged.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -195,10 +195,16 @@ static void rdma_cancel_client(void *impl, const struct prog_client *pc)
 		if (op->pc == pc)
 			collect(t, &l, op);
 	}
+	/* Staged: the pipeline's cancel rule (rdma_staged.c). */
+	struct rdma_stream *s;
+	TAILQ_FOREACH(s, &t->streams, q)
+		if (!s->ended && s->op->pc == pc)
+			rdma_stream_close(s, -ECANCELED, false);
 	while ((op = TAILQ_FIRST(&l))) {
 		TAILQ_REMOVE(&l, op, q);
 		rdma_op_end(t, op, -ECANCELED);
 	}
+	rdma_streams_reap(t);
 }
 
 /*
@@ -255,6 +261,14 @@ static bool rdma_expire(void *impl, uint64_t now)
 		if (op->deadline_ns <= now)
 			collect(t, &late, op);
 	}
+	/* A staged operation fails at once, READ or WRITE: what its pieces
+	 * on the wire bring lands in staging chunks, never in its memory. */
+	struct rdma_stream *s;
+	TAILQ_FOREACH(s, &t->streams, q)
+		if (!s->ended && s->op->deadline_ns <= now) {
+			rdma_stream_close(s, -ETIMEDOUT, false);
+			any = true;
+		}
 	while ((op = TAILQ_FIRST(&late))) {
 		TAILQ_REMOVE(&late, op, q);
 		rop(op)->cancelled = false;
@@ -263,8 +277,9 @@ static bool rdma_expire(void *impl, uint64_t now)
 		rdma_op_settle(t, op);
 		any = true;
 	}
-	if (!TAILQ_EMPTY(&t->waiting))
+	if (!TAILQ_EMPTY(&t->waiting) || t->pieces_queued)
 		rdma_pump(t);
+	rdma_streams_reap(t);
 	return any;
 }
 
@@ -285,6 +300,10 @@ static void peer_teardown(struct rdma *t, struct rpeer *p, int err)
 		rdma_qp_free(t, q);
 	}
 	p->npassive = 0;
+	struct rdma_stream *s;
+	TAILQ_FOREACH(s, &t->streams, q)
+		if (!s->ended && rdma_peer_of(t, s->op) == p)
+			rdma_stream_close(s, err, false);
 	for (op = TAILQ_FIRST(&t->waiting); op; op = next) {
 		next = TAILQ_NEXT(op, q);
 		if (rdma_peer_of(t, op) == p)
@@ -302,6 +321,7 @@ static void peer_remove(struct rdma *t, struct rpeer *p, int err)
 			break;
 		}
 	free(p);
+	rdma_streams_reap(t);
 }
 
 void rdma_peer_up(struct rdma *t, const uint8_t id[LINK_ID_LEN], uint64_t gen,
@@ -384,6 +404,8 @@ struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 	t->links = links;
 	t->hooks = *hooks;
 	TAILQ_INIT(&t->waiting);
+	TAILQ_INIT(&t->streams);
+	TAILQ_INIT(&t->ended);
 	rdma_tables_init(t);
 	rdma_set_cfg(t, cfg);
 	const char *shift = getenv("XFERD_TEST_RDMA_SHIFT");
@@ -452,6 +474,12 @@ void rdma_destroy(struct rdma *t)
 		return;
 	while (t->peers)
 		peer_remove(t, t->peers, -ECONNRESET);
+	/* Every stream had a peer and ended with it; should one be left,
+	 * it ends here, before its pool goes. */
+	struct rdma_stream *s;
+	TAILQ_FOREACH(s, &t->streams, q)
+		rdma_stream_close(s, -ECONNRESET, false);
+	rdma_streams_reap(t);
 	/* Every grant ends; checks still out get no answer (their links
 	 * are going down with us). */
 	rdma_grant_worker_destroy(t->grants);

@@ -28,7 +28,8 @@
  * also sends later uses of that import to TCP.  A
  * WRITE still unfinished at its deadline fails with -ETIMEDOUT and its
  * work requests are left to finish alone; a READ takes its queue pair
- * down first, so that no data lands after its failure.  A rail pair
+ * down first, so that no data lands after its failure (a staged READ's
+ * lands in a staging chunk nobody copies out: rdma_staged.c).  A rail pair
  * whose queue pair is refused, or not accepted in time, is left for TCP.
  * A link that goes down takes the peer's queue pairs with it.
  */
@@ -115,13 +116,19 @@ extern const struct mover_ops rdma_mover_ops;
  */
 extern const struct mover_ops rdma_staged_mover_ops;
 
-/* --- for xferctl (main thread; counters are atomics) --- */
+/* --- for xferctl (main thread; counters are atomics) ---
+ *
+ * t is the engine's instance (progress_rdma()), made before the progress
+ * thread starts and destroyed after it stopped, both on the main thread,
+ * the one that reads: never half made or freed under a reader.  NULL
+ * (no rails): zeros, no queue pairs. */
 
 struct rdma_rail_stats {
 	uint32_t qps;
 	uint64_t bytes_tx, bytes_rx, wrs, errors;
 };
-void rdma_rail_stats(int rail, struct rdma_rail_stats *out);
+void rdma_rail_stats(const struct rdma *t, int rail,
+		     struct rdma_rail_stats *out);
 
 struct rdma_qp_info {
 	int rail;
@@ -134,7 +141,8 @@ struct rdma_qp_info {
 	uint32_t outstanding;
 };
 /* Up to max queue pairs of rail (all rails: -1); returns the count. */
-size_t rdma_qp_list(int rail, struct rdma_qp_info *out, size_t max);
+size_t rdma_qp_list(struct rdma *t, int rail, struct rdma_qp_info *out,
+		    size_t max);
 
 /* --- pure helpers (unit-tested) --- */
 

@@ -13,7 +13,9 @@
  *                  completions, retiring what they account for
  *   rdma_staged.c  the staged route (ROUTE_RDMA_STAGED): host memory
  *                  that no NIC registration covers, through registered
- *                  staging buffers and a CPU copy on this side
+ *                  staging buffers and a CPU copy on this side, on the
+ *                  staging pipeline (stage/pipeline.h): its RDMA WRITE
+ *                  and READ stages, and each operation's stream
  *
  * Everything here runs in the progress thread, except the tables'
  * readers (rdma_rail_stats, rdma_qp_list: the main thread), which take
@@ -39,7 +41,9 @@
 #include <event2/util.h>
 #include <infiniband/verbs.h>
 
+#include "core/stage.h"
 #include "core/xop.h"
+#include "mem/host_stage.h"
 #include "transport/rdma.h"
 #include "transport/rdma_dev.h"
 
@@ -47,8 +51,10 @@
 #define CONNECT_NS     (5000ull * 1000000)  /* for a QpAccept to come */
 
 struct event;
-struct staging_chunk;
+struct pipeline;
 struct rdma_staging;
+struct rdma_stream;
+TAILQ_HEAD(rdma_stream_list, rdma_stream);
 struct rdma_grant_worker;
 
 /* RDMA's own state of an operation, in its private area (XOP_PRIV). */
@@ -63,6 +69,8 @@ struct rdma_op {
 	/* Through the staging buffers (ROUTE_RDMA_STAGED): its local
 	 * memory is not registered. */
 	bool staged;
+	/* staged: its stream, from the pump that starts it to its end */
+	struct rdma_stream *stream;
 };
 
 static inline struct rdma_op *rop(struct xop *op)
@@ -73,10 +81,11 @@ static inline struct rdma_op *rop(struct xop *op)
 enum qp_state { QP_CONNECTING, QP_READY };
 
 struct posted {
-	struct xop *op;           /* NULL: cancelled, only the bytes remain */
+	struct xop *op;           /* NULL: cancelled, or a staged piece */
 	struct region *hold;      /* a reference to the local region */
-	struct staging_chunk *chunk; /* staged: its buffer, given back here */
-	uint64_t local_off;       /* staged READ: where its bytes go */
+	/* Staged: the chunk it moves, the RDMA stage's until this request
+	 * is done (rdma_piece_retire); its op is the piece's. */
+	struct stage_chunk *piece;
 	uint64_t deadline_ns;
 	uint32_t bytes;
 	bool read;
@@ -190,6 +199,11 @@ struct rdma {
 	/* The staging buffers of the staged route (rdma_staged.c); NULL:
 	 * none could be registered, nothing goes staged. */
 	struct rdma_staging *staging;
+	/* Staged operations under way, oldest first, until reaped; those
+	 * ended (done, closed) but not reaped yet; their pieces waiting
+	 * for queue pair room, all streams together. */
+	struct rdma_stream_list streams, ended;
+	uint32_t pieces_queued;
 	struct rdma_tables tables;
 };
 
@@ -244,7 +258,44 @@ void rdma_retire(struct rdma *t, struct rqp *q, uint32_t upto, int err,
 		 const struct xop *culprit);
 void rdma_on_channel(evutil_socket_t fd, short what, void *arg);
 
-/* --- rdma_staged.c: the staging buffers, as posting sees them --- */
+/* --- rdma_staged.c: the staged route on the staging pipeline ---
+ *
+ * A staged operation is one stream through the staging buffers: a
+ * WRITE is filled by host_stage_read (the CPU copy) and drained by the
+ * RDMA WRITE stage, a READ filled by the RDMA READ stage and drained by
+ * host_stage_write.  Either RDMA stage queues its chunk as a piece of
+ * the operation (s->queued) for rdma_pump, which posts it; the piece's
+ * completion, or its queue pair's teardown, ends it (rdma_piece_retire).
+ *
+ * Streams are freed, and their operations ended, only by
+ * rdma_streams_reap, which the transport's entry points call last: an
+ * end that comes from inside a pipeline (a chunk handed back) only
+ * marks the stream, so walking t->streams is always safe. */
+
+/* One chunk of a stream in an RDMA stage: its priv area (STAGE_PRIV). */
+struct rdma_piece {
+	struct rdma_stream *s;    /* NULL: its stream went; the chunk only
+				   * waits for its request to be done */
+	TAILQ_ENTRY(rdma_piece) q; /* s->queued while not posted */
+	bool queued;
+	bool retried;             /* redone once already */
+};
+TAILQ_HEAD(rdma_piece_list, rdma_piece);
+
+struct rdma_stream {
+	struct rdma *t;
+	struct xop *op;
+	struct pipeline *pl;      /* NULL once closed */
+	struct host_stage host;   /* the other end: op's local memory */
+	struct rdma_piece_list queued; /* pieces for the pump, in order */
+	TAILQ_ENTRY(rdma_stream) q;       /* t->streams, until reaped */
+	TAILQ_ENTRY(rdma_stream) ended_q; /* t->ended, once it ended */
+	uint32_t posted;          /* pieces posted so far */
+	int64_t result;           /* once ended */
+	bool ended;
+	bool reroute;             /* ended to go by another route */
+};
+
 /* Made and registered on every device of t, once, at start: NULL
  * without them (logged; xfer_reg'd memory goes over TCP). */
 struct rdma_staging *rdma_staging_open(struct rdma *t);
@@ -253,20 +304,24 @@ void rdma_staging_close(struct rdma_staging *s);
 /* The local key of the staging buffers on device dev. */
 bool rdma_staging_lkey(const struct rdma_staging *s, int dev,
 		       uint32_t *lkey);
-/* A staged operation that way (read or write) waits this pump: an
- * earlier one found no chunk in it, and none overtakes it. */
-bool rdma_staging_starved(const struct rdma *t, bool read);
-/*
- * The chunk for op's next piece of *len bytes (cut to a chunk), a
- * WRITE's bytes copied in: 0 with *c set; 1: none free now (op waits,
- * the next pump comes when one is back); -errno: the copy failed (no
- * chunk kept).
- */
-int rdma_staging_piece(struct rdma *t, struct xop *op, uint64_t *len,
-		       struct staging_chunk **c);
-/* Work request e of op (NULL: cancelled) is done (err 0) or failed: a
- * READ's bytes go where they belong while op still wants them; the
- * chunk goes back. */
-void rdma_staging_retire(struct posted *e, struct xop *op, int err);
+/* op (dequeued) starts as a stream in t->streams: 0, or -errno and
+ * nothing of it started.  Its first pieces may be queued inside. */
+int rdma_stream_open(struct rdma *t, struct xop *op);
+/* s ends now (pipeline_destroy): with err, or handed back for another
+ * route (reroute).  Its pieces on the wire stay out, no longer its. */
+void rdma_stream_close(struct rdma_stream *s, int err, bool reroute);
+/* s fails with err: its pieces not posted end now, it ends once those
+ * on the wire are back. */
+void rdma_stream_fail(struct rdma_stream *s, int err);
+/* End the operations of the streams that ended (or reroute them).
+ * Only where no walk of t->streams is under way.  True if any. */
+bool rdma_streams_reap(struct rdma *t);
+/* The posted piece in chunk c is done (err 0) or failed (culprit: the
+ * operation whose request broke its queue pair; the others' are redone
+ * once). */
+void rdma_piece_retire(struct rdma *t, struct stage_chunk *c, int err,
+		       const struct xop *culprit);
+/* The operation of the piece in c, or NULL once its stream went. */
+struct xop *rdma_piece_op(struct stage_chunk *c);
 
 #endif /* XFERD_RDMA_INT_H */

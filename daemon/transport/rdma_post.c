@@ -11,9 +11,10 @@
  * peer with room, round-robin over every queue pair of every rail pair;
  * one work request in RDMA_SIGNAL_EVERY, and the last of each chain,
  * asks for a completion (RC completes in order, so it accounts for those
- * before it).  A staged operation's piece takes a staging chunk first
- * (rdma_staged.c: rdma_staging_piece) and asks for its own completion,
- * which gives the chunk back (rdma_staging_retire).
+ * before it).  A staged operation is a stream of the staging pipeline
+ * (rdma_staged.c): the pump starts it, and posts the pieces its RDMA
+ * stage queued, one staging chunk each, each asking for its own
+ * completion, which ends the piece (rdma_piece_retire).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -26,7 +27,7 @@
 #include "transport/rdma_int.h"
 #include "transport/rdma_mr.h"
 #include "mem/region.h"
-#include "mem/staging.h"
+#include "stage/pipeline.h"
 #include "xfer_ring.h"
 
 #define POLL_BATCH     32
@@ -58,11 +59,15 @@ void rdma_retire(struct rdma *t, struct rqp *q, uint32_t upto, int err,
 			stat_add64(e->read ? &rc->bytes_rx : &rc->bytes_tx,
 				   e->bytes);
 		}
-		if (e->chunk)
-			rdma_staging_retire(e, op, err);
 		region_put(e->hold);
 		e->hold = NULL;
 		e->op = NULL;
+		if (e->piece) {
+			struct stage_chunk *c = e->piece;
+			e->piece = NULL;
+			rdma_piece_retire(t, c, err, culprit);
+			continue;
+		}
 		if (!op)
 			continue;
 		struct rdma_op *ro = rop(op);
@@ -121,12 +126,13 @@ static struct rqp *next_qp(struct rdma *t, struct rpeer *p)
 	return NULL;
 }
 
-/* One work request of op's next len bytes on q, added to the chain its
- * next post sends; from or into chunk c when staged (a WRITE's bytes
- * already copied in). */
-static void chain_wr(struct rdma *t, struct rqp *q, struct xop *op,
-		     uint32_t lkey, uint32_t rkey, uint32_t len,
-		     struct staging_chunk *c)
+/* One work request of op's len bytes at at (of op) on q, from or into
+ * local memory at addr, added to the chain its next post sends.  The
+ * caller says whose it is in the entry returned. */
+static struct posted *chain_wr(struct rdma *t, struct rqp *q,
+			       const struct xop *op, uint64_t at, uint32_t len,
+			       uint64_t addr, uint32_t lkey, uint32_t rkey,
+			       bool signal)
 {
 	bool read = op->opcode == XFER_OP_READ;
 	uint32_t pos = q->head++;
@@ -134,25 +140,13 @@ static void chain_wr(struct rdma *t, struct rqp *q, struct xop *op,
 	struct ibv_sge *sge = &q->sge[q->nstaged];
 	struct ibv_send_wr *wr = &q->wr[q->nstaged];
 	const struct token *tok = region_token(op->remote);
-	struct rdma_op *ro = rop(op);
 
-	region_get(op->local);
 	*e = (struct posted){
-		.op = op,
-		.hold = op->local,
 		.deadline_ns = op->deadline_ns,
 		.bytes = len,
 		.read = read,
-		.chunk = c,
-		.local_off = op->local_off + ro->posted,
 	};
-	*sge = (struct ibv_sge){
-		.addr = c ? (uint64_t)(uintptr_t)c->p
-			  : (uint64_t)(uintptr_t)region_map_at(
-				    op->local, op->local_off + ro->posted),
-		.length = len,
-		.lkey = lkey,
-	};
+	*sge = (struct ibv_sge){ .addr = addr, .length = len, .lkey = lkey };
 	*wr = (struct ibv_send_wr){
 		.wr_id = (uint64_t)q->index << 48 | (uint64_t)q->gen << 32 | pos,
 		.sg_list = sge,
@@ -160,22 +154,18 @@ static void chain_wr(struct rdma *t, struct rqp *q, struct xop *op,
 		.opcode = read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
 		.wr.rdma = {
 			.remote_addr = region_rdma(op->remote)->addr + tok->offset +
-				       op->remote_off + ro->posted +
+				       op->remote_off + at +
 				       (uint64_t)t->test_shift,
 			.rkey = rkey,
 		},
 	};
 	if (!read && len <= q->max_inline)
 		wr->send_flags |= IBV_SEND_INLINE;
-	/* A staged request's completion gives its chunk back: each asks
-	 * for one, so that chunks return one by one, not a batch late. */
-	if (++q->since_signal >= RDMA_SIGNAL_EVERY || c) {
+	if (++q->since_signal >= RDMA_SIGNAL_EVERY || signal) {
 		wr->send_flags |= IBV_SEND_SIGNALED;
 		q->since_signal = 0;
 	}
 	q->nstaged++;
-	ro->posted += len;
-	ro->wrs++;
 	t->dev[q->dev].outstanding++;
 	t->outstanding++;
 	atomic_fetch_add_explicit(&q->outstanding, 1, memory_order_relaxed);
@@ -184,6 +174,38 @@ static void chain_wr(struct rdma *t, struct rqp *q, struct xop *op,
 		q->next_dirty = t->dirty;
 		t->dirty = q;
 	}
+	return e;
+}
+
+/* op's next len bytes, zero-copy, on q. */
+static void chain_op(struct rdma *t, struct rqp *q, struct xop *op,
+		     uint32_t lkey, uint32_t rkey, uint32_t len)
+{
+	struct rdma_op *ro = rop(op);
+	uint64_t addr = (uint64_t)(uintptr_t)region_map_at(
+		op->local, op->local_off + ro->posted);
+	struct posted *e = chain_wr(t, q, op, ro->posted, len, addr, lkey,
+				    rkey, false);
+
+	region_get(op->local);
+	e->op = op;
+	e->hold = op->local;
+	ro->posted += len;
+	ro->wrs++;
+}
+
+/* The piece in chunk c of s on q.  Its completion gives the chunk back:
+ * each asks for one, so that chunks return one by one, not a batch
+ * late. */
+static void chain_piece(struct rdma *t, struct rqp *q, struct rdma_stream *s,
+			struct stage_chunk *c, uint32_t lkey, uint32_t rkey)
+{
+	struct posted *e = chain_wr(t, q, s->op, c->at, c->len,
+				    (uint64_t)(uintptr_t)c->buf, lkey, rkey,
+				    true);
+
+	e->piece = c;  /* the chunk holds the local region */
+	s->posted++;
 }
 
 /* Post what q has staged, as one chain; its last work request asks for
@@ -245,6 +267,16 @@ static void to_tcp_or_fail(struct rdma *t, struct xop *op)
 	t->hooks.reroute(t->hooks.arg, op);
 }
 
+/* The same for a stream: handed back while none of it was posted (its
+ * chunks only held copies), else it fails. */
+static void stream_to_tcp_or_fail(struct rdma_stream *s)
+{
+	if (s->posted == 0 && !pipeline_error(s->pl))
+		rdma_stream_close(s, 0, true);
+	else
+		rdma_stream_fail(s, -EIO);
+}
+
 /* Some queue pair toward p is still on its way: posting now would put
  * a first large transfer on the one that happened to be ready first. */
 static bool connecting(const struct rdma *t, const struct rpeer *p)
@@ -259,8 +291,63 @@ static bool connecting(const struct rdma *t, const struct rpeer *p)
 	return false;
 }
 
+/* Chain the pieces the streams queued, oldest stream first, while
+ * queue pairs have room.  Closing or failing a stream here leaves it in
+ * t->streams (the reap removes it). */
+static void post_streams(struct rdma *t)
+{
+	struct rdma_stream *s;
+	struct rdma_piece *pc;
+
+	TAILQ_FOREACH(s, &t->streams, q) {
+		if (s->ended || TAILQ_EMPTY(&s->queued))
+			continue;
+		/* Its fill failed: what it queued goes nowhere. */
+		int err = pipeline_error(s->pl);
+		if (err) {
+			rdma_stream_fail(s, err);
+			continue;
+		}
+		struct xop *op = s->op;
+		struct rpeer *p = rdma_peer_of(t, op);
+		if (!p) {
+			rdma_stream_close(s, -ECONNRESET, false);
+			continue;
+		}
+		if (p->full_in_pass == t->pass)
+			continue;
+		if (!rdma_ensure_qps(t, p)) {
+			stream_to_tcp_or_fail(s);
+			continue;
+		}
+		if (connecting(t, p))
+			continue;
+		while ((pc = TAILQ_FIRST(&s->queued))) {
+			struct rqp *q = next_qp(t, p);
+			uint32_t lkey, rkey;
+			if (!q) {
+				p->full_in_pass = t->pass;
+				break;
+			}
+			if (!rdma_pair_usable(t, p, &p->pair[q->pair], op,
+					      true, &lkey, &rkey)) {
+				/* As for zero-copy: the owner must be asked
+				 * over TCP. */
+				stream_to_tcp_or_fail(s);
+				break;
+			}
+			pc->queued = false;
+			TAILQ_REMOVE(&s->queued, pc, q);
+			t->pieces_queued--;
+			chain_piece(t, q, s, STAGE_CHUNK_OF_PRIV(pc), lkey,
+				    rkey);
+		}
+	}
+}
+
 /* Cut waiting operations into work requests while queue pairs have
- * room; post them. */
+ * room, start the staged ones' streams and chain their pieces; post
+ * them. */
 void rdma_pump(struct rdma *t)
 {
 	struct xop *op, *next;
@@ -283,22 +370,25 @@ void rdma_pump(struct rdma *t)
 		}
 		if (connecting(t, p))
 			continue;
-		/* Staged operations take chunks in order: none overtakes
-		 * one that found no chunk in this pump. */
-		if (ro->staged &&
-		    rdma_staging_starved(t, op->opcode == XFER_OP_READ))
+		if (ro->staged) {
+			/* Its pieces come as the pipeline fills chunks;
+			 * posted below. */
+			rdma_dequeue(t, op);
+			int err = rdma_stream_open(t, op);
+			if (err)
+				rdma_op_fail(t, op, err);
 			continue;
+		}
 		bool gone = false;
 		while (ro->posted < op->len) {
 			struct rqp *q = next_qp(t, p);
-			struct staging_chunk *c = NULL;
 			uint32_t lkey, rkey;
 			if (!q) {
 				p->full_in_pass = t->pass;
 				break;
 			}
 			if (!rdma_pair_usable(t, p, &p->pair[q->pair], op,
-					      ro->staged, &lkey, &rkey)) {
+					      false, &lkey, &rkey)) {
 				/* Its import lost its keys (a remote access
 				 * error): the owner must be asked over TCP. */
 				to_tcp_or_fail(t, op);
@@ -307,22 +397,14 @@ void rdma_pump(struct rdma *t)
 			}
 			uint64_t left = op->len - ro->posted;
 			uint64_t len = left < t->cfg.stripe ? left : t->cfg.stripe;
-			if (ro->staged) {
-				int rc = rdma_staging_piece(t, op, &len, &c);
-				if (rc > 0)
-					break;  /* the spare comes: waits */
-				if (rc < 0) {
-					rdma_op_fail(t, op, rc);
-					gone = true;
-					break;
-				}
-			}
-			chain_wr(t, q, op, lkey, rkey, (uint32_t)len, c);
+			chain_op(t, q, op, lkey, rkey, (uint32_t)len);
 		}
 		if (!gone && ro->posted == op->len)
 			rdma_dequeue(t, op);
 	}
+	post_streams(t);
 	flush(t);
+	rdma_streams_reap(t);
 }
 
 /* --- completions --- */
@@ -340,6 +422,8 @@ static void on_wc(struct rdma *t, const struct ibv_wc *wc)
 		/* wc->opcode is undefined in a failed completion. */
 		const struct posted *e =
 			&q->ring[(uint32_t)wc->wr_id % RDMA_QP_DEPTH];
+		struct xop *op = e->op ? e->op
+			       : e->piece ? rdma_piece_op(e->piece) : NULL;
 		log_warnx("RDMA: %s on QP %u to %s (rail %d): %s "
 			  "(vendor error 0x%x); queue pair closed",
 			  e->read ? "READ" : "WRITE",
@@ -349,13 +433,13 @@ static void on_wc(struct rdma *t, const struct ibv_wc *wc)
 		/* The owner no longer grants that memory (deregistered):
 		 * later uses of the import go by TCP, which says why. */
 		if ((wc->status == IBV_WC_REM_ACCESS_ERR ||
-		     wc->status == IBV_WC_REM_INV_REQ_ERR) && e->op &&
-		    region_rdma(e->op->remote))
-			region_rdma(e->op->remote)->nkeys = 0;
+		     wc->status == IBV_WC_REM_INV_REQ_ERR) && op &&
+		    region_rdma(op->remote))
+			region_rdma(op->remote)->nkeys = 0;
 		/* A flushed request broke nothing: it only says the QP is
 		 * in error already.  Another's request did the harm. */
 		rdma_qp_fail_by(t, q, -EIO,
-			   wc->status == IBV_WC_WR_FLUSH_ERR ? NULL : e->op);
+			   wc->status == IBV_WC_WR_FLUSH_ERR ? NULL : op);
 		return;
 	}
 	rdma_retire(t, q, (uint32_t)wc->wr_id, 0, NULL);
@@ -375,7 +459,7 @@ bool rdma_poll(struct rdma *t)
 		progress = true;
 	}
 	if (t->outstanding == 0 && !t->drain)
-		return progress;
+		return rdma_streams_reap(t) || progress;
 	bool drained = t->outstanding == 0;
 	for (int d = 0; d < t->ndevs; d++) {
 		int n = ibv_poll_cq(t->dev[d].v.cq, POLL_BATCH, wc);
@@ -390,8 +474,10 @@ bool rdma_poll(struct rdma *t)
 	}
 	if (drained)
 		t->drain = false;
-	if (progress && !TAILQ_EMPTY(&t->waiting))
+	if (progress && (!TAILQ_EMPTY(&t->waiting) || t->pieces_queued))
 		rdma_pump(t);
+	/* Streams that ended in a completion end their operations. */
+	progress |= rdma_streams_reap(t);
 	return progress;
 }
 

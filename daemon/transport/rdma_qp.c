@@ -36,26 +36,13 @@
 
 /* --- the tables xferctl reads: queue pairs by slot, rail counters --- */
 
-/*
- * The instance xferctl shows.  The engine keeps its transport to itself,
- * and xferctl's readers (ops/ctl.c, ops/stats.c) ask by rail alone, so
- * the instance says here where its tables are.  One per xferd; made
- * before the progress thread starts and destroyed after it stopped, both
- * on the main thread, which is the one that reads: a reader never finds
- * it half made or freed.
- */
-static struct rdma *shown;
-
 void rdma_tables_init(struct rdma *t)
 {
 	pthread_mutex_init(&t->tables.lock, NULL);
-	shown = t;
 }
 
 void rdma_tables_fini(struct rdma *t)
 {
-	if (shown == t)
-		shown = NULL;
 	pthread_mutex_destroy(&t->tables.lock);
 }
 
@@ -90,10 +77,9 @@ static void qp_slot_free(struct rdma *t, struct rqp *q)
 				  memory_order_relaxed);
 }
 
-void rdma_rail_stats(int rail, struct rdma_rail_stats *out)
+void rdma_rail_stats(const struct rdma *t, int rail,
+		     struct rdma_rail_stats *out)
 {
-	const struct rdma *t = shown;
-
 	memset(out, 0, sizeof(*out));
 	if (!t || rail < 0 || rail >= RDMA_RAIL_MAX)
 		return;
@@ -105,9 +91,9 @@ void rdma_rail_stats(int rail, struct rdma_rail_stats *out)
 	out->errors = atomic_load(&c->errors);
 }
 
-size_t rdma_qp_list(int rail, struct rdma_qp_info *out, size_t max)
+size_t rdma_qp_list(struct rdma *t, int rail, struct rdma_qp_info *out,
+		    size_t max)
 {
-	struct rdma *t = shown;
 	size_t n = 0;
 
 	if (!t)

@@ -10,23 +10,34 @@
  *
  * One pool (mem/staging.h, not pinned for GPUs) made and registered with
  * every device at start, RDMA_STAGE_BYTES in chunks of at most
- * RDMA_STAGE_CHUNK (smaller when the memlock limit refuses that).  Each
- * staged work request asks for its own completion, so that a chunk comes
- * back the moment its request is done and the next pump refills it while
- * the others are on the wire.  (Posting each chunk the moment it is filled,
- * rather than with the pump's chain, measured slower under Soft-RoCE.)  A
- * WRITE's piece is copied into a send chunk (cma_copy) just before its
- * work request is chained; a READ's piece lands in a receive chunk and is
- * copied out when its completion retires it.  Each work request holds
- * its chunk in its ring entry, so the chunk outlives an operation that
- * ended early (cancelled, past its deadline, its queue pair failed): the
- * completion, or the queue pair's teardown, gives it back.  No chunk
- * free: the operation waits in order (one waiter per half, whose chunk
- * is kept as the spare until the next pump) and never fails for it.
+ * RDMA_STAGE_CHUNK (smaller when the memlock limit refuses that), half
+ * for writes, half for reads.  Each staged operation is a stream of the
+ * staging pipeline (stage/pipeline.h) over it, in chunks of
+ * min(rdma_stripe, chunk), as many out at once as the half holds:
  *
- * The posting code (rdma_post.c) sees this file through four calls
- * (rdma_int.h): the buffers' key, whether a half is starved this pump,
- * the chunk of a piece, and a retired piece.
+ *   WRITE  host_stage_read (cma_copy, or memcpy for memfd) -> RDMA WRITE
+ *   READ   RDMA READ -> host_stage_write
+ *
+ * The two RDMA stages are this file's: a chunk handed to one becomes a
+ * piece of its operation, queued (s->queued) for the next pump, which
+ * chains it onto a queue pair with the others (rdma_post.c: posting each
+ * chunk the moment it is filled, rather than with the pump's chain,
+ * measured slower under Soft-RoCE).  Each piece asks for its own
+ * completion, so that its chunk comes back the moment it is done and the
+ * pipeline refills it while the others are on the wire; its completion,
+ * or its queue pair's teardown, ends the stage (rdma_piece_retire).  The
+ * copies run inline, on the progress thread, as they always did here.
+ *
+ * Ending early (cancel, deadline, client or peer gone) is the pipeline's
+ * one cancel rule: the stream is destroyed, a piece not posted yet ends
+ * at once, one on the wire stays the NIC's, its chunk given back by its
+ * completion or its queue pair's teardown; a READ's bytes that land then
+ * go nowhere (the pipeline that would copy them out is gone), so a late
+ * staged READ needs no queue pair closed.  A chunk never lacks: the
+ * pipeline waits for one, in order, and never fails for it.
+ *
+ * Lifetime: a stream is freed, and its operation ended, only in
+ * rdma_streams_reap (rdma_int.h says why).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -35,10 +46,10 @@
 
 #include "core/log.h"
 #include "transport/rdma_int.h"
-#include "mem/cma.h"
+#include "mem/host_stage.h"
 #include "mem/region.h"
 #include "mem/staging.h"
-#include "common/container_of.h"
+#include "stage/pipeline.h"
 #include "xfer_ring.h"
 
 /* Staging buffers: 32 MiB in flight (half each way) covers a 100 Gb/s
@@ -48,63 +59,12 @@
 #define RDMA_STAGE_CHUNK (256u << 10)
 #define RDMA_STAGE_MIN   (2u << 20)
 
-/* Waiting for a staging chunk of one half (at most one waiter each). */
-struct stage_wait {
-	struct staging_waiter w;
-	struct rdma *t;
-	struct staging_chunk *spare;  /* handed over, not used yet */
-	uint64_t starved;         /* the pump that found none */
-};
-
 struct rdma_staging {
 	struct staging_pool *pool;
 	/* The pool, registered whole on every device. */
 	struct ibv_mr *mr[RDMA_DEV_MAX];
 	uint32_t chunk;
-	struct stage_wait swait[2];   /* by enum staging_half */
 };
-
-/* len bytes between local region r at off and staging memory p: into
- * p (to_chunk) or out of it.  Returns len or -errno (cma.h). */
-static int64_t stage_copy(struct region *r, uint64_t off, void *p,
-			  uint32_t len, bool to_chunk)
-{
-	if (region_kind(r) == REGION_CMA)
-		return cma_copy(r, !to_chunk, p, off, len);
-	/* memfd memory not registered (yet): xferd's own mapping */
-	if (to_chunk)
-		memcpy(p, region_map_at(r, off), len);
-	else
-		memcpy(region_map_at(r, off), p, len);
-	return len;
-}
-
-/* A chunk came back while we waited: kept for the next pump. */
-static void stage_ready(struct staging_waiter *w, struct staging_chunk *c)
-{
-	struct stage_wait *sw = container_of(w, struct stage_wait, w);
-
-	sw->spare = c;
-	sw->t->submitted = true;  /* rdma_poll pumps again */
-}
-
-/* A chunk of half h, or NULL (then one is on its way: wait). */
-static struct staging_chunk *stage_take(struct rdma *t, enum staging_half h)
-{
-	struct rdma_staging *s = t->staging;
-	struct stage_wait *sw = &s->swait[h];
-	struct staging_chunk *c = sw->spare;
-
-	if (c) {
-		sw->spare = NULL;
-		return c;
-	}
-	if ((c = staging_take(s->pool, h)))
-		return c;
-	staging_wait(s->pool, h, &sw->w);
-	sw->starved = t->pass;
-	return NULL;
-}
 
 void rdma_staging_close(struct rdma_staging *s)
 {
@@ -112,14 +72,6 @@ void rdma_staging_close(struct rdma_staging *s)
 
 	if (!s)
 		return;
-	for (int h = 0; h < 2; h++) {
-		if (!s->pool)
-			break;
-		staging_cancel(s->pool, &s->swait[h].w);
-		if (s->swait[h].spare)
-			staging_give(s->swait[h].spare);
-		s->swait[h].spare = NULL;
-	}
 	for (int d = 0; d < RDMA_DEV_MAX; d++) {
 		if (s->mr[d] && (rc = ibv_dereg_mr(s->mr[d])))
 			log_warnx("RDMA: ibv_dereg_mr of the staging buffers: "
@@ -176,9 +128,6 @@ struct rdma_staging *rdma_staging_open(struct rdma *t)
 		struct rdma_staging *s = calloc(1, sizeof(*s));
 		if (!s)
 			break;
-		for (int h = 0; h < 2; h++)
-			s->swait[h] = (struct stage_wait){
-				.w = { .ready = stage_ready }, .t = t };
 		if (!(s->pool = staging_create(bytes, chunk, false))) {
 			free(s);
 			continue;
@@ -196,8 +145,6 @@ struct rdma_staging *rdma_staging_open(struct rdma *t)
 	return NULL;
 }
 
-/* --- as posting sees it (rdma_post.c) --- */
-
 bool rdma_staging_lkey(const struct rdma_staging *s, int dev, uint32_t *lkey)
 {
 	const struct ibv_mr *mr = s && dev >= 0 && dev < RDMA_DEV_MAX
@@ -209,45 +156,193 @@ bool rdma_staging_lkey(const struct rdma_staging *s, int dev, uint32_t *lkey)
 	return true;
 }
 
-bool rdma_staging_starved(const struct rdma *t, bool read)
-{
-	enum staging_half h = read ? STAGING_RECV : STAGING_SEND;
+/* --- the RDMA WRITE and READ stages (core/stage.h) ---
+ *
+ * The stage's argument is the stream; its per-chunk state, the piece,
+ * is in the chunk's priv area and outlives the stream while the piece is
+ * on the wire. */
 
-	return t->staging->swait[h].starved == t->pass;
+static void piece_queue(struct rdma_stream *s, struct rdma_piece *pc)
+{
+	pc->queued = true;
+	TAILQ_INSERT_TAIL(&s->queued, pc, q);
+	s->t->pieces_queued++;
+	s->t->submitted = true;  /* rdma_poll pumps */
 }
 
-int rdma_staging_piece(struct rdma *t, struct xop *op, uint64_t *len,
-		       struct staging_chunk **c)
+static void piece_unqueue(struct rdma_stream *s, struct rdma_piece *pc)
 {
-	bool read = op->opcode == XFER_OP_READ;
+	pc->queued = false;
+	TAILQ_REMOVE(&s->queued, pc, q);
+	s->t->pieces_queued--;
+}
 
-	if (*len > t->staging->chunk)
-		*len = t->staging->chunk;
-	if (!(*c = stage_take(t, read ? STAGING_RECV : STAGING_SEND)))
-		return 1;
-	int64_t rc = read ? 0 : stage_copy(op->local,
-					   op->local_off + rop(op)->posted,
-					   (*c)->p, (uint32_t)*len, true);
-	if (rc < 0) {
-		staging_give(*c);
-		*c = NULL;
-		return (int)rc;
-	}
+/* c's bytes (c->len at c->at of the stream) go to the remote region
+ * (WRITE) or come from it (READ) by a work request of the next pump. */
+static int piece_start(void *arg, struct stage_chunk *c)
+{
+	struct rdma_stream *s = arg;
+	struct rdma_piece *pc = STAGE_PRIV(c, struct rdma_piece);
+
+	*pc = (struct rdma_piece){ .s = s };
+	piece_queue(s, pc);
 	return 0;
 }
 
-void rdma_staging_retire(struct posted *e, struct xop *op, int err)
+/* The stream goes: a piece not posted ends now; one on the wire is the
+ * NIC's until its completion or its queue pair's teardown. */
+static void piece_cancel(void *arg, struct stage_chunk *c)
 {
-	/* A READ's bytes go where they belong only while its operation
-	 * still wants them. */
-	if (!err && e->read && op && !rop(op)->error) {
-		int64_t rc = stage_copy(op->local, e->local_off, e->chunk->p,
-					e->bytes, false);
-		if (rc < 0)
-			rop(op)->error = (int)rc;
+	struct rdma_stream *s = arg;
+	struct rdma_piece *pc = STAGE_PRIV(c, struct rdma_piece);
+
+	pc->s = NULL;
+	if (pc->queued) {
+		piece_unqueue(s, pc);
+		stage_done(c, -ECANCELED);
 	}
-	staging_give(e->chunk);
-	e->chunk = NULL;
+}
+
+static const struct stage_ops rdma_stage_write = {
+	.name = "rdma-write",
+	.start = piece_start,
+	.cancel = piece_cancel,
+};
+
+static const struct stage_ops rdma_stage_read = {
+	.name = "rdma-read",
+	.start = piece_start,
+	.cancel = piece_cancel,
+};
+
+struct xop *rdma_piece_op(struct stage_chunk *c)
+{
+	const struct rdma_piece *pc = STAGE_PRIV(c, struct rdma_piece);
+
+	return pc->s ? pc->s->op : NULL;
+}
+
+void rdma_piece_retire(struct rdma *t, struct stage_chunk *c, int err,
+		       const struct xop *culprit)
+{
+	struct rdma_piece *pc = STAGE_PRIV(c, struct rdma_piece);
+	struct rdma_stream *s = pc->s;
+
+	/* Only flushed by another operation's broken request: again, on
+	 * another queue pair, once. */
+	if (err && s && culprit && s->op != culprit && !pc->retried &&
+	    !pipeline_error(s->pl)) {
+		pc->retried = true;
+		t->redone++;
+		piece_queue(s, pc);
+		return;
+	}
+	stage_done(c, err ? err : (int64_t)c->len);
+	/* s is not freed before the reap: its other pieces not posted
+	 * end with it. */
+	if (err && s)
+		rdma_stream_fail(s, err);
+}
+
+/* --- streams --- */
+
+/* The pipeline ended (every chunk back): the reap ends the operation. */
+static void stream_done(void *arg, int64_t result)
+{
+	struct rdma_stream *s = arg;
+
+	s->ended = true;
+	s->result = result;
+	TAILQ_INSERT_TAIL(&s->t->ended, s, ended_q);
+}
+
+int rdma_stream_open(struct rdma *t, struct xop *op)
+{
+	bool read = op->opcode == XFER_OP_READ;
+	struct rdma_stream *s = calloc(1, sizeof(*s));
+	uint32_t max = t->staging->chunk;
+
+	if (!s)
+		return -ENOMEM;
+	*s = (struct rdma_stream){
+		.t = t,
+		.op = op,
+		.host = { .r = op->local, .off = op->local_off },
+	};
+	TAILQ_INIT(&s->queued);
+	const struct pipeline_cfg cfg = {
+		.pool = t->staging->pool,
+		.half = read ? STAGING_RECV : STAGING_SEND,
+		.len = op->len,
+		/* a work request per chunk, of a stripe at most */
+		.chunk = t->cfg.stripe < max ? (uint32_t)t->cfg.stripe : max,
+		.fill = read ? &rdma_stage_read : &host_stage_read,
+		.fill_arg = read ? (void *)s : (void *)&s->host,
+		.drain = read ? &host_stage_write : &rdma_stage_write,
+		.drain_arg = read ? (void *)&s->host : (void *)s,
+		.hold = { op->local, NULL },
+		.done = stream_done,
+		.arg = s,
+	};
+	if (!(s->pl = pipeline_create(&cfg))) {
+		free(s);
+		return -ENOMEM;
+	}
+	rop(op)->stream = s;
+	TAILQ_INSERT_TAIL(&t->streams, s, q);
+	pipeline_start(s->pl);
+	return 0;
+}
+
+void rdma_stream_close(struct rdma_stream *s, int err, bool reroute)
+{
+	struct pipeline *pl = s->pl;
+
+	if (s->ended)
+		return;
+	s->ended = true;
+	s->result = err;
+	s->reroute = reroute;
+	s->pl = NULL;
+	TAILQ_INSERT_TAIL(&s->t->ended, s, ended_q);
+	pipeline_destroy(pl);  /* piece_cancel for each chunk in our stage */
+}
+
+void rdma_stream_fail(struct rdma_stream *s, int err)
+{
+	struct rdma_piece *pc;
+
+	if (s->ended)
+		return;
+	pipeline_fail(s->pl, err);
+	/* s stays (only the reap frees it) while its pipeline ends. */
+	while ((pc = TAILQ_FIRST(&s->queued))) {
+		piece_unqueue(s, pc);
+		stage_done(STAGE_CHUNK_OF_PRIV(pc), err);
+	}
+}
+
+bool rdma_streams_reap(struct rdma *t)
+{
+	struct rdma_stream *s;
+	bool any = false;
+
+	while ((s = TAILQ_FIRST(&t->ended))) {
+		TAILQ_REMOVE(&t->ended, s, ended_q);
+		TAILQ_REMOVE(&t->streams, s, q);
+		pipeline_destroy(s->pl);  /* over already, or NULL */
+		struct xop *op = s->op;
+		int64_t result = s->result;
+		bool reroute = s->reroute;
+		free(s);
+		rop(op)->stream = NULL;
+		if (reroute)
+			t->hooks.reroute(t->hooks.arg, op);  /* to TCP */
+		else
+			rdma_op_end(t, op, result);
+		any = true;
+	}
+	return any;
 }
 
 /* --- as a mover (core/mover.h) ---
