@@ -190,8 +190,18 @@ static int pairs_for(struct xfer_ctx *ctx, const struct xfer_sqe *sqe,
 		return -EOPNOTSUPP;  /* an xferd without an index area */
 	if (sqe < ctx->ring.sqes || sqe >= ctx->ring.sqes + ctx->ring.sq_entries)
 		return -EINVAL;
-	int64_t at = idx_alloc(ctx, sq_index_of(ctx, sqe),
+	uint32_t sq_index = sq_index_of(ctx, sqe);
+	int64_t at = idx_alloc(ctx, sq_index,
 			       (uint64_t)n * sizeof(struct xfer_dlist_pair));
+	if (at == -EAGAIN) {
+		/* The client submits now so that xferd takes what is before
+		 * this SQE, and tries again with it (xfer.h): until it is
+		 * filled, xfer_submit must not publish it, or xferd would run
+		 * whatever the slot last held.  Marked through the ring's own
+		 * (writable) view of the slot. */
+		ring_sqe_at(&ctx->ring, sq_index)->opcode = SQE_OP_UNFILLED;
+		ctx->sq_unfilled = true;
+	}
 	if (at < 0)
 		return (int)at;
 	*pairs = (struct xfer_dlist_pair *)((char *)ctx->ring.idx + at);

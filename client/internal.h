@@ -16,6 +16,12 @@
 
 #define XFER_EXPORT __attribute__((visibility("default")))
 
+/* The opcode of an SQE a list descriptor could not be given room in the
+ * index area (-EAGAIN): xfer_submit publishes nothing from it on until
+ * the client has filled it (dlist.c, queue.c). */
+#define SQE_OP_UNFILLED 0xffu
+_Static_assert(SQE_OP_UNFILLED >= XFER_OP__COUNT, "never a real opcode");
+
 struct xfer_ctx {
 	int sock;
 	/* Doorbells (queue.c): an eventfd, and our end of a datagram
@@ -28,6 +34,7 @@ struct xfer_ctx {
 	struct ring_view ring;
 	uint32_t sq_tail;         /* entries handed out by xfer_get_sqe */
 	uint32_t sq_published;    /* entries xfer_submit made visible */
+	bool sq_unfilled;         /* one not yet published may be unfilled */
 	uint32_t sq_head_cache;   /* last sq_head seen: refreshed when full */
 	uint32_t cq_head;
 	uint64_t seq;             /* of the last control request */

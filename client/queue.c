@@ -77,16 +77,32 @@ XFER_EXPORT struct xfer_sqe *xfer_get_sqe(struct xfer_ctx *ctx)
 	return ring_sqe_at(&ctx->ring, ctx->sq_tail++);
 }
 
+/*
+ * Where publishing must stop: at the first entry a list descriptor left
+ * unfilled (SQE_OP_UNFILLED, dlist.c) and the client has not filled
+ * since (again, or as anything else, a NOP say), else sq_tail.  Looked
+ * for only after such a -EAGAIN (a full index area), until none is left.
+ */
+static uint32_t sq_filled_end(struct xfer_ctx *ctx)
+{
+	for (uint32_t i = ctx->sq_published; i != ctx->sq_tail; i++)
+		if (ring_sqe_at(&ctx->ring, i)->opcode == SQE_OP_UNFILLED)
+			return i;
+	ctx->sq_unfilled = false;
+	return ctx->sq_tail;
+}
+
 XFER_EXPORT int xfer_submit(struct xfer_ctx *ctx)
 {
-	uint32_t n = ctx->sq_tail - ctx->sq_published;
+	uint32_t tail = ctx->sq_unfilled ? sq_filled_end(ctx) : ctx->sq_tail;
+	uint32_t n = tail - ctx->sq_published;
 
 	if (daemon_gone(ctx))
 		return -ENOTCONN;
 	if (n == 0)
 		return 0;
-	ctx->sq_published = ctx->sq_tail;
-	if (ring_sq_publish(&ctx->ring, ctx->sq_tail))
+	ctx->sq_published = tail;
+	if (ring_sq_publish(&ctx->ring, tail))
 		ring_doorbell(ctx->sq_efd);
 	return (int)n;
 }

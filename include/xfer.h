@@ -452,7 +452,10 @@ uint32_t xfer_dlist_count(const struct xfer_dlist *dl);
  * area, so the arrays may be reused at once; that room comes back once
  * xferd has taken the SQE (it reads the pairs right away), so it is
  * short only when many list SQEs are queued: -EAGAIN then (submit, let
- * completions arrive, try again; the SQE is left untouched), -E2BIG if
+ * completions arrive, try again with the same SQE; until it is filled,
+ * xfer_submit publishes only the entries before it, so a linked batch
+ * stays whole; or fill it as something else, a linked NOP say, and take
+ * another), -E2BIG if
  * n pairs can never fit (8 bytes a pair; the area is xferd's
  * ring_index_kb, 1 MiB by default), -EOPNOTSUPP if this xferd has no
  * index area.  Set flags (notify, link, timeout) after this call.  Never
@@ -471,7 +474,8 @@ int xfer_prep_dlist(struct xfer_ctx *ctx, struct xfer_sqe *sqe, unsigned op,
  * the index area, and points *pairs at it; write the n pairs there, then
  * fill sqe with xfer_prep_dlist_at(..., n, *off, ...).  The room is the
  * client's again once xferd has taken sqe, whatever sqe became (a NOP,
- * say).  Errors as xfer_prep_dlist (-EAGAIN, -E2BIG, -EOPNOTSUPP) and
+ * say).  Errors as xfer_prep_dlist (-EAGAIN, -E2BIG, -EOPNOTSUPP: after
+ * -EAGAIN sqe is held back from xfer_submit until filled) and
  * -EINVAL (n 0, sqe not of this ring).  Never blocks.
  */
 int xfer_dlist_pairs(struct xfer_ctx *ctx, const struct xfer_sqe *sqe,

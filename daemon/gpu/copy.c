@@ -255,32 +255,36 @@ int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
 			gpu_op_of(op)->parts++;
 		return err;
 	}
-	/* Large: one part per stream, each its own event. */
+	/* Large: one part per stream, each its own event.  Only a part
+	 * with an event counts as out: the op ends through poll when the
+	 * last of those fires, so with none it must fail here. */
 	gpu_set_current(d);
 	uint64_t part = (len / GPU_STREAMS + 4095) & ~4095ull;
 	unsigned out = 0;
-	for (uint64_t off = 0; off < len; off += part) {
+	bool failed = false;
+	for (uint64_t off = 0; off < len && !failed; off += part) {
 		uint64_t n = len - off < part ? len - off : part;
 		CUstream s = next_stream(g, d);
 		struct xop **one = malloc(sizeof(*one));
 		if (!one || launch_copy(d, peer_src, dst + off, src + off, n, s)) {
 			free(one);
-			if (out == 0)
-				return -EIO;  /* nothing out: fail at once */
-			gpu_op_of(op)->error = -EIO;
-			break;            /* the parts out end the op */
+			failed = true;
+			continue;
 		}
 		one[0] = op;
+		if (add_flight(g, d, s, -1, one, 1)) {
+			/* Launched but not tracked: wait for it here. */
+			free(one);
+			cu.stream_synchronize(s);
+			failed = true;
+			continue;
+		}
 		gpu_op_of(op)->parts++;
 		out++;
-		if (add_flight(g, d, s, -1, one, 1)) {
-			free(one);
-			gpu_op_of(op)->parts--;
-			gpu_op_of(op)->error = -EIO;
-			cu.stream_synchronize(s);
-		}
 	}
-	return out ? 0 : -EIO;
+	if (failed && out)
+		gpu_op_of(op)->error = -EIO;  /* the parts out end it, failed */
+	return out ? 0 : -EIO;  /* none out: the caller ends it now */
 }
 
 /* Copies of GPU d that go one by one: all on one stream, one event. */

@@ -105,7 +105,10 @@ void gpu_copies_destroy(struct gpu_copies *g);
  * gpu_copies_poll() once all its copies are done (an op may have many:
  * it counts them in gpu_op_of(op)->parts, which starts at 0).
  * dst_dev/src_dev: the GPU each end is memory of, or -1 for xferd's
- * pinned host memory (at least one end is a GPU's).
+ * pinned host memory (at least one end is a GPU's).  0: some of it is
+ * out, and op ends through poll (failed, if the rest could not go);
+ * -errno: none of this copy is out (poll ends op only for copies queued
+ * for it before).
  */
 int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
 	     uint64_t src, int src_dev, uint64_t len);

@@ -10,7 +10,8 @@
  * lists with their own lengths; runs contiguous at both ends; a list
  * descriptor inside a linked batch (one CQE for both); the notification
  * after the last byte; pairs written in place (xfer_dlist_pairs); the
- * ring's index area reused many times over;
+ * ring's index area reused many times over, and one linked batch larger
+ * than it (the SQE that found it full retried after a submit);
  * xfer_reg'd memory that lost a page (-EFAULT through it, whole around);
  * an xferd without an index area (-EOPNOTSUPP).
  * Bad lists and bad pairs fail clearly with nothing moved: entries
@@ -320,6 +321,51 @@ static void index_area_reused(void)
 }
 
 /*
+ * One linked batch of more pairs than the index area holds, the way
+ * xfer.h says to go on when it is full: submit (xferd takes what is
+ * before) and try the same SQE again.  The SQE left unfilled must not
+ * reach xferd meanwhile: the batch ends in one CQE with every byte.
+ */
+static void linked_past_index_area(void)
+{
+	enum { SQES = 150, N = NPICK };  /* 12 KB of pairs each: ~1.8 MB */
+	unsigned full = 0;
+	uint64_t deadline = tl_now_ms() + 30000;
+
+	tl_fill_at(src[TL_HOST].ptr, LEN, 91, 0);
+	tl_fill_at(tgt[TL_HOST].ptr, LEN, 92, 0);
+	tl_pick(li, N, NSLOTS, 91);
+	tl_pick(ri, N, NSLOTS, 92);
+	for (unsigned k = 0; k < SQES; k++) {
+		struct xfer_sqe *sqe = tl_get_sqe(ic);
+		int rc;
+		while ((rc = xfer_prep_dlist(ic, sqe, XFER_OP_WRITE_DLIST,
+					     lsrc[TL_HOST], ltgt[TL_HOST], N,
+					     li, ri, 9)) == -EAGAIN) {
+			full++;
+			T_ASSERT(tl_now_ms() < deadline,
+				 "index area: stuck at %u", k);
+			T_ASSERT(xfer_submit(ic) >= 0, "submit");
+		}
+		T_ASSERT(rc == 0, "prep: %s", xfer_strerror(rc));
+		if (k + 1 < SQES)
+			xfer_sqe_set_link(sqe);
+	}
+	struct xfer_cqe c = one_cqe("a batch past the index area");
+	T_ASSERT(full > 0, "the index area was never full");
+	T_ASSERT(c.user_data == 9 && c.result == (int64_t)SQES * N * BLK,
+		 "a batch past the index area: CQE %llu / %lld, expected 9 / "
+		 "%lld", (unsigned long long)c.user_data, (long long)c.result,
+		 (long long)SQES * N * BLK);
+	for (uint32_t k = 0; k < N; k++)
+		T_ASSERT(!tl_check_at(tgt[TL_HOST].ptr + (size_t)ri[k] * BLK,
+				      BLK, 91, (uint64_t)li[k] * BLK),
+			 "a batch past the index area: block %u", k);
+	printf("%u linked list SQEs of %u pairs, the index area full %u "
+	       "times: one CQE: ok\n", (unsigned)SQES, (unsigned)N, full);
+}
+
+/*
  * xfer_reg'd memory that lost a page after registration: the list's
  * blocks go CMA_IOV_MAX a system call, and the one that cannot be done
  * fails the descriptor with -EFAULT, not a short count; the blocks
@@ -563,6 +609,7 @@ int main(void)
 	pairs_in_place();
 	notified();
 	index_area_reused();
+	linked_past_index_area();
 	cma_hole();
 	no_index_area();
 	bad_lists();
