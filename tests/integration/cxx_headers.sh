@@ -20,6 +20,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # libxfer.so.1 by path: the build has no libxfer.so link.
 LINK=("$BUILD/libxfer.so.1" "-Wl,-rpath,$BUILD")
+# An ASan build's libxfer needs the sanitizers' runtimes first in the
+# program (make asan): the programs here are built with them too.
+case "$BUILD" in *build-asan*) LINK+=(-fsanitize=address,undefined) ;; esac
 
 gcc -std=c11 -Wall -Wextra -pedantic -Werror -I"$ROOT/include" -x c "$SRC" -x none \
 	"${LINK[@]}" -o "$tmp/c" || { echo "FAIL: as C11"; exit 1; }
