@@ -18,16 +18,29 @@
 
 static int Context_init(ContextObject *c, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "socket", "spin_us", NULL };
+	static char *kwlist[] = { "socket", "spin_us", "name", NULL };
 	PyObject *sock = Py_None, *bytes = NULL;
 	unsigned spin = 20;
-	const char *path = NULL;
+	const char *path = NULL, *name = NULL;
 	struct xfer_ctx *x = NULL;
 	int err;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|OI:Context", kwlist,
-					 &sock, &spin))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|OIz:Context", kwlist,
+					 &sock, &spin, &name))
 		return -1;
+	if (name) {
+		size_t nl = strlen(name);
+		bool ok = nl <= XFER_SENDER_NAME_MAX;
+		for (size_t i = 0; ok && i < nl; i++)
+			ok = (unsigned char)name[i] >= 0x20 &&
+			     (unsigned char)name[i] <= 0x7e;
+		if (!ok) {
+			PyErr_Format(PyExc_ValueError, "Context: name: at most "
+				     "%u characters of printable ASCII (' ' to "
+				     "'~')", XFER_SENDER_NAME_MAX);
+			return -1;
+		}
+	}
 	if (c->ctx || c->closed) {
 		PyErr_SetString(PyExc_RuntimeError, "Context already initialised");
 		return -1;
@@ -48,7 +61,7 @@ static int Context_init(ContextObject *c, PyObject *args, PyObject *kw)
 		}
 	}
 	Py_BEGIN_ALLOW_THREADS
-	err = xfer_open(path, &x);
+	err = xfer_open_named(path, name, &x);
 	Py_END_ALLOW_THREADS
 	if (err) {
 		raise_open(err, path);
@@ -398,6 +411,20 @@ static PyObject *Context_get_notifications(ContextObject *c, PyObject *args,
 			break;
 		}
 		PyStructSequence_SET_ITEM(nt, 4, from);
+		PyObject *msg = PyBytes_FromStringAndSize(
+			(const char *)got[i].msg, got[i].msg_len);
+		PyObject *sname = PyUnicode_DecodeASCII(got[i].name,
+							got[i].name_len,
+							"replace");
+		if (!msg || !sname) {
+			Py_XDECREF(msg);
+			Py_XDECREF(sname);
+			Py_DECREF(nt);
+			Py_CLEAR(list);
+			break;
+		}
+		PyStructSequence_SET_ITEM(nt, 5, msg);
+		PyStructSequence_SET_ITEM(nt, 6, sname);
 		PyList_SET_ITEM(list, (Py_ssize_t)i, nt);
 	}
 	PyMem_RawFree(got);

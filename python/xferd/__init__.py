@@ -27,11 +27,12 @@ import time as _time
 from . import _core
 from ._core import (DList, IndexRangeError, Notification, Region, Remote,
                     Request, Sender, Stream, XferError, strerror, TOKEN_MAX,
-                    STREAM_TOKEN_MAX)
+                    STREAM_TOKEN_MAX, NOTIFY_MSG_MAX, SENDER_NAME_MAX)
 
 __all__ = ["Context", "Region", "Remote", "Request", "DList",
            "Notification", "Sender", "Stream", "XferError",
-           "IndexRangeError", "strerror", "TOKEN_MAX", "STREAM_TOKEN_MAX"]
+           "IndexRangeError", "strerror", "TOKEN_MAX", "STREAM_TOKEN_MAX",
+           "NOTIFY_MSG_MAX", "SENDER_NAME_MAX"]
 __version__ = "0.1.0"
 
 
