@@ -176,6 +176,7 @@ serve_start b t-msg2 --name t-msg2 --size 4096 --kind memfd \
 	--expect-notify "404" --expect-notify "405" \
 	--expect-msg "$MSG_MAX" --expect-sender-name ""
 xnode_ok a notify --lookup b/t-msg2 --notify 404 --notify-msg "$MSG_MAX"
+xnode_ok a write --lookup b/t-msg2 --size 4096 --seed 4050 --expect-path tcp
 xnode_ok a read --lookup b/t-msg2 --size 4096 --seed 4050 --notify 405 \
 	--notify-msg "$MSG_MAX" --expect-path tcp
 expect_notified t-msg2 404
