@@ -179,6 +179,7 @@ ifneq ($(CUDART_A),)
 GPU_TESTS  := $(patsubst tests/gpu/%.c,$(BUILD)/tests/%,\
 	$(wildcard tests/gpu/gpu_*.c))
 GPUBENCH   := $(if $(wildcard bench/gpubench.c),$(BUILD)/gpubench)
+KVBENCH    := $(if $(wildcard bench/kvbench.c),$(BUILD)/kvbench)
 endif
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 UNIT_BIN   := $(BUILD)/tests/unit_tests
@@ -189,7 +190,7 @@ UNIT_BIN   := $(BUILD)/tests/unit_tests
 .DEFAULT_GOAL := all
 
 all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(DLISTBENCH) $(XFERDEMO) $(XFERSTREAM) $(TCPBASE) $(LIBSO) $(LIBA) $(LIBPC) \
-	$(TEST_PROGS) $(TEST_TOOLS) $(UNIT_BIN) $(GPU_TESTS) $(GPUBENCH)
+	$(TEST_PROGS) $(TEST_TOOLS) $(UNIT_BIN) $(GPU_TESTS) $(GPUBENCH) $(KVBENCH)
 
 # --- dependencies --------------------------------------------------------
 
@@ -230,7 +231,7 @@ $(OBJ)/%.o: %.c $(PROTO_H)
 		-MMD -MP -c -o $@ $<
 
 # What sees CUDA's headers (and HAVE_CUDA): libxfer, xferd, GPU programs.
-GPU_PROG_OBJ := $(call obj,$(wildcard tests/gpu/*.c) bench/gpubench.c)
+GPU_PROG_OBJ := $(call obj,$(wildcard tests/gpu/*.c) bench/gpubench.c bench/kvbench.c)
 $(LIB_OBJ) $(DAEMON_OBJ): OBJ_CUDA_CFLAGS = $(CUDA_CFLAGS)
 $(GPU_PROG_OBJ): OBJ_CUDA_CFLAGS = $(CUDA_CFLAGS) -Itests/integration
 
@@ -354,6 +355,10 @@ $(GPU_TESTS): $(BUILD)/tests/%: $(OBJ)/tests/gpu/%.o $(OBJ)/tests/gpu/gpulib.o \
 $(GPUBENCH): $(OBJ)/bench/gpubench.o $(LIBA)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) $(CUDART_LIBS) -lm
+
+$(KVBENCH): $(OBJ)/bench/kvbench.o $(LIBA)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) $(CUDART_LIBS) -ldl
 
 # Test tools may use the daemon's wire code (proto/) besides libxfer.
 $(BUILD)/test-tools/%: $(OBJ)/tests/tools/%.o $(OBJ)/tests/integration/testlib.o \

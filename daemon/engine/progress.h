@@ -40,7 +40,7 @@
 struct regtab;
 struct abatch;
 struct event;            /* libevent's, of the thread's base */
-struct link_stats;       /* transport/tcp.h */
+struct link_stats;       /* transport/link.h */
 struct rdma_peer_rail;   /* transport/rdma.h */
 struct Xfer__Peer__PeerMsg;
 
@@ -204,7 +204,7 @@ void progress_take_net_notices(struct progress *p,
 void progress_attach(struct progress *p, struct prog_client *pc);
 void progress_detach(struct progress *p, struct prog_client *pc);
 
-/* Links (see transport/tcp.h); applied in the progress thread. */
+/* Links (see transport/link.h); applied in the progress thread. */
 void progress_link_attach(struct progress *p, int fd,
 			  const uint8_t id[LINK_ID_LEN], uint64_t gen,
 			  struct link_stats *stats, const void *pending,

@@ -62,6 +62,9 @@ struct gpu_copies {
 		bool slot_busy[DESC_SLOTS];
 		CUfunction indexed;       /* NULL: no indexed copies */
 		struct copy_pair *pairs;  /* pinned, mapped: PAIR_SLOTS slots */
+		/* Pinned, mapped, after the pairs: one word a pair slot, set
+		 * by the kernel when a pair of that launch was out of bounds. */
+		volatile unsigned *pair_bad;
 		bool pair_busy[PAIR_SLOTS];
 	} dev[GPU_MAX];
 	struct flight *fl;
@@ -95,9 +98,13 @@ static void load_kernel(struct gpu_copies *g, int d)
 	if (!r)
 		r = cu.mem_host_alloc((void **)&g->dev[d].pairs,
 				      (size_t)PAIR_SLOTS * COPY_PAIRS_MAX *
-					      sizeof(struct copy_pair),
+						      sizeof(struct copy_pair) +
+					      PAIR_SLOTS * sizeof(unsigned),
 				      CU_MEMHOSTALLOC_DEVICEMAP |
 					      CU_MEMHOSTALLOC_PORTABLE);
+	if (!r)
+		g->dev[d].pair_bad = (volatile unsigned *)(void *)
+			(g->dev[d].pairs + (size_t)PAIR_SLOTS * COPY_PAIRS_MAX);
 	if (r) {
 		log_warnx("GPU %d: no indexed-copy kernel (%s); list transfers "
 			  "go block by block", d, cu_err(r));
@@ -387,6 +394,7 @@ void gpu_copies_flush(struct gpu_copies *g)
 
 struct gpu_list {
 	int dev;
+	uint32_t n;                   /* entries: the kernel's bound */
 	CUdeviceptr off, lens;        /* lens 0: one length for all */
 };
 
@@ -399,6 +407,7 @@ int gpu_list_upload(int dev, const uint64_t *off, const uint64_t *lens,
 	if (!l)
 		return -ENOMEM;
 	l->dev = dev;
+	l->n = n;
 	size_t bytes = (size_t)n * sizeof(uint64_t);
 	CUresult r;
 	gpu_set_current(dev);
@@ -455,10 +464,13 @@ int gpu_copy_indexed(struct gpu_copies *g, struct xop *op, int dev, int slot,
 	/* Mapped pinned memory: the host pointer is valid on the GPU. */
 	void *pairs = g->dev[dev].pairs + (size_t)slot * COPY_PAIRS_MAX;
 	CUdeviceptr soff = src->off, doff = dst->off, lens = src->lens;
+	uint32_t sn = src->n, dn = dst->n;
 	unsigned count = n;
-	void *args[] = { &src_base, &soff, &dst_base, &doff, &lens, &len,
-			 &pairs, &count };
+	void *bad = (void *)&g->dev[dev].pair_bad[slot];
+	void *args[] = { &src_base, &soff, &sn, &dst_base, &doff, &dn, &lens,
+			 &len, &pairs, &count, &bad };
 
+	g->dev[dev].pair_bad[slot] = 0;
 	gpu_set_current(dev);
 	CUstream s = next_stream(g, dev);
 	if (!one || cu.launch_kernel(g->dev[dev].indexed, n, 1, 1,
@@ -503,14 +515,23 @@ unsigned gpu_copies_poll(struct gpu_copies *g,
 		cu.event_destroy(fin.ev);
 		if (fin.slot >= 0)
 			g->dev[fin.dev].slot_busy[fin.slot] = false;
-		if (fin.pair_slot >= 0)
+		int err = r == CUDA_SUCCESS ? 0 : -EIO;
+		if (fin.pair_slot >= 0) {
 			g->dev[fin.dev].pair_busy[fin.pair_slot] = false;
+			/* xferd checked every pair before the launch: a pair
+			 * the kernel found out of bounds fails the op. */
+			if (g->dev[fin.dev].pair_bad[fin.pair_slot]) {
+				log_warnx("GPU %d: a list pair out of bounds at "
+					  "the kernel", fin.dev);
+				err = -ERANGE;
+			}
+		}
 		if (r != CUDA_SUCCESS)
 			log_warnx("GPU %d: copy failed: %s", fin.dev, cu_err(r));
 		for (unsigned k = 0; k < fin.nops; k++) {
 			struct xop *op = fin.ops[k];
-			if (r != CUDA_SUCCESS)
-				gpu_op_of(op)->error = -EIO;
+			if (err)
+				gpu_op_of(op)->error = err;
 			if (--gpu_op_of(op)->parts)
 				continue;  /* other parts still out */
 			int64_t res = gpu_op_of(op)->error ? gpu_op_of(op)->error

@@ -82,14 +82,14 @@ struct gpu_copies;
 /*
  * What the copy engine keeps of an op it copies for, at the start of
  * that op's private area (XOP_PRIV): whoever hands it copies (the GPU
- * mover, local/gpu.c; a staging chunk's own op, mem/staging.h) puts
- * its own fields after it.  Zero when the op is new.
+ * mover, local/gpu.c; a staging chunk's copy, gpu/stage.c) puts its
+ * own fields after it.  Zero when the op is new.
  */
 struct gpu_op {
 	unsigned parts;   /* copies of it still in flight */
 	int error;        /* first failure among them */
 	/* Set: its copies end here, not through gpu_copies_poll's done()
-	 * (a staging chunk's copy, mem/staging.h). */
+	 * (a staging chunk's copy, gpu/stage.c). */
 	void (*on_done)(struct xop *op, int64_t result);
 };
 

@@ -55,20 +55,33 @@ extern "C" __global__ void xferd_copy_batch(const struct copy_desc *d,
  * pairs[i].src of the source list to entry pairs[i].dst of the
  * destination list.  The lists' offsets (and lengths, or one length for
  * all) live in device memory, uploaded once per list; only the pairs
- * (8 bytes an entry) come with each transfer.  One thread block per pair.
+ * (8 bytes an entry) come with each transfer, in xferd's own pinned copy
+ * of them.  Every index is bounded here against the lists' lengths
+ * (src_n, dst_n: xferd's, never the client's): xferd checked them before
+ * the launch, so a pair out of bounds is skipped and reported through
+ * *bad (mapped pinned memory, read when the launch has ended).  One
+ * thread block per pair.
  */
 extern "C" __global__ void xferd_copy_indexed(uint64_t src_base,
 					       const uint64_t *src_off,
+					       uint32_t src_n,
 					       uint64_t dst_base,
 					       const uint64_t *dst_off,
+					       uint32_t dst_n,
 					       const uint64_t *lens,
 					       uint64_t len,
 					       const struct copy_pair *pairs,
-					       unsigned n)
+					       unsigned n,
+					       volatile unsigned *bad)
 {
 	if (blockIdx.x >= n)
 		return;
 	const struct copy_pair p = pairs[blockIdx.x];
+	if (p.src >= src_n || p.dst >= dst_n) {
+		if (threadIdx.x == 0)
+			*bad = 1;  /* every writer stores the same value */
+		return;
+	}
 	copy_block((const char *)(src_base + src_off[p.src]),
 		   (char *)(dst_base + dst_off[p.dst]),
 		   lens ? lens[p.src] : len);

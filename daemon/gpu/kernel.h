@@ -13,7 +13,8 @@ struct copy_desc {
 };
 
 /* A prepared list transfer: entry `src` of the source list to entry
- * `dst` of the destination list (indices checked by xferd before). */
+ * `dst` of the destination list (indices checked by xferd before the
+ * launch, and bounded again by the kernel). */
 struct copy_pair {
 	uint32_t src, dst;
 };

@@ -9,7 +9,11 @@
  * KV-cache vector is a thousand of them): one completion and one pair of
  * region references for all of them (move_req.batch_op).  A prepared
  * list between two GPU regions goes as indexed kernel launches, the
- * lists' offsets uploaded to the GPU once.
+ * lists' offsets uploaded to the GPU once.  Its pairs are copied out of
+ * the client's ring once, into xferd's pinned slot that the kernel
+ * reads; between lists of one length for every entry that copy is
+ * checked by one pass for its largest indices (a few ns a thousand
+ * pairs), not pair by pair, and the kernel bounds every index again.
  *
  * This mover also runs the copy engine for everyone (poll: launch what
  * the pass queued, end what finished): the staging chunks' copies
@@ -19,7 +23,10 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "common/clock.h"
+#include "core/log.h"
 #include "core/xop.h"
 #include "gpu/gpu.h"
 #include "gpu/kernel.h"
@@ -38,6 +45,11 @@ struct gpu_mover_op {
 	/* An indexed copy of two prepared lists: held until it ends (the
 	 * kernel reads their offsets). */
 	struct dlist *lists[2];
+#ifdef XFERD_STAGE_STAMPS
+	/* Where a list's time goes (logged when it ends): taken, pairs
+	 * checked, launched (now_ns). */
+	uint64_t stamp[3];
+#endif
 };
 
 /*
@@ -141,6 +153,77 @@ static struct gpu_list *dl_on_gpu(struct dlist *l, int dev)
 }
 
 /*
+ * The pairs of ml into pinned slots of GPU dev (*nslots of them, in
+ * slots[]), as source -> destination entries, each checked: 0 with
+ * *total the bytes, -errno (-ERANGE, -EINVAL: a bad pair, nothing to
+ * launch), or 1 when no slot is free (then block by block).  Slots taken
+ * stay in slots[] either way: the caller releases them on failure.
+ */
+static int64_t list_pairs(struct gpu_copies *g, int dev,
+			  const struct move_list *ml, bool write, int *slots,
+			  unsigned *nslots, uint64_t *total)
+{
+	/* One length for every entry of both lists: no pair can differ in
+	 * length, so the only check is each index against its list. */
+	bool one_len = !ml->l->lens && !ml->r->lens &&
+		       ml->l->len == ml->r->len;
+	uint32_t lmax = 0, rmax = 0;
+
+	for (uint64_t first = 0; first < ml->npairs; first += COPY_PAIRS_MAX) {
+		uint64_t n = ml->npairs - first < COPY_PAIRS_MAX
+				     ? ml->npairs - first : COPY_PAIRS_MAX;
+		struct copy_pair *buf;
+		if (*nslots == 8 ||
+		    !(buf = gpu_pairs_reserve(g, dev, &slots[*nslots])))
+			return 1;
+		(*nslots)++;
+		if (!one_len) {
+			for (uint64_t k = 0; k < n; k++) {
+				struct xfer_dlist_pair pr =
+					mover_list_pair(ml->area, first + k);
+				uint64_t len;
+				int64_t err = mover_list_check(ml, pr, &len);
+				if (err)
+					return err;
+				*total += len;
+				buf[k] = write ? (struct copy_pair){ pr.local,
+								     pr.remote }
+					       : (struct copy_pair){ pr.remote,
+								     pr.local };
+			}
+			continue;
+		}
+		/* The ring is the client's and may change while read: it is
+		 * read once, here, and only xferd's copy is checked and
+		 * launched.  The same layout as struct xfer_dlist_pair:
+		 * local is the source of a WRITE, the destination of a
+		 * READ. */
+		_Static_assert(sizeof(struct copy_pair) ==
+				       sizeof(struct xfer_dlist_pair),
+			       "a pair is copied as it is in the ring");
+		memcpy(buf, ml->area + first, n * sizeof(*buf));
+		uint32_t smax = 0, dmax = 0;
+		for (uint64_t k = 0; k < n; k++) {
+			smax = buf[k].src > smax ? buf[k].src : smax;
+			dmax = buf[k].dst > dmax ? buf[k].dst : dmax;
+		}
+		lmax = smax > lmax ? smax : lmax;
+		rmax = dmax > rmax ? dmax : rmax;
+		if (!write)
+			for (uint64_t k = 0; k < n; k++)
+				buf[k] = (struct copy_pair){ buf[k].dst,
+							     buf[k].src };
+	}
+	if (!one_len)
+		return 0;
+	if (lmax >= ml->l->n || rmax >= ml->r->n)
+		return -ERANGE;
+	/* At most 2^32 pairs, each within a region: no overflow. */
+	*total = ml->npairs * ml->l->len;
+	return 0;
+}
+
+/*
  * Both lists over GPU memory that the destination's GPU reaches
  * directly: one indexed kernel launch per COPY_PAIRS_MAX pairs, the
  * pairs resolved on the GPU against the lists uploaded once.  Returns
@@ -174,28 +257,12 @@ static int64_t gpu_move_list(void *mv, struct move_list *ml)
 		return ml->segments(ml);  /* says why there are no pairs */
 	/* Every pair checked before anything is launched. */
 	int slots[8];
-	struct copy_pair *bufs[8];
 	unsigned nslots = 0;
 	uint64_t total = 0;
-	for (uint64_t k = 0; k < ml->npairs; k++) {
-		if (k % COPY_PAIRS_MAX == 0) {
-			if (nslots == 8 ||
-			    !(bufs[nslots] = gpu_pairs_reserve(g, dev,
-							       &slots[nslots]))) {
-				err = 1;  /* no room: block by block */
-				break;
-			}
-			nslots++;
-		}
-		struct xfer_dlist_pair pr = mover_list_pair(ml->area, k);
-		uint64_t len;
-		if ((err = mover_list_check(ml, pr, &len)))
-			break;
-		total += len;
-		bufs[nslots - 1][k % COPY_PAIRS_MAX] = write
-			? (struct copy_pair){ pr.local, pr.remote }
-			: (struct copy_pair){ pr.remote, pr.local };
-	}
+#ifdef XFERD_STAGE_STAMPS
+	uint64_t t_taken = now_ns();
+#endif
+	err = list_pairs(g, dev, ml, write, slots, &nslots, &total);
 	if (err) {
 		for (unsigned i = 0; i < nslots; i++)
 			gpu_pairs_release(g, dev, slots[i]);
@@ -203,6 +270,9 @@ static int64_t gpu_move_list(void *mv, struct move_list *ml)
 			ml->rq.path = XFER_PATH_NONE;
 		return err > 0 ? MOVER_SUBMIT : err;
 	}
+#ifdef XFERD_STAGE_STAMPS
+	uint64_t t_checked = now_ns();
+#endif
 	struct xop *op = h->op_begin(h->arg, &ml->rq);
 	if (!op) {
 		for (unsigned i = 0; i < nslots; i++)
@@ -233,6 +303,11 @@ static int64_t gpu_move_list(void *mv, struct move_list *ml)
 	}
 	if (err)
 		gop->copies.error = (int)err;  /* the parts out end it, failed */
+#ifdef XFERD_STAGE_STAMPS
+	gop->stamp[0] = t_taken;
+	gop->stamp[1] = t_checked;
+	gop->stamp[2] = now_ns();
+#endif
 	ml->rq.async = true;
 	return 0;
 }
@@ -243,6 +318,14 @@ static void gpu_op_ended(void *arg, struct xop *op, int64_t res)
 	struct gpu_mover *m = arg;
 	struct gpu_mover_op *gop = XOP_PRIV(op, struct gpu_mover_op);
 
+#ifdef XFERD_STAGE_STAMPS
+	if (gop->lists[0])
+		log_info("stages gpu-list bytes %llu check_ns %llu launch_ns "
+			 "%llu run_ns %llu", (unsigned long long)op->len,
+			 (unsigned long long)(gop->stamp[1] - gop->stamp[0]),
+			 (unsigned long long)(gop->stamp[2] - gop->stamp[1]),
+			 (unsigned long long)(now_ns() - gop->stamp[2]));
+#endif
 	dlist_put(gop->lists[0]);
 	dlist_put(gop->lists[1]);
 	m->res->hooks.op_done(m->res->hooks.arg, op, res);

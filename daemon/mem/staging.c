@@ -103,8 +103,6 @@ void staging_destroy(struct staging_pool *sp)
 		struct staging_chunk *c = &sp->chunks[i];
 		if (c->taken && c->st.in && c->st.end)
 			stage_done(&c->st, -ECANCELED);
-		else if (c->in_copy && gpu_op_of(&c->xop)->on_done)
-			gpu_op_of(&c->xop)->on_done(&c->xop, -ECANCELED);
 	}
 	/* Every chunk should be back: say so (tests read it). */
 	uint32_t out = 0;
@@ -130,15 +128,8 @@ uint32_t staging_chunk_bytes(const struct staging_pool *sp)
 static void reset(struct staging_chunk *c)
 {
 	c->taken = true;
-	c->in_copy = false;
-	c->ready = false;
-	c->len = 0;
-	c->at = 0;
-	c->owner = NULL;
-	c->r = NULL;
 	c->st.in = NULL;
 	c->st.pl = NULL;
-	memset(&c->xop, 0, sizeof(c->xop));
 }
 
 struct staging_chunk *staging_take(struct staging_pool *sp,
@@ -197,7 +188,6 @@ void staging_give(struct staging_chunk *c)
 		return;
 	}
 	c->taken = false;
-	c->owner = NULL;
 	TAILQ_INSERT_HEAD(&sp->half[c->half].free, c, q);
 	atomic_fetch_add_explicit(&sp->half[c->half].nfree, 1,
 				  memory_order_relaxed);

@@ -48,7 +48,6 @@
 
 #include "common/container_of.h"
 #include "core/stage.h"
-#include "core/xop.h"
 
 enum staging_half {
 	STAGING_SEND = 0,   /* GPU memory -> chunk -> the link or CMA */
@@ -56,7 +55,6 @@ enum staging_half {
 };
 
 struct staging_pool;
-struct region;
 
 struct staging_chunk {
 	uint8_t *p;                  /* pinned host memory, cap bytes */
@@ -65,15 +63,6 @@ struct staging_chunk {
 	bool taken;
 	/* The staging pipeline's, while taken (stage/pipeline.h). */
 	struct stage_chunk st;
-	/* The TCP link's own, while taken (transport/staged.c), until it
-	 * stages through the pipeline too. */
-	bool in_copy;                /* a GPU copy runs on it: xop is out */
-	bool ready;                  /* SEND: its D2H copy is done */
-	uint32_t len;                /* bytes of payload in it */
-	uint64_t at;                 /* of those bytes in their stream */
-	void *owner;                 /* whose bytes; NULL once it ended */
-	struct region *r;            /* a reference while in_copy */
-	struct xop xop;              /* the GPU copy's operation */
 	struct staging_pool *pool;
 	TAILQ_ENTRY(staging_chunk) q; /* the free list, or its user's list */
 };
@@ -103,10 +92,10 @@ struct staging_stats {
  */
 struct staging_pool *staging_create(uint64_t bytes, uint32_t chunk, bool pin);
 /*
- * Chunks still in a stage (a pipeline's, st.in) or in a GPU copy of the
- * link's are ended with -ECANCELED first: the caller destroyed what
- * runs them (the GPU copy engine, after synchronizing its streams; the
- * links; the copy workers), which will never end them.  Accepts NULL.
+ * Chunks still in a stage (a pipeline's, st.in) are ended with
+ * -ECANCELED first: the caller destroyed what runs them (the GPU copy
+ * engine, after synchronizing its streams; the links; the copy
+ * workers), which will never end them.  Accepts NULL.
  */
 void staging_destroy(struct staging_pool *sp);
 uint32_t staging_chunk_bytes(const struct staging_pool *sp);

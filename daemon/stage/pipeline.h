@@ -11,11 +11,11 @@
  * pipeline knows its stages only through struct stage_ops (core/stage.h);
  * each stage lives with its mover:
  *
- *   stage                 file                 fill / drain of
- *   gpu D2H / H2D         gpu/stage.c          GPU memory
- *   host (CMA, memfd)     mem/host_stage.c     another process's memory
- *   tcp send / receive    transport/           the link (pull / push)
- *   RDMA WRITE / READ     transport/rdma*      a remote region
+ *   stage                 file                    fill / drain of
+ *   gpu D2H / H2D         gpu/stage.c             GPU memory
+ *   host (CMA, memfd)     mem/host_stage.c        another process's memory
+ *   tcp send / receive    transport/tcp_staged.c  the link (pull / push)
+ *   RDMA WRITE / READ     transport/rdma*         a remote region
  *
  * and a path that stages is a pairing of two of them, e.g. on this node
  * host fill + gpu H2D drain (local/staged.c), over TCP gpu D2H fill +

@@ -13,7 +13,7 @@
  *   hash    operations with frames on the wire, awaiting their end.
  * The peer's frames are handled in tcp_recv.c, their payloads landed in
  * tcp_sink.c; GPU memory at either end goes through pinned staging
- * chunks (staged.c).
+ * chunks, the link being one end of a staging pipeline (tcp_staged.c).
  *
  * Progress thread only; no locks.
  */
@@ -71,7 +71,8 @@ void tcp_op_end(struct tcp_link *tl, struct xop *op, int64_t result)
 	struct tcp_mover *tm = tl->tm;
 	struct tcp_op *t = tcp_op(op);
 
-	/* Its staged chunks in a GPU copy go back when the copy ends. */
+	/* Its staging pipeline goes: chunks in a GPU copy go back when the
+	 * copy ends. */
 	staged_send_free(t->send);
 	t->send = NULL;
 	if (t->rx) {
@@ -268,16 +269,16 @@ static void tcp_link_free(void *cl)
 	struct tcp_link *tl = cl;
 	struct serve *s;
 
-	while ((s = TAILQ_FIRST(&tl->serveq))) {
-		TAILQ_REMOVE(&tl->serveq, s, q);
+	/* Both queues until both are empty: a serve's chunks back in the
+	 * pool may unpark another (tcp_unpark moves it to serveq). */
+	while ((s = TAILQ_FIRST(&tl->serveq)) ||
+	       (s = TAILQ_FIRST(&tl->parkedq))) {
+		TAILQ_REMOVE(s->parked ? &tl->parkedq : &tl->serveq, s, q);
 		tcp_serve_free(s);
 	}
-	while ((s = TAILQ_FIRST(&tl->parkedq))) {
-		TAILQ_REMOVE(&tl->parkedq, s, q);
-		tcp_serve_free(s);
-	}
-	/* The peer's writes into our GPU memory: their copies still out
-	 * end without an ack (the link is gone). */
+	/* The peer's writes into our GPU memory: their pipelines go, their
+	 * copies still out end on their own, without an ack (the link is
+	 * gone). */
 	tcp_sink_drop(tl);
 	struct staged_rx *srx;
 	while ((srx = TAILQ_FIRST(&tl->rx_writes))) {

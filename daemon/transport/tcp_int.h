@@ -11,8 +11,8 @@
  *   tcp_recv.c  the receiving side: the peer's data frames (writes,
  *               reads, acks, notifications, aborts, token checks)
  *   tcp_sink.c  where an incoming payload lands, and what its end does
- *   staged.c    GPU memory through pinned staging chunks (mem/staging.h)
- *               between GPU copies and the link
+ *   tcp_staged.c  GPU memory: the link's ends of the staging pipeline
+ *               (stage/pipeline.h), paired with the GPU copies' stages
  *
  * The session (link.c) owns the connection; the mover's state of a link
  * is struct tcp_link, which the session holds for it as an opaque
@@ -28,8 +28,9 @@
 #include "common/token_codec.h"
 #include "core/notify_msg.h"
 #include "core/xop.h"
-#include "mem/staging.h"
+#include "gpu/stage.h"
 #include "peer.pb-c.h"
+#include "stage/pipeline.h"
 #include "transport/link_client.h"
 #include "transport/tcp.h"
 #include "xfer_ring.h"
@@ -49,7 +50,7 @@ struct tcp_op {
 				      * its next chunk is ready */
 	struct xop *hnext;           /* in-flight hash chain */
 	/* Staged (GPU memory): its chunks out (a write) or landing (a
-	 * read); staged.c. */
+	 * read); tcp_staged.c. */
 	struct staged_send *send;
 	struct staged_rx *rx;
 };
@@ -79,36 +80,33 @@ struct rx_sink {
 	uint64_t notify_value, total;
 	struct notify_note notify_from; /* who notifies, what it says */
 	struct xop *xop;             /* ReadData: ours; NULL once it ended */
-	/* GPU memory (staged.c): the payload goes into receive chunks,
-	 * each emptied by an H2D copy. */
+	/* GPU memory (tcp_staged.c): the payload is pushed into receive
+	 * chunks of srx's pipeline, each emptied by an H2D copy. */
 	struct staged_rx *srx;       /* a reference */
-	struct staging_chunk *chunk; /* being filled, for bytes at chunk->at */
+	struct stage_chunk *chunk;   /* being filled, for bytes at chunk->at
+				      * of r */
 };
 
-/* Bytes of GPU memory on their way out: D2H copies into send chunks,
- * a few ahead of the frames that carry them (staged.c). */
+/* Bytes of GPU memory on their way out: a pipeline of D2H copies into
+ * send chunks, a few ahead of the frames that pull them (tcp_staged.c). */
 struct staged_send {
 	struct tcp_link *tl;
 	struct xop *op;              /* a write of ours, or */
 	struct serve *s;             /* a read the peer asked of us */
-	struct region *r;            /* a reference */
-	uint64_t off, len;           /* the range in r */
-	uint64_t next;               /* of the range: next byte to stage */
-	uint32_t frame;              /* bytes per chunk */
-	struct staging_chunk_list chunks; /* out, in order; n of them */
-	unsigned n;
-	struct staging_waiter w;     /* for a chunk */
-	bool parked;                 /* its owner waits for the front one */
-	int err;
+	struct pipeline *pl;         /* fill gpu-d2h, drain: the owner pulls */
+	struct gpu_stage gpu;        /* the D2H stage's end: the range's GPU
+				      * address */
+	bool parked;                 /* its owner waits for the next one */
 };
 
 /*
  * GPU memory on its way in: one per write of the peer into our GPU
- * memory, or read of ours into our GPU memory.  Its end (the write's
- * ack and notification, the read's completion) waits for the last frame
- * and every H2D copy.  Referenced by its owner (the link's list or the
- * read), the sink and each chunk in a copy: it outlives a link or an
- * operation that ended early.
+ * memory, or read of ours into our GPU memory; a pipeline the sink
+ * pushes into, drained by H2D copies.  Its end (the write's ack and
+ * notification, the read's completion) waits for the last frame and the
+ * pipeline's done.  Referenced by its owner (the link's list or the
+ * read) and the sink; chunks in a copy need it not (the pipeline's
+ * cancel rule).
  */
 struct staged_rx {
 	unsigned refs;
@@ -116,8 +114,11 @@ struct staged_rx {
 	uint64_t op;                 /* a write: the peer's */
 	struct xop *xop;             /* a read: ours, NULL once it ended */
 	struct region *r;            /* a reference: where the bytes go */
-	unsigned copies;             /* H2D copies in flight */
-	bool all_in, ended, listed;
+	struct pipeline *pl;         /* push fill, drain gpu-h2d */
+	struct gpu_stage gpu;        /* the H2D stage's end: r's byte 0 */
+	bool all_in;                 /* its last frame is in */
+	bool landed;                 /* the pipeline's done came */
+	bool ended, listed;
 	int err;
 	bool notify;
 	uint64_t notify_value, total;
@@ -150,6 +151,7 @@ struct tcp_link {
 	struct serve_list parkedq;   /* staged serves waiting for a chunk */
 	struct staged_rx_list rx_writes; /* the peer's writes into GPU memory */
 	bool serve_turn;             /* alternate sendq and serveq */
+	bool filling;                /* in tcp_fill: wake-ups only kick */
 	/* Incoming writes that failed: their remaining chunks are dropped
 	 * until their last chunk or an Abort. */
 	uint64_t *failed;
@@ -158,7 +160,6 @@ struct tcp_link {
 	struct token verified;
 	bool have_verified;
 	struct rx_sink sink;         /* the payload being received */
-	struct staging_waiter sink_wait; /* for a receive chunk */
 };
 
 /* Another xferd as the mover knows it. */
@@ -240,24 +241,26 @@ struct staged_rx *tcp_rx_write_of(struct tcp_link *tl, uint64_t op,
 /* Every byte of srx landed in GPU memory (or failed): ack, notify, end. */
 void tcp_rx_complete(struct staged_rx *srx);
 
-/* --- staged.c --- */
+/* --- tcp_staged.c --- */
 
 /* Can the link move region r's bytes (through staging for GPU memory)? */
 bool staged_reachable(const struct tcp_mover *tm, const struct region *r);
 /* Stage [off, off + len) of GPU region r; the caller sets op or s. */
 struct staged_send *staged_send_new(struct tcp_link *tl, struct region *r,
 				    uint64_t off, uint64_t len);
-/* The next chunk with its bytes, taken off ss; NULL: not ready (parked:
- * tcp_unpark follows) or *err. */
-struct staging_chunk *staged_send_next(struct staged_send *ss, int *err);
+/* The next chunk with its bytes, in order, now the caller's (queue it,
+ * or pipeline_chunk_release); NULL: not ready (parked: tcp_unpark
+ * follows) or *err. */
+struct stage_chunk *staged_send_next(struct staged_send *ss, int *err);
 /* Queue c's bytes as a payload, by reference (c goes back to the pool
- * once the socket took them). */
-int staged_queue_chunk(struct tcp_link *tl, struct staging_chunk *c);
-/* The stream ended: chunks in a copy go back when it is done. */
+ * once the socket took them, or at once if it cannot be queued). */
+int staged_queue_chunk(struct tcp_link *tl, struct stage_chunk *c);
+/* The stream ended (any time): chunks in a copy go back when it is
+ * done. */
 void staged_send_free(struct staged_send *ss);
 struct staged_rx *staged_rx_new(struct tcp_link *tl, struct region *r);
 void staged_rx_put(struct staged_rx *srx);
-/* All its frames are in: end it once its copies are done. */
+/* All its frames are in: end it once its copies are done (maybe now). */
 void staged_rx_all_in(struct staged_rx *srx);
 /* The sink's receive side for GPU memory (see tcp_sink_*). */
 size_t staged_sink_put(struct tcp_link *tl, const uint8_t *p, size_t n);

@@ -189,12 +189,16 @@ static int on_write(struct tcp_link *tl, const Xfer__Peer__WriteChunk *w,
 	/* An error here (-ESTALE) fails this operation only. */
 	tcp_sink_start(tl, plen, r, off, err);
 	if (r && region_kind(r) == REGION_CUDA) {
-		/* Our GPU memory: through receive chunks (staged.c). */
+		/* Our GPU memory: through receive chunks (tcp_staged.c). */
 		struct staged_rx *srx = tcp_rx_write_of(tl, w->op, r);
 		if (!srx) {
 			tl->sink.err = -ENOMEM;
 			return 0;
 		}
+		/* Its chunks land at offsets of the region its first frame
+		 * named: an honest peer names one region per write. */
+		if (srx->r != r)
+			return -EPROTO;
 		srx->refs++;
 		tl->sink.srx = srx;
 	}

@@ -9,8 +9,8 @@
  * A frame's payload from a memfd region goes to the socket by reference
  * (no copy in xferd); CMA memory is read into a buffer before its
  * frame's header is queued; GPU memory goes as a stream of D2H-filled
- * staging chunks (staged.c), its op or serve parked off its queue while
- * the next chunk is not ready.
+ * staging chunks pulled from a pipeline (tcp_staged.c), its op or serve
+ * parked off its queue while the next chunk is not ready.
  *
  * Progress thread only; no locks.
  */
@@ -92,18 +92,21 @@ static int stage_payload(const struct region *r, uint64_t off, uint64_t len,
 /*
  * Queue frame m with its payload, [off, off + n) of r: memory xferd maps
  * goes in the header's send (link_put_msg_mapped),
- * staged bytes (CMA) or a staging chunk (GPU) are queued behind it.  A
- * failure leaves the stream out of step: the caller ends the link.
+ * staged bytes (CMA) or a staging chunk (GPU, the caller's: it goes to
+ * the socket or back to the pool) are queued behind it.  A failure
+ * leaves the stream out of step: the caller ends the link.
  */
 static int put_frame(struct tcp_link *tl, Xfer__Peer__PeerMsg *m,
-		     struct region *r, uint64_t off, uint64_t n, struct staging_chunk *c,
-		     struct evbuffer *staged)
+		     struct region *r, uint64_t off, uint64_t n,
+		     struct stage_chunk *c, struct evbuffer *staged)
 {
 	if (!c && !staged && n && region_kind(r) == REGION_MEMFD)
 		return link_put_msg_mapped(tl->l, m, r, region_map_at(r, off),
 					   (uint32_t)n);
 	int err = link_put_msg(tl->l, m, (uint32_t)n);
-	if (!err && c)
+	if (c && err)
+		pipeline_chunk_release(c);
+	else if (c)
 		err = staged_queue_chunk(tl, c);
 	else if (!err && staged)
 		err = link_queue_buffer(tl->l, staged);
@@ -148,7 +151,7 @@ static bool send_frame(struct tcp_link *tl, struct xop *op)
 		Xfer__Peer__WriteChunk w = XFER__PEER__WRITE_CHUNK__INIT;
 		Xfer__Peer__Sender snd;
 		uint64_t n = op->len - to->done;
-		struct staging_chunk *c = NULL;
+		struct stage_chunk *c = NULL;
 		if (to->send) {
 			/* GPU memory: its next chunk, if its copy is done. */
 			int err;
@@ -248,7 +251,7 @@ void tcp_serve_free(struct serve *s)
 static int read_data_frame(struct tcp_link *tl, uint64_t op, uint64_t at,
 			   bool last, int64_t result, struct region *r,
 			   uint64_t off, uint32_t payload,
-			   struct staging_chunk *c, struct evbuffer *staged)
+			   struct stage_chunk *c, struct evbuffer *staged)
 {
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__ReadData d = XFER__PEER__READ_DATA__INIT;
@@ -277,7 +280,7 @@ enum serve_state { SERVE_MORE, SERVE_DONE, SERVE_PARKED };
 static enum serve_state serve_frame(struct tcp_link *tl, struct serve *s)
 {
 	uint64_t n = s->len - s->done;
-	struct staging_chunk *c = NULL;
+	struct stage_chunk *c = NULL;
 	struct evbuffer *staged = NULL;
 	int err = 0;
 
@@ -324,7 +327,11 @@ static enum serve_state serve_frame(struct tcp_link *tl, struct serve *s)
 void tcp_fill(void *cl)
 {
 	struct tcp_link *tl = cl;
+	bool was_filling = tl->filling;
 
+	/* A staged owner unparked meanwhile (its chunk came back inside a
+	 * buffer's cleanup, say) is picked up by this loop, or kicked. */
+	tl->filling = true;
 	link_cork(tl->l);
 	while (link_alive(tl->l) && link_out_bytes(tl->l) < LINK_OUT_HIGH) {
 		struct xop *op = TAILQ_FIRST(&tl->sendq);
@@ -357,6 +364,7 @@ void tcp_fill(void *cl)
 			TAILQ_INSERT_TAIL(&tl->sendq, op, q);
 	}
 	link_uncork(tl->l);
+	tl->filling = was_filling;
 }
 
 void tcp_unpark(struct staged_send *ss, bool fill_now)
@@ -377,7 +385,8 @@ void tcp_unpark(struct staged_send *ss, bool fill_now)
 		TAILQ_REMOVE(&tl->parkedq, s, q);
 		TAILQ_INSERT_TAIL(&tl->serveq, s, q);
 	}
-	if (fill_now)
+	/* Never tcp_fill inside itself: its loop holds queue entries. */
+	if (fill_now && !tl->filling)
 		tcp_fill(tl);
 	else
 		link_kick(tl->l);

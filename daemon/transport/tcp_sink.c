@@ -9,8 +9,9 @@
  *
  * Into a memfd region the bytes land straight from the socket; into
  * CMA memory they are copied once from the session's buffer; into GPU
- * memory they go through receive chunks (staged.c), and what ends
- * waits for every H2D copy (tcp_rx_complete).
+ * memory they are pushed into receive chunks of a staging pipeline
+ * (tcp_staged.c), and what ends waits for every H2D copy
+ * (tcp_rx_complete).
  *
  * Progress thread only; no locks.
  */

@@ -108,7 +108,7 @@ build() {
 	cp "$CARRY"/gen/* "$BUILD/gen/"
 	# Newer than the .proto files, so that make never wants protoc-c.
 	touch "$BUILD"/gen/*
-	targets="$BUILD/xferd $BUILD/xferctl $BUILD/gpubench $BUILD/dlistbench $BUILD/xferbench $BUILD/tcpbase"
+	targets="$BUILD/xferd $BUILD/xferctl $BUILD/gpubench $BUILD/kvbench $BUILD/dlistbench $BUILD/xferbench $BUILD/tcpbase"
 	for src in tests/gpu/gpu_*.c; do
 		targets="$targets $BUILD/tests/$(basename "$src" .c)"
 	done

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <string.h>
 
-#include "gpu/gpu.h"
 #include "local/staged.h"
 #include "mem/staging.h"
 #include "suites.h"
@@ -139,23 +138,26 @@ END_TEST
 
 static int cancelled;
 
-static void chunk_copy_done(struct xop *op, int64_t res)
+/* The stage's end of a chunk (what the pipeline sets as st.end). */
+static void chunk_copy_done(struct stage_chunk *c, int64_t res)
 {
-	(void)op;
 	if (res == -ECANCELED)
 		cancelled++;
+	staging_give(staging_chunk_of(c));
 }
 
-/* A chunk still in a GPU copy when the pool goes ends through its own
- * completion (the copies were synchronized before). */
+static const struct stage_ops copy_stage = { .name = "copy" };
+
+/* A chunk still in a stage (a GPU copy) when the pool goes ends through
+ * its own completion (the copies were synchronized before). */
 START_TEST(destroy_ends_copies)
 {
 	struct staging_pool *sp = staging_create(4 * CHUNK, CHUNK, false);
 	struct staging_chunk *c = staging_take(sp, STAGING_SEND);
 	struct test_waiter w = { .w.ready = on_ready, .id = 9 };
 
-	c->in_copy = true;
-	gpu_op_of(&c->xop)->on_done = chunk_copy_done;
+	c->st.in = &copy_stage;
+	c->st.end = chunk_copy_done;
 	staging_take(sp, STAGING_SEND);
 	staging_wait(sp, STAGING_SEND, &w.w);
 	cancelled = 0;
