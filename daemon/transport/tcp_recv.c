@@ -91,9 +91,10 @@ static void note_from(const struct tcp_link *tl,
 	};
 	memcpy(out->from.node, link_peer_id(tl->l), sizeof(out->from.node));
 	out->msg.len = (uint16_t)msg->len;
-	memcpy(out->msg.data, msg->data, msg->len);
+	if (msg->len)  /* an absent field's data is NULL */
+		memcpy(out->msg.data, msg->data, msg->len);
 	out->msg.name_len = snd ? (uint8_t)snd->name.len : 0;
-	if (snd)
+	if (out->msg.name_len)
 		memcpy(out->msg.name, snd->name.data, snd->name.len);
 }
 

@@ -260,6 +260,8 @@ static void sender_main(int in, int out)
 	/* Nothing the owner did shows up here as a notification. */
 	struct xfer_cqe *c;
 	T_ASSERT(xfer_peek_cqe(sctx, &c) == -EAGAIN, "sender got a stray CQE");
+	for (unsigned k = 0; k < 2; k++)
+		xfer_unimport(sctx, rem[k]);
 	tl_buf_free(sctx, &sbuf);
 	xfer_close(sctx);
 }
