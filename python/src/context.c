@@ -557,8 +557,10 @@ static PyMethodDef Context_methods[] = {
 	  "write(local, remote, local_off=0, remote_off=0, length=None,\n"
 	  "      notify=None, *, timeout=None) -> Request\n\n"
 	  "local[local_off:+length] -> remote[remote_off:].  length None: as\n"
-	  "much as fits in both.  notify: a 64-bit value delivered to the\n"
-	  "remote owner after the data landed.  timeout: seconds xferd gives\n"
+	  "much as fits in both.  notify: delivered to the remote owner after\n"
+	  "the data landed: a 64-bit value, a message (bytes, or str sent as\n"
+	  "UTF-8; NOTIFY_MSG_MAX bytes at most, else ValueError) with value 0,\n"
+	  "or a (value, message) pair.  timeout: seconds xferd gives\n"
 	  "the transfer (rounded up to ms; None or 0: its op_timeout_ms);\n"
 	  "timeout_ms= (milliseconds) is the deprecated spelling." },
 	{ "read", (PyCFunction)(void (*)(void))Context_read,
@@ -588,7 +590,8 @@ static PyMethodDef Context_methods[] = {
 	  "arrays of any integer dtype (uint32 as the ring holds them, int64,\n"
 	  "views) or sequences of ints; one past its list raises\n"
 	  "IndexRangeError (a ValueError and an IndexError) naming it.\n"
-	  "notify: a value delivered to the remote owner after the last byte.\n"
+	  "notify: delivered to the remote owner after the last byte (a\n"
+	  "value, a message or a (value, message) pair, as write()).\n"
 	  "timeout: seconds, as write()." },
 	{ "read_dlist", (PyCFunction)(void (*)(void))Context_read_dlist,
 	  METH_VARARGS | METH_KEYWORDS,
@@ -610,7 +613,9 @@ static PyMethodDef Context_methods[] = {
 	{ "notify", (PyCFunction)(void (*)(void))Context_notify,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "notify(remote, value) -> Request\n\n"
-	  "Deliver value to the owner of remote's region, moving no data." },
+	  "Deliver value to the owner of remote's region, moving no data:\n"
+	  "an int, a message (bytes, or str sent as UTF-8; NOTIFY_MSG_MAX\n"
+	  "bytes at most) or a (value, message) pair." },
 	{ "get_notifications", (PyCFunction)(void (*)(void))Context_get_notifications,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "get_notifications(timeout=0, max=None) -> list[Notification]\n\n"
@@ -646,9 +651,12 @@ PyTypeObject Context_Type = {
 	.tp_basicsize = sizeof(ContextObject),
 	.tp_dealloc = (destructor)Context_dealloc,
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-	.tp_doc = "Context(socket=None, spin_us=20)\n\n"
+	.tp_doc = "Context(socket=None, spin_us=20, name=None)\n\n"
 		  "A connection to the local xferd ($XFERD_SOCKET or the default\n"
-		  "socket when None) with its submission/completion ring.",
+		  "socket when None) with its submission/completion ring.  name:\n"
+		  "what it calls itself as a sender of notifications (up to\n"
+		  "SENDER_NAME_MAX printable ASCII characters; informational:\n"
+		  "Notification.sender tells who sent one).",
 	.tp_traverse = (traverseproc)Context_traverse,
 	.tp_weaklistoffset = offsetof(ContextObject, weakreflist),
 	.tp_methods = Context_methods,
