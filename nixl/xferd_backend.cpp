@@ -25,6 +25,8 @@ constexpr size_t SEEN_MAX = 4096;
 constexpr int SQ_WAIT_LOOPS = 100000;
 
 const char CONN_MAGIC[] = "xferd1:";
+/* The published names of agents (agent_pub_name). */
+const std::string AGENT_NAME_PREFIX = "nixl-agent.";
 
 std::string hex(const uint8_t *p, size_t n)
 {
@@ -43,6 +45,16 @@ std::string hex(const uint8_t *p, size_t n)
 std::string sender_key(const struct xfer_cqe_sender &s)
 {
 	return hex(s.node, sizeof s.node) + "/" + std::to_string(s.client);
+}
+
+/* The published name under which a client of xferd gives its agent
+ * name: unique in a cluster (node id and client), so that a target that
+ * never loaded our conn info (nixlbench's, which loads no metadata of
+ * its initiator) still names our notifications by our agent. */
+std::string agent_pub_name(const struct xfer_cqe_sender &s)
+{
+	return AGENT_NAME_PREFIX + hex(s.node, sizeof s.node) + "." +
+	       std::to_string(s.client);
 }
 
 /* Up to NOTIF_MSG_MAX bytes and their count in byte 7. */
@@ -134,6 +146,18 @@ XferdEngine::XferdEngine(const nixlBackendInitParams *init_params)
 	xfer_ctx_identity(ctx, &me);
 	identity = sender_key(me);
 	senders[identity] = localAgent;
+	/* Shared, so a sender's name is found from another node too; the
+	 * name goes when the context closes.  Without it (too long, names
+	 * full) peers name us by xferd's record: not fatal. */
+	if (localAgent.size() > XFER_TOKEN_MAX ||
+	    (rc = xfer_publish_flags(ctx, agent_pub_name(me).c_str(),
+				     localAgent.data(), localAgent.size(),
+				     XFER_PUBLISH_SHARED)) != 0)
+		NIXL_WARN << "XFERD: agent name not published ("
+			  << (localAgent.size() > XFER_TOKEN_MAX ?
+				      "too long" : xfer_strerror(rc))
+			  << "): peers that load no conn info of ours name "
+			     "our notifications by xferd's record";
 	NIXL_DEBUG << "XFERD: agent " << localAgent << " is xferd client "
 		   << identity;
 }
@@ -499,10 +523,27 @@ nixl_status_t XferdEngine::sendNotifyLocked(XferdReq *req) const
 
 std::string XferdEngine::senderName(const struct xfer_cqe_sender &s) const
 {
-	auto it = senders.find(sender_key(s));
+	std::string key = sender_key(s);
+	auto it = senders.find(key);
+	char buf[XFER_TOKEN_MAX];
+	size_t len = sizeof buf;
+	std::string name;
 
-	/* A sender whose conn info we never loaded: xferd's name for it. */
-	return it != senders.end() ? it->second : "xferd:" + sender_key(s);
+	if (it != senders.end())
+		return it->second;
+	/* A sender whose conn info we never loaded: the agent name it
+	 * published, looked up once (a round trip) and kept; a sender of
+	 * this node must have published it as the uid xferd recorded for
+	 * it.  Else xferd's name for it. */
+	name = agent_pub_name(s);
+	if (!(s.flags & XFER_SENDER_F_REMOTE))
+		name = "~" + std::to_string(s.uid) + "/" + name;
+	if (xfer_lookup(ctx, name.c_str(), buf, &len) == 0 && len > 0)
+		name.assign(buf, len);
+	else
+		name = "xferd:" + key;
+	senders[key] = name;
+	return name;
 }
 
 /* Every CQE there is: completions to their requests, notifications to

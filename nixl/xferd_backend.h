@@ -170,8 +170,10 @@ private:
 	mutable uint64_t next_id = 1;
 	mutable std::unordered_map<uint64_t, XferdReq *> inflight;
 	mutable notif_list_t notifs;
-	/* Sender record (node, client) -> agent name, from conn infos. */
-	std::map<std::string, std::string> senders;
+	/* Sender record (node, client) -> agent name, from conn infos or
+	 * the name a sender published (looked up at its first
+	 * notification). */
+	mutable std::map<std::string, std::string> senders;
 	/* Imports of each remote agent, for genNotif. */
 	std::map<std::string, std::set<XferdRemoteMD *>> agent_mds;
 	/* Descriptor sets seen once: the second sight makes xferd lists. */
