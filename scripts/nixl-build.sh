@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# nixl-build.sh - NIXL (core, its gtest harness, Python bindings) built
+# nixl-build.sh [--tarballs] - NIXL (core, its gtest harness, Python bindings) built
 # once per machine from the shared tarballs, for the XFERD plugin and its
 # tests.  Prints the cache directory on its last line of stdout; its log
 # goes to stderr.
@@ -52,6 +52,11 @@ log() { echo "nixl-build: $*" >&2; }
 for f in "$CORE" "$SUBS"; do
 	[ -f "$f" ] || { log "missing $f (set XFERD_NIXL_SRC)"; exit 1; }
 done
+# --tarballs: the two tarballs' paths, one a line (nixlbench-build.sh).
+if [ "${1:-}" = --tarballs ]; then
+	printf '%s\n' "$CORE" "$SUBS"
+	exit 0
+fi
 KEY=$(sha256sum "$CORE" "$SUBS" | awk '{print $1}' | sha256sum | cut -c1-16)
 DIR=$CACHE/nixl-$KEY
 mkdir -p "$CACHE"

@@ -30,12 +30,8 @@ JOBS=${XFERD_NIXL_JOBS:-2}
 log() { echo "nixlbench-build: $*" >&2; }
 
 NIXL_DIR=$("$ROOT/scripts/nixl-build.sh" | tail -n 1) || exit 1
-# The tarballs nixl-build.sh found (its .complete names them).
-read -r CORE SUBS < <(sed -n 's/^built in .* s from \(.*\), \(.*\)$/\1 \2/p' \
-	"$NIXL_DIR/.complete")
-for f in "$CORE" "$SUBS"; do
-	[ -f "$f" ] || { log "missing $f"; exit 1; }
-done
+# The tarballs nixl-build.sh built from.
+{ read -r CORE; read -r SUBS; } < <("$ROOT/scripts/nixl-build.sh" --tarballs)
 KEY=$(sha256sum "$CORE" "$SUBS" "$PATCH" | awk '{print $1}' | sha256sum | cut -c1-16)
 DIR=$CACHE/nixlbench-$KEY
 BIN=$DIR/build/nixlbench
