@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """setup.py - builds the xferd package: xferd._core over libxfer.
 
-    pip install ./python            (Debian: add --break-system-packages,
+    pip install --no-build-isolation ./python
+                                    (Debian: add --break-system-packages,
                                      or use a venv with --system-site-packages)
     make python / make install      (from the top of the tree)
 
@@ -9,8 +10,10 @@ Inside the xferd tree (../build/libxfer.a exists, or XFER_BUILD names a
 build directory) libxfer is linked statically, so the extension needs
 nothing installed; elsewhere it links the installed libxfer
 (pkg-config libxfer).  Only Debian's python3-dev and python3-setuptools
-are needed to build; there is no pyproject.toml on purpose, so pip uses
-the setuptools already installed instead of fetching one.
+are needed to build.  pyproject.toml names setuptools as the PEP 517
+backend; offline, pass --no-build-isolation to pip (or --no-isolation to
+python3 -m build) so that it uses the setuptools installed instead of
+fetching one.
 """
 import os
 import subprocess
@@ -58,7 +61,7 @@ setup(
         "xferd._core",
         sources=["src/core.c", "src/context.c", "src/submit.c",
                  "src/completion.c", "src/region.c", "src/dlist.c",
-                 "src/stream.c"],
+                 "src/stream.c", "src/args.c"],
         depends=["src/core.h"],
         include_dirs=include_dirs,
         extra_objects=extra_objects,

@@ -17,7 +17,8 @@
  * copy workers), which ends later.  A transport's move_now() is the
  * stub, MOVER_SUBMIT: the executor makes the op and submit()s it.
  * Either way the mover stamps its path (XFER_PATH_*) and ends an op
- * exactly once through the op_done hook.  A transport that took an
+ * exactly once through the op_done hook (struct mover_hooks, or
+ * the local movers' own hooks).  A transport that took an
  * operation and then finds it cannot move it (an RDMA rail pair that
  * never connected) hands it back through the reroute hook, and the
  * executor offers it to the next route; no mover calls another.
@@ -27,8 +28,10 @@
  * table carries the version of this header it was written for.
  *
  * The link to each peer (transport/link.c, the session: framing,
- * keepalives, control frames) is not a transport: TCP moves data on it
- * and RDMA sets up its queue pairs through it.
+ * keepalives, one dispatch of every frame) is not a mover: the TCP
+ * mover moves data on it as its data client (transport/link_client.h),
+ * and RDMA sets up its queue pairs through it (frames to each mover's
+ * frame() below, sent with linkset_send_ctl).
  */
 #ifndef XFERD_MOVER_H
 #define XFERD_MOVER_H
@@ -182,6 +185,37 @@ struct mover_ops {
 					 uint32_t *keys, size_t max_keys);
 	void (*set_cfg)(void *t, const struct transport_cfg *cfg);
 	void (*destroy)(void *t);
+};
+
+/*
+ * How a mover reaches the executor above it, given at its creation
+ * (movers include nothing above their floor).  Progress thread only.
+ */
+struct token;
+struct xfer_cqe_sender;
+struct mover_hooks {
+	/* An operation ended: bytes moved, or a negative errno. */
+	void (*op_done)(void *arg, struct xop *op, int64_t result);
+	/* A mover cannot move op after all: offer it to the next route. */
+	void (*reroute)(void *arg, struct xop *op);
+	/* A peer's data landed in (or was read from) local region r and it
+	 * asked for the owner to be notified; from: the peer's client that
+	 * sent it, with the link's instance id as its node.  0: delivered
+	 * or held for the owner; -ENOBUFS (-ENOMEM): refused, which the
+	 * peer's descriptor ends with (the link stays up). */
+	int (*notify_local)(void *arg, struct region *r, uint64_t value,
+			    int64_t bytes, const struct xfer_cqe_sender *from);
+	/* Ops wait for a link to this instance: ask the main thread to
+	 * connect, using the addresses in tok. */
+	void (*need_peer)(void *arg, const struct token *tok);
+	/* Fill a token check's reply with how the movers reach q's range
+	 * of r (each mover's describe, above), or leave the reply to one
+	 * of them. */
+	enum describe_result (*describe)(void *arg, struct region *r,
+					 const struct describe_req *q,
+					 struct Xfer__Peer__RdmaMemory *out,
+					 uint32_t *keys, size_t max_keys);
+	void *arg;
 };
 
 struct mover {

@@ -55,23 +55,6 @@ struct xop {
 	 * other mover touches it; the executor zeroes it when the op
 	 * changes hands (a route handed back, exec_op_reroute). */
 	_Alignas(16) unsigned char priv[XOP_PRIV_BYTES];
-
-	/* Each transport's own state of it, until each moves to priv. */
-	struct {
-		struct {              /* the TCP data path's (tcp.c) */
-			uint64_t id;      /* on its link */
-			uint64_t done;    /* bytes sent (write) or received (read) */
-			bool sent_all;    /* every frame of it is queued */
-			bool in_hash;
-			bool parked;      /* staged: off the send queue until
-					   * its next chunk is ready */
-			struct xop *hnext; /* in-flight hash chain */
-			/* Staged (GPU memory): its chunks out (a write)
-			 * or landing (a read); transport/staged.c. */
-			struct staged_send *send;
-			struct staged_rx *rx;
-		} tcp;
-	};
 };
 
 TAILQ_HEAD(xop_list, xop);

@@ -570,33 +570,51 @@ err_doorbell:
 int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 			uint32_t op_timeout_ms)
 {
-	struct linkset_cfg lcfg = {
+	const struct linkset_cfg lcfg = {
 		.keepalive_ms = cfg->keepalive_ms,
 		.peer_timeout_ms = cfg->peer_timeout_ms,
-		.tcp_chunk = cfg->tcp_chunk,
 	};
+	struct tcp_cfg tcfg = { .tcp_chunk = cfg->tcp_chunk };
 	const struct rdma_cfg rcfg = { .qps = cfg->rdma_qps,
 				       .stripe = cfg->rdma_stripe };
-	const struct linkset_hooks hooks = {
+	/* Up from the movers to the executor, and from the links' session
+	 * to the main thread and the movers' own frames. */
+	const struct mover_hooks hooks = {
 		.op_done = exec_op_done,
+		.reroute = exec_op_reroute,
 		.notify_local = hook_notify_local,
 		.need_peer = hook_need_peer,
+		.describe = hook_describe,
+		.arg = p,
+	};
+	const struct linkset_hooks lhooks = {
 		.link_down = hook_link_down,
 		.ctl_frame = hook_ctl_frame,
 		.frame = hook_frame,
-		.describe = hook_describe,
-		.reroute = exec_op_reroute,
 		.arg = p,
 	};
 
-	memcpy(lcfg.self_id, cfg->self_id, LINK_ID_LEN);
-	p->links = linkset_create(p->base, p->regs, &lcfg, &hooks);
-	p->ev_expire = event_new(p->base, -1, EV_PERSIST, on_expire, p);
-	if (!p->links || !p->ev_expire)
+	memcpy(tcfg.self_id, cfg->self_id, LINK_ID_LEN);
+	/* TCP moves data on the links as their data client. */
+	struct tcp_mover *tcp = tcp_mover_create(p->regs, &tcfg, &hooks);
+	if (!tcp)
 		return -ENOMEM;
+	p->links = linkset_create(p->base, &lcfg, &lhooks, &tcp_link_client,
+				  tcp);
+	if (!p->links) {
+		tcp_mover_ops.destroy(tcp);
+		return -ENOMEM;
+	}
+	tcp_mover_bind(tcp, p->links);
+	p->ev_expire = event_new(p->base, -1, EV_PERSIST, on_expire, p);
+	if (!p->ev_expire) {
+		tcp_mover_ops.destroy(tcp);
+		p->links = NULL;
+		return -ENOMEM;
+	}
 	/* GPU memory to other nodes goes through the staging chunks too. */
 	if (p->res.staging)
-		tcp_set_staging(p->links, p->res.staging, p->res.gpu);
+		tcp_set_staging(tcp, p->res.staging, p->res.gpu);
 	/* NULL without RDMA rails: then TCP moves everything. */
 	p->rdma = rdma_create(p->base, p->links, &rcfg, &hooks);
 	if (p->rdma) {
@@ -609,7 +627,7 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 		region_set_release_hook(hook_region_released, p);
 	}
 	p->movers[p->nmovers++] = (struct mover){
-		&tcp_mover_ops, p->links, ROUTE_LINK };
+		&tcp_mover_ops, tcp, ROUTE_LINK };
 	for (int i = 0; i < p->nmovers; i++)
 		p->routes[p->movers[i].route] = p->movers[i];
 	/* The staged route is the TCP transport's too: it stages what it

@@ -23,6 +23,10 @@
  * its own callbacks).  Connections made for one request or a watch are
  * freed from a zero-delay event, never from inside their callbacks.
  *
+ * Past 800 lines: the calls, their retries across endpoints and the
+ * connections they use are one set of lifetimes (above) that a split
+ * would spread over files.
+ *
  * Main thread only, no locks.
  */
 #include <errno.h>

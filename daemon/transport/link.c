@@ -6,12 +6,23 @@
  *
  * It frames (proto/peer.proto: u32 header length, u32 payload length,
  * a PeerMsg, the payload), receives (payloads of large writes straight
- * from the socket into the region), dispatches every frame type in one
- * switch - data frames to the TCP data path (tcp.c), queue pair frames
- * to the transports, lookups and token checks' replies and xferctl's
- * pings to the main thread - sends keepalives, and declares the link
- * dead when the peer stays silent for peer_timeout_ms or breaks the
- * protocol.  RDMA sets its queue pairs up over it (linkset_send_ctl).
+ * from the socket to where its data client lands them), dispatches every
+ * frame type in one switch - data frames and their payloads to its data
+ * client (the TCP mover, through struct link_client_ops), the movers'
+ * own frames (queue pair set-up) through the frame hook, lookups, token
+ * checks' replies and xferctl's pings to the main thread - sends
+ * keepalives, applies back-pressure, and declares the link dead when
+ * the peer stays silent for peer_timeout_ms or breaks the protocol.
+ * RDMA sets its queue pairs up over it (linkset_send_ctl).  It knows no
+ * mover by name: struct link is this file's alone.
+ *
+ * Its frames' packing and stateless checks are link_frame.c's.  About
+ * 820 lines: sending, receiving, back-pressure and the link's life are
+ * one state machine over struct link, kept in one file so its fields
+ * stay private to it.
+ *
+ * Progress thread only (linkset_attach/_close/_send_ctl are applied
+ * here by the progress thread for the main thread); no locks.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -28,29 +39,62 @@
 #include "core/log.h"
 #include "mem/region.h"
 #include "common/wire.h"
-#include "transport/link_int.h"
-#include "xfer_ring.h"
+#include "peer.pb-c.h"
+#include "transport/link_client.h"
 
-/* --- frames --- */
+#define OUT_LOW      (1u << 20)        /* queue frames again below this */
+#define SMALL_PAYLOAD 4096u            /* copied rather than referenced */
+#define OUT_CAP      (4 * LINK_OUT_HIGH) /* stop reading the peer above this */
+#define READS_PER_CALL 32
+#define RXBUF        (LINK_FRAME_PREFIX + PEER_MAX_HEADER + (256u << 10))
 
-/* Frames carry lengths in the host's order: the supported hosts (x86-64,
- * arm64) are little-endian, which is what the protocol specifies. */
-_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-	       "peer frame lengths are little-endian");
+struct link {
+	struct linkset *ls;
+	struct rpeer *peer;
+	void *cl;                    /* the data client's state for it */
+	uint64_t gen;                /* the main thread's name for it */
+	bool read_paused;            /* backpressure: the peer reads too slowly */
+	bool corked;                 /* link_cork: no send yet */
+	bool cork_used;              /* ... and one went by (send_now) */
+	struct bufferevent *bev;     /* NULL once the link failed */
+	struct link_stats *stats;
+	uint64_t last_rx_ns;
+	struct event *tick;
 
-int link_frame_header(const ProtobufCMessage *msg, uint32_t payload_len,
-		      uint8_t *out)
-{
-	size_t hlen = protobuf_c_message_get_packed_size(msg);
+	/* Receiving is done here, not by the bufferevent: payloads go from
+	 * the socket straight to where the client lands them (one copy, by
+	 * the kernel). */
+	int fd;
+	struct event *ev_read;
+	uint8_t *rxbuf;              /* headers and small payloads */
+	size_t rx_off, rx_len;       /* unparsed bytes: [rx_off, rx_len) */
+	/* No room for the payload (link_rx_stall): not read until then. */
+	bool rx_stalled;
+	/* The client's fill() from the event loop (link_kick). */
+	struct event *ev_kick;
+	struct link *next_dead;      /* failed, waiting to be freed */
+};
 
-	if (hlen > PEER_MAX_HEADER || payload_len > PEER_MAX_PAYLOAD)
-		return -EMSGSIZE;
-	uint32_t h = (uint32_t)hlen, p = payload_len;
-	memcpy(out, &h, 4);      /* little-endian hosts only (x86, arm64) */
-	memcpy(out + 4, &p, 4);
-	protobuf_c_message_pack(msg, out + FRAME_PREFIX);
-	return (int)(FRAME_PREFIX + hlen);
-}
+/* Another xferd with a link (or had one). */
+struct rpeer {
+	uint8_t id[LINK_ID_LEN];
+	struct link *link;           /* NULL until attached */
+	struct rpeer *next;
+};
+
+struct linkset {
+	struct event_base *base;
+	struct linkset_cfg cfg;
+	struct linkset_hooks hooks;
+	const struct link_client_ops *client;
+	void *client_arg;
+	struct rpeer *peers;
+	size_t nlinks;
+	uint64_t events;
+	/* Failed links are freed from the event loop (see link_fail). */
+	struct link *dead;
+	struct event *ev_reap;
+};
 
 /* Control headers are small: a 1 KiB stack buffer holds them. */
 #define HEADER_ROOM 1024u
@@ -58,7 +102,8 @@ int link_frame_header(const ProtobufCMessage *msg, uint32_t payload_len,
 /*
  * With nothing else queued, hand the bytes to the socket at once: a frame
  * then leaves now, not on the event loop's next turn (latency).  While
- * tcp_fill corks the link only its first frame may, and only a small one:
+ * the client's fill corks the link only its first frame may, and only a
+ * small one:
  * a lone request or answer goes at once, without passing through the
  * bufferevent (whose write event costs two epoll_ctl calls a frame), and
  * a burst is written together at the fill's end.  Returns how many bytes
@@ -77,7 +122,7 @@ static size_t send_now(struct link *l, struct iovec *iov, int iovcnt)
 	if (l->corked) {
 		bool first = !l->cork_used;
 		l->cork_used = true;
-		if (!first || total > FRAME_PREFIX + HEADER_ROOM + SMALL_PAYLOAD)
+		if (!first || total > LINK_FRAME_PREFIX + HEADER_ROOM + SMALL_PAYLOAD)
 			return 0;
 	}
 	do
@@ -89,7 +134,7 @@ static size_t send_now(struct link *l, struct iovec *iov, int iovcnt)
 /* Queue bytes for the peer: sent now if they can be, what does not fit
  * follows through the bufferevent, behind them, so the order on the wire
  * is kept. */
-int link_queue_bytes(struct link *l, const uint8_t *p, size_t n)
+static int link_queue_bytes(struct link *l, const uint8_t *p, size_t n)
 {
 	struct iovec iov = { .iov_base = (void *)p, .iov_len = n };
 	size_t k = send_now(l, &iov, 1);
@@ -98,7 +143,7 @@ int link_queue_bytes(struct link *l, const uint8_t *p, size_t n)
 				     n - k) ? -ENOMEM : 0;
 }
 
-/* Frame m for a payload of len bytes into buf (FRAME_PREFIX +
+/* Frame m for a payload of len bytes into buf (LINK_FRAME_PREFIX +
  * HEADER_ROOM at least): its length, or a negative errno. */
 static int put_header(struct link *l, Xfer__Peer__PeerMsg *m, uint32_t len,
 		      uint8_t *buf)
@@ -115,7 +160,7 @@ static int put_header(struct link *l, Xfer__Peer__PeerMsg *m, uint32_t len,
 /* Queue a frame without payload (or whose payload the caller adds). */
 int link_put_msg(struct link *l, Xfer__Peer__PeerMsg *m, uint32_t payload)
 {
-	uint8_t buf[FRAME_PREFIX + HEADER_ROOM];
+	uint8_t buf[LINK_FRAME_PREFIX + HEADER_ROOM];
 	int n = put_header(l, m, payload, buf);
 
 	if (n < 0)
@@ -140,7 +185,7 @@ static void unref_region(const void *data, size_t len, void *arg)
 int link_put_msg_mapped(struct link *l, Xfer__Peer__PeerMsg *m,
 			struct region *r, const void *p, uint32_t len)
 {
-	uint8_t buf[FRAME_PREFIX + HEADER_ROOM];
+	uint8_t buf[LINK_FRAME_PREFIX + HEADER_ROOM];
 	struct evbuffer *out = bufferevent_get_output(l->bev);
 	int n = put_header(l, m, len, buf);
 
@@ -167,7 +212,47 @@ int link_put_msg_mapped(struct link *l, Xfer__Peer__PeerMsg *m,
 	return 0;
 }
 
-struct rpeer *link_find_peer(struct linkset *ls, const uint8_t *id,
+int link_queue_ref(struct link *l, const void *p, size_t n,
+		   void (*done)(const void *p, size_t n, void *arg),
+		   void *arg)
+{
+	return evbuffer_add_reference(bufferevent_get_output(l->bev), p, n,
+				      done, arg) ? -ENOMEM : 0;
+}
+
+int link_queue_buffer(struct link *l, struct evbuffer *b)
+{
+	return evbuffer_add_buffer(bufferevent_get_output(l->bev), b)
+		       ? -ENOMEM : 0;
+}
+
+size_t link_out_bytes(const struct link *l)
+{
+	return l->bev ? evbuffer_get_length(bufferevent_get_output(l->bev))
+		      : 0;
+}
+
+bool link_alive(const struct link *l)
+{
+	return l->bev != NULL;
+}
+
+struct link_stats *link_stats(const struct link *l)
+{
+	return l->stats;
+}
+
+const uint8_t *link_peer_id(const struct link *l)
+{
+	return l->peer->id;
+}
+
+uint64_t link_gen(const struct link *l)
+{
+	return l->gen;
+}
+
+static struct rpeer *find_peer(struct linkset *ls, const uint8_t *id,
 			       bool create)
 {
 	struct rpeer *rp;
@@ -178,109 +263,14 @@ struct rpeer *link_find_peer(struct linkset *ls, const uint8_t *id,
 	if (!create || !(rp = calloc(1, sizeof(*rp))))
 		return NULL;
 	memcpy(rp->id, id, LINK_ID_LEN);
-	tcp_peer_init(rp);
 	rp->next = ls->peers;
 	ls->peers = rp;
 	return rp;
 }
 
-int link_frame_prefix(const uint8_t *buf, size_t have, uint32_t *hlen,
-		      uint32_t *plen)
-{
-	if (have < FRAME_PREFIX)
-		return 0;
-	memcpy(hlen, buf, 4);
-	memcpy(plen, buf + 4, 4);
-	if (*hlen == 0 || *hlen > PEER_MAX_HEADER || *plen > PEER_MAX_PAYLOAD)
-		return -EPROTO;
-	return have >= FRAME_PREFIX + (size_t)*hlen;
-}
-
-Xfer__Peer__PeerMsg *link_frame_unpack(const uint8_t *hdr, size_t hlen,
-				       uint32_t plen, const char **why)
-{
-	Xfer__Peer__PeerMsg *m = xfer__peer__peer_msg__unpack(NULL, hlen, hdr);
-
-	*why = "malformed frame";
-	if (!m)
-		return NULL;
-	if (m->proto_version != XFER_PROTO_VERSION) {
-		*why = "protocol version mismatch";
-		goto bad;
-	}
-	bool payload_ok = m->body_case == XFER__PEER__PEER_MSG__BODY_WRITE ||
-			  m->body_case == XFER__PEER__PEER_MSG__BODY_READ_DATA;
-	if (plen && !payload_ok) {
-		*why = "payload on a frame that has none";
-		goto bad;
-	}
-	return m;
-bad:
-	xfer__peer__peer_msg__free_unpacked(m, NULL);
-	return NULL;
-}
-
-int link_frame_check(const uint8_t *buf, size_t have, uint32_t *plen,
-		     const char **why)
-{
-	uint32_t hlen;
-	int rc = link_frame_prefix(buf, have, &hlen, plen);
-
-	*why = "frame length out of bounds";
-	if (rc <= 0)
-		return rc;
-	Xfer__Peer__PeerMsg *m = link_frame_unpack(buf + FRAME_PREFIX, hlen,
-						   *plen, why);
-	if (!m)
-		return -EPROTO;
-	rc = (int)(FRAME_PREFIX + hlen);
-	*why = NULL;
-	switch (m->body_case) {
-	case XFER__PEER__PEER_MSG__BODY_WRITE:
-		*why = "bad write (key, range or size)";
-		if (*plen > m->write->total ||
-		    tcp_target_valid(m->write->target))
-			rc = -EPROTO;
-		break;
-	case XFER__PEER__PEER_MSG__BODY_READ:
-		*why = "bad read request (key or range)";
-		if (tcp_target_valid(m->read->source))
-			rc = -EPROTO;
-		break;
-	case XFER__PEER__PEER_MSG__BODY_NOTIFY:
-		*why = "bad notify (key or range)";
-		if (tcp_target_valid(m->notify->target))
-			rc = -EPROTO;
-		break;
-	case XFER__PEER__PEER_MSG__BODY_READ_DATA:  /* no such read: dropped */
-	case XFER__PEER__PEER_MSG__BODY_WRITE_ACK:  /* no such write: ignored */
-	case XFER__PEER__PEER_MSG__BODY_ABORT:
-	case XFER__PEER__PEER_MSG__BODY_CHECK:
-	case XFER__PEER__PEER_MSG__BODY_PING:
-	case XFER__PEER__PEER_MSG__BODY_PONG:
-	case XFER__PEER__PEER_MSG__BODY_LOOKUP:
-	case XFER__PEER__PEER_MSG__BODY_LOOKUP_REPLY:
-	case XFER__PEER__PEER_MSG__BODY_CHECK_REPLY:
-	case XFER__PEER__PEER_MSG__BODY_QP_CONNECT:
-	case XFER__PEER__PEER_MSG__BODY_QP_ACCEPT:
-	case XFER__PEER__PEER_MSG__BODY_RELEASE_GRANT:
-		break;
-	case XFER__PEER__PEER_MSG__BODY_ERROR:
-		*why = "peer closed the link with an error";
-		rc = -EPROTO;
-		break;
-	default:
-		*why = "unexpected message on an established link";
-		rc = -EPROTO;
-		break;
-	}
-	xfer__peer__peer_msg__free_unpacked(m, NULL);
-	return rc;
-}
-
 /*
- * One frame: its header, and plen payload bytes that follow (a handler
- * of a frame with payload sets up l->sink for them).
+ * One frame: its header, and plen payload bytes that follow (the data
+ * client starts a payload for them).
  * Returns 0 or -EPROTO (the peer broke the protocol: drop the link).
  */
 static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
@@ -293,30 +283,14 @@ static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
 		return -EPROTO;
 	switch (m->body_case) {
 	case XFER__PEER__PEER_MSG__BODY_WRITE:
-		*why = "bad write (key, range or size)";
-		err = tcp_on_write(l, m->write, plen);
-		break;
 	case XFER__PEER__PEER_MSG__BODY_WRITE_ACK:
-		*why = "bad write acknowledgement";
-		err = tcp_on_ack(l, m->write_ack);
-		break;
 	case XFER__PEER__PEER_MSG__BODY_READ:
-		*why = "bad read request (key or range)";
-		err = tcp_on_read_request(l, m->read);
-		break;
 	case XFER__PEER__PEER_MSG__BODY_READ_DATA:
-		*why = "bad read data";
-		err = tcp_on_read_data(l, m->read_data, plen);
-		break;
 	case XFER__PEER__PEER_MSG__BODY_NOTIFY:
-		*why = "bad notify (key or range)";
-		err = tcp_on_notify(l, m->notify);
-		break;
 	case XFER__PEER__PEER_MSG__BODY_ABORT:
-		tcp_on_abort(l, m->abort->op);
-		break;
 	case XFER__PEER__PEER_MSG__BODY_CHECK:
-		tcp_on_check(l, m->check);
+		/* Data frames and token checks: the data client's. */
+		err = l->ls->client->frame(l->cl, m, plen, why);
 		break;
 	case XFER__PEER__PEER_MSG__BODY_PING: {
 		Xfer__Peer__PeerMsg r = XFER__PEER__PEER_MSG__INIT;
@@ -348,7 +322,7 @@ static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
 	case XFER__PEER__PEER_MSG__BODY_QP_CONNECT:
 	case XFER__PEER__PEER_MSG__BODY_QP_ACCEPT:
 	case XFER__PEER__PEER_MSG__BODY_RELEASE_GRANT:
-		/* Queue pair set-up, grants: the transports' own frames. */
+		/* Queue pair set-up, grants: the movers' own frames. */
 		if (!l->ls->hooks.frame(l->ls->hooks.arg, l->peer->id, m))
 			log_debug("queue pair frame with no transport for it");
 		break;
@@ -376,18 +350,20 @@ static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
  */
 static bool consume(struct link *l)
 {
+	const struct link_client_ops *c = l->ls->client;
 	const char *why = NULL;
+	uint64_t left;
 
 	for (;;) {
 		size_t have = l->rx_len - l->rx_off;
-		if (l->sink.active) {
-			size_t n = have < l->sink.left ? have : (size_t)l->sink.left;
-			l->rx_off += tcp_sink_put(l, l->rxbuf + l->rx_off, n);
+		if (c->payload(l->cl, &left)) {
+			size_t n = have < left ? have : (size_t)left;
+			l->rx_off += c->sink_put(l->cl, l->rxbuf + l->rx_off, n);
 			if (l->rx_stalled)
 				return true;  /* until a chunk comes back */
-			if (l->sink.left)
+			if (c->payload(l->cl, &left) && left)
 				return true;  /* more payload to come */
-			tcp_sink_finish(l);
+			c->sink_finish(l->cl);
 			if (!l->bev)
 				return false;
 			continue;
@@ -401,9 +377,9 @@ static bool consume(struct link *l)
 		}
 		if (!whole)
 			return true;
-		const uint8_t *hdr = l->rxbuf + l->rx_off + FRAME_PREFIX;
-		l->rx_off += FRAME_PREFIX + hlen;
-		stat_add(&l->stats->bytes_rx, FRAME_PREFIX + hlen);
+		const uint8_t *hdr = l->rxbuf + l->rx_off + LINK_FRAME_PREFIX;
+		l->rx_off += LINK_FRAME_PREFIX + hlen;
+		stat_add(&l->stats->bytes_rx, LINK_FRAME_PREFIX + hlen);
 		int err = dispatch(l, hdr, hlen, plen, &why);
 		if (err) {
 			link_fail(l, err, why);
@@ -411,19 +387,30 @@ static bool consume(struct link *l)
 		}
 		if (!l->bev)
 			return false;
-		if (plen && !l->sink.active) {
+		bool active = c->payload(l->cl, &left);
+		if (plen && !active) {
 			link_fail(l, -EPROTO, "payload on a frame that has none");
 			return false;
 		}
-		if (l->sink.active && l->sink.left == 0) {
-			tcp_sink_finish(l);
+		if (active && left == 0) {
+			c->sink_finish(l->cl);
 			if (!l->bev)
 				return false;
 		}
 	}
 }
 
-/* The sink waits for a receive chunk no more (staged.c). */
+void link_rx_stall(struct link *l)
+{
+	l->rx_stalled = true;
+}
+
+bool link_rx_stalled(const struct link *l)
+{
+	return l->rx_stalled;
+}
+
+/* The client has room for the payload again (a receive chunk). */
 void link_rx_resume(struct link *l)
 {
 	if (!l->rx_stalled)
@@ -445,7 +432,7 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
 
 	l->ls->events++;
 	if (l->bev)
-		tcp_fill(l);
+		l->ls->client->fill(l->cl);
 }
 
 void link_kick(struct link *l)
@@ -473,7 +460,7 @@ static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 	l->last_rx_ns = now_ns();
 	if (l->rx_stalled) {
 		event_del(l->ev_read);
-		tcp_fill(l);
+		l->ls->client->fill(l->cl);
 		return;
 	}
 	/* A bounded number of reads per call: the event is level-triggered
@@ -490,8 +477,10 @@ static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 		uint8_t *dst;
 		size_t room;
 		/* Big payloads into a memfd region or a receive chunk skip
-		 * the buffer: recv() lands them. */
-		bool direct = tcp_sink_direct(l, &dst, &room);
+		 * the buffer: recv() lands them (only with nothing buffered:
+		 * the bytes must land in order). */
+		bool direct = l->rx_off == l->rx_len &&
+			      l->ls->client->sink_direct(l->cl, &dst, &room);
 		if (l->rx_stalled) {
 			/* No receive chunk free: the peer's bytes wait in
 			 * the socket until one comes back. */
@@ -522,12 +511,12 @@ static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 			break;
 		}
 		if (direct) {
-			tcp_sink_landed(l, (size_t)n);
+			l->ls->client->sink_landed(l->cl, (size_t)n);
 		} else {
 			l->rx_len += (size_t)n;
 		}
 	}
-	tcp_fill(l);
+	l->ls->client->fill(l->cl);
 }
 
 /* Read the peer again once our output has drained; false if the link
@@ -551,10 +540,22 @@ static void on_writable(struct bufferevent *bev, void *arg)
 
 	l->ls->events++;
 	if (resume_reading(l))
-		tcp_fill(l);
+		l->ls->client->fill(l->cl);
 }
 
-/* Write what tcp_fill queued, now, in one writev. */
+void link_cork(struct link *l)
+{
+	l->corked = true;
+	l->cork_used = false;
+}
+
+void link_uncork(struct link *l)
+{
+	l->corked = false;
+	link_flush(l);
+}
+
+/* Write what the client queued, now, in one writev. */
 void link_flush(struct link *l)
 {
 	struct evbuffer *out;
@@ -563,7 +564,7 @@ void link_flush(struct link *l)
 	 * what is left it writes as the socket drains. */
 	if (!l->bev || !evbuffer_get_length(out = bufferevent_get_output(l->bev)))
 		return;
-	if (evbuffer_write_atmost(out, l->fd, SINGLE_IO) > 0)
+	if (evbuffer_write_atmost(out, l->fd, LINK_SINGLE_IO) > 0)
 		/* The bufferevent calls on_writable only after writes of its
 		 * own: what this one drained must not leave reading paused. */
 		(void)resume_reading(l);
@@ -603,7 +604,8 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 static void free_link(struct link *l)
 {
-	tcp_link_free(l);
+	if (l->cl)
+		l->ls->client->link_free(l->cl);
 	if (l->ev_kick)
 		event_free(l->ev_kick);
 	if (l->tick)
@@ -612,7 +614,6 @@ static void free_link(struct link *l)
 		event_free(l->ev_read);
 	if (l->bev)
 		bufferevent_free(l->bev);
-	region_put(l->sink.r);
 	free(l->rxbuf);
 	free(l);
 }
@@ -640,7 +641,7 @@ static void fail_link_setup(struct link *l)
 
 	rp->link = NULL;
 	ls->nlinks--;
-	tcp_fail_pending(ls, rp, -ENOMEM);
+	ls->client->peer_failed(ls->client_arg, rp->id, -ENOMEM);
 	ls->hooks.link_down(ls->hooks.arg, rp->id, l->gen, -ENOMEM,
 			    "cannot set the link up");
 	free_link(l);
@@ -671,7 +672,8 @@ void link_fail(struct link *l, int err, const char *why)
 	l->tick = NULL;
 	rp->link = NULL;
 	ls->nlinks--;
-	tcp_link_failed(l, err);
+	if (l->cl)
+		ls->client->link_failed(l->cl, err);
 	ls->hooks.link_down(ls->hooks.arg, rp->id, l->gen, err, why);
 	l->next_dead = ls->dead;
 	ls->dead = l;
@@ -682,7 +684,7 @@ void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
 		    uint64_t gen, struct link_stats *stats, const void *pending,
 		    size_t pending_len)
 {
-	struct rpeer *rp = link_find_peer(ls, id, true);
+	struct rpeer *rp = find_peer(ls, id, true);
 	struct link *l = calloc(1, sizeof(*l));
 
 	if (!rp || !l) {
@@ -699,7 +701,7 @@ void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
 	l->peer = rp;
 	l->gen = gen;
 	l->stats = stats;
-	tcp_link_init(l);
+	l->cl = ls->client->link_new(ls->client_arg, l, id);
 	l->last_rx_ns = now_ns();
 	l->fd = fd;
 	l->rxbuf = pending_len <= RXBUF ? malloc(RXBUF) : NULL;
@@ -712,13 +714,13 @@ void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
 	/* From here the link is the peer's: a failure goes through
 	 * fail_link, which undoes all of this and tells the main thread. */
 	rp->link = l;
-	rp->asked = false;
 	ls->nlinks++;
 	if (!l->bev) {
 		close(fd);
 		l->bev = NULL;
 	}
-	if (!l->bev || !l->tick || !l->ev_read || !l->ev_kick || !l->rxbuf ||
+	if (!l->cl || !l->bev || !l->tick || !l->ev_read || !l->ev_kick ||
+	    !l->rxbuf ||
 	    event_add(l->tick, &tv) || event_add(l->ev_read, NULL)) {
 		fail_link_setup(l);
 		return;
@@ -727,12 +729,12 @@ void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
 	bufferevent_setcb(l->bev, NULL, on_writable, on_event, l);
 	/* libevent writes 16 KiB per system call by default: far too
 	 * little for a link that moves megabyte chunks. */
-	bufferevent_set_max_single_write(l->bev, SINGLE_IO);
+	bufferevent_set_max_single_write(l->bev, LINK_SINGLE_IO);
 	bufferevent_setwatermark(l->bev, EV_WRITE, OUT_LOW, 0);
 	bufferevent_disable(l->bev, EV_READ);
 	bufferevent_enable(l->bev, EV_WRITE);
 
-	tcp_link_up(l);
+	ls->client->link_up(l->cl);
 	if (pending_len) {
 		memcpy(l->rxbuf, pending, pending_len);
 		l->rx_len = pending_len;
@@ -743,21 +745,20 @@ void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
 void linkset_close(struct linkset *ls, const uint8_t id[LINK_ID_LEN], int err,
 		   const char *why)
 {
-	struct rpeer *rp = link_find_peer(ls, id, false);
+	struct rpeer *rp = find_peer(ls, id, false);
 
-	if (!rp)
-		return;
-	if (rp->link)
+	/* Without a link, operations may still wait for one. */
+	if (rp && rp->link)
 		link_fail(rp->link, err, why);
 	else
-		tcp_fail_pending(ls, rp, err);
+		ls->client->peer_failed(ls->client_arg, id, err);
 }
 
 void linkset_send_ctl(struct linkset *ls, const uint8_t id[LINK_ID_LEN],
 		      const uint8_t *msg, size_t len)
 {
-	struct rpeer *rp = link_find_peer(ls, id, false);
-	uint8_t prefix[FRAME_PREFIX];
+	struct rpeer *rp = find_peer(ls, id, false);
+	uint8_t prefix[LINK_FRAME_PREFIX];
 	uint32_t h = (uint32_t)len, p = 0;
 
 	if (!rp || !rp->link || len == 0 || len > PEER_MAX_HEADER)
@@ -781,18 +782,21 @@ uint64_t linkset_take_events(struct linkset *ls)
 	return n;
 }
 
-struct linkset *linkset_create(struct event_base *base, struct regtab *regs,
+struct linkset *linkset_create(struct event_base *base,
 			       const struct linkset_cfg *cfg,
-			       const struct linkset_hooks *hooks)
+			       const struct linkset_hooks *hooks,
+			       const struct link_client_ops *client,
+			       void *client_arg)
 {
 	struct linkset *ls = calloc(1, sizeof(*ls));
 
 	if (!ls)
 		return NULL;
 	ls->base = base;
-	ls->regs = regs;
 	ls->cfg = *cfg;
 	ls->hooks = *hooks;
+	ls->client = client;
+	ls->client_arg = client_arg;
 	ls->ev_reap = event_new(base, -1, 0, on_reap, ls);
 	if (!ls->ev_reap) {
 		free(ls);
@@ -814,7 +818,6 @@ void linkset_destroy(struct linkset *ls)
 		next = rp->next;
 		if (rp->link)
 			link_fail(rp->link, -ECONNRESET, "xferd is stopping");
-		tcp_fail_pending(ls, rp, -ECONNRESET);
 		free(rp);
 	}
 	reap_dead(ls);

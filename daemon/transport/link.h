@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * link.h - the links to other xferds (the set of peer sessions), in the
- * progress thread.
+ * progress thread: how the session is made, what the main thread and
+ * the movers ask of it, and the checks of its frames.
  *
  * A link is one TCP connection to another xferd, set up by the main
  * thread (peer/) and handed over here once the handshake is done.  On it
- * run the frames of proto/peer.proto: the TCP data path's (tcp.c), the
- * transports' queue pair set-up (rdma.c) and control frames for the main
- * thread.  A link that stays silent for peer_timeout_ms (keepalives
- * every keepalive_ms) is dead; what was on it ends (-ECONNRESET).
+ * run the frames of proto/peer.proto: the data frames of its data client
+ * (the TCP mover, through the table in link_client.h), the movers' own
+ * frames (RDMA's queue pair set-up, through the frame hook) and control
+ * frames for the main thread.  A link that stays silent for
+ * peer_timeout_ms (keepalives every keepalive_ms) is dead; what was on
+ * it ends (-ECONNRESET).
  */
 #ifndef XFERD_LINK_H
 #define XFERD_LINK_H
@@ -18,20 +21,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "common/token_codec.h"
 #include "core/mover.h"
-#include "xfer_ring.h"
 
 #define PEER_MAX_HEADER  (64u << 10)
 #define PEER_MAX_PAYLOAD (4u << 20)
+#define LINK_FRAME_PREFIX 8u      /* u32 header len, u32 payload len */
 
 struct event_base;
-struct prog_client;
-struct regtab;
-struct region;
-struct xop;
 struct linkset;
 struct Xfer__Peer__PeerMsg;
+struct Xfer__Peer__Target;
 
 /* Counters of one peer, owned by the main thread's peer record and
  * written here (single writer). */
@@ -41,21 +40,11 @@ struct link_stats {
 	_Atomic uint64_t rtt_ns;
 };
 
-/* How the link layer reaches the rest of the progress thread. */
+/* How the session reaches the rest of the progress thread and the main
+ * thread above it (given at creation; nothing above is included). */
 struct linkset_hooks {
-	/* An operation ended: bytes moved, or a negative errno. */
-	void (*op_done)(void *arg, struct xop *op, int64_t result);
-	/* A peer's data landed in (or was read from) local region r and it
-	 * asked for the owner to be notified; from: the peer's client that
-	 * sent it, with the link's instance id as its node.  0: delivered or held for the
-	 * owner; -ENOBUFS (-ENOMEM): refused, which the peer's descriptor
-	 * ends with (the link stays up). */
-	int (*notify_local)(void *arg, struct region *r, uint64_t value,
-			    int64_t bytes, const struct xfer_cqe_sender *from);
-	/* Ops wait for a link to this instance: ask the main thread to
-	 * connect, using the addresses in tok. */
-	void (*need_peer)(void *arg, const struct token *tok);
-	/* A link ended (the main thread marks the peer down). */
+	/* A link ended (the main thread marks the peer down; the movers
+	 * drop what they had with it). */
 	void (*link_down)(void *arg, const uint8_t id[LINK_ID_LEN], uint64_t gen,
 			  int err, const char *why);
 	/* A control frame for the main thread (Lookup, LookupReply,
@@ -63,33 +52,31 @@ struct linkset_hooks {
 	 * hook takes the message over (the main thread frees it). */
 	void (*ctl_frame)(void *arg, const uint8_t id[LINK_ID_LEN],
 			  struct Xfer__Peer__PeerMsg *m);
-	/* A frame for the transports (QpConnect, QpAccept); false if none
-	 * took it. */
+	/* A mover's own frame (QpConnect, QpAccept, ReleaseGrant), for
+	 * each mover's frame() (core/mover.h); false if none took it. */
 	bool (*frame)(void *arg, const uint8_t id[LINK_ID_LEN],
 		      const struct Xfer__Peer__PeerMsg *m);
-	/* Fill a token check's reply with how the transports reach q's
-	 * range of r for its peer, or leave the reply to one of them
-	 * (transport.h). */
-	enum describe_result (*describe)(void *arg, struct region *r,
-					 const struct describe_req *q,
-					 struct Xfer__Peer__RdmaMemory *out,
-					 uint32_t *keys, size_t max_keys);
-	/* A transport cannot move op after all: offer it to the next. */
-	void (*reroute)(void *arg, struct xop *op);
 	void *arg;
 };
 
 struct linkset_cfg {
 	uint32_t keepalive_ms;
 	uint32_t peer_timeout_ms;
-	uint32_t tcp_chunk;
-	uint8_t self_id[LINK_ID_LEN];
 };
 
-struct linkset *linkset_create(struct event_base *base, struct regtab *regs,
+/*
+ * The set of links.  client (link_client.h) is the mover that moves data
+ * on them, with client_arg: the data frames and their payloads go to it,
+ * and it hears of each link's life.  It outlives the linkset.
+ */
+struct link_client_ops;
+struct linkset *linkset_create(struct event_base *base,
 			       const struct linkset_cfg *cfg,
-			       const struct linkset_hooks *hooks);
-/* Fails every operation (-ECONNRESET) and closes every link. */
+			       const struct linkset_hooks *hooks,
+			       const struct link_client_ops *client,
+			       void *client_arg);
+/* Fails every link (-ECONNRESET: its client ends their operations) and
+ * closes it. */
 void linkset_destroy(struct linkset *ls);
 void linkset_set_cfg(struct linkset *ls, const struct linkset_cfg *cfg);
 
@@ -143,11 +130,11 @@ struct Xfer__Peer__PeerMsg *link_frame_unpack(const uint8_t *hdr, size_t hlen,
 /*
  * What a link that has nothing out makes of the frame at the head of
  * buf: link_frame_prefix, link_frame_unpack, then the checks of the
- * frame's fields that need no state (tcp_target_valid on data frames'
+ * frame's fields that need no state (link_target_valid on data frames'
  * targets, a chunk no larger than its operation, a message type an
  * established link takes).  For the fuzz harness
  * (tests/fuzz/fuzz_peer_frame.c); the link runs the same checks in
- * dispatch() and the tcp_on_* handlers.
+ * dispatch() and its data client in its frame handlers.
  *
  * Returns the frame's header size (prefix included; *plen payload bytes
  * follow), 0 when more bytes are needed, or -EPROTO with *why: the link
@@ -155,5 +142,9 @@ struct Xfer__Peer__PeerMsg *link_frame_unpack(const uint8_t *hdr, size_t hlen,
  */
 int link_frame_check(const uint8_t *buf, size_t have, uint32_t *plen,
 		     const char **why);
+
+/* A data frame's target as the token it stands for: a 16-byte key, a
+ * range inside the region.  0 or -EPROTO. */
+int link_target_valid(const struct Xfer__Peer__Target *t);
 
 #endif /* XFERD_LINK_H */

@@ -371,7 +371,7 @@ static void on_grant_made(void *arg, struct rdma_grant_job *j);
 
 struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 			 const struct rdma_cfg *cfg,
-			 const struct linkset_hooks *hooks)
+			 const struct mover_hooks *hooks)
 {
 	int ndevs = rdma_dev_count();
 	struct rdma *t;

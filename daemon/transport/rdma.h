@@ -76,7 +76,7 @@ struct rdma_cfg {
  */
 struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 			 const struct rdma_cfg *cfg,
-			 const struct linkset_hooks *hooks);
+			 const struct mover_hooks *hooks);
 /* Ends what is left (-ECONNRESET), destroys every queue pair. */
 void rdma_destroy(struct rdma *t);
 void rdma_set_cfg(struct rdma *t, const struct rdma_cfg *cfg);

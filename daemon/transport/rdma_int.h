@@ -166,7 +166,7 @@ struct rdma_tables {
 struct rdma {
 	struct event_base *base;
 	struct linkset *links;
-	struct linkset_hooks hooks;
+	struct mover_hooks hooks;
 	struct rdma_cfg cfg;
 	struct rdev dev[RDMA_DEV_MAX];
 	int ndevs;

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * staged.c - GPU memory on the TCP link: the staged part of the TCP data
- * path (tcp.c), through xferd's pinned staging chunks (mem/staging.h).
+ * staged.c - GPU memory on the TCP link: the staged part of the TCP
+ * mover (tcp_send.c, tcp_sink.c), through xferd's pinned staging chunks
+ * (mem/staging.h).
  *
  * Out (a write of ours from GPU memory, or a read the peer asked of our
  * GPU memory): a stream keeps up to STAGE_AHEAD send chunks out, each
  * filled by a D2H copy on xferd's streams; its owner (the op on the send
  * queue, or the serve) takes them in order, and the frame carries the
- * chunk by reference (evbuffer_add_reference): the chunk goes back to the
+ * chunk by reference (link_queue_ref): the chunk goes back to the
  * pool once the socket took its bytes.  An owner whose next chunk is not
  * ready yet is parked off its queue (tcp_fill never spins on it) and goes
  * back when the chunk's copy completes (tcp_unpark).
@@ -32,21 +33,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
-
 #include "common/container_of.h"
 #include "core/thread_stats.h"
 #include "gpu/gpu.h"
 #include "core/log.h"
 #include "mem/region.h"
-#include "transport/link_int.h"
+#include "transport/tcp_int.h"
 
 #define STAGE_AHEAD 4u     /* D2H chunks out per stream, at most */
 
-bool staged_reachable(const struct linkset *ls, const struct region *r)
+bool staged_reachable(const struct tcp_mover *tm, const struct region *r)
 {
-	return region_kind(r) == REGION_CUDA && ls->staging && ls->gpu;
+	return region_kind(r) == REGION_CUDA && tm->staging && tm->gpu;
 }
 
 /* --- out: GPU memory -> send chunks -> the link --- */
@@ -77,7 +75,7 @@ static void d2h_done(struct xop *op, int64_t res)
 /* Fill chunk c with the stream's next bytes. */
 static void start_d2h(struct staged_send *ss, struct staging_chunk *c)
 {
-	struct linkset *ls = ss->l->ls;
+	struct tcp_mover *tm = ss->tl->tm;
 	uint64_t n = ss->len - ss->next;
 
 	if (n > ss->frame)
@@ -90,7 +88,7 @@ static void start_d2h(struct staged_send *ss, struct staging_chunk *c)
 	region_get(ss->r);
 	c->r = ss->r;
 	c->in_copy = true;
-	int err = gpu_copy(ls->gpu, &c->xop, (uint64_t)(uintptr_t)c->p, -1,
+	int err = gpu_copy(tm->gpu, &c->xop, (uint64_t)(uintptr_t)c->p, -1,
 			   region_gpu_ptr(ss->r) + ss->off + ss->next, region_gpu_dev(ss->r),
 			   n);
 	if (err) {
@@ -124,7 +122,7 @@ static void send_chunk_ready(struct staging_waiter *w, struct staging_chunk *c)
 
 static void stage_more(struct staged_send *ss)
 {
-	struct staging_pool *sp = ss->l->ls->staging;
+	struct staging_pool *sp = ss->tl->tm->staging;
 
 	while (!ss->err && ss->n < STAGE_AHEAD && ss->next < ss->len &&
 	       !ss->w.waiting) {
@@ -137,18 +135,18 @@ static void stage_more(struct staged_send *ss)
 	}
 }
 
-struct staged_send *staged_send_new(struct link *l, struct region *r,
+struct staged_send *staged_send_new(struct tcp_link *tl, struct region *r,
 				    uint64_t off, uint64_t len)
 {
 	struct staged_send *ss = calloc(1, sizeof(*ss));
 
 	if (!ss)
 		return NULL;
-	uint32_t frame = staging_chunk_bytes(l->ls->staging);
-	if (l->ls->cfg.tcp_chunk && l->ls->cfg.tcp_chunk < frame)
-		frame = l->ls->cfg.tcp_chunk;
+	uint32_t frame = staging_chunk_bytes(tl->tm->staging);
+	if (tl->tm->cfg.tcp_chunk && tl->tm->cfg.tcp_chunk < frame)
+		frame = tl->tm->cfg.tcp_chunk;
 	region_get(r);
-	*ss = (struct staged_send){ .l = l, .r = r, .off = off, .len = len,
+	*ss = (struct staged_send){ .tl = tl, .r = r, .off = off, .len = len,
 				    .frame = frame };
 	TAILQ_INIT(&ss->chunks);
 	ss->w.ready = send_chunk_ready;
@@ -183,11 +181,9 @@ static void chunk_sent(const void *data, size_t len, void *arg)
 	staging_give(arg);
 }
 
-int staged_queue_chunk(struct link *l, struct staging_chunk *c)
+int staged_queue_chunk(struct tcp_link *tl, struct staging_chunk *c)
 {
-	struct evbuffer *out = bufferevent_get_output(l->bev);
-
-	if (evbuffer_add_reference(out, c->p, c->len, chunk_sent, c)) {
+	if (link_queue_ref(tl->l, c->p, c->len, chunk_sent, c)) {
 		staging_give(c);
 		return -ENOMEM;
 	}
@@ -200,7 +196,7 @@ void staged_send_free(struct staged_send *ss)
 
 	if (!ss)
 		return;
-	staging_cancel(ss->l->ls->staging, &ss->w);
+	staging_cancel(ss->tl->tm->staging, &ss->w);
 	while ((c = TAILQ_FIRST(&ss->chunks))) {
 		TAILQ_REMOVE(&ss->chunks, c, q);
 		c->owner = NULL;
@@ -213,7 +209,7 @@ void staged_send_free(struct staged_send *ss)
 
 /* --- in: the link -> receive chunks -> GPU memory --- */
 
-struct staged_rx *staged_rx_new(struct link *l, struct region *r)
+struct staged_rx *staged_rx_new(struct tcp_link *tl, struct region *r)
 {
 	struct staged_rx *srx = calloc(1, sizeof(*srx));
 
@@ -221,7 +217,7 @@ struct staged_rx *staged_rx_new(struct link *l, struct region *r)
 		return NULL;
 	region_get(r);
 	srx->refs = 1;
-	srx->l = l;
+	srx->tl = tl;
 	srx->r = r;
 	return srx;
 }
@@ -268,9 +264,9 @@ static void h2d_done(struct xop *op, int64_t res)
 
 /* The sink's chunk is full, or the payload ended: empty it into the
  * GPU memory. */
-static void flush_chunk(struct link *l)
+static void flush_chunk(struct tcp_link *tl)
 {
-	struct rx_sink *k = &l->sink;
+	struct rx_sink *k = &tl->sink;
 	struct staging_chunk *c = k->chunk;
 	struct staged_rx *srx = k->srx;
 
@@ -287,7 +283,7 @@ static void flush_chunk(struct link *l)
 	region_get(k->r);
 	c->r = k->r;
 	c->in_copy = true;
-	int err = gpu_copy(l->ls->gpu, &c->xop, region_gpu_ptr(k->r) + c->at,
+	int err = gpu_copy(tl->tm->gpu, &c->xop, region_gpu_ptr(k->r) + c->at,
 			   region_gpu_dev(k->r), (uint64_t)(uintptr_t)c->p, -1, c->len);
 	if (err) {
 		c->in_copy = false;
@@ -305,25 +301,25 @@ static void flush_chunk(struct link *l)
 
 static void sink_chunk_ready(struct staging_waiter *w, struct staging_chunk *c)
 {
-	struct link *l = container_of(w, struct link, sink_wait);
+	struct tcp_link *tl = container_of(w, struct tcp_link, sink_wait);
 
-	c->at = l->sink.off;
-	l->sink.chunk = c;
-	link_rx_resume(l);
+	c->at = tl->sink.off;
+	tl->sink.chunk = c;
+	link_rx_resume(tl->l);
 }
 
 /* The sink has a chunk with room; false: stalled (a waiter is queued). */
-static bool sink_chunk(struct link *l)
+static bool sink_chunk(struct tcp_link *tl)
 {
-	struct rx_sink *k = &l->sink;
+	struct rx_sink *k = &tl->sink;
 
 	if (k->chunk)
 		return true;
-	struct staging_chunk *c = staging_take(l->ls->staging, STAGING_RECV);
+	struct staging_chunk *c = staging_take(tl->tm->staging, STAGING_RECV);
 	if (!c) {
-		l->sink_wait.ready = sink_chunk_ready;
-		staging_wait(l->ls->staging, STAGING_RECV, &l->sink_wait);
-		l->rx_stalled = true;
+		tl->sink_wait.ready = sink_chunk_ready;
+		staging_wait(tl->tm->staging, STAGING_RECV, &tl->sink_wait);
+		link_rx_stall(tl->l);
 		return false;
 	}
 	c->at = k->off;
@@ -331,12 +327,12 @@ static bool sink_chunk(struct link *l)
 	return true;
 }
 
-size_t staged_sink_put(struct link *l, const uint8_t *p, size_t n)
+size_t staged_sink_put(struct tcp_link *tl, const uint8_t *p, size_t n)
 {
-	struct rx_sink *k = &l->sink;
+	struct rx_sink *k = &tl->sink;
 	size_t done = 0;
 
-	while (done < n && sink_chunk(l)) {
+	while (done < n && sink_chunk(tl)) {
 		struct staging_chunk *c = k->chunk;
 		size_t take = c->cap - c->len;
 		if (take > n - done)
@@ -347,16 +343,16 @@ size_t staged_sink_put(struct link *l, const uint8_t *p, size_t n)
 		k->off += take;
 		k->left -= take;
 		if (c->len == c->cap)
-			flush_chunk(l);
+			flush_chunk(tl);
 	}
 	return done;
 }
 
-bool staged_sink_direct(struct link *l, uint8_t **dst, size_t *room)
+bool staged_sink_direct(struct tcp_link *tl, uint8_t **dst, size_t *room)
 {
-	struct rx_sink *k = &l->sink;
+	struct rx_sink *k = &tl->sink;
 
-	if (!sink_chunk(l))
+	if (!sink_chunk(tl))
 		return false;
 	*dst = k->chunk->p + k->chunk->len;
 	*room = k->chunk->cap - k->chunk->len;
@@ -365,32 +361,32 @@ bool staged_sink_direct(struct link *l, uint8_t **dst, size_t *room)
 	return true;
 }
 
-void staged_sink_landed(struct link *l, size_t n)
+void staged_sink_landed(struct tcp_link *tl, size_t n)
 {
-	struct rx_sink *k = &l->sink;
+	struct rx_sink *k = &tl->sink;
 
 	k->chunk->len += (uint32_t)n;
 	k->off += n;
 	k->left -= n;
 	if (k->chunk->len == k->chunk->cap)
-		flush_chunk(l);
+		flush_chunk(tl);
 }
 
-void staged_sink_flush(struct link *l)
+void staged_sink_flush(struct tcp_link *tl)
 {
-	flush_chunk(l);
+	flush_chunk(tl);
 }
 
-void staged_sink_drop(struct link *l)
+void staged_sink_drop(struct tcp_link *tl)
 {
-	struct rx_sink *k = &l->sink;
+	struct rx_sink *k = &tl->sink;
 
 	if (k->chunk) {
 		staging_give(k->chunk);
 		k->chunk = NULL;
 	}
-	if (l->rx_stalled) {
-		staging_cancel(l->ls->staging, &l->sink_wait);
-		link_rx_resume(l);
+	if (link_rx_stalled(tl->l)) {
+		staging_cancel(tl->tm->staging, &tl->sink_wait);
+		link_rx_resume(tl->l);
 	}
 }

@@ -368,7 +368,9 @@ static PyObject *Request_wait(RequestObject *r, PyObject *args, PyObject *kw)
 	if (request_collect(r))
 		return request_outcome(r);
 	if (rc == -ETIME) {
-		PyErr_SetString(PyExc_TimeoutError, "Request.wait: timed out");
+		PyErr_SetString(PyExc_TimeoutError,
+				"Request.wait: timed out; the transfer goes on: "
+				"wait() again, or poll done()");
 		return NULL;
 	}
 	return raise_xfer(rc ? rc : -EPROTO, "wait");

@@ -36,15 +36,26 @@ static int Context_init(ContextObject *c, PyObject *args, PyObject *kw)
 		if (!PyUnicode_FSConverter(sock, &bytes))
 			return -1;
 		path = PyBytes_AS_STRING(bytes);
+		/* sun_path's 108 bytes with the NUL: libxfer would cut it. */
+		if (PyBytes_GET_SIZE(bytes) > 107) {
+			PyErr_Format(PyExc_ValueError,
+				     "Context: socket path of %zd bytes; a Unix "
+				     "socket path has at most 107: use a shorter "
+				     "one (a symlink to the directory works)",
+				     PyBytes_GET_SIZE(bytes));
+			Py_DECREF(bytes);
+			return -1;
+		}
 	}
 	Py_BEGIN_ALLOW_THREADS
 	err = xfer_open(path, &x);
 	Py_END_ALLOW_THREADS
-	Py_XDECREF(bytes);
 	if (err) {
-		raise_xfer(err, "Context");
+		raise_open(err, path);
+		Py_XDECREF(bytes);
 		return -1;
 	}
+	Py_XDECREF(bytes);
 	c->ctx = x;
 	c->spin_us = spin;
 	c->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -232,7 +243,10 @@ static PyObject *Context_import_token(ContextObject *c, PyObject *obj)
 	}
 	PyObject *res;
 	if (b.len <= 0 || b.len > XFER_TOKEN_MAX)
-		res = raise_xfer(-EINVAL, "import_token");
+		res = raise_xfer_fmt(-EINVAL, "import_token: a token of %zd "
+				     "bytes; tokens are 1 to %d bytes, as "
+				     "Region.export() or lookup() gave them",
+				     b.len, XFER_TOKEN_MAX);
 	else
 		res = remote_import(c, b.buf, (size_t)b.len);
 	PyBuffer_Release(&b);
@@ -263,7 +277,7 @@ static PyObject *Context_publish(ContextObject *c, PyObject *args,
 	ctx_unlock(c);
 	PyBuffer_Release(&tok);
 	if (err)
-		return raise_xfer(err, "publish");
+		return raise_name(err, "publish", name, false);
 	Py_RETURN_NONE;
 }
 
@@ -280,7 +294,7 @@ static PyObject *Context_unpublish(ContextObject *c, PyObject *args)
 	Py_END_ALLOW_THREADS
 	ctx_unlock(c);
 	if (err)
-		return raise_xfer(err, "unpublish");
+		return raise_name(err, "unpublish", name, false);
 	Py_RETURN_NONE;
 }
 
@@ -299,7 +313,7 @@ static PyObject *Context_lookup(ContextObject *c, PyObject *args)
 	Py_END_ALLOW_THREADS
 	ctx_unlock(c);
 	if (err)
-		return raise_xfer(err, "lookup");
+		return raise_name(err, "lookup", name, true);
 	return PyBytes_FromStringAndSize((const char *)tok, (Py_ssize_t)len);
 }
 
@@ -500,8 +514,9 @@ static PyMethodDef Context_methods[] = {
 	  "publish(name, token, shared=False)\n\n"
 	  "Publish a token under name at the local xferd (until unpublish or\n"
 	  "close), in this user's namespace.  shared: other users see it as\n"
-	  "'~uid/name', and other nodes see it.  Names: 1-200 of\n"
-	  "[A-Za-z0-9._:@+-]." },
+	  "'~uid/name', and other nodes see it.  Names: 1 to 200 bytes of\n"
+	  "A-Z a-z 0-9 and . _ : @ + - (XferError EINVAL says which\n"
+	  "character is not)." },
 	{ "unpublish", (PyCFunction)Context_unpublish, METH_VARARGS,
 	  "unpublish(name)" },
 	{ "lookup", (PyCFunction)Context_lookup, METH_VARARGS,
@@ -513,15 +528,17 @@ static PyMethodDef Context_methods[] = {
 	{ "write", (PyCFunction)(void (*)(void))Context_write,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "write(local, remote, local_off=0, remote_off=0, length=None,\n"
-	  "      notify=None, timeout_ms=0) -> Request\n\n"
+	  "      notify=None, *, timeout=None) -> Request\n\n"
 	  "local[local_off:+length] -> remote[remote_off:].  length None: as\n"
 	  "much as fits in both.  notify: a 64-bit value delivered to the\n"
-	  "remote owner after the data landed." },
+	  "remote owner after the data landed.  timeout: seconds xferd gives\n"
+	  "the transfer (rounded up to ms; None or 0: its op_timeout_ms);\n"
+	  "timeout_ms= (milliseconds) is the deprecated spelling." },
 	{ "read", (PyCFunction)(void (*)(void))Context_read,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "read(local, remote, local_off=0, remote_off=0, length=None,\n"
-	  "     notify=None, timeout_ms=0) -> Request\n\n"
-	  "remote[remote_off:+length] -> local[local_off:]." },
+	  "     notify=None, *, timeout=None) -> Request\n\n"
+	  "remote[remote_off:+length] -> local[local_off:]; as write()." },
 	{ "dlist", (PyCFunction)(void (*)(void))Context_dlist,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "dlist(target, offsets, lengths) -> DList\n\n"
@@ -529,33 +546,40 @@ static PyMethodDef Context_methods[] = {
 	  "(lengths: one int for every entry, or an array), target a Region of\n"
 	  "this context or a Remote.  xferd checks every entry once and keeps\n"
 	  "the list until DList.close(), until its target goes, or the context\n"
-	  "closes.  Offsets and lengths: int64/uint64 arrays or sequences." },
+	  "closes.  Offsets and lengths: arrays of any integer dtype (int8 to\n"
+	  "uint64, any strides) or sequences of ints; a negative or too large\n"
+	  "value raises ValueError naming the argument and the entry." },
 	{ "write_dlist", (PyCFunction)(void (*)(void))Context_write_dlist,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "write_dlist(local, remote, local_idx=None, remote_idx=None,\n"
-	  "            notify=None, timeout_ms=0) -> Request\n\n"
+	  "            notify=None, *, timeout=None) -> Request\n\n"
 	  "Entry local_idx[k] of DList local -> entry remote_idx[k] of DList\n"
 	  "remote, for every k, as ONE descriptor (one completion with the sum\n"
 	  "of the bytes).  remote_idx None: the same as local_idx; both None:\n"
 	  "0..n-1 over the shorter list.  Entries paired must have the same\n"
-	  "length; xferd checks every pair before any byte moves.  notify: a\n"
-	  "value delivered to the remote owner after the last byte." },
+	  "length; xferd checks every pair before any byte moves.  Indices:\n"
+	  "arrays of any integer dtype (uint32 as the ring holds them, int64,\n"
+	  "views) or sequences of ints; one past its list raises\n"
+	  "IndexRangeError (a ValueError and an IndexError) naming it.\n"
+	  "notify: a value delivered to the remote owner after the last byte.\n"
+	  "timeout: seconds, as write()." },
 	{ "read_dlist", (PyCFunction)(void (*)(void))Context_read_dlist,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "read_dlist(local, remote, local_idx=None, remote_idx=None,\n"
-	  "           notify=None, timeout_ms=0) -> Request\n\n"
+	  "           notify=None, *, timeout=None) -> Request\n\n"
 	  "write_dlist the other way: remote entries -> local entries." },
 	{ "write_vec", (PyCFunction)(void (*)(void))Context_write_vec,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "write_vec(local, local_offs, remote, remote_offs, lengths,\n"
-	  "          notify=None, timeout_ms=0) -> Request\n\n"
+	  "          notify=None, *, timeout=None) -> Request\n\n"
 	  "Many writes as one linked batch (one completion: the sum of the\n"
-	  "bytes, or the first error).  Offsets: numpy int64/uint64 arrays or\n"
-	  "sequences of ints; lengths also one int for all." },
+	  "bytes, or the first error).  Offsets: arrays of any integer dtype\n"
+	  "(any strides) or sequences of ints; lengths also one int for all.\n"
+	  "timeout: seconds each entry may take, as write()." },
 	{ "read_vec", (PyCFunction)(void (*)(void))Context_read_vec,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "read_vec(local, local_offs, remote, remote_offs, lengths,\n"
-	  "         notify=None, timeout_ms=0) -> Request" },
+	  "         notify=None, *, timeout=None) -> Request" },
 	{ "notify", (PyCFunction)(void (*)(void))Context_notify,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "notify(remote, value) -> Request\n\n"

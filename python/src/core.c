@@ -2,7 +2,8 @@
 /*
  * core.c - xferd._core: the module (its functions, types and constants,
  * PyInit__core), XferError and the helpers every file of it uses
- * (raise_xfer, ctx_lock, arg_u64, sender_object).
+ * (raise_xfer, ctx_lock, sender_object); the argument conversions are
+ * args.c's.
  *
  * A Context is one libxfer context.  Every submission gets a completion
  * slot (its index and generation are the SQE's user_data); reaping the
@@ -59,33 +60,10 @@ void ctx_unlock(ContextObject *c)
 int ctx_check_open(ContextObject *c)
 {
 	if (c->closed || !c->ctx) {
-		PyErr_SetString(PyExc_ValueError, "the Context is closed");
+		PyErr_SetString(PyExc_ValueError,
+				"the Context is closed: open a new one");
 		return -1;
 	}
-	return 0;
-}
-
-int arg_u64(PyObject *o, const char *name, uint64_t *out)
-{
-	PyObject *i;
-
-	if (PyBool_Check(o) || !PyIndex_Check(o)) {
-		PyErr_Format(PyExc_TypeError, "%s must be an int, not %.80s",
-			     name, Py_TYPE(o)->tp_name);
-		return -1;
-	}
-	i = PyNumber_Index(o);
-	if (!i)
-		return -1;
-	if (_PyLong_Sign(i) < 0) {
-		Py_DECREF(i);
-		PyErr_Format(PyExc_ValueError, "%s must be >= 0", name);
-		return -1;
-	}
-	*out = PyLong_AsUnsignedLongLong(i);
-	Py_DECREF(i);
-	if (*out == (uint64_t)-1 && PyErr_Occurred())
-		return -1;
 	return 0;
 }
 
@@ -195,9 +173,21 @@ PyMODINIT_FUNC PyInit__core(void)
 		"An error from xferd or libxfer: .errno is the errno, .strerror\n"
 		"xfer_strerror's explanation.",
 		PyExc_OSError, NULL);
+	/* Both, so that `except IndexError` (what an index past a list
+	 * raised before) and `except ValueError` (every other bad value of
+	 * an array) catch it. */
+	PyObject *bases = PyTuple_Pack(2, PyExc_ValueError, PyExc_IndexError);
+	IndexRangeError = bases ? PyErr_NewExceptionWithDoc(
+		"xferd.IndexRangeError",
+		"An index past the end of its DList (a ValueError and an\n"
+		"IndexError): the message names the argument and the entry.",
+		bases, NULL) : NULL;
+	Py_XDECREF(bases);
 	Notification_Type = PyStructSequence_NewType(&note_desc);
 	Sender_Type = PyStructSequence_NewType(&sender_desc);
-	if (!XferError || !Notification_Type || !Sender_Type ||
+	if (!XferError || !IndexRangeError || !Notification_Type ||
+	    !Sender_Type ||
+	    PyModule_AddObjectRef(m, "IndexRangeError", IndexRangeError) ||
 	    PyModule_AddObjectRef(m, "Sender", (PyObject *)Sender_Type) ||
 	    PyModule_AddObjectRef(m, "XferError", XferError) ||
 	    PyModule_AddObjectRef(m, "Notification", (PyObject *)Notification_Type) ||

@@ -15,7 +15,10 @@
  *                 DLPack) and Remote (an imported token);
  *   dlist.c       DList (a prepared descriptor list over one of them);
  *   stream.c      Stream (xfer_stream_*: a queue of slots, one context
- *                 each).
+ *                 each);
+ *   args.c        what callers pass, as libxfer takes it: integer
+ *                 arrays of any dtype, timeouts in seconds, and errors
+ *                 that say what to do.
  *
  * Locks.  Two: the GIL and Context.mu.  mu guards the libxfer context
  * (its ring and its socket are not safe for two threads at once) and the
@@ -140,6 +143,8 @@ typedef struct DListObject {
 extern PyTypeObject Context_Type, Region_Type, Remote_Type, Request_Type,
 	DList_Type;
 extern PyObject *XferError;
+/* args.c: an index past its DList (a ValueError and an IndexError). */
+extern PyObject *IndexRangeError;
 /* core.c: the coroutine maker of `await req` (set by xferd/__init__.py),
  * and xferd.Notification (made at import). */
 extern PyObject *await_helper;
@@ -164,8 +169,57 @@ void ctx_unlock(ContextObject *c);
 /* -EBADF-style check: sets ValueError if c is closed; returns -1. */
 int ctx_check_open(ContextObject *c);
 
-/* A u64 from a Python int (index protocol), >= 0; -1 with an error. */
+/* args.c: arguments. */
+
+/* A u64 from a Python int (index protocol): TypeError if not an int,
+ * ValueError if negative or past 64 bits; 0, or -1 with the error set. */
 int arg_u64(PyObject *o, const char *name, uint64_t *out);
+
+/*
+ * An array of n u64 from: a buffer of integers of any size, signedness,
+ * byte order and strides (numpy int8..uint64, views, array.array), a
+ * sequence of ints, or (scalar_ok) one int for all.  v points into the
+ * caller's buffer (view held) or at owned; u64_array_free releases both.
+ */
+struct u64_array {
+	const uint64_t *v;
+	Py_ssize_t n;       /* -1: a scalar, v[0] for every entry */
+	uint64_t scalar;
+	uint64_t *owned;
+	Py_buffer view;
+	bool has_view;
+};
+int u64_array_get(PyObject *o, const char *name, bool scalar_ok,
+		  struct u64_array *a);
+void u64_array_free(struct u64_array *a);
+static inline uint64_t u64_at(const struct u64_array *a, Py_ssize_t i)
+{
+	return a->n < 0 ? a->scalar : a->v[i];
+}
+/* Indices into a list of `count` entries, as uint32 (NULL, *n -1: o is
+ * None); *owned to PyMem_Free.  An index past the list raises
+ * IndexRangeError here, before anything is submitted. */
+int indices_get(PyObject *o, const char *name, uint32_t count,
+		uint32_t **owned, Py_ssize_t *n);
+
+/*
+ * A call's timeout in milliseconds, from timeout= in seconds (a float,
+ * rounded up; None: no limit for a stream (-1), xferd's op_timeout_ms for
+ * a descriptor (0)) or the deprecated timeout_ms= (an int, taken as
+ * before, with a DeprecationWarning).  Either may be NULL (not passed);
+ * both is a TypeError.  fn names the call in errors.
+ */
+int arg_timeout(PyObject *secs, PyObject *ms, const char *fn, bool stream,
+		int64_t *out);
+
+/* XferError(-err, the formatted message); returns NULL. */
+PyObject *raise_xfer_fmt(int err, const char *fmt, ...);
+/* A publish/unpublish/lookup error; for EINVAL, what is wrong with the
+ * name and which characters a name may have (common/pubname.c). */
+PyObject *raise_name(int err, const char *what, const char *name,
+		     bool lookup);
+/* An xfer_open error naming the socket tried and what chose it. */
+PyObject *raise_open(int err, const char *given);
 
 /* completion.c: the slots (mu held unless said), reaping and waiting. */
 static inline uint64_t slot_user_data(ContextObject *c, uint32_t idx)

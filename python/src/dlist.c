@@ -3,7 +3,7 @@
  * dlist.c - DList: a prepared descriptor list (xfer_dlist_create), the
  * blocks of one Region or Remote described once so that
  * Context.write_dlist/read_dlist move thousands of them by index as one
- * descriptor (the submission itself is in core.c with the others).
+ * descriptor (the submission itself is in submit.c with the others).
  *
  * A DList holds its context and its target (the Region or Remote it
  * ranges over) and goes before them: Context.close() destroys every list

@@ -13,6 +13,11 @@
  * while one exists the memory stays mapped: Region.close() refuses, and
  * Context.close() leaves such a region (and the connection under it)
  * until its last view goes.
+ *
+ * Past 800 lines: the two types share the release order above (a
+ * registration goes before the memory it names), which every way in
+ * (alloc_host, the buffer protocol, CUDA array interface, DLPack) must
+ * keep; split, each file would hold half of one rule.
  */
 #include "core.h"
 

@@ -82,8 +82,11 @@ static int stream_check(StreamObject *st, bool consumer, const char *what)
 		return -1;
 	}
 	if (st->consumer != consumer) {
-		PyErr_Format(PyExc_TypeError, "%s: a %s's call", what,
-			     consumer ? "consumer" : "producer");
+		PyErr_Format(PyExc_TypeError, "%s: a %s's call, and this "
+			     "Stream is a %s (consumers come from "
+			     "Stream.listen, producers from Stream.connect)",
+			     what, consumer ? "consumer" : "producer",
+			     consumer ? "producer" : "consumer");
 		return -1;
 	}
 	return 0;
@@ -132,17 +135,21 @@ static PyObject *Stream_listen(PyObject *cls, PyObject *args, PyObject *kw)
 
 static PyObject *Stream_connect(PyObject *cls, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "context", "token", "timeout_ms", NULL };
+	static char *kwlist[] = { "context", "token", "timeout_ms", "timeout",
+				  NULL };
 	ContextObject *c;
 	Py_buffer tok;
-	int timeout_ms = -1, err;
+	PyObject *o_ms = NULL, *o_secs = NULL;
+	int64_t timeout_ms;
+	int err;
 	struct xfer_stream *s;
 
 	(void)cls;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!y*|i:connect", kwlist,
-					 &Context_Type, &c, &tok, &timeout_ms))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!y*|O$O:connect", kwlist,
+					 &Context_Type, &c, &tok, &o_ms, &o_secs))
 		return NULL;
-	if (ctx_check_open(c)) {
+	if (arg_timeout(o_secs, o_ms, "connect", true, &timeout_ms) ||
+	    ctx_check_open(c)) {
 		PyBuffer_Release(&tok);
 		return NULL;
 	}
@@ -153,7 +160,8 @@ static PyObject *Stream_connect(PyObject *cls, PyObject *args, PyObject *kw)
 	}
 	ctx_lock(c);
 	Py_BEGIN_ALLOW_THREADS
-	err = xfer_stream_connect(c->ctx, tok.buf, (size_t)tok.len, timeout_ms, &s);
+	err = xfer_stream_connect(c->ctx, tok.buf, (size_t)tok.len,
+				  (int)timeout_ms, &s);
 	Py_END_ALLOW_THREADS
 	ctx_unlock(c);
 	PyBuffer_Release(&tok);
@@ -181,16 +189,19 @@ static PyObject *Stream_token(StreamObject *st, PyObject *unused)
 
 static PyObject *Stream_accept(StreamObject *st, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "timeout_ms", NULL };
-	int timeout_ms = -1, err;
+	static char *kwlist[] = { "timeout_ms", "timeout", NULL };
+	PyObject *o_ms = NULL, *o_secs = NULL;
+	int64_t timeout_ms;
+	int err;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|i:accept", kwlist,
-					 &timeout_ms) ||
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$O:accept", kwlist,
+					 &o_ms, &o_secs) ||
+	    arg_timeout(o_secs, o_ms, "accept", true, &timeout_ms) ||
 	    stream_check(st, true, "accept"))
 		return NULL;
 	ctx_lock(st->ctx);
 	Py_BEGIN_ALLOW_THREADS
-	err = xfer_stream_accept(st->s, timeout_ms);
+	err = xfer_stream_accept(st->s, (int)timeout_ms);
 	Py_END_ALLOW_THREADS
 	ctx_unlock(st->ctx);
 	if (err)
@@ -200,17 +211,20 @@ static PyObject *Stream_accept(StreamObject *st, PyObject *args, PyObject *kw)
 
 static PyObject *Stream_recv(StreamObject *st, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "timeout_ms", NULL };
-	int timeout_ms = -1, slot;
+	static char *kwlist[] = { "timeout_ms", "timeout", NULL };
+	PyObject *o_ms = NULL, *o_secs = NULL;
+	int64_t timeout_ms;
+	int slot;
 	uint64_t len = 0;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|i:recv", kwlist,
-					 &timeout_ms) ||
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$O:recv", kwlist,
+					 &o_ms, &o_secs) ||
+	    arg_timeout(o_secs, o_ms, "recv", true, &timeout_ms) ||
 	    stream_check(st, true, "recv"))
 		return NULL;
 	ctx_lock(st->ctx);
 	Py_BEGIN_ALLOW_THREADS
-	slot = xfer_stream_recv(st->s, &len, timeout_ms);
+	slot = xfer_stream_recv(st->s, &len, (int)timeout_ms);
 	Py_END_ALLOW_THREADS
 	ctx_unlock(st->ctx);
 	if (slot == -EPIPE)
@@ -240,16 +254,19 @@ static PyObject *Stream_release(StreamObject *st, PyObject *arg)
 
 static PyObject *Stream_send(StreamObject *st, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "region", "length", "offset", "timeout_ms", NULL };
+	static char *kwlist[] = { "region", "length", "offset", "timeout_ms",
+				  "timeout", NULL };
 	RegionObject *r;
-	PyObject *length = Py_None;
+	PyObject *length = Py_None, *o_ms = NULL, *o_secs = NULL;
 	unsigned long long offset = 0;
-	int timeout_ms = -1, err;
+	int64_t timeout_ms;
+	int err;
 	uint64_t len;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|OKi:send", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|OKO$O:send", kwlist,
 					 &Region_Type, &r, &length, &offset,
-					 &timeout_ms) ||
+					 &o_ms, &o_secs) ||
+	    arg_timeout(o_secs, o_ms, "send", true, &timeout_ms) ||
 	    stream_check(st, false, "send"))
 		return NULL;
 	if (r->ctx != st->ctx || !r->mem) {
@@ -263,7 +280,7 @@ static PyObject *Stream_send(StreamObject *st, PyObject *args, PyObject *kw)
 		return NULL;
 	ctx_lock(st->ctx);
 	Py_BEGIN_ALLOW_THREADS
-	err = xfer_stream_send(st->s, r->mem, offset, len, timeout_ms);
+	err = xfer_stream_send(st->s, r->mem, offset, len, (int)timeout_ms);
 	Py_END_ALLOW_THREADS
 	ctx_unlock(st->ctx);
 	if (err)
@@ -336,27 +353,34 @@ static PyMethodDef Stream_methods[] = {
 	  "(registered by context, which then serves this stream only)." },
 	{ "connect", (PyCFunction)(void (*)(void))Stream_connect,
 	  METH_VARARGS | METH_KEYWORDS | METH_CLASS,
-	  "connect(context, token, timeout_ms=-1) -> Stream\n\n"
-	  "Producer: connect with a consumer's token() and wait for its accept()." },
+	  "connect(context, token, *, timeout=None) -> Stream\n\n"
+	  "Producer: connect with a consumer's token() and wait up to timeout\n"
+	  "seconds (None: no limit) for its accept().  timeout_ms= (an int,\n"
+	  "-1: no limit) is the deprecated spelling." },
 	{ "token", (PyCFunction)Stream_token, METH_NOARGS,
 	  "token() -> bytes: the consumer's stream token for the producer." },
 	{ "accept", (PyCFunction)(void (*)(void))Stream_accept,
 	  METH_VARARGS | METH_KEYWORDS,
-	  "accept(timeout_ms=-1): wait for a producer." },
+	  "accept(*, timeout=None): wait up to timeout seconds (None: no\n"
+	  "limit, 0: only look) for a producer.  timeout_ms= is deprecated." },
 	{ "recv", (PyCFunction)(void (*)(void))Stream_recv,
 	  METH_VARARGS | METH_KEYWORDS,
-	  "recv(timeout_ms=-1) -> (slot, offset, length), or None at the end\n\n"
+	  "recv(*, timeout=None) -> (slot, offset, length), or None at the end\n\n"
 	  "The next message: its bytes are region[offset:offset + length]\n"
 	  "until release(slot).  None once the producer closed and every\n"
-	  "message was received." },
+	  "message was received.  Waits up to timeout seconds (None: no\n"
+	  "limit, 0: only look; XferError ETIME or EAGAIN).  timeout_ms= is\n"
+	  "deprecated." },
 	{ "release", (PyCFunction)Stream_release, METH_O,
 	  "release(slot): give a received slot back to the producer." },
 	{ "send", (PyCFunction)(void (*)(void))Stream_send,
 	  METH_VARARGS | METH_KEYWORDS,
-	  "send(region, length=None, offset=0, timeout_ms=-1)\n\n"
+	  "send(region, length=None, offset=0, *, timeout=None)\n\n"
 	  "Producer: send region[offset:offset + length] (None: to its end)\n"
-	  "as the next message; waits for a free slot (timeout_ms), then for\n"
-	  "the write: on return the bytes are in the consumer's slot." },
+	  "as the next message; waits up to timeout seconds for a free slot\n"
+	  "(None: no limit, 0: XferError EAGAIN at once), then for the write:\n"
+	  "on return the bytes are in the consumer's slot.  timeout_ms= is\n"
+	  "deprecated." },
 	{ "credits", (PyCFunction)Stream_credits, METH_NOARGS,
 	  "credits() -> int: messages that may be sent without waiting." },
 	{ "close", (PyCFunction)Stream_close, METH_NOARGS,

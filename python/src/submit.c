@@ -6,13 +6,13 @@
  * publishing); each hands out a Request (completion.c).
  *
  * Vectors become one linked batch of SQEs (one CQE) built in one C loop
- * from int64 arrays or sequences.  Every argument is checked before the
+ * from integer arrays or sequences (args.c casts them).  Every argument is checked before the
  * first SQE is written, so bad input raises and moves nothing.
  *
  * Threads: Python's, with the GIL; the ring is written under mu, and a
  * full ring is waited for with the GIL released (core.h: the lock
  * order).  Vectors and lists stay with the single descriptors: they
- * share the per-SQE steps (sq_room, the u64 arrays) in one unit.
+ * share the per-SQE steps (sq_room, submit_begin/end) in one unit.
  */
 #include "core.h"
 
@@ -22,16 +22,22 @@
 
 /* --- Context: submission --- */
 
-/* The target of a transfer: a Remote, or a Region of this context. */
-static int target_of(ContextObject *c, PyObject *o, uint64_t *handle,
-		     uint64_t *len, bool *readonly)
+/* The target of a transfer or list (argument `name`): a Remote, or a
+ * Region of this context. */
+static int target_of(ContextObject *c, PyObject *o, const char *name,
+		     uint64_t *handle, uint64_t *len, bool *readonly)
 {
 	if (PyObject_TypeCheck(o, &Remote_Type)) {
 		RemoteObject *r = (RemoteObject *)o;
-		if (!r->rem || r->ctx != c) {
-			PyErr_SetString(PyExc_ValueError,
-					r->rem ? "remote of another Context"
-					       : "the Remote is closed");
+		if (!r->rem) {
+			PyErr_Format(PyExc_ValueError, "%s: the Remote is "
+				     "closed: import the token again", name);
+			return -1;
+		}
+		if (r->ctx != c) {
+			PyErr_Format(PyExc_ValueError, "%s: a Remote imported "
+				     "by another Context: import the token on "
+				     "this one (ctx.import_token(token))", name);
 			return -1;
 		}
 		*handle = r->handle;
@@ -41,10 +47,15 @@ static int target_of(ContextObject *c, PyObject *o, uint64_t *handle,
 	}
 	if (PyObject_TypeCheck(o, &Region_Type)) {
 		RegionObject *r = (RegionObject *)o;
-		if (!r->mem || r->ctx != c) {
-			PyErr_SetString(PyExc_ValueError,
-					r->mem ? "region of another Context"
-					       : "the Region is closed");
+		if (!r->mem) {
+			PyErr_Format(PyExc_ValueError, "%s: the Region is "
+				     "closed", name);
+			return -1;
+		}
+		if (r->ctx != c) {
+			PyErr_Format(PyExc_ValueError, "%s: a Region of another "
+				     "Context: pass ctx.import_token("
+				     "region.export()) instead", name);
 			return -1;
 		}
 		*handle = r->handle;
@@ -52,7 +63,9 @@ static int target_of(ContextObject *c, PyObject *o, uint64_t *handle,
 		*readonly = r->readonly;
 		return 0;
 	}
-	PyErr_Format(PyExc_TypeError, "remote must be a Remote or Region, not %.80s",
+	PyErr_Format(PyExc_TypeError,
+		     "%s must be a Remote (ctx.import_token(token)) or a "
+		     "Region of this Context, not %.80s", name,
 		     Py_TYPE(o)->tp_name);
 	return -1;
 }
@@ -64,12 +77,25 @@ static int local_of(ContextObject *c, PyObject *o, RegionObject **out)
 	if (!r)
 		return -1;
 	if (!r->mem || r->ctx != c) {
-		PyErr_SetString(PyExc_ValueError, r->mem ? "region of another Context"
-							 : "the Region is closed");
+		PyErr_SetString(PyExc_ValueError,
+				r->mem ? "local: a Region of another Context: "
+					 "register the memory on this one "
+					 "(ctx.register(obj))"
+				       : "local: the Region is closed");
 		return -1;
 	}
 	*out = r;
 	return 0;
+}
+
+static PyObject *readonly_error(const char *fn, const char *which)
+{
+	PyErr_Format(PyExc_ValueError,
+		     "%s: %s, the destination, was registered read-only "
+		     "(bytes or a read-only buffer): register writable memory "
+		     "(a bytearray, a numpy array, ctx.alloc_host) to receive",
+		     fn, which);
+	return NULL;
 }
 
 static bool range_ok(uint64_t off, uint64_t len, uint64_t size)
@@ -162,20 +188,26 @@ static PyObject *rw_one(ContextObject *c, unsigned op, PyObject *args,
 			PyObject *kw)
 {
 	static char *kwlist[] = { "local", "remote", "local_off", "remote_off",
-				  "length", "notify", "timeout_ms", NULL };
+				  "length", "notify", "timeout_ms", "timeout",
+				  NULL };
 	PyObject *o_local, *o_remote, *o_loff = NULL, *o_roff = NULL;
 	PyObject *o_len = Py_None, *o_notify = Py_None;
-	unsigned timeout_ms = 0;
+	PyObject *o_ms = NULL, *o_secs = NULL;
+	const char *fn = op == XFER_OP_WRITE ? "write" : "read";
+	int64_t timeout_ms;
 	uint64_t loff = 0, roff = 0, len, rhandle, rlen, notify = 0;
 	RegionObject *local;
 	bool rro;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOOI", kwlist, &o_local,
-					 &o_remote, &o_loff, &o_roff, &o_len,
-					 &o_notify, &timeout_ms))
+	/* timeout_ms keeps its old place; timeout (seconds) is keyword-only
+	 * so that a positional millisecond count never turns into seconds. */
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOOO$O", kwlist,
+					 &o_local, &o_remote, &o_loff, &o_roff,
+					 &o_len, &o_notify, &o_ms, &o_secs) ||
+	    arg_timeout(o_secs, o_ms, fn, false, &timeout_ms))
 		return NULL;
 	if (local_of(c, o_local, &local) ||
-	    target_of(c, o_remote, &rhandle, &rlen, &rro) ||
+	    target_of(c, o_remote, "remote", &rhandle, &rlen, &rro) ||
 	    (o_loff && arg_u64(o_loff, "local_off", &loff)) ||
 	    (o_roff && arg_u64(o_roff, "remote_off", &roff)) ||
 	    (o_notify != Py_None && arg_u64(o_notify, "notify", &notify)))
@@ -187,13 +219,10 @@ static PyObject *rw_one(ContextObject *c, unsigned op, PyObject *args,
 	} else if (arg_u64(o_len, "length", &len)) {
 		return NULL;
 	}
-	if (op == XFER_OP_READ ? local->readonly : rro) {
-		PyErr_SetString(PyExc_ValueError,
-				"the destination was registered read-only");
-		return NULL;
-	}
+	if (op == XFER_OP_READ ? local->readonly : rro)
+		return readonly_error(fn, op == XFER_OP_READ ? "local" : "remote");
 	if (!range_ok(loff, len, local->len) || !range_ok(roff, len, rlen))
-		return raise_xfer(-ERANGE, op == XFER_OP_WRITE ? "write" : "read");
+		return raise_xfer(-ERANGE, fn);
 	int64_t idx = submit_begin(c, keep_pair(o_local, o_remote));
 	if (idx < 0)
 		return NULL;
@@ -204,7 +233,7 @@ static PyObject *rw_one(ContextObject *c, unsigned op, PyObject *args,
 			     slot_user_data(c, (uint32_t)idx));
 		if (o_notify != Py_None)
 			xfer_sqe_set_notify(sqe, notify);
-		xfer_sqe_set_timeout(sqe, timeout_ms);
+		xfer_sqe_set_timeout(sqe, (uint32_t)timeout_ms);
 	}
 	return submit_end(c, (uint32_t)idx, err);
 }
@@ -228,7 +257,7 @@ PyObject *Context_notify(ContextObject *c, PyObject *args, PyObject *kw)
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:notify", kwlist,
 					 &o_remote, &o_value) ||
-	    target_of(c, o_remote, &rhandle, &rlen, &rro) ||
+	    target_of(c, o_remote, "remote", &rhandle, &rlen, &rro) ||
 	    arg_u64(o_value, "value", &value))
 		return NULL;
 	int64_t idx = submit_begin(c, keep_pair(o_remote, NULL));
@@ -242,139 +271,33 @@ PyObject *Context_notify(ContextObject *c, PyObject *args, PyObject *kw)
 	return submit_end(c, (uint32_t)idx, err);
 }
 
-/*
- * An array of n u64 from: a buffer of 8-byte integers (numpy int64 or
- * uint64, array('q')), a sequence of ints, or (scalar_ok) one int for
- * all.  *owned is what to free with PyMem_Free (NULL: borrowed from
- * *view, release it).
- */
-struct u64_array {
-	const uint64_t *v;
-	Py_ssize_t n;       /* -1: a scalar, v[0] for every entry */
-	uint64_t scalar;
-	uint64_t *owned;
-	Py_buffer view;
-	bool has_view;
-};
-
-static void u64_array_free(struct u64_array *a)
-{
-	if (a->has_view)
-		PyBuffer_Release(&a->view);
-	PyMem_Free(a->owned);
-}
-
-static int u64_array_get(PyObject *o, const char *name, bool scalar_ok,
-			 struct u64_array *a)
-{
-	memset(a, 0, sizeof(*a));
-	/* numpy arrays have __index__ too: ints and 0-d arrays are scalars,
-	 * anything else with a buffer an array. */
-	bool zero_d = false;
-	if (PyObject_CheckBuffer(o) && !PyLong_Check(o)) {
-		Py_buffer b;
-		if (PyObject_GetBuffer(o, &b, PyBUF_ND) == 0) {
-			zero_d = b.ndim == 0;
-			PyBuffer_Release(&b);
-		} else {
-			PyErr_Clear();
-		}
-	}
-	if (PyIndex_Check(o) && !PyBool_Check(o) &&
-	    (!PyObject_CheckBuffer(o) || zero_d)) {
-		if (!scalar_ok) {
-			PyErr_Format(PyExc_TypeError, "%s must be an array", name);
-			return -1;
-		}
-		if (arg_u64(o, name, &a->scalar))
-			return -1;
-		a->v = &a->scalar;
-		a->n = -1;
-		return 0;
-	}
-	if (PyObject_CheckBuffer(o) && !PyBytes_Check(o) && !PyByteArray_Check(o)) {
-		if (PyObject_GetBuffer(o, &a->view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS))
-			return -1;
-		a->has_view = true;
-		const char *f = a->view.format ? a->view.format : "B";
-		if (*f == '<' || *f == '@' || *f == '=')
-			f++;
-		bool is_signed = strchr("qln", *f) && f[1] == 0;
-		if (a->view.itemsize != 8 || !(is_signed || (strchr("QLN", *f) && f[1] == 0))) {
-			PyErr_Format(PyExc_TypeError,
-				     "%s: an array of int64 or uint64, not format '%s'",
-				     name, a->view.format ? a->view.format : "B");
-			u64_array_free(a);
-			return -1;
-		}
-		a->v = a->view.buf;
-		a->n = a->view.len / 8;
-		if (is_signed)
-			for (Py_ssize_t i = 0; i < a->n; i++)
-				if ((int64_t)a->v[i] < 0) {
-					PyErr_Format(PyExc_ValueError,
-						     "%s[%zd] is negative", name, i);
-					u64_array_free(a);
-					return -1;
-				}
-		return 0;
-	}
-	PyObject *seq = PySequence_Fast(o, "");
-	if (!seq) {
-		PyErr_Format(PyExc_TypeError,
-			     "%s must be an int64 array or a sequence of ints, not %.80s",
-			     name, Py_TYPE(o)->tp_name);
-		return -1;
-	}
-	a->n = PySequence_Fast_GET_SIZE(seq);
-	a->owned = PyMem_Malloc((size_t)(a->n ? a->n : 1) * sizeof(uint64_t));
-	if (!a->owned) {
-		Py_DECREF(seq);
-		PyErr_NoMemory();
-		return -1;
-	}
-	for (Py_ssize_t i = 0; i < a->n; i++)
-		if (arg_u64(PySequence_Fast_GET_ITEM(seq, i), name, &a->owned[i])) {
-			Py_DECREF(seq);
-			u64_array_free(a);
-			return -1;
-		}
-	Py_DECREF(seq);
-	a->v = a->owned;
-	return 0;
-}
-
-static inline uint64_t u64_at(const struct u64_array *a, Py_ssize_t i)
-{
-	return a->n < 0 ? a->scalar : a->v[i];
-}
-
 static PyObject *rw_vec(ContextObject *c, unsigned op, PyObject *args,
 			PyObject *kw)
 {
 	static char *kwlist[] = { "local", "local_offs", "remote", "remote_offs",
-				  "lengths", "notify", "timeout_ms", NULL };
+				  "lengths", "notify", "timeout_ms", "timeout",
+				  NULL };
 	PyObject *o_local, *o_remote, *o_loffs, *o_roffs, *o_lens;
 	PyObject *o_notify = Py_None, *res = NULL;
-	unsigned timeout_ms = 0;
+	PyObject *o_ms = NULL, *o_secs = NULL;
+	const char *fn = op == XFER_OP_WRITE ? "write_vec" : "read_vec";
+	int64_t timeout_ms;
 	uint64_t rhandle, rlen, notify = 0;
 	struct u64_array lo = { 0 }, ro = { 0 }, ln = { 0 };
 	RegionObject *local;
 	bool rro;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO|OI", kwlist, &o_local,
-					 &o_loffs, &o_remote, &o_roffs, &o_lens,
-					 &o_notify, &timeout_ms))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO|OO$O", kwlist,
+					 &o_local, &o_loffs, &o_remote, &o_roffs,
+					 &o_lens, &o_notify, &o_ms, &o_secs) ||
+	    arg_timeout(o_secs, o_ms, fn, false, &timeout_ms))
 		return NULL;
 	if (local_of(c, o_local, &local) ||
-	    target_of(c, o_remote, &rhandle, &rlen, &rro) ||
+	    target_of(c, o_remote, "remote", &rhandle, &rlen, &rro) ||
 	    (o_notify != Py_None && arg_u64(o_notify, "notify", &notify)))
 		return NULL;
-	if (op == XFER_OP_READ ? local->readonly : rro) {
-		PyErr_SetString(PyExc_ValueError,
-				"the destination was registered read-only");
-		return NULL;
-	}
+	if (op == XFER_OP_READ ? local->readonly : rro)
+		return readonly_error(fn, op == XFER_OP_READ ? "local" : "remote");
 	if (u64_array_get(o_loffs, "local_offs", false, &lo))
 		return NULL;
 	if (u64_array_get(o_roffs, "remote_offs", false, &ro))
@@ -398,8 +321,7 @@ static PyObject *rw_vec(ContextObject *c, unsigned op, PyObject *args,
 		if (!range_ok(lo.v[i], len, local->len) ||
 		    !range_ok(ro.v[i], len, rlen)) {
 			char what[64];
-			snprintf(what, sizeof(what), "%s_vec: entry %zd",
-				 op == XFER_OP_WRITE ? "write" : "read", i);
+			snprintf(what, sizeof(what), "%s: entry %zd", fn, i);
 			raise_xfer(-ERANGE, what);
 			goto out;
 		}
@@ -416,7 +338,7 @@ static PyObject *rw_vec(ContextObject *c, unsigned op, PyObject *args,
 			break;
 		xfer_prep_rw(sqe, op, local->handle, lo.v[i], rhandle, ro.v[i],
 			     u64_at(&ln, i), ud);
-		xfer_sqe_set_timeout(sqe, timeout_ms);
+		xfer_sqe_set_timeout(sqe, (uint32_t)timeout_ms);
 		if (i + 1 < n)
 			xfer_sqe_set_link(sqe);
 		else if (o_notify != Py_None)
@@ -452,7 +374,7 @@ PyObject *Context_dlist(ContextObject *c, PyObject *args, PyObject *kw)
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOO:dlist", kwlist,
 					 &o_target, &o_offs, &o_lens) ||
-	    target_of(c, o_target, &handle, &tlen, &ro))
+	    target_of(c, o_target, "target", &handle, &tlen, &ro))
 		return NULL;
 	if (u64_array_get(o_offs, "offsets", false, &off))
 		return NULL;
@@ -485,55 +407,13 @@ static DListObject *dlist_of(ContextObject *c, PyObject *o, const char *name)
 	DListObject *d = (DListObject *)o;
 	if (!d->dl || d->ctx != c) {
 		PyErr_Format(PyExc_ValueError, "%s: %s", name,
-			     d->dl ? "a DList of another Context"
+			     d->dl ? "a DList of another Context: make it on "
+				     "this one (ctx.dlist(target, offsets, "
+				     "lengths))"
 				   : "the DList is closed");
 		return NULL;
 	}
 	return d;
-}
-
-/* Indices into a list of `count` entries, as uint32 (NULL: none given);
- * *owned to PyMem_Free.  An index past the list raises here, before
- * anything is submitted (xferd would refuse it too). */
-static int indices_get(PyObject *o, const char *name, uint32_t count,
-		       uint32_t **owned, Py_ssize_t *n)
-{
-	struct u64_array a;
-
-	*owned = NULL;
-	*n = -1;
-	if (o == Py_None)
-		return 0;
-	if (u64_array_get(o, name, false, &a))
-		return -1;
-	if (a.n == 0 || a.n > UINT32_MAX) {
-		PyErr_Format(PyExc_ValueError, "%s: 1 to 2^32-1 indices, not %zd",
-			     name, a.n);
-		u64_array_free(&a);
-		return -1;
-	}
-	*owned = PyMem_Malloc((size_t)a.n * sizeof(uint32_t));
-	if (!*owned) {
-		u64_array_free(&a);
-		PyErr_NoMemory();
-		return -1;
-	}
-	for (Py_ssize_t i = 0; i < a.n; i++) {
-		if (a.v[i] >= count) {
-			PyErr_Format(PyExc_IndexError,
-				     "%s[%zd] = %llu: the list has %u entries",
-				     name, i, (unsigned long long)a.v[i],
-				     (unsigned)count);
-			u64_array_free(&a);
-			PyMem_Free(*owned);
-			*owned = NULL;
-			return -1;
-		}
-		(*owned)[i] = (uint32_t)a.v[i];
-	}
-	*n = a.n;
-	u64_array_free(&a);
-	return 0;
 }
 
 /*
@@ -570,27 +450,29 @@ static PyObject *rw_dlist(ContextObject *c, unsigned op, PyObject *args,
 			  PyObject *kw)
 {
 	static char *kwlist[] = { "local", "remote", "local_idx", "remote_idx",
-				  "notify", "timeout_ms", NULL };
+				  "notify", "timeout_ms", "timeout", NULL };
 	PyObject *o_l, *o_r, *o_li = Py_None, *o_ri = Py_None;
 	PyObject *o_notify = Py_None, *res = NULL;
-	unsigned timeout_ms = 0;
+	PyObject *o_ms = NULL, *o_secs = NULL;
+	const char *fn = op == XFER_OP_WRITE_DLIST ? "write_dlist"
+						   : "read_dlist";
+	int64_t timeout_ms;
 	uint64_t notify = 0;
 	uint32_t *li = NULL, *ri = NULL;
 	DListObject *l, *r;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOI", kwlist, &o_l,
-					 &o_r, &o_li, &o_ri, &o_notify,
-					 &timeout_ms))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOO$O", kwlist, &o_l,
+					 &o_r, &o_li, &o_ri, &o_notify, &o_ms,
+					 &o_secs) ||
+	    arg_timeout(o_secs, o_ms, fn, false, &timeout_ms))
 		return NULL;
 	if (!(l = dlist_of(c, o_l, "local")) ||
 	    !(r = dlist_of(c, o_r, "remote")) ||
 	    (o_notify != Py_None && arg_u64(o_notify, "notify", &notify)))
 		return NULL;
-	if (op == XFER_OP_READ_DLIST ? l->readonly : r->readonly) {
-		PyErr_SetString(PyExc_ValueError,
-				"the destination was registered read-only");
-		return NULL;
-	}
+	if (op == XFER_OP_READ_DLIST ? l->readonly : r->readonly)
+		return readonly_error(fn, op == XFER_OP_READ_DLIST ? "local"
+								   : "remote");
 	/* n: as many pairs as indices given; none: every entry of the
 	 * shorter list, 0..n-1 on both sides. */
 	Py_ssize_t nl, nr;
@@ -611,11 +493,11 @@ static PyObject *rw_dlist(ContextObject *c, unsigned op, PyObject *args,
 	if (nl >= 0 && nr < 0)
 		for (Py_ssize_t k = 0; k < nl; k++)
 			if (li[k] >= r->count) {
-				PyErr_Format(PyExc_IndexError,
+				PyErr_Format(IndexRangeError,
 					     "local_idx[%zd] = %u is also the "
-					     "remote index: the remote list "
-					     "has %u entries", k, li[k],
-					     (unsigned)r->count);
+					     "remote index (no remote_idx): the "
+					     "remote list has %u entries", k,
+					     li[k], (unsigned)r->count);
 				goto out;
 			}
 	uint32_t n = nl >= 0 ? (uint32_t)nl
@@ -629,7 +511,7 @@ static PyObject *rw_dlist(ContextObject *c, unsigned op, PyObject *args,
 	if (!err) {
 		if (o_notify != Py_None)
 			xfer_sqe_set_notify(sqe, notify);
-		xfer_sqe_set_timeout(sqe, timeout_ms);
+		xfer_sqe_set_timeout(sqe, (uint32_t)timeout_ms);
 	}
 	res = submit_end(c, (uint32_t)idx, err);
 out:

@@ -17,17 +17,21 @@ A thin layer over ``xferd._core``, the C extension that binds libxfer:
 
 Everything that moves bytes returns a Request (wait(), done(), result,
 path, awaitable); errors are XferError (an OSError: .errno, .strerror).
+Offsets, lengths and indices may be arrays of any integer dtype or lists;
+every timeout is in seconds (timeout=; the old timeout_ms= keywords still
+work and warn).
 """
 import asyncio as _asyncio
 import time as _time
 
 from . import _core
-from ._core import (DList, Notification, Region, Remote, Request, Sender,
-                    Stream, XferError, strerror, TOKEN_MAX, STREAM_TOKEN_MAX)
+from ._core import (DList, IndexRangeError, Notification, Region, Remote,
+                    Request, Sender, Stream, XferError, strerror, TOKEN_MAX,
+                    STREAM_TOKEN_MAX)
 
 __all__ = ["Context", "Region", "Remote", "Request", "DList",
-           "Notification", "Sender", "Stream", "XferError", "strerror",
-           "TOKEN_MAX", "STREAM_TOKEN_MAX"]
+           "Notification", "Sender", "Stream", "XferError",
+           "IndexRangeError", "strerror", "TOKEN_MAX", "STREAM_TOKEN_MAX"]
 __version__ = "0.1.0"
 
 

@@ -2,10 +2,10 @@
 /*
  * fuzz_peer_frame.c - bytes from another xferd as an established link
  * receives them: a stream of frames through link_frame_check()
- * (daemon/transport/link.c), which runs the link's own length-prefix
+ * (daemon/transport/link_frame.c), which runs the link's own length-prefix
  * check and PeerMsg unpack (link_frame_prefix, link_frame_unpack, as
  * consume() and dispatch() do) and the state-free checks of data
- * frames' fields (tcp_target_valid, chunk size).
+ * frames' fields (link_target_valid, chunk size).
  *
  * Invariants: a dropped link says why; an accepted frame lies inside
  * what was received and within the protocol's bounds, carries a payload

@@ -117,7 +117,7 @@ build() {
 	# shellcheck disable=SC2086
 	CPPFLAGS="-I$CARRY/include" LDFLAGS="-L$CARRY/lib" \
 		make --no-print-directory -j"$(nproc)" BUILD="$BUILD" \
-		PROTOC=false DEPS_BUILD= DEPS_TEST= DEPS_BENCH= DEPS_RDMA= DEPS_PYTHON= \
+		PROTOC=false DEPS_BUILD= DEPS_TEST= DEPS_BENCH= DEPS_RDMA= DEPS_PYTHON= DEPS_NIXL= \
 		EXTRA_DEPS= XFERCTL_CFLAGS="-I$CARRY/include/libsmartcols" \
 		XFERCTL_LIBS="-lsmartcols -l:libjson-c.a" \
 		ETCD_CFLAGS= ETCD_LIBS="-l:libjson-c.a -levent_openssl -lssl -lcrypto" \

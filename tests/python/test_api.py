@@ -181,8 +181,12 @@ def test_bad_vectors_move_nothing(ctx, ctx2):
         ctx.write_vec(src, np.array([-8], np.int64), remote, [0], 8)
     with pytest.raises(TypeError):
         ctx.write_vec(src, offs.astype(np.float64), remote, offs, 8)
+    with pytest.raises(TypeError):                # any integer dtype, no other
+        ctx.write_vec(src, offs.astype(np.float32), remote, offs, 8)
     with pytest.raises(TypeError):
-        ctx.write_vec(src, offs.astype(np.int32), remote, offs, 8)
+        ctx.write_vec(src, offs.astype(bool), remote, offs, 8)
+    with pytest.raises(ValueError):
+        ctx.write_vec(src, np.array([0, -8], np.int32), remote, [0, 8], 8)
     with pytest.raises(ValueError):
         ctx.write_vec(src, [], remote, [], 8)
     assert not dst.numpy().any()

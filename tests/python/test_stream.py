@@ -24,14 +24,14 @@ import xferd
 sock, name, count, slot, stall = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 ctx = xferd.Context(sock)
 src = ctx.alloc_host(slot)
-s = xferd.Stream.connect(ctx, ctx.lookup(name), timeout_ms=30000)
+s = xferd.Stream.connect(ctx, ctx.lookup(name), timeout=30)
 for i in range(count):
     if i == stall:
         print("stalled", flush=True)
         sys.stdin.read()
     n = (i * 7919) % (slot + 1)
     src.numpy()[:n] = np.random.default_rng(i).integers(0, 256, n, dtype=np.uint8)
-    s.send(src, n, timeout_ms=30000)
+    s.send(src, n, timeout=30)
 s.close()
 """
 
@@ -59,7 +59,7 @@ def test_stream_every_byte(daemon, ctx):
     region, s = consumer(ctx, name, offset=4096)
     p = producer(daemon, name, COUNT)
     try:
-        s.accept(timeout_ms=30000)
+        s.accept(timeout=30)
         # The producer, as xferd names it: another client of this node.
         me = ctx.identity
         assert isinstance(s.peer, xferd.Sender)
@@ -68,7 +68,7 @@ def test_stream_every_byte(daemon, ctx):
         view = region.numpy()
         held = []
         for i in range(COUNT):
-            slot, off, n = s.recv(timeout_ms=30000)
+            slot, off, n = s.recv(timeout=30)
             assert slot == i % NSLOTS and off == 4096 + slot * SLOT
             assert n == (i * 7919) % (SLOT + 1)
             want = np.random.default_rng(i).integers(0, 256, n, dtype=np.uint8)
@@ -80,7 +80,7 @@ def test_stream_every_byte(daemon, ctx):
                 held = []
         for h in held:
             s.release(h)
-        assert s.recv(timeout_ms=30000) is None      # the producer closed
+        assert s.recv(timeout=30) is None      # the producer closed
         assert p.wait(30) == 0
         assert s.dropped == 0
     finally:
@@ -96,20 +96,20 @@ def test_stream_flow_control_and_tokens(daemon, ctx, ctx2):
     region, s = consumer(ctx, f"py-flow-{os.getpid()}")
     # A producer in this process, on a context of its own.
     with pytest.raises(xferd.XferError) as e:
-        xferd.Stream.connect(ctx2, b"not a stream token", timeout_ms=0)
+        xferd.Stream.connect(ctx2, b"not a stream token", timeout=0)
     assert e.value.errno == errno.EINVAL
     bad = bytearray(s.token())
     bad[4] ^= 1
     with pytest.raises(xferd.XferError) as e:
-        xferd.Stream.connect(ctx2, bytes(bad), timeout_ms=0)
+        xferd.Stream.connect(ctx2, bytes(bad), timeout=0)
     assert e.value.errno == errno.EPROTONOSUPPORT
     with pytest.raises(xferd.XferError) as e:
-        s.accept(timeout_ms=0)
+        s.accept(timeout=0)
     assert e.value.errno == errno.EAGAIN
     # connect waits for accept: accept in the same thread is impossible,
     # so the HELLO waits in the consumer's CQ while connect times out...
     with pytest.raises(xferd.XferError) as e:
-        xferd.Stream.connect(ctx2, s.token(), timeout_ms=100)
+        xferd.Stream.connect(ctx2, s.token(), timeout=0.1)
     assert e.value.errno == errno.ETIME
     s.close()
 
@@ -119,15 +119,15 @@ def test_stream_producer_killed(daemon, ctx):
     region, s = consumer(ctx, name)
     p = producer(daemon, name, COUNT, stall=2)
     try:
-        s.accept(timeout_ms=30000)
+        s.accept(timeout=30)
         assert p.stdout.readline().strip() == "stalled"
         p.send_signal(signal.SIGKILL)
         p.wait(10)
         for i in range(2):       # what landed before
-            slot, off, n = s.recv(timeout_ms=30000)
+            slot, off, n = s.recv(timeout=30)
             s.release(slot)
         with pytest.raises(xferd.XferError) as e:
-            s.recv(timeout_ms=60000)
+            s.recv(timeout=60)
         assert e.value.errno == errno.ECONNRESET
     finally:
         p.kill()
