@@ -467,8 +467,8 @@ nixl-check-build:
 	$(Q)$(MAKE) --no-print-directory nixl-plugin nixlbench || \
 		echo "NIXL plugin not built: the NIXL tests will fail"
 
-# NIXL's nixlbench with XFERD in its backend list
-# (tests/nixl/nixlbench-xferd.patch), built once per machine beside
+# NIXL's nixlbench with XFERD in its backend list and its ASIO runtime
+# fixed (tests/nixl/nixlbench-*.patch), built once per machine beside
 # NIXL's cache by scripts/nixlbench-build.sh, which prints its path.
 nixlbench:
 	$(Q)scripts/nixlbench-build.sh >/dev/null

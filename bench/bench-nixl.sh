@@ -70,23 +70,34 @@ in_ns() {
 	if [ -n "$ns" ]; then ip netns exec "$ns" "$@"; else "$@"; fi
 }
 
+# spawn NS CMD...: CMD in namespace NS in the background, $! its own pid
+# (ip netns exec execs CMD), not a subshell's: killing a subshell would
+# leave CMD running, and waiting for it would not wait for CMD.
+spawn() {
+	local ns=$1
+	shift
+	if [ -n "$ns" ]; then ip netns exec "$ns" "$@" & else "$@" & fi
+}
+
 # xferd_start TAG NS [OPT...]: an xferd on $TMP/TAG.sock.
 xferd_start() {
 	local tag=$1 ns=$2
 	shift 2
 	rm -f "$TMP/$tag.sock"
-	in_ns "$ns" "$BUILD/xferd" -s "$TMP/$tag.sock" -o socket_group=none -l warn \
-		"$@" >>"$OUT/raw/xferd-$tag.log" 2>&1 &
+	spawn "$ns" "$BUILD/xferd" -s "$TMP/$tag.sock" -o socket_group=none -l warn \
+		"$@" >>"$OUT/raw/xferd-$tag.log" 2>&1
 	PIDS+=($!)
 	for _ in $(seq 200); do [ -S "$TMP/$tag.sock" ] && return 0; sleep 0.05; done
 	log "xferd $tag did not start (see $OUT/raw/xferd-$tag.log)"
 	exit 1
 }
 
+# Every xferd started, stopped and waited for by its pid: the next pass
+# binds the same addresses (10.0.9.1:7474 in namespace a).
 stop_all() {
 	local p
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	wait 2>/dev/null
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
 	PIDS=()
 }
 
@@ -102,10 +113,10 @@ nixlbench_pair() {
 		--num_iter="$ITERS" --warmup_iter=$((ITERS / 10))
 		--total_buffer_size=$((4 * MAX)))
 	note_command "nixlbench ${args[*]}"
-	in_ns "$nsi" env XFERD_SOCKET="$socki" "$NIXLBENCH" "${args[@]}" >"$log.i" 2>&1 &
+	spawn "$nsi" env XFERD_SOCKET="$socki" "$NIXLBENCH" "${args[@]}" >"$log.i" 2>&1
 	local pi=$!
 	for _ in $(seq 100); do grep -q "Waiting for all" "$log.i" && break; sleep 0.05; done
-	in_ns "$nst" env XFERD_SOCKET="$sockt" "$NIXLBENCH" "${args[@]}" >"$log.t" 2>&1 &
+	spawn "$nst" env XFERD_SOCKET="$sockt" "$NIXLBENCH" "${args[@]}" >"$log.t" 2>&1
 	local pt=$!
 	wait "$pi" || warn "pass $pass: nixlbench $where $op initiator failed: $(tail -n 2 "$log.i")"
 	wait "$pt" || warn "pass $pass: nixlbench $where $op target failed: $(tail -n 2 "$log.t")"

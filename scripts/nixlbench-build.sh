@@ -2,15 +2,16 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # nixlbench-build.sh - NIXL's benchmark, nixlbench, with the XFERD backend
-# in its list (tests/nixl/nixlbench-xferd.patch, applied to the unpacked
-# copy), built once per machine against the NIXL that nixl-build.sh
-# builds.  Prints the nixlbench binary on its last line of stdout; its log
+# in its list (tests/nixl/nixlbench-xferd.patch) and its ASIO runtime's
+# finishing barrier fixed (tests/nixl/nixlbench-asio-finish.patch), the
+# patches applied in that order to the unpacked copy, built once per
+# machine against the NIXL that nixl-build.sh builds.  Prints the nixlbench binary on its last line of stdout; its log
 # goes to stderr.
 #
 # nixlbench is its own meson project (benchmark/nixlbench of NIXL's
 # tarball) that links the installed NIXL; it is built beside NIXL's tree
 # in $XFERD_NIXL_CACHE (default /var/cache/xferd-ci)/nixlbench-KEY/, KEY
-# the first 16 hex digits of the sha256 of the tarballs' and the patch's
+# the first 16 hex digits of the sha256 of the tarballs' and the patches'
 # sha256s, so a changed patch builds a new tree:
 #
 #   src/        benchmark/nixlbench, patched, with the asio and
@@ -23,7 +24,7 @@
 # (nixl-build.sh says which).  One flock per key.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-PATCH=$ROOT/tests/nixl/nixlbench-xferd.patch
+PATCHES=("$ROOT/tests/nixl/nixlbench-xferd.patch" "$ROOT/tests/nixl/nixlbench-asio-finish.patch")
 CACHE=${XFERD_NIXL_CACHE:-/var/cache/xferd-ci}
 JOBS=${XFERD_NIXL_JOBS:-2}
 
@@ -32,7 +33,7 @@ log() { echo "nixlbench-build: $*" >&2; }
 NIXL_DIR=$("$ROOT/scripts/nixl-build.sh" | tail -n 1) || exit 1
 # The tarballs nixl-build.sh built from.
 { read -r CORE; read -r SUBS; } < <("$ROOT/scripts/nixl-build.sh" --tarballs)
-KEY=$(sha256sum "$CORE" "$SUBS" "$PATCH" | awk '{print $1}' | sha256sum | cut -c1-16)
+KEY=$(sha256sum "$CORE" "$SUBS" "${PATCHES[@]}" | awk '{print $1}' | sha256sum | cut -c1-16)
 DIR=$CACHE/nixlbench-$KEY
 BIN=$DIR/build/nixlbench
 exec 9>"$CACHE/nixlbench-$KEY.lock"
@@ -51,8 +52,10 @@ tar xzf "$CORE" -C "$DIR/unpack" nixl/benchmark/nixlbench
 mv "$DIR/unpack/nixl/benchmark/nixlbench" "$DIR/src"
 rm -rf "$DIR/unpack"
 tar xzf "$SUBS" -C "$DIR/src/subprojects" asio-1.30.2 tomlplusplus-3.4.0
-patch -s -p1 -d "$DIR/src" <"$PATCH" >&2 ||
-	{ log "the patch does not apply to $CORE"; exit 1; }
+for p in "${PATCHES[@]}"; do
+	patch -s -p1 -d "$DIR/src" <"$p" >&2 ||
+		{ log "$p does not apply to $CORE"; exit 1; }
+done
 
 # As nixl-build.sh: Debian's tools, no CUDA, no LIBRARY_PATH.
 nocuda=$DIR/no-cuda
