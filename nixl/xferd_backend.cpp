@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <sched.h>
 
 namespace xferd_nixl {
@@ -23,6 +24,22 @@ constexpr size_t BATCH_MAX = 256;
 constexpr size_t SEEN_MAX = 4096;
 /* How long postXfer waits for SQ or index room before giving up. */
 constexpr int SQ_WAIT_LOOPS = 100000;
+/* A caller polling one thing with gaps under POLL_GAP_NS is in a poll
+ * loop; after SPIN_NS of it (xfer_wait_cqe's default spin) a poll sleeps
+ * until the next CQE, WAIT_MS at most.  On a few shared cores a status
+ * loop in NIXL (and the peer's notification loop) took the core that
+ * xferd's copy needed. */
+constexpr uint64_t SPIN_NS = 20000;
+constexpr uint64_t POLL_GAP_NS = 50000;
+constexpr int WAIT_MS = 1;
+
+uint64_t now_ns()
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 const char CONN_MAGIC[] = "xferd1:";
 /* The published names of agents (agent_pub_name). */
@@ -143,6 +160,8 @@ XferdEngine::XferdEngine(const nixlBackendInitParams *init_params)
 		initErr = true;
 		return;
 	}
+	/* waitLocked sleeps at once: its caller has spun already. */
+	xfer_set_wait_spin(ctx, 0);
 	xfer_ctx_identity(ctx, &me);
 	identity = sender_key(me);
 	senders[identity] = localAgent;
@@ -593,6 +612,29 @@ void XferdEngine::drainLocked() const
 	}
 }
 
+/* Whether the caller has been polling `what` in a loop for SPIN_NS. */
+bool XferdEngine::spinningLocked(const void *what) const
+{
+	uint64_t now = now_ns();
+
+	if (what != polling.what || now - polling.last_ns > POLL_GAP_NS) {
+		polling.what = what;
+		polling.since_ns = now;
+	}
+	polling.last_ns = now;
+	return now - polling.since_ns >= SPIN_NS;
+}
+
+/* Sleep until a CQE of the context is there (drainLocked takes it), or
+ * WAIT_MS.  -ETIME and -ENOTCONN alike: the caller's drain and status
+ * say what there is. */
+void XferdEngine::waitLocked() const
+{
+	struct xfer_cqe *cqe;
+
+	(void)xfer_wait_cqe(ctx, &cqe, WAIT_MS);
+}
+
 nixl_status_t XferdEngine::postXfer(const nixl_xfer_op_t &operation,
 				    const nixl_meta_dlist_t &,
 				    const nixl_meta_dlist_t &,
@@ -628,6 +670,7 @@ nixl_status_t XferdEngine::postXfer(const nixl_xfer_op_t &operation,
 	req->path = XFER_PATH_NONE;
 	req->posted = true;
 	inflight[req->id] = req;
+	polling.what = nullptr; /* its checks begin a loop of their own */
 	st = submitLocked(req);
 	if (st != NIXL_SUCCESS && !req->outstanding) {
 		inflight.erase(req->id);
@@ -649,6 +692,10 @@ nixl_status_t XferdEngine::checkXfer(nixlBackendReqH *handle) const
 	if (!req || !req->posted)
 		return NIXL_ERR_INVALID_PARAM;
 	drainLocked();
+	if (req->outstanding && spinningLocked(req)) {
+		waitLocked();
+		drainLocked();
+	}
 	if (req->outstanding)
 		return NIXL_IN_PROG;
 	return req->error ? status_of(req->error) : NIXL_SUCCESS;
@@ -675,6 +722,12 @@ nixl_status_t XferdEngine::getNotifs(notif_list_t &notif_list)
 	std::lock_guard<std::mutex> g(ring_lock);
 
 	drainLocked();
+	if (notifs.empty() && spinningLocked(&notifs)) {
+		waitLocked();
+		drainLocked();
+	}
+	if (!notifs.empty())
+		polling.what = nullptr; /* the next empty poll spins again */
 	for (auto &n : notifs)
 		notif_list.push_back(std::move(n));
 	notifs.clear();
