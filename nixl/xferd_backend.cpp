@@ -25,13 +25,17 @@ constexpr size_t SEEN_MAX = 4096;
 /* How long postXfer waits for SQ or index room before giving up. */
 constexpr int SQ_WAIT_LOOPS = 100000;
 /* A caller polling one thing with gaps under POLL_GAP_NS is in a poll
- * loop; after SPIN_NS of it (xfer_wait_cqe's default spin) a poll sleeps
- * until the next CQE, WAIT_MS at most.  On a few shared cores a status
- * loop in NIXL (and the peer's notification loop) took the core that
- * xferd's copy needed. */
+ * loop; after SPIN_NS of it (xfer_wait_cqe's default spin) checkXfer
+ * sleeps until the next CQE, WAIT_MS at most, and getNotifs naps NAP_NS
+ * (timer slack adds about 50 us) without asking xferd for a wake-up.  On
+ * a few shared cores a status loop in NIXL and the peer's notification
+ * loop took the core that xferd's copy needed; a notification loop woken
+ * by every notification cost xferd an eventfd write and the peer a
+ * wake-up per transfer, where a nap picks up all that came meanwhile. */
 constexpr uint64_t SPIN_NS = 20000;
 constexpr uint64_t POLL_GAP_NS = 50000;
 constexpr int WAIT_MS = 1;
+constexpr long NAP_NS = 50000;
 
 uint64_t now_ns()
 {
@@ -633,6 +637,8 @@ void XferdEngine::waitLocked() const
 	struct xfer_cqe *cqe;
 
 	(void)xfer_wait_cqe(ctx, &cqe, WAIT_MS);
+	/* The caller's next poll continues the loop, not a new one. */
+	polling.last_ns = now_ns();
 }
 
 nixl_status_t XferdEngine::postXfer(const nixl_xfer_op_t &operation,
@@ -719,15 +725,19 @@ nixl_status_t XferdEngine::releaseReqH(nixlBackendReqH *handle) const
 
 nixl_status_t XferdEngine::getNotifs(notif_list_t &notif_list)
 {
-	std::lock_guard<std::mutex> g(ring_lock);
+	std::unique_lock<std::mutex> g(ring_lock);
 
 	drainLocked();
 	if (notifs.empty() && spinningLocked(&notifs)) {
-		waitLocked();
+		/* The nap touches no context: other threads go on. */
+		struct timespec nap = { 0, NAP_NS };
+
+		g.unlock();
+		nanosleep(&nap, nullptr);
+		g.lock();
+		polling.last_ns = now_ns();
 		drainLocked();
 	}
-	if (!notifs.empty())
-		polling.what = nullptr; /* the next empty poll spins again */
 	for (auto &n : notifs)
 		notif_list.push_back(std::move(n));
 	notifs.clear();

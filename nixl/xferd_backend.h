@@ -22,11 +22,11 @@
  *
  * Polling: a caller that spins on checkXfer of one request or on
  * getNotifs (nixlbench does both) is let spin for SPIN_NS, as
- * xfer_wait_cqe spins, then that call sleeps until the next CQE of the
- * context, WAIT_MS at most, under ring_lock: its core goes to xferd and
- * the peer instead of NIXL's status calls.  A call that is not part of
- * such a loop (polls of different requests, polls far apart) never
- * sleeps.
+ * xfer_wait_cqe spins; then checkXfer sleeps until the next CQE of the
+ * context, WAIT_MS at most, under ring_lock, and getNotifs naps NAP_NS
+ * without it: its core goes to xferd and the peer instead of NIXL's
+ * status calls.  A call that is not part of such a loop (polls of
+ * different requests, polls far apart) never sleeps.
  */
 #ifndef XFERD_NIXL_BACKEND_H
 #define XFERD_NIXL_BACKEND_H

@@ -34,6 +34,9 @@ NIXL_DIR=$("$ROOT/scripts/nixl-build.sh" | tail -n 1) || exit 1
 # The tarballs nixl-build.sh built from.
 { read -r CORE; read -r SUBS; } < <("$ROOT/scripts/nixl-build.sh" --tarballs)
 KEY=$(sha256sum "$CORE" "$SUBS" "${PATCHES[@]}" | awk '{print $1}' | sha256sum | cut -c1-16)
+# Against a NIXL of another buildtype (nixl-build.sh): a tree of its own.
+BUILDTYPE=${XFERD_NIXL_BUILDTYPE:-debug}
+[ "$BUILDTYPE" = debug ] || KEY=$KEY-$BUILDTYPE
 DIR=$CACHE/nixlbench-$KEY
 BIN=$DIR/build/nixlbench
 exec 9>"$CACHE/nixlbench-$KEY.lock"
