@@ -15,7 +15,9 @@
 # tree of their own; the tests use a debug one, whose status calls cost
 # more than the plugin's).
 #
-# Passes interleave both benchmarks.  The report goes into the day's file
+# Passes interleave both benchmarks size by size (each size's pair of
+# measurements a few seconds apart: the load of a shared machine changes
+# by the minute).  The report goes into the day's file
 # under bench/results/ (section "NIXL's XFERD backend") and its table
 # into BENCHMARKS.md between the markers "bench-nixl.sh"
 # (bench/bench-lib.sh); NO_REPORT=1 writes neither.  Raw output in
@@ -64,8 +66,6 @@ export LD_LIBRARY_PATH=$NIXL_DIR/prefix/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:
 
 bytes() { numfmt --from=iec "$1"; }
 label() { case $1 in *K) echo "${1%K}KiB" ;; *M) echo "${1%M}MiB" ;; *) echo "${1}B" ;; esac; }
-MIN=$(for s in $SIZES; do bytes "$s"; done | sort -n | head -1)
-MAX=$(for s in $SIZES; do bytes "$s"; done | sort -n | tail -1)
 
 # in_ns NS CMD...: CMD in namespace NS ("" for this one).
 in_ns() {
@@ -105,25 +105,26 @@ stop_all() {
 	PIDS=()
 }
 
-# nixlbench_pair PASS WHERE OP NS_I SOCK_I NS_T SOCK_T ADDR: the initiator
-# (which binds ADDR, rank 0) then the target; the initiator's table as
-# RES lines.
+# nixlbench_pair PASS WHERE OP SIZE NS_I SOCK_I NS_T SOCK_T ADDR: the
+# initiator (which binds ADDR, rank 0) then the target, one size; the
+# initiator's table as RES lines.
 nixlbench_pair() {
-	local pass=$1 where=$2 op=$3 nsi=$4 socki=$5 nst=$6 sockt=$7 addr=$8
-	local port=$((20000 + RANDOM % 30000)) log=$OUT/raw/nixlbench-$where-$op.pass$pass
+	local pass=$1 where=$2 op=$3 size=$4 nsi=$5 socki=$6 nst=$7 sockt=$8 addr=$9
+	local b port=$((20000 + RANDOM % 30000)) log=$OUT/raw/nixlbench-$where-$op-$size.pass$pass
+	b=$(bytes "$size")
 	local args=(--runtime_type=ASIO --asio_address="$addr" --asio_port="$port"
 		--backend=XFERD --initiator_seg_type=DRAM --target_seg_type=DRAM
-		--op_type="$op" --start_block_size="$MIN" --max_block_size="$MAX"
+		--op_type="$op" --start_block_size="$b" --max_block_size="$b"
 		--num_iter="$ITERS" --warmup_iter=$((ITERS / 10))
-		--total_buffer_size=$((4 * MAX)))
+		--total_buffer_size=$((4 * b)))
 	note_command "nixlbench ${args[*]}"
 	spawn "$nsi" env XFERD_SOCKET="$socki" "$NIXLBENCH" "${args[@]}" >"$log.i" 2>&1
 	local pi=$!
 	for _ in $(seq 100); do grep -q "Waiting for all" "$log.i" && break; sleep 0.05; done
 	spawn "$nst" env XFERD_SOCKET="$sockt" "$NIXLBENCH" "${args[@]}" >"$log.t" 2>&1
 	local pt=$!
-	wait "$pi" || warn "pass $pass: nixlbench $where $op initiator failed: $(tail -n 2 "$log.i")"
-	wait "$pt" || warn "pass $pass: nixlbench $where $op target failed: $(tail -n 2 "$log.t")"
+	wait "$pi" || warn "pass $pass: nixlbench $where $op $size initiator failed: $(tail -n 2 "$log.i")"
+	wait "$pt" || warn "pass $pass: nixlbench $where $op $size target failed: $(tail -n 2 "$log.t")"
 	awk -v w="$where" -v o="$(echo "$op" | tr A-Z a-z)" '
 		$1 ~ /^[0-9]+$/ && $2 == 1 && NF >= 10 {
 			s = $1; l = s >= 1048576 ? s / 1048576 "MiB" : s >= 1024 ? s / 1024 "KiB" : s "B"
@@ -132,19 +133,19 @@ nixlbench_pair() {
 		"$log.i" >>"$OUT/raw/pass$pass.res"
 }
 
-# xferbench_run PASS WHERE OP NS XFERBENCH-ARGS...
+# xferbench_run PASS WHERE OP SIZE NS XFERBENCH-ARGS...
 xferbench_run() {
-	local pass=$1 where=$2 op=$3 ns=$4 csv
-	shift 4
-	csv=$(echo "$SIZES" | tr ' ' ',')
+	local pass=$1 where=$2 op=$3 size=$4 ns=$5
+	shift 5
+	local raw=$OUT/raw/xferbench-$where-$op-$size.pass$pass
 	local args=("$@" bw --kind malloc --op "$(echo "$op" | tr A-Z a-z)" --window 1
-		--sizes "$csv" --time-ms "$TIME_MS" --reps "$REPS")
+		--sizes "$size" --time-ms "$TIME_MS" --reps "$REPS")
 	note_command "xferbench ${args[*]}"
-	in_ns "$ns" "$BUILD/xferbench" "${args[@]}" >"$OUT/raw/xferbench-$where-$op.pass$pass" 2>&1 ||
-		warn "pass $pass: xferbench $where $op failed"
+	in_ns "$ns" "$BUILD/xferbench" "${args[@]}" >"$raw" 2>&1 ||
+		warn "pass $pass: xferbench $where $op $size failed"
 	awk -v w="$where" -v o="$(echo "$op" | tr A-Z a-z)" '
 		/^RES xferbench_bw .* bw_median / { printf "RES xferbench %s_%s %s bw %s GB/s\n", w, o, $4, $6 }' \
-		"$OUT/raw/xferbench-$where-$op.pass$pass" >>"$OUT/raw/pass$pass.res"
+		"$raw" >>"$OUT/raw/pass$pass.res"
 }
 
 TWO_NODES=1
@@ -162,16 +163,20 @@ for (( pass = 1; pass <= PASSES; pass++ )); do
 	probe "pass$pass"
 	xferd_start one "" -o listen=off
 	for op in $OPS; do
-		nixlbench_pair "$pass" local "$op" "" "$TMP/one.sock" "" "$TMP/one.sock" 127.0.0.1
-		xferbench_run "$pass" local "$op" "" --socket "$TMP/one.sock"
+		for s in $SIZES; do
+			nixlbench_pair "$pass" local "$op" "$s" "" "$TMP/one.sock" "" "$TMP/one.sock" 127.0.0.1
+			xferbench_run "$pass" local "$op" "$s" "" --socket "$TMP/one.sock"
+		done
 	done
 	stop_all
 	[ "$TWO_NODES" = 1 ] || continue
 	xferd_start a "$NS_A" -o listen=10.0.9.1:7474 -o node_name=a -o peer=10.0.9.2:7474
 	xferd_start b "$NS_B" -o listen=10.0.9.2:7474 -o node_name=b -o peer=10.0.9.1:7474
 	for op in $OPS; do
-		nixlbench_pair "$pass" netns "$op" "$NS_A" "$TMP/a.sock" "$NS_B" "$TMP/b.sock" 10.0.9.1
-		xferbench_run "$pass" netns "$op" "$NS_A" --socket "$TMP/a.sock" --target-socket "$TMP/b.sock"
+		for s in $SIZES; do
+			nixlbench_pair "$pass" netns "$op" "$s" "$NS_A" "$TMP/a.sock" "$NS_B" "$TMP/b.sock" 10.0.9.1
+			xferbench_run "$pass" netns "$op" "$s" "$NS_A" --socket "$TMP/a.sock" --target-socket "$TMP/b.sock"
+		done
 	done
 	stop_all
 done
