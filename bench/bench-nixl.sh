@@ -220,7 +220,7 @@ CMD="PASSES=$PASSES bench/bench-nixl.sh"
 	echo "request of one descriptor at a time, each with a notification, beside xferbench"
 	echo "\`bw --kind malloc --window 1\` (libxfer direct, one transfer in flight) on the same"
 	echo "xferd(s). One node: CMA; two nodes: network namespaces, TCP over veth. Load while"
-	echo "idle (busy %, load average) per pass: $(awk '$4 == "busy_pct" { printf "%s%s%%", n++ ? ", " : "", $5 } $4 == "loadavg1" { printf " (%s)", $5 }' "$OUT/raw/probe.res")."
+	echo "idle (busy %, load average) per pass: $(awk '$5 == "busy_pct" { printf "%s%s%%", n++ ? ", " : "", $6 } $5 == "loadavg1" { printf " (%s)", $6 }' "$OUT/raw/probe.res")."
 	echo
 	echo "### Results"
 	echo
