@@ -35,7 +35,7 @@ bg_wait_line target "listening on" 30
 agent_on a initiator
 bg_wait initiator 90 || fail "initiator failed: $(tail -n 20 "$TMP/bg-initiator.out")"
 bg_wait target 30 || fail "target failed: $(tail -n 20 "$TMP/bg-target.out")"
-bg_has target "notification \[b'w1'\] from initiator, 3 blocks checked" ||
+bg_has target "notification \[b'cmpl-5b1e7c1d2f0a4b8c9d3e6f7a8b9c0d1e-0:kv-send-w1'\] from initiator, 3 blocks checked" ||
 	fail "target: $(tail -n 5 "$TMP/bg-target.out")"
 bg_has initiator "READ unprepped: checked" ||
 	fail "initiator: $(tail -n 5 "$TMP/bg-initiator.out")"
