@@ -193,7 +193,7 @@ XFER_EXPORT const void *xfer_cqe_message(const struct xfer_ctx *ctx,
 	if (len)
 		*len = 0;
 	if (!ctx || !cqe || !len || notify_slot(ctx, cqe, &slot) ||
-	    !ctx->ring.cq_msgs)
+	    !ctx->ring.cq_msgs || !(cqe->flags & XFER_CQE_F_MSG))
 		return NULL;
 	/* Read like the sender record: (C), (D).  The length is xferd's
 	 * (bounded when it wrote it); bounded again, the ring is shared. */
@@ -216,7 +216,8 @@ XFER_EXPORT int xfer_cqe_sender_name(const struct xfer_ctx *ctx,
 	if (!ctx->ring.cq_msgs)
 		return -EOPNOTSUPP;
 	const struct xfer_cqe_message *rec = ring_cq_msg_at(&ctx->ring, slot);
-	size_t n = rec->name_len;
+	/* No record written for this one: no name. */
+	size_t n = cqe->flags & XFER_CQE_F_MSG ? rec->name_len : 0;
 	if (n > XFER_SENDER_NAME_MAX)
 		n = XFER_SENDER_NAME_MAX;
 	if (size) {

@@ -175,6 +175,11 @@ enum {
 	 * message and the sender's name: the CQ message area (struct
 	 * xfer_cqe_message). */
 	XFER_CQE_F_NOTIFY = 1u << 0,
+	/* With XFER_CQE_F_NOTIFY: the CQ message record of this slot holds
+	 * the notification's message or its sender's name (or both).
+	 * Without it there is neither, and xferd left the record as it was:
+	 * a notification with nothing to say touches no message page. */
+	XFER_CQE_F_MSG = 1u << 1,
 };
 
 /* Completion queue entry, written by xferd, read by the client. */

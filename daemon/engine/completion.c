@@ -47,8 +47,16 @@ static void write_notify_cqe(struct prog_client *pc,
 
 	if (rec)
 		*rec = *from;
-	if (mrec)
+	/* Only a record that says something is written (and flagged): a
+	 * flood of plain notifications leaves the message area's pages
+	 * untouched, as much memory as before it existed. */
+	if (mrec && !notify_msg_empty(msg)) {
+		struct xfer_cqe flagged = *cqe;
 		notify_msg_to_record(msg, mrec);
+		flagged.flags |= XFER_CQE_F_MSG;
+		exec_write_cqe(pc, &flagged);
+		return;
+	}
 	exec_write_cqe(pc, cqe);
 }
 
