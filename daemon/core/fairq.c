@@ -26,6 +26,7 @@ void fairq_activate(struct fairq *q, struct fq_flow *f)
 	if (f->active)
 		return;
 	f->active = true;
+	f->in_turn = false;
 	f->deficit = 0;
 	TAILQ_INSERT_TAIL(&q->active, f, ring);
 }
@@ -49,23 +50,32 @@ struct fq_flow *fairq_next(struct fairq *q,
 
 	TAILQ_FOREACH(f, &q->active, ring)
 		n++;
-	/* Every flow is looked at until one has credit: a flow in debt by
-	 * more than a round's quantum is refilled and passed over as
-	 * often as it takes, so the loop is bounded by the debts, which
-	 * are bounded by one frame each.  Ineligible flows are passed over
-	 * without a refill; n of them in a row since the last refill means
-	 * none is eligible. */
+	/*
+	 * The head flow's turn: it gets weight * quantum at its start
+	 * (in_turn), sends while its deficit is positive, and goes to the
+	 * back when it ran out, carrying what is left (a debt, when its
+	 * last frame was larger).  A flow deep in debt is passed over for
+	 * as many turns as it takes: bounded, since every turn adds a
+	 * quantum and a debt is one frame at most.  Ineligible flows end
+	 * their turn untouched; n of them in a row since the last refill
+	 * means none is eligible.
+	 */
 	while ((f = TAILQ_FIRST(&q->active)) && skipped < n) {
 		if (eligible && !eligible(f, arg)) {
+			f->in_turn = false;
 			TAILQ_REMOVE(&q->active, f, ring);
 			TAILQ_INSERT_TAIL(&q->active, f, ring);
 			skipped++;
 			continue;
 		}
+		if (!f->in_turn) {
+			f->in_turn = true;
+			f->deficit += (int64_t)f->weight * q->quantum;
+			skipped = 0;
+		}
 		if (f->deficit > 0)
 			return f;
-		f->deficit += (int64_t)f->weight * q->quantum;
-		skipped = 0;
+		f->in_turn = false;
 		TAILQ_REMOVE(&q->active, f, ring);
 		TAILQ_INSERT_TAIL(&q->active, f, ring);
 	}
@@ -93,14 +103,19 @@ bool rate_cap_ok(struct rate_cap *c, uint64_t now_ns)
 	if (!c->rate)
 		return true;
 	if (now_ns > c->last_ns) {
-		/* rate * dt / 1e9 without overflow for dt up to ~584 years
-		 * at 1 GB/s: split seconds and the rest. */
-		uint64_t dt = now_ns - c->last_ns;
-		uint64_t add = (dt / 1000000000u) * c->rate +
-			       (dt % 1000000000u) * c->rate / 1000000000u;
+		/* Whole bytes only, and the clock moves by their time alone,
+		 * so that rounding loses nothing however often it is asked. */
+		unsigned __int128 dt = now_ns - c->last_ns;
+		uint64_t add = (uint64_t)(dt * c->rate / 1000000000u);
 		int64_t t = c->tokens + (int64_t)add;
-		c->tokens = t > (int64_t)c->burst ? (int64_t)c->burst : t;
-		c->last_ns = now_ns;
+		if (t >= (int64_t)c->burst) {
+			c->tokens = (int64_t)c->burst;
+			c->last_ns = now_ns;
+		} else {
+			c->tokens = t;
+			c->last_ns += (uint64_t)((unsigned __int128)add *
+						 1000000000u / c->rate);
+		}
 	}
 	return c->tokens > 0;
 }

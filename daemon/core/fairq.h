@@ -6,10 +6,10 @@
  * TCP link's bulk frames: one flow per tenant) uses it and a unit test
  * scripts it (tests/unit/test_fairq.c).
  *
- * A flow is active while its owner has something queued for it.  Each
- * turn fairq_next() names the flow to send from: the head of the
- * active ring while its deficit is positive; a flow whose deficit ran
- * out gets weight * quantum more and goes to the back.  The sender
+ * A flow is active while its owner has something queued for it.
+ * fairq_next() names the flow to send from: the head of the active
+ * ring, which gets weight * quantum bytes at the start of its turn and
+ * keeps the turn while its deficit is positive, then goes to the back.  The sender
  * charges what it sent (fairq_charge), so shares are in bytes,
  * whatever the frames' sizes: over a busy period each active flow gets
  * weight / (sum of active weights) of the bytes, within one frame plus
@@ -30,6 +30,7 @@ struct fq_flow {
 	int64_t deficit;          /* bytes it may still send this round */
 	uint32_t weight;          /* >= 1 */
 	bool active;
+	bool in_turn;             /* its quantum of this turn was given */
 	TAILQ_ENTRY(fq_flow) ring;
 };
 
