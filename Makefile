@@ -184,7 +184,7 @@ endif
 UNIT_SRC   := $(wildcard tests/unit/*.c)
 UNIT_BIN   := $(BUILD)/tests/unit_tests
 
-.PHONY: deb install-python installed nixl-plugin nixl-check-build
+.PHONY: deb install-python installed nixl-plugin nixl-check-build nixlbench
 .PHONY: all deps check unit integration demo bench asan fuzz fuzz-run fuzz-corpus install \
 	clean python soak
 .DEFAULT_GOAL := all
@@ -469,8 +469,14 @@ check: all python $(if $(filter 1,$(SAN)),,nixl-check-build)
 	$(Q)tests/run-tests.sh $(BUILD)
 
 nixl-check-build:
-	$(Q)$(MAKE) --no-print-directory nixl-plugin || \
+	$(Q)$(MAKE) --no-print-directory nixl-plugin nixlbench || \
 		echo "NIXL plugin not built: the NIXL tests will fail"
+
+# NIXL's nixlbench with XFERD in its backend list and its ASIO runtime
+# fixed (tests/nixl/nixlbench-*.patch), built once per machine beside
+# NIXL's cache by scripts/nixlbench-build.sh, which prints its path.
+nixlbench:
+	$(Q)scripts/nixlbench-build.sh >/dev/null
 
 unit: $(UNIT_BIN)
 	$(Q)$(UNIT_BIN)

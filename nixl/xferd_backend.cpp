@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <sched.h>
 
 namespace xferd_nixl {
@@ -23,6 +24,26 @@ constexpr size_t BATCH_MAX = 256;
 constexpr size_t SEEN_MAX = 4096;
 /* How long postXfer waits for SQ or index room before giving up. */
 constexpr int SQ_WAIT_LOOPS = 100000;
+/* A caller polling one thing with gaps under POLL_GAP_NS is in a poll
+ * loop; after SPIN_NS of it (xfer_wait_cqe's default spin) checkXfer
+ * sleeps until the next CQE, WAIT_MS at most, and getNotifs naps NAP_NS
+ * (timer slack adds about 50 us) without asking xferd for a wake-up.  On
+ * a few shared cores a status loop in NIXL and the peer's notification
+ * loop took the core that xferd's copy needed; a notification loop woken
+ * by every notification cost xferd an eventfd write and the peer a
+ * wake-up per transfer, where a nap picks up all that came meanwhile. */
+constexpr uint64_t SPIN_NS = 20000;
+constexpr uint64_t POLL_GAP_NS = 50000;
+constexpr int WAIT_MS = 1;
+constexpr long NAP_NS = 50000;
+
+uint64_t now_ns()
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 const char CONN_MAGIC[] = "xferd1:";
 
@@ -117,6 +138,8 @@ XferdEngine::XferdEngine(const nixlBackendInitParams *init_params)
 		initErr = true;
 		return;
 	}
+	/* waitLocked sleeps at once: its caller has spun already. */
+	xfer_set_wait_spin(ctx, 0);
 	xfer_ctx_identity(ctx, &me);
 	identity = sender_key(me);
 	senders[identity] = localAgent;
@@ -563,6 +586,31 @@ void XferdEngine::drainLocked() const
 	}
 }
 
+/* Whether the caller has been polling `what` in a loop for SPIN_NS. */
+bool XferdEngine::spinningLocked(const void *what) const
+{
+	uint64_t now = now_ns();
+
+	if (what != polling.what || now - polling.last_ns > POLL_GAP_NS) {
+		polling.what = what;
+		polling.since_ns = now;
+	}
+	polling.last_ns = now;
+	return now - polling.since_ns >= SPIN_NS;
+}
+
+/* Sleep until a CQE of the context is there (drainLocked takes it), or
+ * WAIT_MS.  -ETIME and -ENOTCONN alike: the caller's drain and status
+ * say what there is. */
+void XferdEngine::waitLocked() const
+{
+	struct xfer_cqe *cqe;
+
+	(void)xfer_wait_cqe(ctx, &cqe, WAIT_MS);
+	/* The caller's next poll continues the loop, not a new one. */
+	polling.last_ns = now_ns();
+}
+
 nixl_status_t XferdEngine::postXfer(const nixl_xfer_op_t &operation,
 				    const nixl_meta_dlist_t &,
 				    const nixl_meta_dlist_t &,
@@ -598,6 +646,7 @@ nixl_status_t XferdEngine::postXfer(const nixl_xfer_op_t &operation,
 	req->path = XFER_PATH_NONE;
 	req->posted = true;
 	inflight[req->id] = req;
+	polling.what = nullptr; /* its checks begin a loop of their own */
 	st = submitLocked(req);
 	if (st != NIXL_SUCCESS && !req->outstanding) {
 		inflight.erase(req->id);
@@ -619,6 +668,10 @@ nixl_status_t XferdEngine::checkXfer(nixlBackendReqH *handle) const
 	if (!req || !req->posted)
 		return NIXL_ERR_INVALID_PARAM;
 	drainLocked();
+	if (req->outstanding && spinningLocked(req)) {
+		waitLocked();
+		drainLocked();
+	}
 	if (req->outstanding)
 		return NIXL_IN_PROG;
 	return req->error ? status_of(req->error) : NIXL_SUCCESS;
@@ -642,9 +695,19 @@ nixl_status_t XferdEngine::releaseReqH(nixlBackendReqH *handle) const
 
 nixl_status_t XferdEngine::getNotifs(notif_list_t &notif_list)
 {
-	std::lock_guard<std::mutex> g(ring_lock);
+	std::unique_lock<std::mutex> g(ring_lock);
 
 	drainLocked();
+	if (notifs.empty() && spinningLocked(&notifs)) {
+		/* The nap touches no context: other threads go on. */
+		struct timespec nap = { 0, NAP_NS };
+
+		g.unlock();
+		nanosleep(&nap, nullptr);
+		g.lock();
+		polling.last_ns = now_ns();
+		drainLocked();
+	}
 	for (auto &n : notifs)
 		notif_list.push_back(std::move(n));
 	notifs.clear();

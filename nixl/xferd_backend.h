@@ -19,6 +19,14 @@
  * is a leaf: nothing is called with it held that takes another lock of
  * this file.  Round trips (xfer_reg, xfer_import, xfer_dlist_create)
  * block under it, as libxfer requires one thread at a time per context.
+ *
+ * Polling: a caller that spins on checkXfer of one request or on
+ * getNotifs (nixlbench does both) is let spin for SPIN_NS, as
+ * xfer_wait_cqe spins; then checkXfer sleeps until the next CQE of the
+ * context, WAIT_MS at most, under ring_lock, and getNotifs naps NAP_NS
+ * without it: its core goes to xferd and the peer instead of NIXL's
+ * status calls.  A call that is not part of such a loop (polls of
+ * different requests, polls far apart) never sleeps.
  */
 #ifndef XFERD_NIXL_BACKEND_H
 #define XFERD_NIXL_BACKEND_H
@@ -171,12 +179,21 @@ private:
 	mutable uint64_t next_id = 1;
 	mutable std::unordered_map<uint64_t, XferdReq *> inflight;
 	mutable notif_list_t notifs;
-	/* Sender record (node, client) -> agent name, from conn infos. */
-	std::map<std::string, std::string> senders;
+	/* Sender record (node, client) -> agent name, from conn infos or
+	 * the name a sender published (looked up at its first
+	 * notification). */
+	mutable std::map<std::string, std::string> senders;
 	/* Imports of each remote agent, for genNotif. */
 	std::map<std::string, std::set<XferdRemoteMD *>> agent_mds;
 	/* Descriptor sets seen once: the second sight makes xferd lists. */
 	mutable std::set<std::pair<const XferdMD *, range_set>> seen;
+	/* The poll loop a caller may be in: what it polls (a request, or
+	 * &notifs for getNotifs), since when, and its last poll. */
+	struct poll_loop {
+		const void *what = nullptr;
+		uint64_t since_ns = 0, last_ns = 0;
+	};
+	mutable poll_loop polling;
 
 	nixl_status_t resolve(const nixlMetaDesc &d, const XferdMD *&md,
 			      uint64_t &off) const;
@@ -185,6 +202,8 @@ private:
 	nixl_status_t submitLocked(XferdReq *req) const;
 	nixl_status_t sendNotifyLocked(XferdReq *req) const;
 	void drainLocked() const;
+	bool spinningLocked(const void *what) const;
+	void waitLocked() const;
 	void dropListsLocked(XferdMD *md) const;
 	std::string senderName(const struct xfer_cqe_sender &s,
 			       const std::string &named) const;

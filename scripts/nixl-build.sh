@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# nixl-build.sh - NIXL (core, its gtest harness, Python bindings) built
+# nixl-build.sh [--tarballs] - NIXL (core, its gtest harness, Python bindings) built
 # once per machine from the shared tarballs, for the XFERD plugin and its
 # tests.  Prints the cache directory on its last line of stdout; its log
 # goes to stderr.
@@ -23,6 +23,11 @@
 # clone when this is a git worktree of it.  Missing tarballs exit
 # 1.  The Debian packages it needs come from `make deps` (DEPS_NIXL).
 # One flock per key, so concurrent runs build once.
+#
+# XFERD_NIXL_BUILDTYPE: meson's buildtype, default debug (what the tests
+# and the plugin build use); another type is a tree of its own,
+# nixl-KEY-TYPE (bench/bench-nixl.sh measures a release NIXL: a debug
+# one spends more in its own status calls than the plugin does).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # ../shared/nixl beside this clone, or beside the main clone of which
@@ -52,7 +57,14 @@ log() { echo "nixl-build: $*" >&2; }
 for f in "$CORE" "$SUBS"; do
 	[ -f "$f" ] || { log "missing $f (set XFERD_NIXL_SRC)"; exit 1; }
 done
+# --tarballs: the two tarballs' paths, one a line (nixlbench-build.sh).
+if [ "${1:-}" = --tarballs ]; then
+	printf '%s\n' "$CORE" "$SUBS"
+	exit 0
+fi
 KEY=$(sha256sum "$CORE" "$SUBS" | awk '{print $1}' | sha256sum | cut -c1-16)
+BUILDTYPE=${XFERD_NIXL_BUILDTYPE:-debug}
+[ "$BUILDTYPE" = debug ] || KEY=$KEY-$BUILDTYPE
 DIR=$CACHE/nixl-$KEY
 mkdir -p "$CACHE"
 exec 9>"$CACHE/nixl-$KEY.lock"
@@ -83,7 +95,7 @@ mkdir -p "$nocuda"
 	export PATH=/usr/sbin:/usr/bin:/sbin:/bin CUDA_PATH=$nocuda CUDA_HOME=$nocuda
 	cd "$DIR/src/nixl"
 	meson setup "$DIR/build" --wrap-mode=nodownload \
-		--force-fallback-for=tomlplusplus -Dbuildtype=debug \
+		--force-fallback-for=tomlplusplus -Dbuildtype="$BUILDTYPE" \
 		-Dwerror=false --prefix="$DIR/prefix" -Denable_plugins=POSIX \
 		-Dbuild_examples=false
 	ninja -C "$DIR/build" -j"$JOBS" install

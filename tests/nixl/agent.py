@@ -6,9 +6,14 @@ some blocks into the target with a notification and READs others back
 through prepped descriptor lists, and both check every byte.
 
 Run by tests/integration/nixl_agent.sh (NIXL's install on PYTHONPATH,
-NIXL_PLUGIN_DIR at the built plugin, XFERD_SOCKET at an xferd).  Exit 0
-pass, 1 fail."""
+NIXL_PLUGIN_DIR at the built plugin, XFERD_SOCKET at an xferd): both
+processes forked here, a pipe between them.  Two nodes
+(tests/integration/nixl_agent_netns.sh): "agent.py target ADDR:PORT" on
+one, "agent.py initiator ADDR:PORT" on the other, each with its own
+xferd; they talk over TCP as vLLM's side channel does (the target
+listens).  Exit 0 pass, 1 fail."""
 import multiprocessing as mp
+import multiprocessing.connection as mpc
 import sys
 import time
 
@@ -127,7 +132,37 @@ def initiator(conn):
     print("initiator: WRITE of 3 blocks, READ of 2 blocks twice, one READ unprepped: checked")
 
 
+# The side channel's key: keeps stray connections out, not a secret.
+AUTHKEY = b"xferd-nixl-agent"
+
+
+def one_side(role, where):
+    """One process of a two-node run: the target listens at where, the
+    initiator connects to it."""
+    host, port = where.rsplit(":", 1)
+    addr = (host, int(port))
+    if role == "target":
+        with mpc.Listener(addr, authkey=AUTHKEY) as listener:
+            print("target: listening on %s" % where, flush=True)
+            conn = listener.accept()
+            target(conn)
+    else:
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            try:
+                conn = mpc.Client(addr, authkey=AUTHKEY)
+                break
+            except ConnectionRefusedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        initiator(conn)
+    return 0
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] in ("target", "initiator"):
+        return one_side(sys.argv[1], sys.argv[2])
     ctx = mp.get_context("fork")
     a, b = ctx.Pipe()
     procs = [ctx.Process(target=target, args=(a,)),
