@@ -157,7 +157,8 @@ static int take_addresses(struct xfer_ctx *ctx,
 	return 0;
 }
 
-static int handshake(struct xfer_ctx *ctx, const char *sender_name)
+static int handshake(struct xfer_ctx *ctx, const char *sender_name,
+		     unsigned cls)
 {
 	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
 	Xfer__Client__Hello hello = XFER__CLIENT__HELLO__INIT;
@@ -172,6 +173,9 @@ static int handshake(struct xfer_ctx *ctx, const char *sender_name)
 	 * (xfer_sqe_set_message then says -EOPNOTSUPP). */
 	hello.notify_msgs = true;
 	hello.sender_name = (char *)(sender_name ? sender_name : "");
+	/* An xferd that predates classes ignores it: its order is the
+	 * default class's. */
+	hello.traffic_class = cls;
 	m.body_case = XFER__CLIENT__CLIENT_MSG__BODY_HELLO;
 	m.hello = &hello;
 	err = ctx_call_fds(ctx, &m, NULL, 0, &r, fds, &nfds);
@@ -239,11 +243,18 @@ XFER_EXPORT int xfer_open(const char *socket_path, struct xfer_ctx **out)
 XFER_EXPORT int xfer_open_named(const char *socket_path, const char *name,
 				struct xfer_ctx **out)
 {
+	return xfer_open_class(socket_path, name, XFER_CLASS_DEFAULT, out);
+}
+
+XFER_EXPORT int xfer_open_class(const char *socket_path, const char *name,
+				unsigned cls, struct xfer_ctx **out)
+{
 	char path[108];
 	struct xfer_ctx *ctx;
 	int err;
 
-	if (!out || (name && !sender_name_ok(name)))
+	if (!out || (name && !sender_name_ok(name)) ||
+	    cls >= XFER_CLASS__COUNT)
 		return -EINVAL;
 	if (socket_path)
 		snprintf(path, sizeof(path), "%s", socket_path);
@@ -260,7 +271,7 @@ XFER_EXPORT int xfer_open_named(const char *socket_path, const char *name,
 		free(ctx);
 		return err;
 	}
-	err = handshake(ctx, name);
+	err = handshake(ctx, name, cls);
 	if (err) {
 		xfer_close(ctx);
 		return err;

@@ -527,6 +527,10 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 		       "sq_entries must be a power of two within limits");
 		goto out;
 	}
+	if (m->hello->traffic_class >= XFER_CLASS__COUNT) {
+		refuse(d, sock, seq, -EINVAL, "unknown traffic class");
+		goto out;
+	}
 	const char *sname = m->hello->sender_name ? m->hello->sender_name : "";
 	size_t sname_len = strlen(sname);
 	if (!notify_name_ok(sname, sname_len)) {
@@ -551,6 +555,8 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	c->pc.uid = cred->uid;
 	c->pc.name_len = (uint8_t)sname_len;
 	memcpy(c->pc.name, sname, sname_len);
+	c->pc.cls = (uint8_t)m->hello->traffic_class;
+	c->pc.tenant = tenant_match(&d->cfg.tenants, cred->uid, cred->gid);
 	/* Its own doorbells: nothing xferd reads or writes is shared with
 	 * another client, nor with this one (engine/progress.h). */
 	bool doorbells = progress_doorbells(&c->pc, &cq_fd) == 0;

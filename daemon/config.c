@@ -8,6 +8,7 @@
  * from (config_key_value, struct config_sources).  Main thread only
  * (start-up, SIGHUP, xferctl); no locks.
  *
+ * The lines of a file are config_file.c's, tenants config_tenant.c's.
  * Past 800 lines on purpose: the table, the setters it points to, the
  * parser that walks it and the printer of its values are one piece,
  * read together.
@@ -60,6 +61,11 @@ void config_defaults(struct xferd_config *cfg)
 		.connect_timeout_ms = 3000,
 		.op_timeout_ms = 10000,
 		.tcp_chunk = 1u << 20,
+		/* A decode step's KV blocks; a prefill push is far more. */
+		.latency_max_bytes = 1u << 20,
+		/* Half a default chunk in xferd's queue, half in the
+		 * kernel's: one chunk at most ahead of a latency frame. */
+		.link_bulk_queue = 512u << 10,
 		.staging_mb = 64,
 		.rdma = true,
 		.rdma_qps = 2,
@@ -105,6 +111,7 @@ void config_defaults(struct xferd_config *cfg)
 		.notify_queue_max_per_uid = 262144,
 	};
 	meta_config_defaults(&cfg->meta);
+	config_tenants_default(&cfg->tenants);
 }
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -500,6 +507,13 @@ static const struct config_key keys[] = {
 	MS(op_timeout_ms, 1, 86400000,
 	   "default deadline of a remote operation"),
 	COUNT(tcp_chunk, 4096, 4u << 20, "bytes per data frame on a link"),
+	SIZE(latency_max_bytes, NULL, 0, 1ull << 30, "a size up to 1G",
+	     "latency-class descriptors up to this size; larger go as bulk"),
+	COUNT(link_bulk_queue, 16384, 16u << 20,
+	      "bulk bytes queued ahead of a latency frame on a link"),
+	SETG("tenant", config_tenant_line, config_tenant_get,
+	     "NAME weight=N [uid=A,B] [gid=C] [rate=SIZE]",
+	     "a tenant (also a [tenant NAME] section)"),
 	/* Two halves (send, receive) of at least two 4 MiB chunks. */
 	COUNT(staging_mb, 16, 65536,
 	      "MiB of pinned memory for GPU data to and from other nodes"),
@@ -891,97 +905,4 @@ void config_sources_reloaded(const struct xferd_config *before,
 		    before_src->of[i] == CONFIG_FROM_RELOAD)
 			after_src->of[i] = CONFIG_FROM_RELOAD;
 	}
-}
-
-static char *trim(char *s)
-{
-	while (isspace((unsigned char)*s))
-		s++;
-	char *e = s + strlen(s);
-	while (e > s && isspace((unsigned char)e[-1]))
-		*--e = '\0';
-	return s;
-}
-
-static int parse_line_from(struct xferd_config *cfg,
-			   struct config_sources *src,
-			   enum config_source from, const char *line,
-			   char *err, size_t errlen)
-{
-	char buf[512];
-
-	if (strlen(line) >= sizeof(buf))
-		return fail(err, errlen, "line longer than %zu bytes",
-			    sizeof(buf) - 1);
-	strcpy(buf, line);
-	char *hash = strchr(buf, '#');
-	if (hash)
-		*hash = '\0';
-	char *s = trim(buf);
-	if (*s == '\0')
-		return 0;
-	char *eq = strchr(s, '=');
-	if (!eq)
-		return fail(err, errlen, "expected 'key = value', got '%s'", s);
-	*eq = '\0';
-	char *key = trim(s), *value = trim(eq + 1);
-	if (*key == '\0' || *value == '\0')
-		return fail(err, errlen, "empty key or value");
-	return config_set_from(cfg, src, from, key, value, err, errlen);
-}
-
-int config_parse_line(struct xferd_config *cfg, const char *line, char *err,
-		      size_t errlen)
-{
-	return parse_line_from(cfg, NULL, CONFIG_FROM_FILE, line, err, errlen);
-}
-
-int config_load(struct xferd_config *cfg, const char *path, char *err,
-		size_t errlen)
-{
-	return config_load_from(cfg, NULL, path, err, errlen);
-}
-
-int config_load_from(struct xferd_config *cfg, struct config_sources *src,
-		     const char *path, char *err, size_t errlen)
-{
-	FILE *f = fopen(path, "re");
-	struct xferd_config c = *cfg;
-	struct config_sources s = src ? *src : (struct config_sources){ { 0 } };
-	char line[1024], why[256];
-	unsigned lineno = 0;
-	int rc = 0;
-
-	if (!f) {
-		rc = -errno;
-		snprintf(err, errlen, "%s: %s", path, strerror(errno));
-		return rc;
-	}
-	while (fgets(line, sizeof(line), f)) {
-		lineno++;
-		size_t n = strlen(line);
-		if (n == sizeof(line) - 1 && line[n - 1] != '\n') {
-			snprintf(err, errlen, "%s:%u: line too long", path,
-				 lineno);
-			rc = -EINVAL;
-			break;
-		}
-		if (parse_line_from(&c, src ? &s : NULL, CONFIG_FROM_FILE,
-				    line, why, sizeof(why))) {
-			snprintf(err, errlen, "%s:%u: %s", path, lineno, why);
-			rc = -EINVAL;
-			break;
-		}
-	}
-	if (!rc && ferror(f)) {
-		rc = -EIO;
-		snprintf(err, errlen, "%s: read error", path);
-	}
-	fclose(f);
-	if (!rc) {
-		*cfg = c;
-		if (src)
-			*src = s;
-	}
-	return rc;
 }

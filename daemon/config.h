@@ -24,6 +24,19 @@
 #include "nic/hostport.h"
 
 void config_defaults(struct xferd_config *cfg);
+/* The tenants (config_tenant.c): only "default", weight 1. */
+void config_tenants_default(struct tenant_table *tt);
+/* `[tenant NAME]`: the lines that follow set that tenant. */
+int config_tenant_section(struct xferd_config *c, const char *header,
+			  char *err, size_t errlen);
+/* A `key = value` line inside a [tenant] section. */
+int config_tenant_key(struct xferd_config *c, const char *key,
+		      const char *value, char *err, size_t errlen);
+/* The `tenant` key: "NAME weight=N uid=A,B gid=C rate=SIZE". */
+int config_tenant_line(struct xferd_config *c, const char *value, char *err,
+		       size_t errlen);
+/* Every tenant, "; "-separated, as config_tenant_line reads them. */
+void config_tenant_get(const struct xferd_config *c, char *buf, size_t len);
 
 /* Where the value in force of a key came from (`xferctl config`). */
 enum config_source {

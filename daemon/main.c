@@ -241,6 +241,9 @@ static struct transport_cfg net_cfg(const struct xferd *d)
 		.staging_mb = d->cfg.staging_mb,
 		.rdma_qps = d->cfg.rdma_qps,
 		.rdma_stripe = d->cfg.rdma_stripe,
+		.link_bulk_queue = d->cfg.link_bulk_queue,
+		.latency_max_bytes = d->cfg.latency_max_bytes,
+		.tenants = d->cfg.tenants,
 	};
 
 	memcpy(net.self_id, d->instance_id, sizeof(net.self_id));

@@ -56,6 +56,17 @@ int xfer_open(const char *socket_path, struct xfer_ctx **out);
  */
 int xfer_open_named(const char *socket_path, const char *name,
 		    struct xfer_ctx **out);
+/*
+ * xfer_open_named(), and every descriptor of the context whose class
+ * bits are 0 is of class cls (enum xfer_class: XFER_CLASS_LATENCY for a
+ * decode worker's small transfers, XFER_CLASS_BULK for prefill pushes
+ * and offload; XFER_CLASS_DEFAULT: as xfer_open_named).  Per descriptor:
+ * xfer_sqe_set_class().  -EINVAL for an unknown class.  An xferd older
+ * than classes takes the context as a default one.  Blocks for the
+ * handshake, as xfer_open().
+ */
+int xfer_open_class(const char *socket_path, const char *name, unsigned cls,
+		    struct xfer_ctx **out);
 
 /*
  * Close the connection.  xferd cancels whatever was in flight and releases
@@ -420,6 +431,19 @@ int xfer_sqe_set_message(struct xfer_ctx *ctx, struct xfer_sqe *sqe,
 static inline void xfer_sqe_set_timeout(struct xfer_sqe *sqe, uint32_t ms)
 {
 	sqe->timeout_ms = ms;
+}
+
+/*
+ * Schedule sqe as class cls (enum xfer_class; XFER_CLASS_DEFAULT: the
+ * context's default).  A latency descriptor (or batch) past xferd's
+ * latency_max_bytes is moved as bulk.  What classes do: xfer_ring.h,
+ * doc/design.md.  Call after the xfer_prep_* helper (which clears it).
+ */
+static inline void xfer_sqe_set_class(struct xfer_sqe *sqe, unsigned cls)
+{
+	sqe->flags = (uint8_t)((sqe->flags & ~XFER_SQE_F_CLASS_MASK) |
+			       ((cls << XFER_SQE_CLASS_SHIFT) &
+				XFER_SQE_F_CLASS_MASK));
 }
 
 /* Link sqe with the next one into one batch (one CQE for the batch). */

@@ -39,7 +39,8 @@
 /* 3: the message areas (sq_msgs, cq_msgs below), for a client that asks
  * for them; 2: the CQ sender area (cq_senders); 1: none.  A client reads
  * what the offsets say is there, not this number. */
-#define XFER_RING_VERSION 3u
+/* 4: the SQE's class bits (XFER_SQE_F_CLASS_MASK), same layout as 3. */
+#define XFER_RING_VERSION 4u
 /* For programs built against several versions of this header: struct
  * xfer_cqe_sender, xfer_cqe_sender(), xfer_stream_peer() exist. */
 #define XFER_HAVE_CQE_SENDER 1
@@ -47,6 +48,9 @@
  * xfer_cqe_message, xfer_sqe_set_message(), xfer_cqe_message(),
  * xfer_cqe_sender_name(), xfer_open_named(). */
 #define XFER_HAVE_NOTIFY_MSG 1
+/* ... and traffic classes: enum xfer_class, xfer_sqe_set_class(),
+ * xfer_open_class(). */
+#define XFER_HAVE_CLASSES 1
 
 /*
  * The longest message a notification carries, in bytes (any bytes): a
@@ -114,7 +118,38 @@ enum {
 	 * was refused (the owner holds too many unread ones; xfer.h).
 	 */
 	XFER_SQE_F_NOTIFY = 1u << 1,
-	XFER_SQE_F__ALL = (1u << 2) - 1
+	/*
+	 * Bits 2-3: this entry's traffic class (enum xfer_class; ring 4,
+	 * XFER_HAVE_CLASSES): 0 takes the context's default (chosen at
+	 * xfer_open_class(); none: today's first-come order).  An xferd
+	 * older than classes refuses the bits with -EINVAL.
+	 */
+	XFER_SQE_F_CLASS_MASK = 3u << 2,
+	XFER_SQE_F__ALL = (1u << 4) - 1
+};
+#define XFER_SQE_CLASS_SHIFT 2
+
+/*
+ * Traffic classes: how xferd schedules a descriptor against others on
+ * the resources they share (the link to a peer, so far; doc/design.md,
+ * "Classes and tenants").
+ *
+ *  DEFAULT  the context's default; for a context without one, the order
+ *           xferd always had (round-robin between operations).
+ *  LATENCY  small and waited for (a decode step's KV block): its frames
+ *           go ahead of every bulk frame, and while latency traffic runs
+ *           on a link at most one chunk of bulk bytes waits ahead of it.
+ *           Bounded: a descriptor (or batch) past xferd's
+ *           latency_max_bytes (1 MiB) is treated as BULK, and its bytes
+ *           count against its user's share like any others.
+ *  BULK     throughput (prefill pushes, offload): shared between tenants
+ *           by weight (xferd.conf(5), [tenant] sections).
+ */
+enum xfer_class {
+	XFER_CLASS_DEFAULT = 0,
+	XFER_CLASS_LATENCY = 1,
+	XFER_CLASS_BULK = 2,
+	XFER_CLASS__COUNT
 };
 
 /* Which path moved the data of a completion (xfer_cqe.path). */

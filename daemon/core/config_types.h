@@ -15,6 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/traffic_class.h"
+
 #define META_ENDPOINTS_MAX  16    /* etcd endpoints */
 #define META_ENDPOINTS_LEN  1024  /* the comma-separated list, bytes */
 #define META_PREFIX_MAX     128
@@ -143,6 +145,11 @@ struct xferd_config {
 	uint32_t dlist_max_per_uid;      /* prepared lists */
 	uint64_t dlist_max_uid_bytes;    /* xferd's memory for them */
 	uint32_t notify_queue_max_per_uid;
+
+	/* Classes and tenants (core/traffic_class.h). */
+	uint64_t latency_max_bytes;  /* latency descriptors up to this */
+	uint32_t link_bulk_queue;    /* bulk bytes ahead of a latency frame */
+	struct tenant_table tenants;
 };
 
 #endif /* XFERD_CORE_CONFIG_TYPES_H */

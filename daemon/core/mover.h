@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "core/path.h"
+#include "core/traffic_class.h"
 
 #define MOVER_OPS_VERSION 2
 #define LINK_ID_LEN 16            /* an xferd instance id */
@@ -62,6 +63,12 @@ struct transport_cfg {
 	uint32_t staging_mb;      /* pinned staging for GPU memory (tcp.c) */
 	uint32_t rdma_qps;        /* queue pairs per rail pair */
 	uint64_t rdma_stripe;     /* bytes per RDMA work request, at most */
+	/* Classes and tenants (core/traffic_class.h): bulk bytes that may
+	 * wait ahead of a latency frame on a link, and the tenants'
+	 * weights and caps. */
+	uint32_t link_bulk_queue;
+	uint64_t latency_max_bytes;
+	struct tenant_table tenants;
 };
 
 /* A peer whose link came up: what the main thread knows of it. */

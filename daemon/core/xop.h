@@ -47,6 +47,14 @@ struct xop {
 	uint64_t sender_client;
 	uint32_t sender_uid;
 	uint16_t path;            /* XFER_PATH_* that moved the data */
+	/* How the movers' queues schedule it (core/traffic_class.h): its
+	 * class (enum xfer_class, the context's default applied, latency
+	 * past latency_max_bytes made bulk) and its client's tenant.  A
+	 * mover that does not schedule ignores them. */
+	uint8_t cls;
+	uint8_t tenant;
+	bool class_counted;       /* in the executor's class counters */
+	uint64_t start_ns;        /* handed to its mover (wait times) */
 
 	uint64_t deadline_ns;     /* CLOCK_MONOTONIC */
 	/* In the list of whoever holds it now: a transport's queues, the

@@ -448,6 +448,18 @@ void exec_op_done(void *arg, struct xop *op, int64_t result)
 		stat_add(&p->exec.paths.bytes[op->path], (uint64_t)result);
 		stat_add(&p->exec.paths.ops[op->path], 1);
 	}
+	if (op->class_counted) {
+		struct class_counters *cc[2] = {
+			&p->exec.classes.cls[op->cls],
+			&p->exec.classes.tenant[op->tenant] };
+		for (int i = 0; i < 2; i++) {
+			stat_add(&cc[i]->queued_ops, (uint64_t)-1);
+			stat_add(&cc[i]->queued_bytes, (uint64_t)-op->len);
+			stat_add(&cc[i]->ops, 1);
+			if (result > 0)
+				stat_add(&cc[i]->bytes, (uint64_t)result);
+		}
+	}
 	uint16_t path = op->path;
 	region_put(op->local);
 	region_put(op->remote);

@@ -43,6 +43,40 @@ static bool rdma_can_move(struct progress *p, enum path_route how,
  * batch is still out (the peer notifies after the data landed); else it
  * waits for the whole batch (batch_complete).
  */
+/*
+ * op's class and tenant: the SQE's class bits, else its context's
+ * default.  The latency class is bounded: a descriptor whose bytes, with
+ * those of its batch's latency entries before it, pass
+ * latency_max_bytes goes as bulk (marking everything latency gains
+ * nothing); its bytes count against its tenant's share either way.
+ */
+static void exec_op_classify(struct progress *p, struct prog_client *pc,
+			     const struct xfer_sqe *sqe, struct xop *op)
+{
+	unsigned cls = (sqe->flags & XFER_SQE_F_CLASS_MASK) >>
+		       XFER_SQE_CLASS_SHIFT;
+
+	if (cls == XFER_CLASS_DEFAULT)
+		cls = pc->cls;
+	if (cls == XFER_CLASS_LATENCY) {
+		pc->batch.latency_bytes += op->len;
+		if (pc->batch.latency_bytes > p->exec.latency_max_bytes) {
+			cls = XFER_CLASS_BULK;
+			stat_add(&p->exec.classes.demoted, 1);
+		}
+	}
+	op->cls = (uint8_t)cls;
+	op->tenant = pc->tenant < TENANT_MAX ? pc->tenant : 0;
+	op->start_ns = now_ns();
+	op->class_counted = true;
+	struct class_counters *cc[2] = { &p->exec.classes.cls[op->cls],
+					 &p->exec.classes.tenant[op->tenant] };
+	for (int i = 0; i < 2; i++) {
+		stat_add(&cc[i]->queued_ops, 1);
+		stat_add(&cc[i]->queued_bytes, op->len);
+	}
+}
+
 static int64_t go_remote(struct progress *p, struct prog_client *pc,
 			 const struct xfer_sqe *sqe, const struct mover *via,
 			 struct region *local, uint64_t loff,
@@ -95,6 +129,7 @@ static int64_t go_remote(struct progress *p, struct prog_client *pc,
 	op->notify = wants_notify;
 	op->notify_value = sqe->notify_value;
 	op->deadline_ns = now_ns() + 1000000ull * timeout;
+	exec_op_classify(p, pc, sqe, op);
 	*async = true;
 	via->ops->submit(via->impl, op);
 	return 0;
@@ -243,7 +278,9 @@ static int64_t exec_notify_only(struct progress *p, struct prog_client *pc,
 
 static int64_t sqe_check(const struct xfer_sqe *sqe)
 {
-	if (sqe->opcode >= XFER_OP__COUNT || (sqe->flags & ~XFER_SQE_F__ALL))
+	if (sqe->opcode >= XFER_OP__COUNT || (sqe->flags & ~XFER_SQE_F__ALL) ||
+	    ((sqe->flags & XFER_SQE_F_CLASS_MASK) >> XFER_SQE_CLASS_SHIFT) >=
+		    XFER_CLASS__COUNT)
 		return -EINVAL;
 	if (sqe->opcode == XFER_OP_NOTIFY && (sqe->flags & XFER_SQE_F_NOTIFY))
 		return -EINVAL;   /* NOTIFY already is the notification */
@@ -305,6 +342,7 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 		pc->batch.error = 0, pc->batch.bytes = 0,
 		pc->batch.path = XFER_PATH_NONE;
 		pc->batch.start_ns = p->exec.pass.start_ns;
+		pc->batch.latency_bytes = 0;
 	}
 	/* After a failure the rest of a batch moves nothing. */
 	if (!rc && !pc->batch.error) {

@@ -576,7 +576,10 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 		.keepalive_ms = cfg->keepalive_ms,
 		.peer_timeout_ms = cfg->peer_timeout_ms,
 	};
-	struct tcp_cfg tcfg = { .tcp_chunk = cfg->tcp_chunk };
+	struct tcp_cfg tcfg = { .tcp_chunk = cfg->tcp_chunk,
+				.bulk_queue = cfg->link_bulk_queue,
+				.tenants = cfg->tenants,
+				.stats = &p->exec.classes };
 	const struct rdma_cfg rcfg = { .qps = cfg->rdma_qps,
 				       .stripe = cfg->rdma_stripe };
 	/* Up from the movers to the executor, and from the links' session
@@ -636,6 +639,7 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 	 * moves of GPU memory itself (transport/tcp.c). */
 	p->routes[ROUTE_LINK_STAGED] = p->routes[ROUTE_LINK];
 	p->exec.op_timeout_ms = op_timeout_ms;
+	p->exec.latency_max_bytes = cfg->latency_max_bytes;
 	return 0;
 }
 

@@ -74,6 +74,11 @@ struct client_stats {
 struct prog_client {
 	uint64_t id;              /* never reused: names it as a sender */
 	uint32_t uid;             /* SO_PEERCRED: in its notifications */
+	/* Its traffic class by default (enum xfer_class, its hello) and
+	 * its tenant (core/traffic_class.h: matched at its hello); fixed
+	 * before attach. */
+	uint8_t cls;
+	uint8_t tenant;
 	/* What it calls itself as a sender (its hello, checked: printable
 	 * ASCII), handed on with its notifications; fixed before attach. */
 	uint8_t name_len;
@@ -101,6 +106,7 @@ struct prog_client {
 		struct abatch *ab; /* set once an entry went out on a link */
 		struct xop *gpu_op; /* its GPU copies so far (this pass) */
 		uint64_t start_ns; /* its first SQE was taken (latency) */
+		uint64_t latency_bytes; /* of its latency-class entries */
 	} batch;
 	bool cq_dirty;            /* CQEs written, tail not yet published */
 	uint32_t cq_reserved;     /* CQ slots promised to async batches */

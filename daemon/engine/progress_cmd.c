@@ -221,6 +221,7 @@ bool progress_apply_cmds(struct progress *p)
 				p->movers[i].ops->set_cfg(
 					p->movers[i].impl, &c->net);
 			p->exec.op_timeout_ms = c->op_timeout_ms;
+			p->exec.latency_max_bytes = c->net.latency_max_bytes;
 			break;
 		}
 		free_cmd(c);

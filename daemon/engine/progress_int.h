@@ -42,6 +42,12 @@ struct exec_state {
 	struct xop *xop_cache;     /* ended operations, for reuse */
 	unsigned nxop_cache;
 	uint32_t op_timeout_ms;    /* set by commands from main */
+	/* A latency-class descriptor (or batch) past this many bytes is
+	 * moved as bulk (set by commands from main). */
+	uint64_t latency_max_bytes;
+	/* Per class and tenant (core/traffic_class.h); the movers that
+	 * schedule write their wait times into it too. */
+	struct class_stats classes;
 	/* Whose descriptor exec_sqe() runs now: the client an op a
 	 * same-node mover begins (exec_hook_op_begin) is of. */
 	struct prog_client *running;

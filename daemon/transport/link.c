@@ -28,6 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,6 +58,7 @@ struct link {
 	uint64_t gen;                /* the main thread's name for it */
 	bool read_paused;            /* backpressure: the peer reads too slowly */
 	bool corked;                 /* link_cork: no send yet */
+	bool lowat_failed;           /* link_set_notsent_lowat: logged */
 	bool cork_used;              /* ... and one went by (send_now) */
 	struct bufferevent *bev;     /* NULL once the link failed */
 	struct link_stats *stats;
@@ -439,6 +443,26 @@ void link_kick(struct link *l)
 {
 	if (l->ev_kick)
 		event_active(l->ev_kick, EV_TIMEOUT, 0);
+}
+
+void link_kick_after(struct link *l, uint64_t ns)
+{
+	struct timeval tv = { .tv_sec = (time_t)(ns / 1000000000u),
+			      .tv_usec = (suseconds_t)(ns % 1000000000u / 1000) };
+
+	if (l->ev_kick && !event_pending(l->ev_kick, EV_TIMEOUT, NULL))
+		event_add(l->ev_kick, &tv);
+}
+
+void link_set_notsent_lowat(struct link *l, uint32_t bytes)
+{
+	int v = (int)bytes;
+
+	if (setsockopt(l->fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v,
+		       sizeof(v)) && !l->lowat_failed) {
+		l->lowat_failed = true;
+		log_warn("link: TCP_NOTSENT_LOWAT");
+	}
 }
 
 /*

@@ -110,6 +110,13 @@ void link_fail(struct link *l, int err, const char *why);
 /* fill() from the event loop, soon: for wake-ups where filling at once
  * is not safe (inside a buffer's cleanup). */
 void link_kick(struct link *l);
+/* fill() from the event loop after ns nanoseconds (a paced tenant),
+ * unless a kick comes first. */
+void link_kick_after(struct link *l, uint64_t ns);
+/* The kernel keeps at most bytes unsent on the socket (TCP_NOTSENT_LOWAT;
+ * 0: the system's default again), so that little waits ahead of the
+ * next frame.  Best effort: a failure is logged once and ignored. */
+void link_set_notsent_lowat(struct link *l, uint32_t bytes);
 /* Back-pressure of the receiving side: no room to land payload bytes
  * (no receive chunk), so the peer's bytes wait in the socket until
  * link_rx_resume. */

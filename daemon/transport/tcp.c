@@ -87,7 +87,7 @@ void tcp_op_end(struct tcp_link *tl, struct xop *op, int64_t result)
 		tcp_sink_drop(tl);
 	}
 	if (in_sendq(op))
-		TAILQ_REMOVE(&tl->sendq, op, q);
+		tcp_sched_remove(tl, op);
 	if (t->in_hash) {
 		hash_del(tl, op);
 		/* The peer saw part of it and will not see the end. */
@@ -106,6 +106,8 @@ void tcp_op_end(struct tcp_link *tl, struct xop *op, int64_t result)
 			    : &link_stats(tl->l)->ops, 1);
 	tm->hooks.op_done(tm->hooks.arg, op, result);
 }
+
+static void tcp_caps_set(struct tcp_mover *tm);
 
 static struct tcp_peer *find_peer(struct tcp_mover *tm, const uint8_t *id,
 				  bool create)
@@ -184,11 +186,14 @@ static unsigned each_op(struct tcp_mover *tm,
 		struct tcp_link *tl = tp->tl;
 		if (!tl)
 			continue;
-		for (op = TAILQ_FIRST(&tl->sendq); op; op = next) {
-			next = TAILQ_NEXT(op, q);
-			if (want(op, arg)) {
-				tcp_op_end(tl, op, result);
-				n++;
+		struct xop_list *sq;
+		for (unsigned i = 0; (sq = tcp_sched_queue(tl, i)); i++) {
+			for (op = TAILQ_FIRST(sq); op; op = next) {
+				next = TAILQ_NEXT(op, q);
+				if (want(op, arg)) {
+					tcp_op_end(tl, op, result);
+					n++;
+				}
 			}
 		}
 		for (unsigned b = 0; b < OP_HASH; b++) {
@@ -228,7 +233,7 @@ static void *tcp_link_new(void *arg, struct link *l,
 	tl->tm = tm;
 	tl->l = l;
 	tl->peer = tp;
-	TAILQ_INIT(&tl->sendq);
+	tcp_sched_init(tl);
 	TAILQ_INIT(&tl->serveq);
 	TAILQ_INIT(&tl->parkedq);
 	TAILQ_INIT(&tl->rx_writes);
@@ -256,8 +261,10 @@ static void tcp_link_failed(void *cl, int err)
 
 	if (tl->peer->tl == tl)
 		tl->peer->tl = NULL;
-	while ((op = TAILQ_FIRST(&tl->sendq)))
-		tcp_op_end(tl, op, err);
+	struct xop_list *sq;
+	for (unsigned i = 0; (sq = tcp_sched_queue(tl, i)); i++)
+		while ((op = TAILQ_FIRST(sq)))
+			tcp_op_end(tl, op, err);
 	for (unsigned b = 0; b < OP_HASH; b++)
 		while ((op = tl->hash[b]))
 			tcp_op_end(tl, op, err);
@@ -326,6 +333,7 @@ struct tcp_mover *tcp_mover_create(struct regtab *regs,
 	tm->regs = regs;
 	tm->cfg = *cfg;
 	tm->hooks = *hooks;
+	tcp_caps_set(tm);
 	return tm;
 }
 
@@ -394,6 +402,20 @@ static bool tcp_needs_loop(const void *impl)
 	return linkset_active(tm->ls);
 }
 
+/* Each tenant's cap as configured: bursts of a chunk and 20 ms of its
+ * rate, so that a paced tenant still sends whole frames. */
+static void tcp_caps_set(struct tcp_mover *tm)
+{
+	uint64_t now = now_ns();
+
+	for (uint32_t i = 0; i < TENANT_MAX; i++) {
+		uint64_t rate = i < tm->cfg.tenants.n ? tm->cfg.tenants.t[i].rate
+						       : 0;
+		rate_cap_set(&tm->caps[i], rate, tm->cfg.tcp_chunk + rate / 50,
+			     now);
+	}
+}
+
 static void tcp_set_cfg(void *impl, const struct transport_cfg *cfg)
 {
 	struct tcp_mover *tm = impl;
@@ -403,7 +425,10 @@ static void tcp_set_cfg(void *impl, const struct transport_cfg *cfg)
 	};
 
 	tm->cfg.tcp_chunk = cfg->tcp_chunk;
+	tm->cfg.bulk_queue = cfg->link_bulk_queue;
+	tm->cfg.tenants = cfg->tenants;
 	memcpy(tm->cfg.self_id, cfg->self_id, LINK_ID_LEN);
+	tcp_caps_set(tm);
 	linkset_set_cfg(tm->ls, &c);
 }
 

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "core/mover.h"
+#include "core/traffic_class.h"
 #include "transport/link.h"
 
 struct regtab;
@@ -32,6 +33,11 @@ struct tcp_mover;
 
 struct tcp_cfg {
 	uint32_t tcp_chunk;       /* bytes per data frame */
+	/* Bulk bytes at most ahead of a latency frame (link_bulk_queue),
+	 * the tenants (weights and caps), and where wait times go. */
+	uint32_t bulk_queue;
+	struct tenant_table tenants;
+	struct class_stats *stats;
 	uint8_t self_id[LINK_ID_LEN];
 };
 

@@ -26,7 +26,9 @@
 #include <sys/queue.h>
 
 #include "common/token_codec.h"
+#include "core/fairq.h"
 #include "core/notify_msg.h"
+#include "core/traffic_class.h"
 #include "core/xop.h"
 #include "gpu/stage.h"
 #include "peer.pb-c.h"
@@ -48,6 +50,7 @@ struct tcp_op {
 	bool in_hash;
 	bool parked;                 /* staged: off the send queue until
 				      * its next chunk is ready */
+	bool waited;                 /* its wait time is counted */
 	struct xop *hnext;           /* in-flight hash chain */
 	/* Staged (GPU memory): its chunks out (a write) or landing (a
 	 * read); tcp_staged.c. */
@@ -135,6 +138,7 @@ struct serve {
 	uint64_t len, done;
 	struct staged_send *send;    /* GPU memory: staged */
 	bool parked;                 /* in parkedq, not serveq */
+	uint8_t cls;                 /* the asker's class (enum xfer_class) */
 	TAILQ_ENTRY(serve) q;
 };
 TAILQ_HEAD(serve_list, serve);
@@ -145,9 +149,24 @@ struct tcp_link {
 	struct link *l;              /* the session's */
 	struct tcp_peer *peer;
 	uint64_t next_id;
+	/* This side's operations with frames to queue (tcp_sched.c): the
+	 * latency class's, first come first served, and every other's in
+	 * one queue per tenant, shared by weight (fq). */
 	struct xop_list sendq;
+	struct tcp_flow {
+		struct fq_flow f;
+		struct xop_list q;
+	} flows[TENANT_MAX];
+	struct fairq fq;
+	/* While latency traffic runs on the link (until latency_until_ns,
+	 * renewed by each latency frame either way) bulk frames are cut
+	 * to half of bulk_queue and queued only while xferd's queue holds
+	 * less than that, the kernel's likewise (TCP_NOTSENT_LOWAT). */
+	bool class_mode;
+	uint64_t latency_until_ns;
+	uint32_t frame_max;          /* the frame being queued, at most */
 	struct xop *hash[OP_HASH];
-	struct serve_list serveq;
+	struct serve_list serveq;    /* latency-class serves first */
 	struct serve_list parkedq;   /* staged serves waiting for a chunk */
 	struct staged_rx_list rx_writes; /* the peer's writes into GPU memory */
 	bool serve_turn;             /* alternate sendq and serveq */
@@ -176,6 +195,8 @@ struct tcp_peer {
 struct tcp_mover {
 	struct regtab *regs;
 	struct tcp_cfg cfg;
+	/* Each tenant's byte-rate cap over all links (cfg.tenants). */
+	struct rate_cap caps[TENANT_MAX];
 	struct mover_hooks hooks;
 	struct linkset *ls;          /* the session it is the client of */
 	struct tcp_peer *peers;
@@ -193,6 +214,34 @@ struct xop *tcp_hash_find(struct tcp_link *tl, uint64_t id);
 /* Can the link read or write r's bytes itself (xferd's mapping of a
  * memfd, or CMA)?  GPU memory needs a copy through staging first. */
 bool tcp_host_reachable(const struct region *r);
+
+/* --- tcp_sched.c --- */
+
+void tcp_sched_init(struct tcp_link *tl);
+/* op (not in any queue) goes to the tail of its class's or tenant's. */
+void tcp_sched_push(struct tcp_link *tl, struct xop *op);
+void tcp_sched_remove(struct tcp_link *tl, struct xop *op);
+/* Queue i of the link (0: latency, 1..TENANT_MAX: the tenants'), NULL
+ * past the last: for walks that end operations. */
+struct xop_list *tcp_sched_queue(struct tcp_link *tl, unsigned i);
+/* Latency traffic on the link (ours or the peer's): class mode on. */
+void tcp_sched_latency_seen(struct tcp_link *tl, uint64_t now);
+/* Class mode off once latency traffic stopped (at each fill). */
+void tcp_sched_tick(struct tcp_link *tl, uint64_t now);
+/* The next latency op whose tenant is within its cap, or NULL. */
+struct xop *tcp_sched_latency(struct tcp_link *tl, uint64_t now);
+/* The next bulk op by weighted share (its tenant within its cap), or
+ * NULL; *wait_ns: when a capped tenant may go again (0: none waits). */
+struct xop *tcp_sched_bulk(struct tcp_link *tl, uint64_t now,
+			   uint64_t *wait_ns);
+/* op's frame of bytes went out: its tenant's share and cap, and its
+ * wait time at its first frame. */
+void tcp_sched_sent(struct tcp_link *tl, struct xop *op, uint64_t bytes,
+		    uint64_t now);
+/* Does bulk wait for xferd's queue to drain below out bytes? */
+bool tcp_sched_bulk_full(const struct tcp_link *tl, size_t out);
+/* Serve s goes in the serve queue, latency serves ahead of the rest. */
+void tcp_sched_serve(struct tcp_link *tl, struct serve *s);
 
 /* --- tcp_send.c --- */
 

@@ -174,6 +174,10 @@ static int on_write(struct tcp_link *tl, const Xfer__Peer__WriteChunk *w,
 		return -EPROTO;  /* a chunk larger than its whole operation */
 	if (link_notify_valid(w->sender, &w->message))
 		return -EPROTO;
+	/* The peer's latency writes: our own bulk frames to it (its
+	 * acks' way back, reads it serves) wait less. */
+	if (w->cls == XFER_CLASS_LATENCY)
+		tcp_sched_latency_seen(tl, now_ns());
 	tl->sink = (struct rx_sink){ .is_write = true, .op = w->op,
 				    .last = w->last, .notify = w->notify,
 				    .notify_value = w->notify_value,
@@ -229,7 +233,9 @@ static int on_read_request(struct tcp_link *tl,
 		return 0;
 	}
 	*s = (struct serve){ .op = rq->op, .r = r, .off = off,
-			     .len = rq->length };
+			     .len = rq->length,
+			     .cls = rq->cls == XFER_CLASS_LATENCY
+					    ? XFER_CLASS_LATENCY : 0 };
 	if (region_kind(r) == REGION_CUDA && rq->length) {
 		/* Our GPU memory: staged, a few chunks ahead. */
 		s->send = staged_send_new(tl, r, off, rq->length);
@@ -240,7 +246,7 @@ static int on_read_request(struct tcp_link *tl,
 		}
 		s->send->s = s;
 	}
-	TAILQ_INSERT_TAIL(&tl->serveq, s, q);
+	tcp_sched_serve(tl, s);
 	return 0;
 }
 

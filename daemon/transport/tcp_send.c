@@ -2,9 +2,11 @@
 /*
  * tcp_send.c - the TCP mover's sending side, in the progress thread:
  * this side's operations queued on their link and their frames filled,
- * and the reads the peer asked of us served, round-robin one frame at a
- * time while the socket's output buffer is below LINK_OUT_HIGH (the
- * session calls tcp_fill again when it drains below its low mark).
+ * and the reads the peer asked of us served, one frame at a time in the
+ * order tcp_sched.c gives (latency first, then round-robin, tenants by
+ * weight) while the socket's output buffer is below LINK_OUT_HIGH, or
+ * less for bulk while latency traffic runs (the session calls tcp_fill
+ * again as it drains).
  *
  * A frame's payload from a memfd region goes to the socket by reference
  * (no copy in xferd); CMA memory is read into a buffer before its
@@ -166,10 +168,11 @@ static bool send_frame(struct tcp_link *tl, struct xop *op)
 				return true;
 			}
 			n = c->len;
-		} else if (n > tl->tm->cfg.tcp_chunk) {
-			n = tl->tm->cfg.tcp_chunk;
+		} else if (n > tl->frame_max) {
+			n = tl->frame_max;
 		}
 		w.op = to->id;
+		w.cls = op->cls;
 		w.target = &t;
 		w.at = op->remote_off + to->done;
 		w.last = to->done + n == op->len;
@@ -206,6 +209,7 @@ static bool send_frame(struct tcp_link *tl, struct xop *op)
 		r.source = &t;
 		r.at = op->remote_off;
 		r.length = op->len;
+		r.cls = op->cls;
 		m.body_case = XFER__PEER__PEER_MSG__BODY_READ;
 		m.read = &r;
 		if (link_put_msg(tl->l, &m, 0)) {
@@ -224,6 +228,7 @@ static bool send_frame(struct tcp_link *tl, struct xop *op)
 		nt.target = &t;
 		nt.value = op->notify_value;
 		nt.bytes = op->notify_bytes;
+		nt.cls = op->cls;
 		m.body_case = XFER__PEER__PEER_MSG__BODY_NOTIFY;
 		m.notify = &nt;
 		if (link_put_msg(tl->l, &m, 0)) {
@@ -290,8 +295,8 @@ static enum serve_state serve_frame(struct tcp_link *tl, struct serve *s)
 			return SERVE_PARKED;
 		if (c)
 			n = c->len;
-	} else if (n > tl->tm->cfg.tcp_chunk) {
-		n = tl->tm->cfg.tcp_chunk;
+	} else if (n > tl->frame_max) {
+		n = tl->frame_max;
 	}
 	bool last = s->done + n == s->len;
 	if (!c && !err)
@@ -317,54 +322,95 @@ static enum serve_state serve_frame(struct tcp_link *tl, struct serve *s)
 	return SERVE_DONE;
 }
 
+/* One frame of the serve at the head of the serve queue. */
+static void fill_serve(struct tcp_link *tl, struct serve *s)
+{
+	TAILQ_REMOVE(&tl->serveq, s, q);
+	switch (serve_frame(tl, s)) {
+	case SERVE_MORE:
+		tcp_sched_serve(tl, s);
+		break;
+	case SERVE_PARKED:
+		s->parked = true;  /* tcp_unpark */
+		TAILQ_INSERT_TAIL(&tl->parkedq, s, q);
+		break;
+	case SERVE_DONE:
+		break;
+	}
+}
+
+/* One frame of op, charged to its tenant (tcp_sched.c). */
+static void fill_op(struct tcp_link *tl, struct xop *op, uint64_t now)
+{
+	struct tcp_op *to = tcp_op(op);
+	uint64_t before = to->done;
+
+	tcp_sched_remove(tl, op);
+	to->sent_all = true;  /* out of the queue while we look */
+	if (!send_frame(tl, op))
+		return;  /* op ended (or the link: bev is NULL) */
+	/* A read's bytes come back from the peer: they count now. */
+	tcp_sched_sent(tl, op, op->opcode == XFER_OP_READ
+				       ? op->len : to->done - before, now);
+	if (!to->sent_all && !to->parked)
+		tcp_sched_push(tl, op);
+}
+
 /*
- * Queue frames round-robin until the output buffer is full enough.  The
- * frames of one fill are corked and written together at its end (and
- * every SINGLE_IO bytes): one writev for a burst of frames rather than a
- * send each, and no wait for the event loop's next turn.  A lone small
- * frame still goes at once (the session's send_now).
+ * Queue frames until the output buffer is full enough: latency frames
+ * first (this side's and the peer's reads), then the rest round-robin
+ * between the serves and this side's operations, shared by tenant
+ * (tcp_sched.c).  The frames of one fill are corked and written
+ * together at its end (and every SINGLE_IO bytes): one writev for a
+ * burst of frames rather than a send each, and no wait for the event
+ * loop's next turn.  A lone small frame still goes at once (the
+ * session's send_now).
  */
 void tcp_fill(void *cl)
 {
 	struct tcp_link *tl = cl;
 	bool was_filling = tl->filling;
+	uint64_t now = now_ns(), wait = 0;
 
 	/* A staged owner unparked meanwhile (its chunk came back inside a
 	 * buffer's cleanup, say) is picked up by this loop, or kicked. */
 	tl->filling = true;
+	tcp_sched_tick(tl, now);
 	link_cork(tl->l);
 	while (link_alive(tl->l) && link_out_bytes(tl->l) < LINK_OUT_HIGH) {
-		struct xop *op = TAILQ_FIRST(&tl->sendq);
-		struct serve *s = TAILQ_FIRST(&tl->serveq);
-		if (!op && !s)
-			break;
-		if (link_out_bytes(tl->l) >= LINK_SINGLE_IO)
+		size_t out = link_out_bytes(tl->l);
+		if (out >= LINK_SINGLE_IO)
 			link_flush(tl->l);
-		tl->serve_turn = !tl->serve_turn;
-		if (s && (tl->serve_turn || !op)) {
-			TAILQ_REMOVE(&tl->serveq, s, q);
-			switch (serve_frame(tl, s)) {
-			case SERVE_MORE:
-				TAILQ_INSERT_TAIL(&tl->serveq, s, q);
-				break;
-			case SERVE_PARKED:
-				s->parked = true;  /* tcp_unpark */
-				TAILQ_INSERT_TAIL(&tl->parkedq, s, q);
-				break;
-			case SERVE_DONE:
-				break;
-			}
+		struct serve *s = TAILQ_FIRST(&tl->serveq);
+		struct xop *op = tcp_sched_latency(tl, now);
+		tl->frame_max = tl->tm->cfg.tcp_chunk;
+		if (s && s->cls == XFER_CLASS_LATENCY) {
+			fill_serve(tl, s);
 			continue;
 		}
-		TAILQ_REMOVE(&tl->sendq, op, q);
-		tcp_op(op)->sent_all = true;  /* out of the queue while we look */
-		if (!send_frame(tl, op))
-			continue;  /* op ended (or the link: bev is NULL) */
-		if (!tcp_op(op)->sent_all && !tcp_op(op)->parked)
-			TAILQ_INSERT_TAIL(&tl->sendq, op, q);
+		if (op) {
+			fill_op(tl, op, now);
+			continue;
+		}
+		if (tcp_sched_bulk_full(tl, out))
+			break;  /* on_writable calls again as it drains */
+		if (tl->class_mode && tl->frame_max > tl->tm->cfg.bulk_queue / 2)
+			tl->frame_max = tl->tm->cfg.bulk_queue / 2;
+		op = tcp_sched_bulk(tl, now, &wait);
+		if (!op && !s)
+			break;
+		tl->serve_turn = !tl->serve_turn;
+		if (s && (tl->serve_turn || !op))
+			fill_serve(tl, s);
+		else
+			fill_op(tl, op, now);
 	}
 	link_uncork(tl->l);
+	tl->frame_max = tl->tm->cfg.tcp_chunk;
 	tl->filling = was_filling;
+	/* Tenants over their caps: look again when the first may go. */
+	if (wait && link_alive(tl->l))
+		link_kick_after(tl->l, wait);
 }
 
 void tcp_unpark(struct staged_send *ss, bool fill_now)
@@ -376,14 +422,14 @@ void tcp_unpark(struct staged_send *ss, bool fill_now)
 		if (!tcp_op(op)->parked)
 			return;
 		tcp_op(op)->parked = false;
-		TAILQ_INSERT_TAIL(&tl->sendq, op, q);
+		tcp_sched_push(tl, op);
 	} else {
 		struct serve *s = ss->s;
 		if (!s->parked)
 			return;
 		s->parked = false;
 		TAILQ_REMOVE(&tl->parkedq, s, q);
-		TAILQ_INSERT_TAIL(&tl->serveq, s, q);
+		tcp_sched_serve(tl, s);
 	}
 	/* Never tcp_fill inside itself: its loop holds queue entries. */
 	if (fill_now && !tl->filling)
@@ -399,6 +445,7 @@ void tcp_start_op(struct tcp_link *tl, struct xop *op)
 	to->done = 0;
 	to->sent_all = false;
 	to->parked = false;
+	to->waited = false;
 	/* GPU memory of ours: its chunks start moving now. */
 	if (op->local && region_kind(op->local) == REGION_CUDA && op->len) {
 		int err = -ENOTSUP;
@@ -419,5 +466,5 @@ void tcp_start_op(struct tcp_link *tl, struct xop *op)
 			return;
 		}
 	}
-	TAILQ_INSERT_TAIL(&tl->sendq, op, q);
+	tcp_sched_push(tl, op);
 }

@@ -579,3 +579,32 @@ int notify_apply(struct xfer_ctx *ctx, struct xfer_sqe *sqe,
 		xfer_sqe_set_notify(sqe, n->value);
 	return xfer_sqe_set_message(ctx, sqe, n->msg, n->len);
 }
+
+int arg_class(PyObject *o, const char *fn, unsigned *out)
+{
+	static const char *const names[XFER_CLASS__COUNT] = {
+		"default", "latency", "bulk",
+	};
+
+	*out = XFER_CLASS_DEFAULT;
+	if (!o || o == Py_None)
+		return 0;
+	if (!PyUnicode_Check(o)) {
+		PyErr_Format(PyExc_TypeError, "%s: traffic_class must be "
+			     "'latency', 'bulk', 'default' or None, not %.80s",
+			     fn, Py_TYPE(o)->tp_name);
+		return -1;
+	}
+	const char *s = PyUnicode_AsUTF8(o);
+	if (!s)
+		return -1;
+	for (unsigned i = 0; i < XFER_CLASS__COUNT; i++) {
+		if (strcmp(s, names[i]) == 0) {
+			*out = i;
+			return 0;
+		}
+	}
+	PyErr_Format(PyExc_ValueError, "%s: traffic_class '%.40s': want "
+		     "'latency', 'bulk' or 'default'", fn, s);
+	return -1;
+}

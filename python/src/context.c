@@ -18,15 +18,18 @@
 
 static int Context_init(ContextObject *c, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "socket", "spin_us", "name", NULL };
-	PyObject *sock = Py_None, *bytes = NULL;
+	static char *kwlist[] = { "socket", "spin_us", "name",
+				  "traffic_class", NULL };
+	PyObject *sock = Py_None, *bytes = NULL, *o_cls = Py_None;
+	unsigned cls;
 	unsigned spin = 20;
 	const char *path = NULL, *name = NULL;
 	struct xfer_ctx *x = NULL;
 	int err;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|OIz:Context", kwlist,
-					 &sock, &spin, &name))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|OIz$O:Context", kwlist,
+					 &sock, &spin, &name, &o_cls) ||
+	    arg_class(o_cls, "Context", &cls))
 		return -1;
 	if (name) {
 		size_t nl = strlen(name);
@@ -61,7 +64,7 @@ static int Context_init(ContextObject *c, PyObject *args, PyObject *kw)
 		}
 	}
 	Py_BEGIN_ALLOW_THREADS
-	err = xfer_open_named(path, name, &x);
+	err = xfer_open_class(path, name, cls, &x);
 	Py_END_ALLOW_THREADS
 	if (err) {
 		raise_open(err, path);
@@ -555,18 +558,21 @@ static PyMethodDef Context_methods[] = {
 	{ "write", (PyCFunction)(void (*)(void))Context_write,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "write(local, remote, local_off=0, remote_off=0, length=None,\n"
-	  "      notify=None, *, timeout=None) -> Request\n\n"
+	  "      notify=None, *, timeout=None, traffic_class=None) -> Request\n\n"
 	  "local[local_off:+length] -> remote[remote_off:].  length None: as\n"
 	  "much as fits in both.  notify: delivered to the remote owner after\n"
 	  "the data landed: a 64-bit value, a message (bytes, or str sent as\n"
 	  "UTF-8; NOTIFY_MSG_MAX bytes at most, else ValueError) with value 0,\n"
 	  "or a (value, message) pair.  timeout: seconds xferd gives\n"
 	  "the transfer (rounded up to ms; None or 0: its op_timeout_ms);\n"
-	  "timeout_ms= (milliseconds) is the deprecated spelling." },
+	  "timeout_ms= (milliseconds) is the deprecated spelling.\n"
+	  "traffic_class: 'latency' (small and waited for: ahead of bulk on\n"
+	  "a shared link; past xferd's latency_max_bytes it goes as bulk),\n"
+	  "'bulk', or None: the Context's." },
 	{ "read", (PyCFunction)(void (*)(void))Context_read,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "read(local, remote, local_off=0, remote_off=0, length=None,\n"
-	  "     notify=None, *, timeout=None) -> Request\n\n"
+	  "     notify=None, *, timeout=None, traffic_class=None) -> Request\n\n"
 	  "remote[remote_off:+length] -> local[local_off:]; as write()." },
 	{ "dlist", (PyCFunction)(void (*)(void))Context_dlist,
 	  METH_VARARGS | METH_KEYWORDS,

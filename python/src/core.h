@@ -230,6 +230,12 @@ int indices_get(PyObject *o, const char *name, uint32_t count,
  */
 int arg_timeout(PyObject *secs, PyObject *ms, const char *fn, bool stream,
 		int64_t *out);
+/*
+ * A traffic class (enum xfer_class) from traffic_class=: None or
+ * "default" (0), "latency", "bulk".  0, or -1 with ValueError/TypeError
+ * naming fn.
+ */
+int arg_class(PyObject *o, const char *fn, unsigned *out);
 
 /* XferError(-err, the formatted message); returns NULL. */
 PyObject *raise_xfer_fmt(int err, const char *fmt, ...);

@@ -189,11 +189,12 @@ static PyObject *rw_one(ContextObject *c, unsigned op, PyObject *args,
 {
 	static char *kwlist[] = { "local", "remote", "local_off", "remote_off",
 				  "length", "notify", "timeout_ms", "timeout",
-				  NULL };
+				  "traffic_class", NULL };
 	PyObject *o_local, *o_remote, *o_loff = NULL, *o_roff = NULL;
 	PyObject *o_len = Py_None, *o_notify = Py_None;
-	PyObject *o_ms = NULL, *o_secs = NULL;
+	PyObject *o_ms = NULL, *o_secs = NULL, *o_cls = NULL;
 	const char *fn = op == XFER_OP_WRITE ? "write" : "read";
+	unsigned cls;
 	int64_t timeout_ms;
 	uint64_t loff = 0, roff = 0, len, rhandle, rlen;
 	struct notify_arg notify;
@@ -202,10 +203,12 @@ static PyObject *rw_one(ContextObject *c, unsigned op, PyObject *args,
 
 	/* timeout_ms keeps its old place; timeout (seconds) is keyword-only
 	 * so that a positional millisecond count never turns into seconds. */
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOOO$O", kwlist,
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OOOOO$OO", kwlist,
 					 &o_local, &o_remote, &o_loff, &o_roff,
-					 &o_len, &o_notify, &o_ms, &o_secs) ||
-	    arg_timeout(o_secs, o_ms, fn, false, &timeout_ms))
+					 &o_len, &o_notify, &o_ms, &o_secs,
+					 &o_cls) ||
+	    arg_timeout(o_secs, o_ms, fn, false, &timeout_ms) ||
+	    arg_class(o_cls, fn, &cls))
 		return NULL;
 	if (local_of(c, o_local, &local) ||
 	    target_of(c, o_remote, "remote", &rhandle, &rlen, &rro) ||
@@ -235,6 +238,7 @@ static PyObject *rw_one(ContextObject *c, unsigned op, PyObject *args,
 		if (o_notify != Py_None)
 			err = notify_apply(c->ctx, sqe, &notify);
 		xfer_sqe_set_timeout(sqe, (uint32_t)timeout_ms);
+		xfer_sqe_set_class(sqe, cls);
 	}
 	return submit_end(c, (uint32_t)idx, err);
 }

@@ -37,7 +37,7 @@ __version__ = "0.1.0"
 
 
 class Context(_core.Context):
-    """Context(socket=None, spin_us=20, name=None)
+    """Context(socket=None, spin_us=20, name=None, *, traffic_class=None)
 
     One connection to the local xferd and its submission/completion ring.
     ``socket`` None means $XFERD_SOCKET, else xferd's default socket.
@@ -46,6 +46,12 @@ class Context(_core.Context):
     ``Notification.sender_name``, informational).  Notifications carry a
     message (``notify=b"..."`` or a str, NOTIFY_MSG_MAX bytes at most):
     ``Notification.message``.
+    ``traffic_class``: the default class of its transfers, ``"latency"``
+    (small transfers a step waits for, e.g. decode's KV blocks: they go
+    ahead of bulk transfers on a link shared with other clients; past
+    xferd's latency_max_bytes, 1 MiB, a transfer goes as bulk), ``"bulk"``
+    (prefill pushes, offload: shared between tenants by weight) or None
+    (xferd's first-come order); ``write()``/``read()`` take it per call.
     Waits spin ``spin_us`` microseconds before sleeping.  A context
     manager: leaving the block closes it (every Region and Remote of it
     is released first).  Safe to use from several threads; waits release

@@ -257,3 +257,21 @@ def test_other_errors_say_what_to_do(ctx, ctx2):
         ctx.import_token(b"")
     with pytest.raises(TypeError, match="Remote .*import_token"):
         ctx.write(src, b"token")
+
+
+def test_traffic_class_arguments(daemon, ctx2):
+    """traffic_class= on Context and per call: names checked; latency and
+    bulk writes move their bytes like any other."""
+    with pytest.raises(ValueError):
+        xferd.Context(daemon.socket, traffic_class="urgent")
+    with pytest.raises(TypeError):
+        xferd.Context(daemon.socket, traffic_class=1)
+    with xferd.Context(daemon.socket, traffic_class="latency") as c:
+        src, dst, remote = pair(c, ctx2, n=65536, seed=9)
+        assert c.write(src, remote).wait() == 65536
+        assert (dst.numpy() == pattern(65536, 9)).all()
+        src.numpy()[:] = pattern(65536, 10)
+        assert c.write(src, remote, traffic_class="bulk").wait() == 65536
+        assert (dst.numpy() == pattern(65536, 10)).all()
+        with pytest.raises(ValueError):
+            c.write(src, remote, traffic_class="fast")

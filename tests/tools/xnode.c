@@ -135,6 +135,7 @@ struct opts {
 	unsigned depth;
 	bool until_error;
 	uint32_t max_ms;
+	unsigned cls;              /* --class: the context's traffic class */
 	/* serve: exactly seq_n notifications seq_base.. in this order */
 	uint64_t seq_base;
 	unsigned seq_n;
@@ -294,7 +295,7 @@ static void usage(FILE *f)
 	      "  write|read  --lookup SPEC|--token-file F --size N [--offset O] [--kind K]\n"
 	      "              [--seed S] [--notify V] [--vector K [--linked|--dlist]]\n"
 	      "              [--notify-msg TEXT] [--sender-name NAME]\n"
-	      "              [--repeat N]\n"
+	      "              [--repeat N] [--class latency|bulk|default]\n"
 	      "              [--depth D] [--timeout-ms T] [--grace-ms G]\n"
 	      "              [--expect-error LIST] [--expect-path PATH]\n"
 	      "              [--allow-error LIST (write --repeat)]\n"
@@ -440,7 +441,7 @@ enum {
 	O_SOCKET = 256, O_NAME, O_LOOKUP, O_TOKEN_FILE, O_SIZE, O_OFFSET,
 	O_KIND, O_SEED, O_EXPORT_RANGE, O_NOTIFY, O_VECTOR, O_LINKED, O_DLIST,
 	O_TIMEOUT, O_GRACE, O_EXPECT_ERROR, O_EXPECT_PATH, O_EXPECT_NOTIFY,
-	O_COUNT, O_VERIFY_UNCHANGED, O_REPEAT, O_DEPTH, O_UNTIL_ERROR,
+	O_COUNT, O_VERIFY_UNCHANGED, O_REPEAT, O_DEPTH, O_UNTIL_ERROR, O_CLASS,
 	O_MAX_MS, O_CLOBBER, O_UNMAP_AFTER, O_ALLOW_ERROR, O_EXPECT_PATHS,
 	O_INTERVAL, O_EXPECT_SEQUENCE, O_HOLD_FILE, O_ACCEPTED, O_PRIVATE,
 	O_NOTIFY_MSG, O_SENDER_NAME, O_EXPECT_MSG, O_EXPECT_SENDER_NAME,
@@ -488,6 +489,7 @@ static void parse_args(int argc, char **argv)
 		{ "hold-file", required_argument, NULL, O_HOLD_FILE },
 		{ "accepted", required_argument, NULL, O_ACCEPTED },
 		{ "private", no_argument, NULL, O_PRIVATE },
+		{ "class", required_argument, NULL, O_CLASS },
 		{ "help", no_argument, NULL, O_HELP },
 		{ 0 },
 	};
@@ -598,6 +600,14 @@ static void parse_args(int argc, char **argv)
 			opt.interval_ms = parse_u32("--interval-ms", optarg);
 			break;
 		case O_MAX_MS: opt.max_ms = parse_u32("--max-ms", optarg); break;
+		case O_CLASS:
+			opt.cls = strcmp(optarg, "latency") == 0 ? XFER_CLASS_LATENCY
+				: strcmp(optarg, "bulk") == 0 ? XFER_CLASS_BULK
+				: strcmp(optarg, "default") == 0 ? XFER_CLASS_DEFAULT
+				: XFER_CLASS__COUNT;
+			if (opt.cls == XFER_CLASS__COUNT)
+				usage_error("--class: latency, bulk or default");
+			break;
 		case O_CLOBBER: opt.clobber = true; break;
 		case O_ALLOW_ERROR:
 			parse_errset(&opt.allow_err, optarg);
@@ -786,7 +796,7 @@ static void step_failed(const char *step, int rc)
 static struct xfer_ctx *open_ctx(void)
 {
 	struct xfer_ctx *ctx = NULL;
-	int rc = xfer_open_named(opt.socket, opt.sender_name, &ctx);
+	int rc = xfer_open_class(opt.socket, opt.sender_name, opt.cls, &ctx);
 
 	if (rc)
 		fail("xfer_open(%s): %s (%s)",

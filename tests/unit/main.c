@@ -32,6 +32,7 @@ int main(void)
 	srunner_add_suite(sr, pipeline_suite());
 	srunner_add_suite(sr, dlist_suite());
 	srunner_add_suite(sr, copy_workers_suite());
+	srunner_add_suite(sr, fairq_suite());
 	srunner_add_suite(sr, common_suite());
 	srunner_add_suite(sr, regworker_suite());
 	srunner_add_suite(sr, meta_suite());

@@ -32,5 +32,6 @@ Suite *meta_suite(void);
 Suite *metrics_suite(void);
 Suite *quota_suite(void);
 Suite *http_request_suite(void);
+Suite *fairq_suite(void);
 
 #endif /* XFER_UNIT_SUITES_H */

@@ -483,10 +483,13 @@ START_TEST(invalid_descriptors)
 	} cases[] = {
 		{ "opcode __COUNT", { .opcode = XFER_OP__COUNT }, -EINVAL },
 		{ "opcode 0xff", { .opcode = 0xff }, -EINVAL },
-		{ "unknown flag", { .opcode = XFER_OP_NOP, .flags = 1u << 2 },
+		/* Bits 2-3 are the class since ring 4: the next bit. */
+		{ "unknown flag", { .opcode = XFER_OP_NOP, .flags = 1u << 4 },
 		  -EINVAL },
 		{ "high flag", { .opcode = XFER_OP_NOP, .flags = 0x80 },
 		  -EINVAL },
+		{ "class 3", { .opcode = XFER_OP_NOP,
+			       .flags = XFER_SQE_F_CLASS_MASK }, -EINVAL },
 		{ "reserved0", { .opcode = XFER_OP_NOP, .reserved0 = 1 },
 		  -EINVAL },
 		{ "reserved0 high", { .opcode = XFER_OP_NOP,
