@@ -122,6 +122,10 @@ static void layout_from(const Xfer__Client__RingLayout *rl,
 		.idx_size = rl->idx_size,
 		.cq_senders = rl->cq_senders,
 		.cq_sender_size = rl->cq_sender_size,
+		.sq_msgs = rl->sq_msgs,
+		.sq_msg_size = rl->sq_msg_size,
+		.cq_msgs = rl->cq_msgs,
+		.cq_msg_size = rl->cq_msg_size,
 	};
 }
 
@@ -153,7 +157,7 @@ static int take_addresses(struct xfer_ctx *ctx,
 	return 0;
 }
 
-static int handshake(struct xfer_ctx *ctx)
+static int handshake(struct xfer_ctx *ctx, const char *sender_name)
 {
 	Xfer__Client__ClientMsg m = XFER__CLIENT__CLIENT_MSG__INIT;
 	Xfer__Client__Hello hello = XFER__CLIENT__HELLO__INIT;
@@ -164,6 +168,10 @@ static int handshake(struct xfer_ctx *ctx)
 	int err;
 
 	hello.name = program_invocation_short_name;
+	/* The message areas: an xferd that predates them leaves them out
+	 * (xfer_sqe_set_message then says -EOPNOTSUPP). */
+	hello.notify_msgs = true;
+	hello.sender_name = (char *)(sender_name ? sender_name : "");
 	m.body_case = XFER__CLIENT__CLIENT_MSG__BODY_HELLO;
 	m.hello = &hello;
 	err = ctx_call_fds(ctx, &m, NULL, 0, &r, fds, &nfds);
@@ -210,13 +218,32 @@ out:
 	return err;
 }
 
+/* What xferd takes as a sender name (daemon/core/notify_msg.h). */
+static bool sender_name_ok(const char *name)
+{
+	size_t len = strlen(name);
+
+	if (len > XFER_SENDER_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)name[i] < 0x20 || (unsigned char)name[i] > 0x7e)
+			return false;
+	return true;
+}
+
 XFER_EXPORT int xfer_open(const char *socket_path, struct xfer_ctx **out)
+{
+	return xfer_open_named(socket_path, NULL, out);
+}
+
+XFER_EXPORT int xfer_open_named(const char *socket_path, const char *name,
+				struct xfer_ctx **out)
 {
 	char path[108];
 	struct xfer_ctx *ctx;
 	int err;
 
-	if (!out)
+	if (!out || (name && !sender_name_ok(name)))
 		return -EINVAL;
 	if (socket_path)
 		snprintf(path, sizeof(path), "%s", socket_path);
@@ -233,7 +260,7 @@ XFER_EXPORT int xfer_open(const char *socket_path, struct xfer_ctx **out)
 		free(ctx);
 		return err;
 	}
-	err = handshake(ctx);
+	err = handshake(ctx, name);
 	if (err) {
 		xfer_close(ctx);
 		return err;

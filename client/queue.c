@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
@@ -165,6 +166,89 @@ XFER_EXPORT int xfer_cqe_sender(const struct xfer_ctx *ctx,
 	const struct xfer_cqe_sender *rec =
 		ring_cq_sender_at(&ctx->ring, (uint32_t)((at - base) / sizeof(*cqe)));
 	*out = *rec;
+	return 0;
+}
+
+/* The CQ slot of cqe, a notification CQE of ctx's ring; -EINVAL if it
+ * is none. */
+static int notify_slot(const struct xfer_ctx *ctx, const struct xfer_cqe *cqe,
+		       uint32_t *slot)
+{
+	uintptr_t at = (uintptr_t)cqe, base = (uintptr_t)ctx->ring.cqes;
+
+	if (at < base || (at - base) % sizeof(*cqe) ||
+	    (at - base) / sizeof(*cqe) >= ctx->ring.cq_entries ||
+	    !(cqe->flags & XFER_CQE_F_NOTIFY))
+		return -EINVAL;
+	*slot = (uint32_t)((at - base) / sizeof(*cqe));
+	return 0;
+}
+
+XFER_EXPORT const void *xfer_cqe_message(const struct xfer_ctx *ctx,
+					 const struct xfer_cqe *cqe,
+					 size_t *len)
+{
+	uint32_t slot;
+
+	if (len)
+		*len = 0;
+	if (!ctx || !cqe || !len || notify_slot(ctx, cqe, &slot) ||
+	    !ctx->ring.cq_msgs)
+		return NULL;
+	/* Read like the sender record: (C), (D).  The length is xferd's
+	 * (bounded when it wrote it); bounded again, the ring is shared. */
+	const struct xfer_cqe_message *rec = ring_cq_msg_at(&ctx->ring, slot);
+	size_t n = rec->len;
+	if (n > XFER_NOTIFY_MSG_MAX)
+		n = XFER_NOTIFY_MSG_MAX;
+	*len = n;
+	return rec->data;
+}
+
+XFER_EXPORT int xfer_cqe_sender_name(const struct xfer_ctx *ctx,
+				     const struct xfer_cqe *cqe, char *buf,
+				     size_t size)
+{
+	uint32_t slot;
+
+	if (!ctx || !cqe || (!buf && size) || notify_slot(ctx, cqe, &slot))
+		return -EINVAL;
+	if (!ctx->ring.cq_msgs)
+		return -EOPNOTSUPP;
+	const struct xfer_cqe_message *rec = ring_cq_msg_at(&ctx->ring, slot);
+	size_t n = rec->name_len;
+	if (n > XFER_SENDER_NAME_MAX)
+		n = XFER_SENDER_NAME_MAX;
+	if (size) {
+		size_t c = n < size - 1 ? n : size - 1;
+		memcpy(buf, rec->name, c);
+		buf[c] = '\0';
+	}
+	return (int)n;
+}
+
+XFER_EXPORT int xfer_sqe_set_message(struct xfer_ctx *ctx,
+				     struct xfer_sqe *sqe, const void *msg,
+				     size_t len)
+{
+	if (!ctx || !sqe || (!msg && len))
+		return -EINVAL;
+	/* An SQE of this ring's array, by address: its slot names its
+	 * message's. */
+	uintptr_t at = (uintptr_t)sqe, base = (uintptr_t)ctx->ring.sqes;
+	if (at < base || (at - base) % sizeof(*sqe) ||
+	    (at - base) / sizeof(*sqe) >= ctx->ring.sq_entries)
+		return -EINVAL;
+	if (len > XFER_NOTIFY_MSG_MAX)
+		return -EMSGSIZE;
+	if (!ctx->ring.sq_msgs)
+		return len ? -EOPNOTSUPP : 0;
+	uint8_t *slot = ring_sq_msg_at(&ctx->ring,
+				       (uint32_t)((at - base) / sizeof(*sqe)));
+	if (len)
+		memcpy(slot, msg, len);
+	/* Published with the SQE by xfer_submit's release of sq_tail (A). */
+	sqe->msg_len = (uint16_t)len;
 	return 0;
 }
 

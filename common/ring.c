@@ -72,6 +72,40 @@ int ring_layout(uint32_t sq_entries, uint32_t idx_bytes,
 	return 0;
 }
 
+int ring_layout_msgs(struct xfer_ring_offsets *off)
+{
+	uint64_t sq = ((uint64_t)off->map_size + 4095u) & ~4095ull;
+	uint64_t cq = (sq + (uint64_t)off->sq_entries * XFER_NOTIFY_MSG_MAX +
+		       4095u) & ~4095ull;
+	uint64_t end = cq + (uint64_t)off->cq_entries *
+			    sizeof(struct xfer_cqe_message);
+
+	if (end > UINT32_MAX)
+		return -EINVAL;
+	off->sq_msgs = (uint32_t)sq;
+	off->sq_msg_size = XFER_NOTIFY_MSG_MAX;
+	off->cq_msgs = (uint32_t)cq;
+	off->cq_msg_size = (uint32_t)sizeof(struct xfer_cqe_message);
+	off->map_size = (uint32_t)end;
+	return 0;
+}
+
+/* [at, at + n * size) lies inside the mapping, clear of the header and
+ * of every other area (ends as computed by ring_view_init). */
+struct area {
+	uint64_t at, end;
+};
+
+static bool area_clear(struct area a, const struct area *others,
+		       size_t nothers)
+{
+	for (size_t i = 0; i < nothers; i++)
+		if (others[i].end > others[i].at && a.at < others[i].end &&
+		    a.end > others[i].at)
+			return false;
+	return true;
+}
+
 /* A u32 field at off lies in the header, aligned, inside the mapping. */
 static bool field_ok(uint32_t off, uint32_t header_end)
 {
@@ -124,6 +158,33 @@ int ring_view_init(struct ring_view *v, void *base, size_t map_len,
 	     (off->idx_size && (uint64_t)off->cq_senders < idx_end &&
 	      snd_end > off->idx)))
 		return -EPROTO;
+	/* The message areas, if any: both or neither, slots at least as
+	 * large as we know, aligned, inside, clear of everything else. */
+	struct area sqm = { off->sq_msgs, (uint64_t)off->sq_msgs +
+			    (uint64_t)off->sq_entries * off->sq_msg_size };
+	struct area cqm = { off->cq_msgs, (uint64_t)off->cq_msgs +
+			    (uint64_t)off->cq_entries * off->cq_msg_size };
+	if (!off->sq_msg_size != !off->cq_msg_size)
+		return -EPROTO;
+	if (off->sq_msg_size) {
+		const struct area others[] = {
+			{ 0, header_end }, { off->sqes, sq_end },
+			{ off->cqes, cq_end },
+			{ off->idx, off->idx_size ? idx_end : off->idx },
+			{ off->cq_senders, off->cq_sender_size ? snd_end
+							      : off->cq_senders },
+		};
+		size_t no = sizeof(others) / sizeof(others[0]);
+		if (off->sq_msg_size < XFER_NOTIFY_MSG_MAX ||
+		    off->cq_msg_size < sizeof(struct xfer_cqe_message) ||
+		    off->sq_msgs % 8 || off->sq_msg_size % 8 ||
+		    off->cq_msgs % 8 || off->cq_msg_size % 8 ||
+		    sqm.end > off->map_size || cqm.end > off->map_size ||
+		    !area_clear(sqm, others, no) ||
+		    !area_clear(cqm, others, no) ||
+		    !area_clear(sqm, &cqm, 1))
+			return -EPROTO;
+	}
 	if (*(const uint32_t *)(b + off->magic) != XFER_RING_MAGIC)
 		return -EPROTO;
 	*v = (struct ring_view){
@@ -144,6 +205,10 @@ int ring_view_init(struct ring_view *v, void *base, size_t map_len,
 		.senders = off->cq_sender_size ? (uint8_t *)b + off->cq_senders
 					       : NULL,
 		.sender_size = off->cq_sender_size,
+		.sq_msgs = off->sq_msg_size ? (uint8_t *)b + off->sq_msgs : NULL,
+		.sq_msg_size = off->sq_msg_size,
+		.cq_msgs = off->cq_msg_size ? (uint8_t *)b + off->cq_msgs : NULL,
+		.cq_msg_size = off->cq_msg_size,
 	};
 	return 0;
 }

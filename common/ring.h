@@ -7,12 +7,14 @@
  * inline functions below are the only code that touches ring indices, so
  * every memory-ordering pair is visible in this one file:
  *
- *   (A) SQ slots:  client writes entries, then store-release sq_tail;
- *                  xferd load-acquires sq_tail, then reads the entries.
+ *   (A) SQ slots:  client writes entries (and their messages), then
+ *                  store-release sq_tail; xferd load-acquires sq_tail,
+ *                  then reads the entries and messages.
  *   (B) SQ reuse:  xferd copies entries out, then store-release sq_head;
  *                  client load-acquires sq_head before overwriting slots.
  *   (C) CQ slots:  xferd writes entries (and a notification's sender
- *                  record, ring_cq_sender_at), then store-release
+ *                  and message records, ring_cq_sender_at,
+ *                  ring_cq_msg_at), then store-release
  *                  cq_tail; client load-acquires cq_tail, then reads the
  *                  entries and their records.
  *   (D) CQ reuse:  client reads entries and records, then store-release
@@ -54,6 +56,13 @@ struct ring_view {
 	 * i * sender_size. */
 	uint8_t *senders;
 	uint32_t sender_size;
+	/* The message areas (NULL, 0: none; xfer_ring.h): SQ slot i's
+	 * message at sq_msgs + i * sq_msg_size, CQ slot i's record at
+	 * cq_msgs + i * cq_msg_size. */
+	uint8_t *sq_msgs;
+	uint32_t sq_msg_size;
+	uint8_t *cq_msgs;
+	uint32_t cq_msg_size;
 };
 
 /* Offsets for a ring of sq_entries (power of two) with an index area of
@@ -62,6 +71,10 @@ struct ring_view {
 #define RING_MAX_IDX_BYTES (64u << 20)
 int ring_layout(uint32_t sq_entries, uint32_t idx_bytes,
 		struct xfer_ring_offsets *off);
+
+/* Add the message areas (xfer_ring.h) to a layout of ring_layout(),
+ * behind everything else, on pages of their own.  0 or -EINVAL. */
+int ring_layout_msgs(struct xfer_ring_offsets *off);
 
 /*
  * Resolve off against a mapping of map_len bytes at base.  Checks that
@@ -179,6 +192,30 @@ ring_cq_sender_at(const struct ring_view *v, uint32_t index)
 		return NULL;
 	return (struct xfer_cqe_sender *)(v->senders +
 		(size_t)(index & (v->cq_entries - 1)) * v->sender_size);
+}
+
+/*
+ * The message record of CQ slot index (NULL: the ring has none): like
+ * the sender record, filled before ring_cq_publish() of the slot's
+ * notification (C).
+ */
+static inline struct xfer_cqe_message *
+ring_cq_msg_at(const struct ring_view *v, uint32_t index)
+{
+	if (!v->cq_msgs)
+		return NULL;
+	return (struct xfer_cqe_message *)(v->cq_msgs +
+		(size_t)(index & (v->cq_entries - 1)) * v->cq_msg_size);
+}
+
+/* The message slot of SQ slot index (NULL: none); sq_msg_size bytes. */
+static inline uint8_t *ring_sq_msg_at(const struct ring_view *v,
+				      uint32_t index)
+{
+	if (!v->sq_msgs)
+		return NULL;
+	return v->sq_msgs +
+	       (size_t)(index & (v->sq_entries - 1)) * v->sq_msg_size;
 }
 
 /* Publish completions up to tail; true if the client asked for a wake-up. */

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/pidfd.h>
 #include <sys/socket.h>
@@ -25,6 +26,7 @@
 #include "client_msg.h"
 #include "common/wire.h"
 #include "core/log.h"
+#include "core/notify_msg.h"
 #include "mem/cma.h"
 #include "mem/dlist.h"
 #include "mem/region.h"
@@ -308,11 +310,13 @@ void client_on_notice(struct prog_client *pc, enum notice_kind kind,
 
 /* --- handshake --- */
 
-static int make_ring(struct client *c, uint32_t sq_entries,
+static int make_ring(struct client *c, uint32_t sq_entries, bool msgs,
 		     struct xfer_ring_offsets *off, int *ring_fd)
 {
 	int err = ring_layout(sq_entries, c->d->cfg.ring_index_kb << 10, off);
 
+	if (!err && msgs)
+		err = ring_layout_msgs(off);
 	if (err)
 		return err;
 	int fd = memfd_create("xferd-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -329,8 +333,9 @@ static int make_ring(struct client *c, uint32_t sq_entries,
 		goto err_fd;
 	}
 	/* The queues' pages now, not on the first descriptors; the index
-	 * area's only when a client uses it (most never do). */
-	uint32_t queues = off->idx_size ? off->idx : off->map_size;
+	 * and message areas' only when a client uses them (most never do). */
+	uint32_t queues = off->idx_size ? off->idx
+			  : off->sq_msg_size ? off->sq_msgs : off->map_size;
 	for (uint32_t at = 0; at < queues; at += 4096)
 		((volatile char *)c->ring_map)[at] = 0;
 	c->ring_len = off->map_size;
@@ -409,6 +414,10 @@ static int send_hello_reply(struct client *c, uint64_t seq,
 	rl.idx_size = o->idx_size;
 	rl.cq_senders = o->cq_senders;
 	rl.cq_sender_size = o->cq_sender_size;
+	rl.sq_msgs = o->sq_msgs;
+	rl.sq_msg_size = o->sq_msg_size;
+	rl.cq_msgs = o->cq_msgs;
+	rl.cq_msg_size = o->cq_msg_size;
 	rep.instance_id.data = c->d->instance_id;
 	rep.instance_id.len = sizeof(c->d->instance_id);
 	rep.client_id = c->pc.id;
@@ -518,6 +527,13 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 		       "sq_entries must be a power of two within limits");
 		goto out;
 	}
+	const char *sname = m->hello->sender_name ? m->hello->sender_name : "";
+	size_t sname_len = strlen(sname);
+	if (!notify_name_ok(sname, sname_len)) {
+		refuse(d, sock, seq, -EINVAL, "a sender name is at most 64 "
+		       "bytes of printable ASCII (0x20-0x7e)");
+		goto out;
+	}
 
 	c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -533,6 +549,8 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	c->gid = cred->gid;
 	c->pc.id = d->next_client_id++;
 	c->pc.uid = cred->uid;
+	c->pc.name_len = (uint8_t)sname_len;
+	memcpy(c->pc.name, sname, sname_len);
 	/* Its own doorbells: nothing xferd reads or writes is shared with
 	 * another client, nor with this one (engine/progress.h). */
 	bool doorbells = progress_doorbells(&c->pc, &cq_fd) == 0;
@@ -543,7 +561,8 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 	for (char *p = c->name; *p; p++) /* keep log lines one line */
 		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = '?';
-	if (!doorbells || (err = make_ring(c, want, &off, &ring_fd))) {
+	if (!doorbells || (err = make_ring(c, want, m->hello->notify_msgs, &off,
+					  &ring_fd))) {
 		refuse(d, sock, seq, -ENOMEM, "cannot set up the ring");
 		c->sock = -1;
 		if (cq_fd >= 0)

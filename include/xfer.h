@@ -44,6 +44,18 @@ struct xfer_dlist;  /* a prepared descriptor list */
  * open (xferd.conf(5)).
  */
 int xfer_open(const char *socket_path, struct xfer_ctx **out);
+/*
+ * xfer_open(), and the context calls itself name as a sender of
+ * notifications: 0-XFER_SENDER_NAME_MAX (64) bytes of printable ASCII
+ * (0x20-0x7e), else -EINVAL (NULL: no name, as xfer_open).  The name
+ * goes with every notification the context sends
+ * (xfer_cqe_sender_name() at the receiver), beside xferd's own record
+ * of the sender, which is what tells senders apart: anyone may call
+ * themselves anything, so the name is informational (a NIXL agent's
+ * name, a worker's role).
+ */
+int xfer_open_named(const char *socket_path, const char *name,
+		    struct xfer_ctx **out);
 
 /*
  * Close the connection.  xferd cancels whatever was in flight and releases
@@ -251,6 +263,25 @@ uint32_t xfer_cq_overflow(const struct xfer_ctx *ctx);
 int xfer_cqe_sender(const struct xfer_ctx *ctx, const struct xfer_cqe *cqe,
 		    struct xfer_cqe_sender *out);
 /*
+ * The message notification cqe carries (a CQE of ctx flagged
+ * XFER_CQE_F_NOTIFY, not yet consumed): a pointer into the ring, valid
+ * until xfer_cq_advance() consumes the CQE (copy what you keep), and
+ * its length in *len (0 to XFER_NOTIFY_MSG_MAX; 0: none).  NULL with
+ * *len 0 for a CQE that is no notification of ctx, or when this xferd
+ * carries no messages (an older one).  Never blocks.
+ */
+const void *xfer_cqe_message(const struct xfer_ctx *ctx,
+			     const struct xfer_cqe *cqe, size_t *len);
+/*
+ * The name the sender of notification cqe gave itself
+ * (xfer_open_named; informational), copied into buf of size bytes with
+ * a NUL (truncated to fit).  Returns the name's length (0: none),
+ * -EINVAL for a CQE that is no notification of ctx, -EOPNOTSUPP when
+ * this xferd carries no names.  Never blocks.
+ */
+int xfer_cqe_sender_name(const struct xfer_ctx *ctx,
+			 const struct xfer_cqe *cqe, char *buf, size_t size);
+/*
  * What notifications sent from ctx carry as their sender (flags 0):
  * for comparing with a record from xfer_cqe_sender() at the other end,
  * or for telling it to the other end out of band.  Returns 0.  Never
@@ -302,7 +333,7 @@ static inline void xfer_prep_rw(struct xfer_sqe *sqe, unsigned op,
 	 * C++ compilers take this header too. */
 	sqe->opcode = (uint8_t)op;
 	sqe->flags = 0;
-	sqe->reserved0 = 0;
+	sqe->msg_len = 0;
 	sqe->timeout_ms = 0;
 	sqe->user_data = user_data;
 	sqe->local = local;
@@ -369,6 +400,21 @@ static inline void xfer_sqe_set_notify(struct xfer_sqe *sqe, uint64_t value)
 	sqe->flags |= XFER_SQE_F_NOTIFY;
 	sqe->notify_value = value;
 }
+
+/*
+ * Send len bytes of msg (XFER_NOTIFY_MSG_MAX at most) with the
+ * notification of sqe, an entry of ctx from xfer_get_sqe(), prepared
+ * already (the xfer_prep_* helpers clear the message): a NOTIFY, or an
+ * entry with xfer_sqe_set_notify() (before or after this call; an entry
+ * that notifies nobody fails with -EINVAL).  The bytes are copied into
+ * the ring's message slot of the entry now.  The owner reads them with
+ * xfer_cqe_message(); held notifications keep theirs.  Returns 0,
+ * -EMSGSIZE past XFER_NOTIFY_MSG_MAX, -EOPNOTSUPP when this xferd
+ * carries no messages (an older one; len 0 is accepted), -EINVAL for
+ * an sqe not of ctx.  Never blocks.
+ */
+int xfer_sqe_set_message(struct xfer_ctx *ctx, struct xfer_sqe *sqe,
+			 const void *msg, size_t len);
 
 /* Give up after ms milliseconds (paths to other nodes; 0 = default). */
 static inline void xfer_sqe_set_timeout(struct xfer_sqe *sqe, uint32_t ms)

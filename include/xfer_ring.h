@@ -10,7 +10,10 @@
  * structs below, always from the offsets you were given.
  *
  * A fourth part, the index area, holds the index pairs of prepared-list
- * descriptors (XFER_OP_WRITE_DLIST, _READ_DLIST; see below).
+ * descriptors (XFER_OP_WRITE_DLIST, _READ_DLIST; see below).  Side
+ * areas beside the queues hold what does not fit a fixed-size entry: a
+ * notification's sender (cq_senders) and, for a client that asked for
+ * them, notification messages (sq_msgs, cq_msgs; see below).
  *
  * Indices are free-running 32-bit counters; entry i lives at slot
  * (i & (entries - 1)).  The producer of a queue owns its tail, the
@@ -33,12 +36,28 @@
 #endif
 
 #define XFER_RING_MAGIC   0x58524e47u /* "XRNG" */
-/* 2: the CQ sender area (cq_senders below); 1: none.  A client reads
+/* 3: the message areas (sq_msgs, cq_msgs below), for a client that asks
+ * for them; 2: the CQ sender area (cq_senders); 1: none.  A client reads
  * what the offsets say is there, not this number. */
-#define XFER_RING_VERSION 2u
+#define XFER_RING_VERSION 3u
 /* For programs built against several versions of this header: struct
  * xfer_cqe_sender, xfer_cqe_sender(), xfer_stream_peer() exist. */
 #define XFER_HAVE_CQE_SENDER 1
+/* ... and notification messages: XFER_NOTIFY_MSG_MAX, struct
+ * xfer_cqe_message, xfer_sqe_set_message(), xfer_cqe_message(),
+ * xfer_cqe_sender_name(), xfer_open_named(). */
+#define XFER_HAVE_NOTIFY_MSG 1
+
+/*
+ * The longest message a notification carries, in bytes (any bytes): a
+ * request id, a key, a short status.  Fixed so that each ring slot has
+ * room for one and a notification that finds its CQ slot finds its
+ * message's place too: a message never waits for space of its own.
+ */
+#define XFER_NOTIFY_MSG_MAX 256u
+/* The longest name a context gives itself as a sender (xfer_open_named),
+ * in bytes of printable ASCII (0x20-0x7e), without a NUL. */
+#define XFER_SENDER_NAME_MAX 64u
 
 /* Opcodes of a submission queue entry. */
 enum xfer_op {
@@ -124,7 +143,14 @@ enum xfer_path {
 struct xfer_sqe {
 	uint8_t opcode;        /* enum xfer_op */
 	uint8_t flags;         /* XFER_SQE_F_* */
-	uint16_t reserved0;    /* must be 0 */
+	union {
+		/* Bytes of this entry's notification message, in the SQ
+		 * message area slot of this entry (sq_msgs below); only
+		 * with XFER_SQE_F_NOTIFY or XFER_OP_NOTIFY.  0: none (the
+		 * only value a ring without the area takes). */
+		uint16_t msg_len;
+		uint16_t reserved0;  /* its name before messages */
+	};
 	uint32_t timeout_ms;   /* other-node paths: fail with -ETIMEDOUT after
 				* this long; 0 = xferd's op_timeout_ms */
 	uint64_t user_data;    /* returned untouched in the CQE */
@@ -145,7 +171,9 @@ enum {
 	 * The notifications for one owner come in the order its xferd took
 	 * them; those that find the CQ full xferd holds and posts, in that
 	 * order, as CQEs are consumed (see xfer_sqe_set_notify()).  Who
-	 * sent it: the CQ sender area (struct xfer_cqe_sender). */
+	 * sent it: the CQ sender area (struct xfer_cqe_sender); its
+	 * message and the sender's name: the CQ message area (struct
+	 * xfer_cqe_message). */
 	XFER_CQE_F_NOTIFY = 1u << 0,
 };
 
@@ -201,6 +229,39 @@ struct xfer_cqe_sender {
 	uint32_t flags;    /* XFER_SENDER_F_* */
 };
 XFER_STATIC_ASSERT(sizeof(struct xfer_cqe_sender) == 32, "sender record size");
+
+/*
+ * The message of a notification and the name its sender gave itself, in
+ * the CQ message area (xfer_ring_offsets.cq_msgs), one record per CQ
+ * slot like the sender records: xferd fills the record of slot i before
+ * it publishes a notification CQE in slot i (len and name_len 0: none),
+ * and only then; it is read like the CQE ((C) and (D) of common/ring.h).
+ *
+ *  len       bytes of data (XFER_NOTIFY_MSG_MAX at most)
+ *  name_len  bytes of name: what the sender named itself, printable
+ *            ASCII that xferd checked, informational only (anyone may
+ *            call themselves anything: node and client of the sender
+ *            record are who sent it)
+ *
+ * Why one record per CQ slot rather than a ring of messages: a
+ * notification that has its CQ slot then has its message's place too,
+ * so a message adds no way for a notification to wait or be refused
+ * (held notifications keep theirs in xferd, notify_queue), and the
+ * client releases both with cq_head, as it does the CQEs.  The cost is
+ * cq_entries * cq_msg_size bytes of the ring, touched only by
+ * notifications, and present only for a client that asked for messages.
+ * The record may grow like the sender record (cq_msg_size).
+ */
+struct xfer_cqe_message {
+	uint16_t len;
+	uint8_t name_len;
+	uint8_t reserved[5];
+	char name[XFER_SENDER_NAME_MAX];
+	uint8_t data[XFER_NOTIFY_MSG_MAX];
+};
+XFER_STATIC_ASSERT(sizeof(struct xfer_cqe_message) ==
+		   8 + XFER_SENDER_NAME_MAX + XFER_NOTIFY_MSG_MAX,
+		   "message record size");
 
 /* Sender flags. */
 enum {
@@ -259,6 +320,24 @@ struct xfer_ring_offsets {
 	 * senders (an older one). */
 	uint32_t cq_senders;
 	uint32_t cq_sender_size;
+	/*
+	 * The message areas, only for a client that asked for messages in
+	 * its hello (0, 0: none; then every msg_len must be 0 and no
+	 * notification shows a message; an older client sees the ring of
+	 * version 2 exactly).  The SQ message area: sq_entries slots of
+	 * sq_msg_size bytes (XFER_NOTIFY_MSG_MAX), the message of the SQE
+	 * in SQ slot i at sq_msgs + i * sq_msg_size, its first msg_len
+	 * bytes; written by the client before it publishes the SQE (A),
+	 * copied by xferd once, while it consumes the SQE, so the slot is
+	 * the client's again when sq_head passes it (B).  The CQ message
+	 * area: cq_entries records of cq_msg_size bytes (struct
+	 * xfer_cqe_message), the one of CQ slot i at cq_msgs + i *
+	 * cq_msg_size.
+	 */
+	uint32_t sq_msgs;
+	uint32_t sq_msg_size;
+	uint32_t cq_msgs;
+	uint32_t cq_msg_size;
 };
 
 #endif /* XFER_RING_H */

@@ -45,28 +45,6 @@ std::string sender_key(const struct xfer_cqe_sender &s)
 	return hex(s.node, sizeof s.node) + "/" + std::to_string(s.client);
 }
 
-/* Up to NOTIF_MSG_MAX bytes and their count in byte 7. */
-uint64_t encode_msg(const std::string &msg)
-{
-	uint64_t v = (uint64_t)msg.size() << 56;
-
-	for (size_t i = 0; i < msg.size(); i++)
-		v |= (uint64_t)(uint8_t)msg[i] << (8 * i);
-	return v;
-}
-
-std::string decode_msg(uint64_t v)
-{
-	size_t n = (size_t)(v >> 56);
-	std::string s;
-
-	if (n > NOTIF_MSG_MAX) /* not one of ours: the value, as digits */
-		return std::to_string(v);
-	for (size_t i = 0; i < n; i++)
-		s += (char)(uint8_t)(v >> (8 * i));
-	return s;
-}
-
 } // namespace
 
 nixl_status_t status_of(int err)
@@ -122,7 +100,15 @@ XferdEngine::XferdEngine(const nixlBackendInitParams *init_params)
 		}
 		timeout_ms = (uint32_t)v;
 	}
-	rc = xfer_open(sock.empty() ? nullptr : sock.c_str(), &ctx);
+	/* Our agent's name as our sender name, where xferd takes it (64
+	 * bytes of printable ASCII): what a peer calls us when it never
+	 * loaded our conn info. */
+	bool nameable = localAgent.size() <= XFER_SENDER_NAME_MAX &&
+		std::all_of(localAgent.begin(), localAgent.end(), [](char ch) {
+			return (unsigned char)ch >= 0x20 && (unsigned char)ch <= 0x7e;
+		});
+	rc = xfer_open_named(sock.empty() ? nullptr : sock.c_str(),
+			     nameable ? localAgent.c_str() : nullptr, &ctx);
 	if (rc) {
 		NIXL_ERROR << "XFERD: cannot reach xferd at "
 			   << (sock.empty() ? "the default socket" : sock)
@@ -470,8 +456,16 @@ nixl_status_t XferdEngine::submitLocked(XferdReq *req) const
 			}
 		}
 		xfer_sqe_set_timeout(sqe, timeout_ms);
-		if (req->has_notif && nbatch == 1)
-			xfer_sqe_set_notify(sqe, req->notif_value);
+		if (req->has_notif && nbatch == 1) {
+			xfer_sqe_set_notify(sqe, 0);
+			rc = xfer_sqe_set_message(ctx, sqe, req->notif_msg.data(),
+						  req->notif_msg.size());
+			if (rc) {
+				NIXL_ERROR << "XFERD: notification message: "
+					   << xfer_strerror(rc);
+				req->error = rc;
+			}
+		}
 		req->outstanding++;
 	}
 	xfer_submit(ctx);
@@ -489,7 +483,15 @@ nixl_status_t XferdEngine::sendNotifyLocked(XferdReq *req) const
 		xfer_submit(ctx);
 		sched_yield();
 	}
-	xfer_prep_notify(sqe, req->notify_handle, req->notif_value, req->id);
+	xfer_prep_notify(sqe, req->notify_handle, 0, req->id);
+	int rc = xfer_sqe_set_message(ctx, sqe, req->notif_msg.data(),
+				      req->notif_msg.size());
+	if (rc) {
+		/* An xferd without messages: the SQE is spent, a NOP. */
+		xfer_prep_nop(sqe, req->id);
+		NIXL_ERROR << "XFERD: notification message: " << xfer_strerror(rc);
+		req->error = rc;
+	}
 	xfer_sqe_set_timeout(sqe, timeout_ms);
 	req->notify_pending = false;
 	req->outstanding++;
@@ -497,12 +499,16 @@ nixl_status_t XferdEngine::sendNotifyLocked(XferdReq *req) const
 	return NIXL_SUCCESS;
 }
 
-std::string XferdEngine::senderName(const struct xfer_cqe_sender &s) const
+std::string XferdEngine::senderName(const struct xfer_cqe_sender &s,
+				    const std::string &named) const
 {
 	auto it = senders.find(sender_key(s));
 
-	/* A sender whose conn info we never loaded: xferd's name for it. */
-	return it != senders.end() ? it->second : "xferd:" + sender_key(s);
+	/* A sender whose conn info we never loaded: the agent name it
+	 * gave itself, else xferd's name for it. */
+	if (it != senders.end())
+		return it->second;
+	return !named.empty() ? named : "xferd:" + sender_key(s);
 }
 
 /* Every CQE there is: completions to their requests, notifications to
@@ -515,10 +521,15 @@ void XferdEngine::drainLocked() const
 		if (cqe->flags & XFER_CQE_F_NOTIFY) {
 			struct xfer_cqe_sender s;
 			std::string who = "xferd:unknown";
+			char name[XFER_SENDER_NAME_MAX + 1] = "";
+			size_t len;
+			const void *m = xfer_cqe_message(ctx, cqe, &len);
 
+			xfer_cqe_sender_name(ctx, cqe, name, sizeof name);
 			if (xfer_cqe_sender(ctx, cqe, &s) == 0)
-				who = senderName(s);
-			notifs.emplace_back(who, decode_msg(cqe->user_data));
+				who = senderName(s, name);
+			notifs.emplace_back(who, m ? std::string((const char *)m, len)
+						 : std::string());
 			xfer_cq_advance(ctx, 1);
 			continue;
 		}
@@ -569,8 +580,8 @@ nixl_status_t XferdEngine::postXfer(const nixl_xfer_op_t &operation,
 		return NIXL_ERR_REPOST_ACTIVE;
 	req->has_notif = opt_args && opt_args->hasNotif;
 	if (req->has_notif) {
-		/* xferd's notification carries 8 bytes today: a longer
-		 * message cannot travel faithfully. */
+		/* xferd's notification carries NOTIF_MSG_MAX bytes: a
+		 * longer message cannot travel faithfully. */
 		if (opt_args->notifMsg.size() > NOTIF_MSG_MAX) {
 			NIXL_ERROR << "XFERD: a notification message of "
 				   << opt_args->notifMsg.size()
@@ -578,7 +589,7 @@ nixl_status_t XferdEngine::postXfer(const nixl_xfer_op_t &operation,
 				   << NOTIF_MSG_MAX;
 			return NIXL_ERR_INVALID_PARAM;
 		}
-		req->notif_value = encode_msg(opt_args->notifMsg);
+		req->notif_msg = opt_args->notifMsg;
 	}
 	/* A new id per post: CQEs of an earlier post never count here. */
 	req->id = next_id++;
@@ -657,7 +668,7 @@ nixl_status_t XferdEngine::genNotif(const std::string &remote_agent,
 	req->posted = true;
 	req->released = true; /* nobody checks it: drainLocked frees it */
 	req->notify_handle = (*it->second.begin())->handle;
-	req->notif_value = encode_msg(msg);
+	req->notif_msg = msg;
 	inflight[req->id] = req;
 	if (sendNotifyLocked(req) != NIXL_SUCCESS) {
 		inflight.erase(req->id);

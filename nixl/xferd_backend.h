@@ -23,6 +23,7 @@
 #ifndef XFERD_NIXL_BACKEND_H
 #define XFERD_NIXL_BACKEND_H
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -38,9 +39,9 @@
 
 namespace xferd_nixl {
 
-/* Bytes of a NIXL notification message that xferd's notification (one
- * u64: seven bytes and their count) carries. */
-constexpr size_t NOTIF_MSG_MAX = 7;
+/* Bytes of a NIXL notification message that xferd's notification
+ * carries (its message, xfer_ring.h); a longer one is refused. */
+constexpr size_t NOTIF_MSG_MAX = XFER_NOTIFY_MSG_MAX;
 
 /* (offset, length) of each descriptor of a request, relative to its
  * registration or token: the key of a cached xferd list. */
@@ -101,7 +102,7 @@ public:
 	std::vector<range> ranges;
 	uint64_t notify_handle = 0; /* the remote handle a notification goes to */
 	bool has_notif = false;
-	uint64_t notif_value = 0;
+	std::string notif_msg;
 	/* In flight: CQEs outstanding; the first error; bytes; last path. */
 	unsigned outstanding = 0;
 	bool posted = false, notify_pending = false, released = false;
@@ -185,7 +186,8 @@ private:
 	nixl_status_t sendNotifyLocked(XferdReq *req) const;
 	void drainLocked() const;
 	void dropListsLocked(XferdMD *md) const;
-	std::string senderName(const struct xfer_cqe_sender &s) const;
+	std::string senderName(const struct xfer_cqe_sender &s,
+			       const std::string &named) const;
 };
 
 /* A negative errno of libxfer or a CQE as a NIXL status. */

@@ -192,19 +192,20 @@ struct mover_ops {
  * (movers include nothing above their floor).  Progress thread only.
  */
 struct token;
-struct xfer_cqe_sender;
+struct notify_note;
 struct mover_hooks {
 	/* An operation ended: bytes moved, or a negative errno. */
 	void (*op_done)(void *arg, struct xop *op, int64_t result);
 	/* A mover cannot move op after all: offer it to the next route. */
 	void (*reroute)(void *arg, struct xop *op);
 	/* A peer's data landed in (or was read from) local region r and it
-	 * asked for the owner to be notified; from: the peer's client that
-	 * sent it, with the link's instance id as its node.  0: delivered
+	 * asked for the owner to be notified; note: the peer's client that
+	 * sent it, with the link's instance id as its node, its name and
+	 * its message (core/notify_msg.h), lent for the call.  0: delivered
 	 * or held for the owner; -ENOBUFS (-ENOMEM): refused, which the
 	 * peer's descriptor ends with (the link stays up). */
 	int (*notify_local)(void *arg, struct region *r, uint64_t value,
-			    int64_t bytes, const struct xfer_cqe_sender *from);
+			    int64_t bytes, const struct notify_note *note);
 	/* Ops wait for a link to this instance: ask the main thread to
 	 * connect, using the addresses in tok. */
 	void (*need_peer)(void *arg, const struct token *tok);

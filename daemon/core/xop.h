@@ -16,6 +16,7 @@
 struct prog_client;
 struct region;
 struct abatch;
+struct notify_msg;
 
 #define XOP_PRIV_BYTES 64
 
@@ -37,6 +38,9 @@ struct xop {
 	bool notify;              /* the owner is notified after the data */
 	uint64_t notify_value;
 	uint64_t notify_bytes;    /* NOTIFY: what the notified batch moved */
+	/* The notification's message and sender name (core/notify_msg.h),
+	 * owned; NULL: none.  Freed with the op (exec_xop_put). */
+	struct notify_msg *notify_msg;
 	/* Who notifies: pc's client id and uid, for the peer to hand on
 	 * (struct xfer_cqe_sender); kept here so transports need not
 	 * know the client. */

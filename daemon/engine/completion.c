@@ -30,19 +30,25 @@ void exec_publish(struct prog_client *pc)
 }
 
 /*
- * A notification's CQE and, before it, the sender record of its slot:
- * the release store of cq_tail in exec_publish() publishes both (C in
- * common/ring.h; the client reads both after its acquire).  Completions
- * of a client's own descriptors (exec_write_cqe) leave the record alone.
+ * A notification's CQE and, before it, the sender and message records of
+ * its slot: the release store of cq_tail in exec_publish() publishes
+ * them all (C in common/ring.h; the client reads them after its
+ * acquire).  Completions of a client's own descriptors (exec_write_cqe)
+ * leave the records alone.  A ring without a message area (a client
+ * that did not ask for messages) gets the CQE and sender as before.
  */
 static void write_notify_cqe(struct prog_client *pc,
 			     const struct xfer_cqe *cqe,
-			     const struct xfer_cqe_sender *from)
+			     const struct xfer_cqe_sender *from,
+			     const struct notify_msg *msg)
 {
 	struct xfer_cqe_sender *rec = ring_cq_sender_at(&pc->ring, pc->cq_tail);
+	struct xfer_cqe_message *mrec = ring_cq_msg_at(&pc->ring, pc->cq_tail);
 
 	if (rec)
 		*rec = *from;
+	if (mrec)
+		notify_msg_to_record(msg, mrec);
 	exec_write_cqe(pc, cqe);
 }
 
@@ -129,7 +135,8 @@ struct xfer_cqe_sender exec_sender_of(const struct progress *p,
 /* Post it, or queue it behind those held (exec_notify_admit() said yes). */
 void exec_notify_deliver(struct prog_client *owner, const struct region *r,
 			 uint64_t value, int64_t bytes,
-			 const struct xfer_cqe_sender *from)
+			 const struct xfer_cqe_sender *from,
+			 const struct notify_msg *msg)
 {
 	const struct xfer_cqe cqe = {
 		.user_data = value,
@@ -139,18 +146,24 @@ void exec_notify_deliver(struct prog_client *owner, const struct region *r,
 	};
 
 	if (nq_len(&owner->notify) == 0 && exec_cq_room(owner) > 0) {
-		write_notify_cqe(owner, &cqe, from);
+		write_notify_cqe(owner, &cqe, from, msg);
 		exec_publish(owner);
 		return;
 	}
-	/* Admitted, its place is there: no limit and no allocation here.
-	 * (Only if that ever failed would one be lost, and counted.) */
-	if (nq_reserve(&owner->notify, UINT32_MAX, UINT32_MAX)) {
+	/* Admitted, its place is there: no limit and no allocation here
+	 * but its message's (only if either ever failed would one be
+	 * lost, and counted).  An owner that takes no messages gets
+	 * none kept for it. */
+	int err = 0;
+	struct notify_msg *kept = owner->ring.cq_msgs ? notify_msg_dup(msg, &err)
+						      : NULL;
+	if (err || nq_reserve(&owner->notify, UINT32_MAX, UINT32_MAX)) {
+		free(kept);
 		atomic_fetch_add_explicit(owner->ring.cq_overflow, 1,
 					  memory_order_relaxed);
 		return;
 	}
-	nq_push(&owner->notify, &cqe, from);
+	nq_push(&owner->notify, &cqe, from, kept);
 	/* Relaxed: a gauge for xferctl. */
 	atomic_store_explicit(&owner->stats.notify_queued,
 			      nq_len(&owner->notify), memory_order_relaxed);
@@ -158,7 +171,8 @@ void exec_notify_deliver(struct prog_client *owner, const struct region *r,
 
 int exec_notify_owner(struct progress *p, const struct region *r,
 		      uint64_t value, int64_t bytes,
-		      const struct xfer_cqe_sender *from)
+		      const struct xfer_cqe_sender *from,
+		      const struct notify_msg *msg)
 {
 	struct prog_client *owner = exec_notify_owner_of(p, r);
 
@@ -167,7 +181,7 @@ int exec_notify_owner(struct progress *p, const struct region *r,
 	int err = exec_notify_admit(p, owner, 0);
 	if (err)
 		return err;
-	exec_notify_deliver(owner, r, value, bytes, from);
+	exec_notify_deliver(owner, r, value, bytes, from, msg);
 	return 0;
 }
 
@@ -179,7 +193,7 @@ bool exec_notify_flush(struct progress *p, struct prog_client *pc)
 	uint32_t room = exec_cq_room(pc), n = 0;
 	for (; n < room && nq_len(&pc->notify); n++) {
 		const struct nq_entry *e = nq_front(&pc->notify);
-		write_notify_cqe(pc, &e->cqe, &e->from);
+		write_notify_cqe(pc, &e->cqe, &e->from, e->msg);
 		nq_pop(&pc->notify);
 	}
 	if (n == 0)
@@ -215,6 +229,8 @@ struct xop *exec_xop_get(struct progress *p)
 
 void exec_xop_put(struct progress *p, struct xop *op)
 {
+	free(op->notify_msg);
+	op->notify_msg = NULL;
 	if (p->exec.nxop_cache >= XOP_CACHE_MAX) {
 		free(op);
 		return;
@@ -260,12 +276,12 @@ struct abatch *exec_batch_async(struct prog_client *pc)
 static struct xop *notify_later(struct progress *p, struct prog_client *pc,
 				struct region *target, uint64_t value,
 				uint64_t bytes, uint64_t deadline_ns,
-				uint16_t path)
+				uint16_t path, struct notify_msg **msg)
 {
 	struct xop *op = exec_xop_get(p);
 
 	if (!op)
-		return NULL;
+		return NULL;  /* *msg stays its caller's */
 	region_get(target);
 	*op = (struct xop){
 		.opcode = XFER_OP_NOTIFY,
@@ -276,7 +292,9 @@ static struct xop *notify_later(struct progress *p, struct prog_client *pc,
 		.sender_uid = pc->uid,
 		.deadline_ns = deadline_ns,
 		.path = path,
+		.notify_msg = *msg,
 	};
+	*msg = NULL;  /* the op's now */
 	progress_op_started(p);
 	TAILQ_INSERT_TAIL(&p->exec.deferred, op, q);
 	return op;
@@ -293,7 +311,7 @@ static bool notify_batch_remote(struct progress *p, struct abatch *ab)
 	struct xop *op = notify_later(p, ab->pc, ab->notify_target,
 				      ab->notify_value, ab->bytes,
 				      now_ns() + 1000000ull * p->exec.op_timeout_ms,
-				      ab->path);
+				      ab->path, &ab->notify_msg);
 
 	if (!op)
 		return false;
@@ -339,9 +357,10 @@ static void batch_complete(struct progress *p, struct abatch *ab)
 	if (owner) {
 		const struct xfer_cqe_sender from = exec_sender_of(p, pc);
 		exec_notify_deliver(owner, ab->notify_target, ab->notify_value,
-			       result, &from);
+			       result, &from, ab->notify_msg);
 	}
 	region_put(ab->notify_target);
+	free(ab->notify_msg);
 	exec_count_completion(p, pc, result);
 	completion_record(&p->exec.paths.done, ab->path, result, ab->start_ns);
 	stat_add(&pc->stats.batches_back, 1);
@@ -353,12 +372,14 @@ static void batch_complete(struct progress *p, struct abatch *ab)
  * notification follows on the link, sent only now that the last work
  * request completed, and the batch waits for it.
  */
-static void notify_after_rdma(struct progress *p, const struct xop *done)
+static void notify_after_rdma(struct progress *p, struct xop *done)
 {
-	/* The batch's path stays the one that moved its data. */
+	/* The batch's path stays the one that moved its data; its message
+	 * goes with the notification. */
 	struct xop *op = notify_later(p, done->pc, done->remote,
 				      done->notify_value, done->len,
-				      done->deadline_ns, done->path);
+				      done->deadline_ns, done->path,
+				      &done->notify_msg);
 
 	if (!op) {
 		if (!done->batch->error)
@@ -490,9 +511,13 @@ void exec_close_async(struct progress *p, struct prog_client *pc,
 	/* A local notification target of the last entry: after the rest. */
 	if (target && !ab->notify_target &&
 	    notify_choose(sqe, false, true) == NOTIFY_AFTER_BATCH) {
+		int err;
 		region_get(target);
 		ab->notify_target = target;
 		ab->notify_value = sqe->notify_value;
+		ab->notify_msg = exec_msg_dup(p, &err);
+		if (err && !ab->error)
+			ab->error = err;
 	}
 	if (ab->pending == 0)
 		batch_complete(p, ab);
@@ -526,6 +551,7 @@ void exec_forget_batch(void *arg, struct abatch *ab)
 	if (ab == ab->pc->batch.ab)
 		return;
 	region_put(ab->notify_target);
+	free(ab->notify_msg);
 	free(ab);
 }
 
@@ -552,6 +578,7 @@ void exec_cancel_client(struct progress *p, struct prog_client *pc)
 		pc->batch.ab = NULL;
 		pc->cq_reserved--;
 		region_put(ab->notify_target);
+		free(ab->notify_msg);
 		free(ab);
 	}
 }

@@ -62,17 +62,33 @@ static int64_t go_remote(struct progress *p, struct prog_client *pc,
 	case NOTIFY_WITH_DATA:
 		wants_notify = true;  /* the owner notifies after the data */
 		break;
-	case NOTIFY_AFTER_BATCH:
+	case NOTIFY_AFTER_BATCH: {
+		int err;
+		struct notify_msg *msg = exec_msg_dup(p, &err);
+		if (err)
+			return err;
 		region_get(remote);
 		ab->notify_target = remote;
 		ab->notify_value = sqe->notify_value;
+		ab->notify_msg = msg;
 		if (sqe->opcode == XFER_OP_NOTIFY)
 			return 0;
 		break;
 	}
+	}
+	/* A NOTIFY carries its message on its own frame, like a write's
+	 * notification on the write's last one. */
+	int err = 0;
+	struct notify_msg *msg = wants_notify || sqe->opcode == XFER_OP_NOTIFY
+					 ? exec_msg_dup(p, &err) : NULL;
+	if (err)
+		return err;
 	struct xop *op = exec_op_begin(p, pc, ab, sqe->opcode, local, remote);
-	if (!op)
+	if (!op) {
+		free(msg);
 		return -ENOMEM;
+	}
+	op->notify_msg = msg;
 	op->local_off = loff;
 	op->remote_off = roff;
 	op->len = sqe->opcode == XFER_OP_NOTIFY ? 0 : sqe->len;
@@ -230,11 +246,46 @@ static int64_t exec_notify_only(struct progress *p, struct prog_client *pc,
 
 static int64_t sqe_check(const struct xfer_sqe *sqe)
 {
-	if (sqe->opcode >= XFER_OP__COUNT || (sqe->flags & ~XFER_SQE_F__ALL) ||
-	    sqe->reserved0)
+	if (sqe->opcode >= XFER_OP__COUNT || (sqe->flags & ~XFER_SQE_F__ALL))
 		return -EINVAL;
 	if (sqe->opcode == XFER_OP_NOTIFY && (sqe->flags & XFER_SQE_F_NOTIFY))
 		return -EINVAL;   /* NOTIFY already is the notification */
+	/* A message only with a notification. */
+	if (sqe->msg_len && sqe->opcode != XFER_OP_NOTIFY &&
+	    !(sqe->flags & XFER_SQE_F_NOTIFY))
+		return -EINVAL;
+	return 0;
+}
+
+/*
+ * The notification's message and sender name of the descriptor in SQ
+ * slot index, into p->exec.msg: the message is copied out of the
+ * client's ring once, its length (from our copy of the SQE) bounded by
+ * the slot first; the name is the one the client gave at its hello,
+ * checked then.  -EINVAL for a message where the ring has no message
+ * area (a client that did not ask for them), -EMSGSIZE past the bound.
+ */
+static int64_t take_msg(struct progress *p, const struct prog_client *pc,
+			const struct xfer_sqe *sqe)
+{
+	p->exec.msg_set = false;
+	if (sqe->opcode != XFER_OP_NOTIFY && !(sqe->flags & XFER_SQE_F_NOTIFY))
+		return 0;
+	if (sqe->msg_len) {
+		const uint8_t *slot = ring_sq_msg_at(&pc->ring, p->exec.sqe_index);
+		if (!slot)
+			return -EINVAL;
+		if (sqe->msg_len > pc->ring.sq_msg_size ||
+		    sqe->msg_len > XFER_NOTIFY_MSG_MAX)
+			return -EMSGSIZE;
+		memcpy(p->exec.msg.data, slot, sqe->msg_len);
+	} else if (!pc->name_len) {
+		return 0;  /* neither: nothing to carry */
+	}
+	p->exec.msg.len = sqe->msg_len;
+	p->exec.msg.name_len = pc->name_len;
+	memcpy(p->exec.msg.name, pc->name, pc->name_len);
+	p->exec.msg_set = true;
 	return 0;
 }
 
@@ -245,6 +296,11 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 	uint16_t path = XFER_PATH_NONE;
 	bool async = false;
 	int64_t rc = sqe_check(sqe);
+
+	if (!rc)
+		rc = take_msg(p, pc, sqe);
+	else
+		p->exec.msg_set = false;
 
 	regtab_memo_sync(p->regs, &p->exec.memo);
 	p->exec.running = pc;
@@ -308,7 +364,7 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 	if (owner) {
 		const struct xfer_cqe_sender from = exec_sender_of(p, pc);
 		exec_notify_deliver(owner, target, sqe->notify_value,
-			       (int64_t)pc->batch.bytes, &from);
+			       (int64_t)pc->batch.bytes, &from, exec_msg(p));
 	}
 	exec_count_completion(p, pc, result);
 	completion_pass_add(&p->exec.pass, &p->exec.paths.done, pc->batch.path,

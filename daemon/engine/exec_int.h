@@ -69,10 +69,24 @@ int exec_notify_admit(struct progress *p, struct prog_client *owner,
 /* Who a client of ours is, as a sender (xfer_ring.h). */
 struct xfer_cqe_sender exec_sender_of(const struct progress *p,
 				      const struct prog_client *pc);
-/* Post it, or queue it behind those held (exec_notify_admit said yes). */
+/* Post it, or queue it behind those held (exec_notify_admit said yes);
+ * msg (lent; NULL: none) is copied where it is kept. */
 void exec_notify_deliver(struct prog_client *owner, const struct region *r,
 			 uint64_t value, int64_t bytes,
-			 const struct xfer_cqe_sender *from);
+			 const struct xfer_cqe_sender *from,
+			 const struct notify_msg *msg);
+/* The message of the descriptor exec_sqe() runs now (NULL: none). */
+static inline const struct notify_msg *exec_msg(const struct progress *p)
+{
+	return p->exec.msg_set ? &p->exec.msg : NULL;
+}
+/* A copy of it for what carries the notification on (NULL: none, or
+ * -ENOMEM in *err). */
+static inline struct notify_msg *exec_msg_dup(const struct progress *p,
+					      int *err)
+{
+	return notify_msg_dup(exec_msg(p), err);
+}
 
 /* pc's batch goes asynchronous (its CQE comes later: a slot is kept);
  * NULL when out of memory. */

@@ -51,11 +51,12 @@ int nq_reserve(struct notify_queue *q, uint32_t max, uint32_t pool_max)
 }
 
 void nq_push(struct notify_queue *q, const struct xfer_cqe *cqe,
-	     const struct xfer_cqe_sender *from)
+	     const struct xfer_cqe_sender *from, struct notify_msg *msg)
 {
 	q->q[(q->head + q->count) & (q->cap - 1)] = (struct nq_entry){
 		.cqe = *cqe,
 		.from = *from,
+		.msg = msg,
 	};
 	q->count++;
 	pool_add(q, 1);
@@ -68,6 +69,7 @@ const struct nq_entry *nq_front(const struct notify_queue *q)
 
 void nq_pop(struct notify_queue *q)
 {
+	free(q->q[q->head].msg);
 	q->head = (q->head + 1) & (q->cap - 1);
 	pool_add(q, -1);
 	/* Emptied after a burst: its memory goes back; the first small
@@ -81,6 +83,8 @@ void nq_free(struct notify_queue *q)
 	struct nq_pool *pool = q->pool;
 
 	pool_add(q, -(int32_t)q->count);
+	for (uint32_t i = 0; i < q->count; i++)
+		free(q->q[(q->head + i) & (q->cap - 1)].msg);
 	free(q->q);
 	*q = (struct notify_queue){ .pool = pool };
 }

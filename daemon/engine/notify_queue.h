@@ -39,10 +39,14 @@ struct nq_pool {
 	_Atomic uint32_t held;
 };
 
-/* A held notification: its CQE and who sent it (xfer_ring.h). */
+struct notify_msg;
+
+/* A held notification: its CQE, who sent it (xfer_ring.h) and its
+ * message and sender name (core/notify_msg.h; owned, NULL: none). */
 struct nq_entry {
 	struct xfer_cqe cqe;
 	struct xfer_cqe_sender from;
+	struct notify_msg *msg;
 };
 
 /* A ring of entries that grows by doubling while it is used and is freed
@@ -69,13 +73,13 @@ static inline uint32_t nq_len(const struct notify_queue *q)
  * cannot fail.
  */
 int nq_reserve(struct notify_queue *q, uint32_t max, uint32_t pool_max);
-/* Append cqe from sender behind the others; the caller reserved its
- * place. */
+/* Append cqe from sender behind the others, taking msg (NULL: none);
+ * the caller reserved its place. */
 void nq_push(struct notify_queue *q, const struct xfer_cqe *cqe,
-	     const struct xfer_cqe_sender *from);
+	     const struct xfer_cqe_sender *from, struct notify_msg *msg);
 /* The oldest notification; only when nq_len() > 0. */
 const struct nq_entry *nq_front(const struct notify_queue *q);
-/* Drop the oldest one (posted by the caller). */
+/* Drop the oldest one (posted by the caller), freeing its message. */
 void nq_pop(struct notify_queue *q);
 /* Drop everything (its owner went); the queue is empty after, still in
  * its pool. */

@@ -110,6 +110,7 @@ static bool drain(struct progress *p, struct prog_client *pc)
 		pc->stage_taken = (uint32_t)__rdtsc();
 #endif
 		ring_sqe_copy(&pc->ring, pc->sq_head + i, &sqe);
+		p->exec.sqe_index = pc->sq_head + i;  /* its message's slot */
 		exec_sqe(p, pc, &sqe);
 		if (sqe.len >= PUBLISH_EARLY_BYTES)
 			exec_publish(pc);
@@ -253,9 +254,10 @@ static void hook_region_released(void *arg, const struct region *r)
 }
 
 static int hook_notify_local(void *arg, struct region *r, uint64_t value,
-			     int64_t bytes, const struct xfer_cqe_sender *from)
+			     int64_t bytes, const struct notify_note *note)
 {
-	return exec_notify_owner(arg, r, value, bytes, from);
+	return exec_notify_owner(arg, r, value, bytes, &note->from,
+				 &note->msg);
 }
 
 /* --- sleeping --- */

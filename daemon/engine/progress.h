@@ -74,6 +74,10 @@ struct client_stats {
 struct prog_client {
 	uint64_t id;              /* never reused: names it as a sender */
 	uint32_t uid;             /* SO_PEERCRED: in its notifications */
+	/* What it calls itself as a sender (its hello, checked: printable
+	 * ASCII), handed on with its notifications; fixed before attach. */
+	uint8_t name_len;
+	char name[XFER_SENDER_NAME_MAX];
 	struct ring_view ring;
 	/* Its doorbells (progress_doorbells(); set by main before attach,
 	 * closed by main after the detach notice; -1: none): the SQ

@@ -18,6 +18,7 @@
 
 #include "core/log.h"
 #include "core/mover.h"
+#include "core/notify_msg.h"
 #include "core/thread_stats.h"
 #include "core/xop.h"
 #include "engine/progress.h"
@@ -44,6 +45,13 @@ struct exec_state {
 	/* Whose descriptor exec_sqe() runs now: the client an op a
 	 * same-node mover begins (exec_hook_op_begin) is of. */
 	struct prog_client *running;
+	/* The SQ index of the descriptor exec_sqe() runs (drain), and its
+	 * notification's message and sender name, copied out of the ring
+	 * (msg_set false: none): what carries the notification on copies
+	 * them (notify_msg_dup). */
+	uint32_t sqe_index;
+	bool msg_set;
+	struct notify_msg msg;
 	/* A prepared-list descriptor's ranges, checked (exec_dlist). */
 	struct dl_seg *segs;
 	size_t segs_cap;
@@ -119,6 +127,7 @@ struct abatch {
 	/* Notification to send once the whole batch succeeded. */
 	struct region *notify_target; /* a reference, local or remote */
 	uint64_t notify_value;
+	struct notify_msg *notify_msg; /* owned; NULL: none */
 	uint64_t start_ns;         /* its first SQE was taken (latency) */
 };
 
@@ -166,12 +175,14 @@ void exec_publish(struct prog_client *pc);
 /* CQ slots a client may still fill with new completions. */
 uint32_t exec_cq_room(struct prog_client *pc);
 /* Notify r's owner (completion.c) on behalf of sender from (a client
- * of another node: the link made the record): posted, or held for it
+ * of another node: the link made the record), with msg (lent; NULL:
+ * none): posted, or held for it
  * in order; -ENOBUFS past notify_queue_max held (-ENOMEM), for the
  * sender. */
 int exec_notify_owner(struct progress *p, const struct region *r,
 		      uint64_t value, int64_t bytes,
-		      const struct xfer_cqe_sender *from);
+		      const struct xfer_cqe_sender *from,
+		      const struct notify_msg *msg);
 /* Post what pc's queue holds while its CQ has room; true if any. */
 bool exec_notify_flush(struct progress *p, struct prog_client *pc);
 /* pc goes: what it was still to be told goes with it. */

@@ -131,7 +131,7 @@ struct Xfer__Peer__PeerMsg *link_frame_unpack(const uint8_t *hdr, size_t hlen,
  * What a link that has nothing out makes of the frame at the head of
  * buf: link_frame_prefix, link_frame_unpack, then the checks of the
  * frame's fields that need no state (link_target_valid on data frames'
- * targets, a chunk no larger than its operation, a message type an
+ * targets, link_notify_valid on their notifications, a chunk no larger than its operation, a message type an
  * established link takes).  For the fuzz harness
  * (tests/fuzz/fuzz_peer_frame.c); the link runs the same checks in
  * dispatch() and its data client in its frame handlers.
@@ -146,5 +146,12 @@ int link_frame_check(const uint8_t *buf, size_t have, uint32_t *plen,
 /* A data frame's target as the token it stands for: a 16-byte key, a
  * range inside the region.  0 or -EPROTO. */
 int link_target_valid(const struct Xfer__Peer__Target *t);
+/* A notification's sender name and message as received: within their
+ * bounds (XFER_SENDER_NAME_MAX, XFER_NOTIFY_MSG_MAX), the name printable
+ * ASCII.  0 or -EPROTO (an honest peer checked them). */
+struct Xfer__Peer__Sender;
+struct ProtobufCBinaryData;
+int link_notify_valid(const struct Xfer__Peer__Sender *snd,
+		      const struct ProtobufCBinaryData *msg);
 
 #endif /* XFERD_LINK_H */

@@ -14,6 +14,7 @@
 
 #include "common/token_codec.h"
 #include "common/wire.h"
+#include "core/notify_msg.h"
 #include "peer.pb-c.h"
 #include "transport/link.h"
 #include "xfer_ring.h"
@@ -45,6 +46,16 @@ int link_target_valid(const Xfer__Peer__Target *t)
 {
 	if (!t || t->key.len != TOKEN_KEY_LEN || t->offset > t->region_length ||
 	    t->length > t->region_length - t->offset)
+		return -EPROTO;
+	return 0;
+}
+
+int link_notify_valid(const Xfer__Peer__Sender *snd,
+		      const ProtobufCBinaryData *msg)
+{
+	if (msg->len > XFER_NOTIFY_MSG_MAX)
+		return -EPROTO;
+	if (snd && !notify_name_ok(snd->name.data, snd->name.len))
 		return -EPROTO;
 	return 0;
 }
@@ -102,9 +113,10 @@ int link_frame_check(const uint8_t *buf, size_t have, uint32_t *plen,
 	*why = NULL;
 	switch (m->body_case) {
 	case XFER__PEER__PEER_MSG__BODY_WRITE:
-		*why = "bad write (key, range or size)";
+		*why = "bad write (key, range, size or notification)";
 		if (*plen > m->write->total ||
-		    link_target_valid(m->write->target))
+		    link_target_valid(m->write->target) ||
+		    link_notify_valid(m->write->sender, &m->write->message))
 			rc = -EPROTO;
 		break;
 	case XFER__PEER__PEER_MSG__BODY_READ:
@@ -113,8 +125,9 @@ int link_frame_check(const uint8_t *buf, size_t have, uint32_t *plen,
 			rc = -EPROTO;
 		break;
 	case XFER__PEER__PEER_MSG__BODY_NOTIFY:
-		*why = "bad notify (key or range)";
-		if (link_target_valid(m->notify->target))
+		*why = "bad notify (key, range, message or name)";
+		if (link_target_valid(m->notify->target) ||
+		    link_notify_valid(m->notify->sender, &m->notify->message))
 			rc = -EPROTO;
 		break;
 	case XFER__PEER__PEER_MSG__BODY_READ_DATA:  /* no such read: dropped */

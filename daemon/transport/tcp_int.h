@@ -26,6 +26,7 @@
 #include <sys/queue.h>
 
 #include "common/token_codec.h"
+#include "core/notify_msg.h"
 #include "core/xop.h"
 #include "gpu/stage.h"
 #include "peer.pb-c.h"
@@ -77,7 +78,7 @@ struct rx_sink {
 	uint64_t op;                 /* the peer's (write) */
 	bool last, notify;
 	uint64_t notify_value, total;
-	struct xfer_cqe_sender notify_from; /* who notifies (on_write) */
+	struct notify_note notify_from; /* who notifies, what it says */
 	struct xop *xop;             /* ReadData: ours; NULL once it ended */
 	/* GPU memory (tcp_staged.c): the payload is pushed into receive
 	 * chunks of srx's pipeline, each emptied by an H2D copy. */
@@ -121,7 +122,7 @@ struct staged_rx {
 	int err;
 	bool notify;
 	uint64_t notify_value, total;
-	struct xfer_cqe_sender notify_from;
+	struct notify_note notify_from;
 	TAILQ_ENTRY(staged_rx) q;    /* the link's rx_writes */
 };
 TAILQ_HEAD(staged_rx_list, staged_rx);
@@ -218,7 +219,7 @@ int tcp_remember_failed(struct tcp_link *tl, uint64_t op);
  * answer is its bytes, or why the owner will not hear of them. */
 int64_t tcp_notify_result(struct tcp_link *tl, struct region *r,
 			  uint64_t value, int64_t bytes,
-			  const struct xfer_cqe_sender *from);
+			  const struct notify_note *from);
 
 /* --- tcp_sink.c (the session's sink_* calls, link_client.h) --- */
 

@@ -78,18 +78,24 @@ static int resolve_data(struct tcp_link *tl, const struct token *tok,
 }
 
 /* The sender of a notification that came over l: the peer's word for
- * its client, our link's for its node (never the peer's). */
-static struct xfer_cqe_sender sender_from(const struct tcp_link *tl,
-					  const Xfer__Peer__Sender *snd)
+ * its client and its name, our link's for its node (never the peer's);
+ * and its message.  Name and message were checked (link_notify_valid). */
+static void note_from(const struct tcp_link *tl,
+		      const Xfer__Peer__Sender *snd,
+		      const ProtobufCBinaryData *msg, struct notify_note *out)
 {
-	struct xfer_cqe_sender from = {
+	out->from = (struct xfer_cqe_sender){
 		.client = snd ? snd->client : 0,
 		.uid = snd ? snd->uid : 0,
 		.flags = XFER_SENDER_F_REMOTE,
 	};
-
-	memcpy(from.node, link_peer_id(tl->l), sizeof(from.node));
-	return from;
+	memcpy(out->from.node, link_peer_id(tl->l), sizeof(out->from.node));
+	out->msg.len = (uint16_t)msg->len;
+	if (msg->len)  /* an absent field's data is NULL */
+		memcpy(out->msg.data, msg->data, msg->len);
+	out->msg.name_len = snd ? (uint8_t)snd->name.len : 0;
+	if (out->msg.name_len)
+		memcpy(out->msg.name, snd->name.data, snd->name.len);
 }
 
 /* --- the peer's writes that failed, acks, notifications --- */
@@ -134,7 +140,7 @@ int tcp_remember_failed(struct tcp_link *tl, uint64_t op)
  */
 int64_t tcp_notify_result(struct tcp_link *tl, struct region *r,
 			  uint64_t value, int64_t bytes,
-			  const struct xfer_cqe_sender *from)
+			  const struct notify_note *from)
 {
 	int err = tl->tm->hooks.notify_local(tl->tm->hooks.arg, r, value, bytes,
 					    from);
@@ -166,12 +172,14 @@ static int on_write(struct tcp_link *tl, const Xfer__Peer__WriteChunk *w,
 
 	if (plen > w->total)
 		return -EPROTO;  /* a chunk larger than its whole operation */
+	if (link_notify_valid(w->sender, &w->message))
+		return -EPROTO;
 	tl->sink = (struct rx_sink){ .is_write = true, .op = w->op,
 				    .last = w->last, .notify = w->notify,
 				    .notify_value = w->notify_value,
 				    .total = w->total };
 	if (w->notify)
-		tl->sink.notify_from = sender_from(tl, w->sender);
+		note_from(tl, w->sender, &w->message, &tl->sink.notify_from);
 	if (!tcp_is_failed(tl, w->op)) {
 		if (token_from(tl->tm, w->target, &tok))
 			return -EPROTO;
@@ -288,7 +296,8 @@ static int on_notify(struct tcp_link *tl, const Xfer__Peer__Notify *nt)
 	struct region *r;
 	uint64_t off;
 
-	if (token_from(tl->tm, nt->target, &tok))
+	if (token_from(tl->tm, nt->target, &tok) ||
+	    link_notify_valid(nt->sender, &nt->message))
 		return -EPROTO;
 	int err = resolve(tl, &tok, 0, 0, &r, &off);
 	if (err == -EACCES || err == -ERANGE)
@@ -296,9 +305,10 @@ static int on_notify(struct tcp_link *tl, const Xfer__Peer__Notify *nt)
 	if (!err) {
 		/* A refusal (-ENOBUFS: its owner holds notify_queue_max
 		 * already) is this operation's answer, not the link's. */
-		const struct xfer_cqe_sender from = sender_from(tl, nt->sender);
+		struct notify_note note;
+		note_from(tl, nt->sender, &nt->message, &note);
 		err = tl->tm->hooks.notify_local(tl->tm->hooks.arg, r, nt->value,
-						(int64_t)nt->bytes, &from);
+						(int64_t)nt->bytes, &note);
 		region_put(r);
 	}
 	tcp_write_ack(tl, nt->op, err);

@@ -116,12 +116,21 @@ static int put_frame(struct tcp_link *tl, Xfer__Peer__PeerMsg *m,
 }
 
 /* Who notifies with op: the client of ours that submitted it (the peer
- * adds our instance id, the link's). */
-static void sender_to(const struct xop *op, Xfer__Peer__Sender *snd)
+ * adds our instance id, the link's), its name; and the message. */
+static void sender_to(const struct xop *op, Xfer__Peer__Sender *snd,
+		      ProtobufCBinaryData *msg)
 {
+	const struct notify_msg *m = op->notify_msg;
+
 	xfer__peer__sender__init(snd);
 	snd->client = op->sender_client;
 	snd->uid = op->sender_uid;
+	if (m) {
+		snd->name.data = (uint8_t *)m->name;
+		snd->name.len = m->name_len;
+		msg->data = (uint8_t *)m->data;
+		msg->len = m->len;
+	}
 }
 
 /* Queue the next frame of op; false if op ended meanwhile. */
@@ -167,7 +176,7 @@ static bool send_frame(struct tcp_link *tl, struct xop *op)
 		w.notify = op->notify && w.last;
 		w.notify_value = op->notify_value;
 		if (w.notify) {
-			sender_to(op, &snd);
+			sender_to(op, &snd, &w.message);
 			w.sender = &snd;
 		}
 		w.total = op->len;
@@ -209,7 +218,7 @@ static bool send_frame(struct tcp_link *tl, struct xop *op)
 	case XFER_OP_NOTIFY: {
 		Xfer__Peer__Notify nt = XFER__PEER__NOTIFY__INIT;
 		Xfer__Peer__Sender snd;
-		sender_to(op, &snd);
+		sender_to(op, &snd, &nt.message);
 		nt.sender = &snd;
 		nt.op = to->id;
 		nt.target = &t;

@@ -520,3 +520,62 @@ PyObject *raise_open(int err, const char *given)
 				      xfer_strerror(err), path, why);
 	}
 }
+
+/* --- notify= --- */
+
+static int notify_msg_of(PyObject *o, const char *name, struct notify_arg *out)
+{
+	Py_buffer b;
+	const char *s;
+	Py_ssize_t n;
+
+	if (PyUnicode_Check(o)) {
+		if (!(s = PyUnicode_AsUTF8AndSize(o, &n)))
+			return -1;
+	} else if (PyObject_GetBuffer(o, &b, PyBUF_SIMPLE) == 0) {
+		if ((size_t)b.len > XFER_NOTIFY_MSG_MAX) {
+			PyErr_Format(PyExc_ValueError, "%s: a message of %zd bytes; "
+				     "at most %u", name, b.len, XFER_NOTIFY_MSG_MAX);
+			PyBuffer_Release(&b);
+			return -1;
+		}
+		memcpy(out->msg, b.buf, (size_t)b.len);
+		out->len = (size_t)b.len;
+		PyBuffer_Release(&b);
+		return 0;
+	} else {
+		PyErr_Clear();
+		PyErr_Format(PyExc_TypeError, "%s: an int value, a message "
+			     "(bytes or str) or a (value, message) pair, not %s",
+			     name, Py_TYPE(o)->tp_name);
+		return -1;
+	}
+	if ((size_t)n > XFER_NOTIFY_MSG_MAX) {
+		PyErr_Format(PyExc_ValueError, "%s: a message of %zd bytes "
+			     "(UTF-8); at most %u", name, n, XFER_NOTIFY_MSG_MAX);
+		return -1;
+	}
+	memcpy(out->msg, s, (size_t)n);
+	out->len = (size_t)n;
+	return 0;
+}
+
+int arg_notify(PyObject *o, const char *name, struct notify_arg *out)
+{
+	out->value = 0;
+	out->len = 0;
+	if (PyLong_Check(o))
+		return arg_u64(o, name, &out->value);
+	if (PyTuple_Check(o) && PyTuple_GET_SIZE(o) == 2)
+		return arg_u64(PyTuple_GET_ITEM(o, 0), name, &out->value) ||
+		       notify_msg_of(PyTuple_GET_ITEM(o, 1), name, out) ? -1 : 0;
+	return notify_msg_of(o, name, out);
+}
+
+int notify_apply(struct xfer_ctx *ctx, struct xfer_sqe *sqe,
+		 const struct notify_arg *n)
+{
+	if (sqe->opcode != XFER_OP_NOTIFY)
+		xfer_sqe_set_notify(sqe, n->value);
+	return xfer_sqe_set_message(ctx, sqe, n->msg, n->len);
+}

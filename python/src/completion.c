@@ -107,6 +107,18 @@ static void note_push(ContextObject *c, const struct xfer_cqe *cqe)
 	};
 	/* Before the CQE is consumed: the record goes with its slot. */
 	n->has_from = xfer_cqe_sender(c->ctx, cqe, &n->from) == 0;
+	size_t len;
+	const void *m = xfer_cqe_message(c->ctx, cqe, &len);
+	n->msg_len = (uint16_t)len;
+	if (len)
+		memcpy(n->msg, m, len);
+	int nl = xfer_cqe_sender_name(c->ctx, cqe, NULL, 0);
+	n->name_len = nl > 0 ? (uint8_t)nl : 0;
+	if (nl > 0) {
+		char buf[XFER_SENDER_NAME_MAX + 1];
+		xfer_cqe_sender_name(c->ctx, cqe, buf, sizeof(buf));
+		memcpy(n->name, buf, n->name_len);
+	}
 }
 
 /* Consume every CQE there is (mu held, GIL not needed).  Returns the

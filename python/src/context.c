@@ -18,16 +18,29 @@
 
 static int Context_init(ContextObject *c, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = { "socket", "spin_us", NULL };
+	static char *kwlist[] = { "socket", "spin_us", "name", NULL };
 	PyObject *sock = Py_None, *bytes = NULL;
 	unsigned spin = 20;
-	const char *path = NULL;
+	const char *path = NULL, *name = NULL;
 	struct xfer_ctx *x = NULL;
 	int err;
 
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "|OI:Context", kwlist,
-					 &sock, &spin))
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "|OIz:Context", kwlist,
+					 &sock, &spin, &name))
 		return -1;
+	if (name) {
+		size_t nl = strlen(name);
+		bool ok = nl <= XFER_SENDER_NAME_MAX;
+		for (size_t i = 0; ok && i < nl; i++)
+			ok = (unsigned char)name[i] >= 0x20 &&
+			     (unsigned char)name[i] <= 0x7e;
+		if (!ok) {
+			PyErr_Format(PyExc_ValueError, "Context: name: at most "
+				     "%u characters of printable ASCII (' ' to "
+				     "'~')", XFER_SENDER_NAME_MAX);
+			return -1;
+		}
+	}
 	if (c->ctx || c->closed) {
 		PyErr_SetString(PyExc_RuntimeError, "Context already initialised");
 		return -1;
@@ -48,7 +61,7 @@ static int Context_init(ContextObject *c, PyObject *args, PyObject *kw)
 		}
 	}
 	Py_BEGIN_ALLOW_THREADS
-	err = xfer_open(path, &x);
+	err = xfer_open_named(path, name, &x);
 	Py_END_ALLOW_THREADS
 	if (err) {
 		raise_open(err, path);
@@ -398,6 +411,20 @@ static PyObject *Context_get_notifications(ContextObject *c, PyObject *args,
 			break;
 		}
 		PyStructSequence_SET_ITEM(nt, 4, from);
+		PyObject *msg = PyBytes_FromStringAndSize(
+			(const char *)got[i].msg, got[i].msg_len);
+		PyObject *sname = PyUnicode_DecodeASCII(got[i].name,
+							got[i].name_len,
+							"replace");
+		if (!msg || !sname) {
+			Py_XDECREF(msg);
+			Py_XDECREF(sname);
+			Py_DECREF(nt);
+			Py_CLEAR(list);
+			break;
+		}
+		PyStructSequence_SET_ITEM(nt, 5, msg);
+		PyStructSequence_SET_ITEM(nt, 6, sname);
 		PyList_SET_ITEM(list, (Py_ssize_t)i, nt);
 	}
 	PyMem_RawFree(got);
@@ -530,8 +557,10 @@ static PyMethodDef Context_methods[] = {
 	  "write(local, remote, local_off=0, remote_off=0, length=None,\n"
 	  "      notify=None, *, timeout=None) -> Request\n\n"
 	  "local[local_off:+length] -> remote[remote_off:].  length None: as\n"
-	  "much as fits in both.  notify: a 64-bit value delivered to the\n"
-	  "remote owner after the data landed.  timeout: seconds xferd gives\n"
+	  "much as fits in both.  notify: delivered to the remote owner after\n"
+	  "the data landed: a 64-bit value, a message (bytes, or str sent as\n"
+	  "UTF-8; NOTIFY_MSG_MAX bytes at most, else ValueError) with value 0,\n"
+	  "or a (value, message) pair.  timeout: seconds xferd gives\n"
 	  "the transfer (rounded up to ms; None or 0: its op_timeout_ms);\n"
 	  "timeout_ms= (milliseconds) is the deprecated spelling." },
 	{ "read", (PyCFunction)(void (*)(void))Context_read,
@@ -561,7 +590,8 @@ static PyMethodDef Context_methods[] = {
 	  "arrays of any integer dtype (uint32 as the ring holds them, int64,\n"
 	  "views) or sequences of ints; one past its list raises\n"
 	  "IndexRangeError (a ValueError and an IndexError) naming it.\n"
-	  "notify: a value delivered to the remote owner after the last byte.\n"
+	  "notify: delivered to the remote owner after the last byte (a\n"
+	  "value, a message or a (value, message) pair, as write()).\n"
 	  "timeout: seconds, as write()." },
 	{ "read_dlist", (PyCFunction)(void (*)(void))Context_read_dlist,
 	  METH_VARARGS | METH_KEYWORDS,
@@ -583,7 +613,9 @@ static PyMethodDef Context_methods[] = {
 	{ "notify", (PyCFunction)(void (*)(void))Context_notify,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "notify(remote, value) -> Request\n\n"
-	  "Deliver value to the owner of remote's region, moving no data." },
+	  "Deliver value to the owner of remote's region, moving no data:\n"
+	  "an int, a message (bytes, or str sent as UTF-8; NOTIFY_MSG_MAX\n"
+	  "bytes at most) or a (value, message) pair." },
 	{ "get_notifications", (PyCFunction)(void (*)(void))Context_get_notifications,
 	  METH_VARARGS | METH_KEYWORDS,
 	  "get_notifications(timeout=0, max=None) -> list[Notification]\n\n"
@@ -619,9 +651,12 @@ PyTypeObject Context_Type = {
 	.tp_basicsize = sizeof(ContextObject),
 	.tp_dealloc = (destructor)Context_dealloc,
 	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-	.tp_doc = "Context(socket=None, spin_us=20)\n\n"
+	.tp_doc = "Context(socket=None, spin_us=20, name=None)\n\n"
 		  "A connection to the local xferd ($XFERD_SOCKET or the default\n"
-		  "socket when None) with its submission/completion ring.",
+		  "socket when None) with its submission/completion ring.  name:\n"
+		  "what it calls itself as a sender of notifications (up to\n"
+		  "SENDER_NAME_MAX printable ASCII characters; informational:\n"
+		  "Notification.sender tells who sent one).",
 	.tp_traverse = (traverseproc)Context_traverse,
 	.tp_weaklistoffset = offsetof(ContextObject, weakreflist),
 	.tp_methods = Context_methods,

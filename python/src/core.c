@@ -100,6 +100,10 @@ static PyStructSequence_Field note_fields[] = {
 	/* Not in the tuple (older code unpacks four): an attribute. */
 	{ "sender", "who sent it, as xferd recorded it (a Sender; None "
 		    "from an xferd that names no senders)" },
+	{ "message", "the bytes the sender sent with it (b'' for none; "
+		     "XFER_NOTIFY_MSG_MAX, 256, at most)" },
+	{ "sender_name", "what the sender calls itself (Context(name=); "
+			 "'' for none): informational, sender tells who" },
 	{ NULL, NULL }
 };
 
@@ -197,6 +201,8 @@ PyMODINIT_FUNC PyInit__core(void)
 	    PyModule_AddObjectRef(m, "Request", (PyObject *)&Request_Type) ||
 	    PyModule_AddObjectRef(m, "DList", (PyObject *)&DList_Type) ||
 	    PyModule_AddIntConstant(m, "TOKEN_MAX", XFER_TOKEN_MAX) ||
+	    PyModule_AddIntConstant(m, "NOTIFY_MSG_MAX", XFER_NOTIFY_MSG_MAX) ||
+	    PyModule_AddIntConstant(m, "SENDER_NAME_MAX", XFER_SENDER_NAME_MAX) ||
 	    stream_module_add(m)) {
 		Py_DECREF(m);
 		return NULL;

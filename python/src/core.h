@@ -67,6 +67,11 @@ struct note {
 	uint64_t handle;
 	bool has_from;            /* xferd named the sender */
 	struct xfer_cqe_sender from;
+	/* Its message and its sender's name (xfer_ring.h). */
+	uint16_t msg_len;
+	uint8_t name_len;
+	char name[XFER_SENDER_NAME_MAX];
+	uint8_t msg[XFER_NOTIFY_MSG_MAX];
 };
 
 typedef struct ContextObject {
@@ -174,6 +179,20 @@ int ctx_check_open(ContextObject *c);
 /* A u64 from a Python int (index protocol): TypeError if not an int,
  * ValueError if negative or past 64 bits; 0, or -1 with the error set. */
 int arg_u64(PyObject *o, const char *name, uint64_t *out);
+/* A notify= argument: an int (the value), bytes-like or str (UTF-8: the
+ * message, value 0), or a (value, message) pair.  0, or -1 with a
+ * TypeError/ValueError naming name (a message past XFER_NOTIFY_MSG_MAX
+ * bytes). */
+struct notify_arg {
+	uint64_t value;
+	size_t len;
+	uint8_t msg[XFER_NOTIFY_MSG_MAX];
+};
+int arg_notify(PyObject *o, const char *name, struct notify_arg *out);
+/* Set n on sqe (a notification, and its message if any): 0 or -errno
+ * (-EOPNOTSUPP: this xferd carries no messages). */
+int notify_apply(struct xfer_ctx *ctx, struct xfer_sqe *sqe,
+		 const struct notify_arg *n);
 
 /*
  * An array of n u64 from: a buffer of integers of any size, signedness,

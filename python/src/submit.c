@@ -195,7 +195,8 @@ static PyObject *rw_one(ContextObject *c, unsigned op, PyObject *args,
 	PyObject *o_ms = NULL, *o_secs = NULL;
 	const char *fn = op == XFER_OP_WRITE ? "write" : "read";
 	int64_t timeout_ms;
-	uint64_t loff = 0, roff = 0, len, rhandle, rlen, notify = 0;
+	uint64_t loff = 0, roff = 0, len, rhandle, rlen;
+	struct notify_arg notify;
 	RegionObject *local;
 	bool rro;
 
@@ -210,7 +211,7 @@ static PyObject *rw_one(ContextObject *c, unsigned op, PyObject *args,
 	    target_of(c, o_remote, "remote", &rhandle, &rlen, &rro) ||
 	    (o_loff && arg_u64(o_loff, "local_off", &loff)) ||
 	    (o_roff && arg_u64(o_roff, "remote_off", &roff)) ||
-	    (o_notify != Py_None && arg_u64(o_notify, "notify", &notify)))
+	    (o_notify != Py_None && arg_notify(o_notify, "notify", &notify)))
 		return NULL;
 	if (o_len == Py_None) {
 		uint64_t a = loff <= local->len ? local->len - loff : 0;
@@ -232,7 +233,7 @@ static PyObject *rw_one(ContextObject *c, unsigned op, PyObject *args,
 		xfer_prep_rw(sqe, op, local->handle, loff, rhandle, roff, len,
 			     slot_user_data(c, (uint32_t)idx));
 		if (o_notify != Py_None)
-			xfer_sqe_set_notify(sqe, notify);
+			err = notify_apply(c->ctx, sqe, &notify);
 		xfer_sqe_set_timeout(sqe, (uint32_t)timeout_ms);
 	}
 	return submit_end(c, (uint32_t)idx, err);
@@ -252,22 +253,25 @@ PyObject *Context_notify(ContextObject *c, PyObject *args, PyObject *kw)
 {
 	static char *kwlist[] = { "remote", "value", NULL };
 	PyObject *o_remote, *o_value;
-	uint64_t rhandle, rlen, value;
+	uint64_t rhandle, rlen;
+	struct notify_arg value;
 	bool rro;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:notify", kwlist,
 					 &o_remote, &o_value) ||
 	    target_of(c, o_remote, "remote", &rhandle, &rlen, &rro) ||
-	    arg_u64(o_value, "value", &value))
+	    arg_notify(o_value, "value", &value))
 		return NULL;
 	int64_t idx = submit_begin(c, keep_pair(o_remote, NULL));
 	if (idx < 0)
 		return NULL;
 	struct xfer_sqe *sqe;
 	int err = sq_room(c, &sqe);
-	if (!err)
-		xfer_prep_notify(sqe, rhandle, value,
+	if (!err) {
+		xfer_prep_notify(sqe, rhandle, value.value,
 				 slot_user_data(c, (uint32_t)idx));
+		err = notify_apply(c->ctx, sqe, &value);
+	}
 	return submit_end(c, (uint32_t)idx, err);
 }
 
@@ -282,7 +286,8 @@ static PyObject *rw_vec(ContextObject *c, unsigned op, PyObject *args,
 	PyObject *o_ms = NULL, *o_secs = NULL;
 	const char *fn = op == XFER_OP_WRITE ? "write_vec" : "read_vec";
 	int64_t timeout_ms;
-	uint64_t rhandle, rlen, notify = 0;
+	uint64_t rhandle, rlen;
+	struct notify_arg notify;
 	struct u64_array lo = { 0 }, ro = { 0 }, ln = { 0 };
 	RegionObject *local;
 	bool rro;
@@ -294,7 +299,7 @@ static PyObject *rw_vec(ContextObject *c, unsigned op, PyObject *args,
 		return NULL;
 	if (local_of(c, o_local, &local) ||
 	    target_of(c, o_remote, "remote", &rhandle, &rlen, &rro) ||
-	    (o_notify != Py_None && arg_u64(o_notify, "notify", &notify)))
+	    (o_notify != Py_None && arg_notify(o_notify, "notify", &notify)))
 		return NULL;
 	if (op == XFER_OP_READ ? local->readonly : rro)
 		return readonly_error(fn, op == XFER_OP_READ ? "local" : "remote");
@@ -342,7 +347,7 @@ static PyObject *rw_vec(ContextObject *c, unsigned op, PyObject *args,
 		if (i + 1 < n)
 			xfer_sqe_set_link(sqe);
 		else if (o_notify != Py_None)
-			xfer_sqe_set_notify(sqe, notify);
+			err = notify_apply(c->ctx, sqe, &notify);
 	}
 	res = submit_end(c, (uint32_t)idx, err);
 out:
@@ -457,7 +462,7 @@ static PyObject *rw_dlist(ContextObject *c, unsigned op, PyObject *args,
 	const char *fn = op == XFER_OP_WRITE_DLIST ? "write_dlist"
 						   : "read_dlist";
 	int64_t timeout_ms;
-	uint64_t notify = 0;
+	struct notify_arg notify;
 	uint32_t *li = NULL, *ri = NULL;
 	DListObject *l, *r;
 
@@ -468,7 +473,7 @@ static PyObject *rw_dlist(ContextObject *c, unsigned op, PyObject *args,
 		return NULL;
 	if (!(l = dlist_of(c, o_l, "local")) ||
 	    !(r = dlist_of(c, o_r, "remote")) ||
-	    (o_notify != Py_None && arg_u64(o_notify, "notify", &notify)))
+	    (o_notify != Py_None && arg_notify(o_notify, "notify", &notify)))
 		return NULL;
 	if (op == XFER_OP_READ_DLIST ? l->readonly : r->readonly)
 		return readonly_error(fn, op == XFER_OP_READ_DLIST ? "local"
@@ -510,7 +515,7 @@ static PyObject *rw_dlist(ContextObject *c, unsigned op, PyObject *args,
 			    slot_user_data(c, (uint32_t)idx), &sqe);
 	if (!err) {
 		if (o_notify != Py_None)
-			xfer_sqe_set_notify(sqe, notify);
+			err = notify_apply(c->ctx, sqe, &notify);
 		xfer_sqe_set_timeout(sqe, (uint32_t)timeout_ms);
 	}
 	res = submit_end(c, (uint32_t)idx, err);

@@ -27,19 +27,25 @@ import time as _time
 from . import _core
 from ._core import (DList, IndexRangeError, Notification, Region, Remote,
                     Request, Sender, Stream, XferError, strerror, TOKEN_MAX,
-                    STREAM_TOKEN_MAX)
+                    STREAM_TOKEN_MAX, NOTIFY_MSG_MAX, SENDER_NAME_MAX)
 
 __all__ = ["Context", "Region", "Remote", "Request", "DList",
            "Notification", "Sender", "Stream", "XferError",
-           "IndexRangeError", "strerror", "TOKEN_MAX", "STREAM_TOKEN_MAX"]
+           "IndexRangeError", "strerror", "TOKEN_MAX", "STREAM_TOKEN_MAX",
+           "NOTIFY_MSG_MAX", "SENDER_NAME_MAX"]
 __version__ = "0.1.0"
 
 
 class Context(_core.Context):
-    """Context(socket=None, spin_us=20)
+    """Context(socket=None, spin_us=20, name=None)
 
     One connection to the local xferd and its submission/completion ring.
     ``socket`` None means $XFERD_SOCKET, else xferd's default socket.
+    ``name``: what the context calls itself as a sender of notifications
+    (up to SENDER_NAME_MAX printable ASCII characters; the receiver's
+    ``Notification.sender_name``, informational).  Notifications carry a
+    message (``notify=b"..."`` or a str, NOTIFY_MSG_MAX bytes at most):
+    ``Notification.message``.
     Waits spin ``spin_us`` microseconds before sleeping.  A context
     manager: leaving the block closes it (every Region and Remote of it
     is released first).  Safe to use from several threads; waits release

@@ -39,6 +39,8 @@ class Notification(tuple):
     region: Optional["Region"]
     handle: int
     sender: Optional[Sender]  # attribute only; None: xferd names none
+    message: bytes        # attribute only: sent with it (b'': none; 256 at most)
+    sender_name: str      # attribute only: what the sender calls itself ('': none)
 
 def strerror(errno: int) -> str: ...
 
@@ -78,6 +80,10 @@ class Request:
     def __await__(self) -> Generator[Any, None, int]: ...
 
 Target = Union[Remote, Region]
+# notify=: a value, a message (bytes, or str sent as UTF-8; NOTIFY_MSG_MAX
+# bytes at most) with value 0, or a (value, message) pair.
+Notify = Union[int, bytes, bytearray, memoryview, str,
+               tuple[int, Union[bytes, bytearray, memoryview, str]]]
 
 class DList:
     count: int
@@ -94,7 +100,8 @@ class Context:
     overflow: int
     notifications_lost: int
     identity: Sender      # what this context's notifications carry
-    def __init__(self, socket: Optional[str] = None, spin_us: int = 20) -> None: ...
+    def __init__(self, socket: Optional[str] = None, spin_us: int = 20,
+                 name: Optional[str] = None) -> None: ...
     def __enter__(self) -> "Context": ...
     def __exit__(self, *exc: Any) -> bool: ...
     def close(self) -> None: ...
@@ -108,33 +115,33 @@ class Context:
     def lookup(self, name: str) -> bytes: ...
     def write(self, local: Region, remote: Target, local_off: int = 0,
               remote_off: int = 0, length: Optional[int] = None,
-              notify: Optional[int] = None, timeout_ms: Optional[int] = None,
+              notify: Optional[Notify] = None, timeout_ms: Optional[int] = None,
               *, timeout: Optional[float] = None) -> Request: ...
     def read(self, local: Region, remote: Target, local_off: int = 0,
              remote_off: int = 0, length: Optional[int] = None,
-             notify: Optional[int] = None, timeout_ms: Optional[int] = None,
+             notify: Optional[Notify] = None, timeout_ms: Optional[int] = None,
              *, timeout: Optional[float] = None) -> Request: ...
     def write_vec(self, local: Region, local_offs: IntArray, remote: Target,
                   remote_offs: IntArray, lengths: Union[int, IntArray],
-                  notify: Optional[int] = None, timeout_ms: Optional[int] = None,
+                  notify: Optional[Notify] = None, timeout_ms: Optional[int] = None,
                   *, timeout: Optional[float] = None) -> Request: ...
     def read_vec(self, local: Region, local_offs: IntArray, remote: Target,
                  remote_offs: IntArray, lengths: Union[int, IntArray],
-                 notify: Optional[int] = None, timeout_ms: Optional[int] = None,
+                 notify: Optional[Notify] = None, timeout_ms: Optional[int] = None,
                  *, timeout: Optional[float] = None) -> Request: ...
     def dlist(self, target: Target, offsets: IntArray,
               lengths: Union[int, IntArray]) -> DList: ...
     def write_dlist(self, local: DList, remote: DList,
                     local_idx: Optional[IntArray] = None,
                     remote_idx: Optional[IntArray] = None,
-                    notify: Optional[int] = None, timeout_ms: Optional[int] = None,
+                    notify: Optional[Notify] = None, timeout_ms: Optional[int] = None,
                     *, timeout: Optional[float] = None) -> Request: ...
     def read_dlist(self, local: DList, remote: DList,
                    local_idx: Optional[IntArray] = None,
                    remote_idx: Optional[IntArray] = None,
-                   notify: Optional[int] = None, timeout_ms: Optional[int] = None,
+                   notify: Optional[Notify] = None, timeout_ms: Optional[int] = None,
                    *, timeout: Optional[float] = None) -> Request: ...
-    def notify(self, remote: Target, value: int) -> Request: ...
+    def notify(self, remote: Target, value: Notify) -> Request: ...
     def get_notifications(self, timeout: Optional[float] = 0,
                           max: Optional[int] = None) -> list[Notification]: ...
     def notifications(self, timeout: Optional[float] = None) -> Iterator[Notification]: ...

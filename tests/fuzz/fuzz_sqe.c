@@ -107,8 +107,12 @@ static void open_client(struct fake_client *c, uint64_t id)
 	struct xfer_ring_offsets off;
 
 	c->pc.id = id;
-	if (ring_layout(SQ_ENTRIES, 4096, &off))
+	/* With the message areas (and a sender name): SQEs with messages
+	 * reach the copy out of the ring (exec.c take_msg). */
+	if (ring_layout(SQ_ENTRIES, 4096, &off) || ring_layout_msgs(&off))
 		die();
+	c->pc.name_len = 4;
+	memcpy(c->pc.name, "fuzz", 4);
 	c->ring_mem = aligned_alloc(4096, (off.map_size + 4095) & ~4095u);
 	if (!c->ring_mem)
 		die();

@@ -557,6 +557,15 @@ static void raw_open(struct raw_client *rc)
 		 nfds == 3 && m->hello_reply->ring,
 		 "raw handshake: no HelloReply with 3 fds");
 	const Xfer__Client__RingLayout *l = m->hello_reply->ring;
+	/* A hello that does not ask for messages (an older client's) gets
+	 * the ring of version 2 exactly: no message areas, nothing past
+	 * the sender records and the index area. */
+	T_ASSERT(!l->sq_msgs && !l->sq_msg_size && !l->cq_msgs &&
+		 !l->cq_msg_size && l->map_size ==
+		 (l->idx_size ? l->idx + l->idx_size
+			      : l->cq_senders + l->cq_entries * l->cq_sender_size),
+		 "a hello without notify_msgs got message areas (map %u)",
+		 l->map_size);
 	rc->map_len = l->map_size;
 	rc->map = mmap(NULL, rc->map_len, PROT_READ | PROT_WRITE, MAP_SHARED,
 		       fds[0], 0);

@@ -23,6 +23,10 @@
 #  - no head-of-line blocking: a 64 B write, submitted while two 256 MiB
 #    writes to the same peer are in flight, completes before one of them
 #    that was submitted before it.
+#  - notification messages and sender names: a write's, a NOTIFY's, a
+#    linked batch's, a read's, of a request id's size and of the bound,
+#    arrive with the name the sender gave itself; one byte more is
+#    refused;
 #  - notifications held: an owner on b reads nothing while 10 000
 #    notifications from a arrive (all complete at once for a; b holds
 #    what the owner's CQ cannot, xferctl clients shows them), then gets
@@ -147,6 +151,41 @@ expect_notified t-a 300
 xnode_ok b read --lookup 10.0.1.1:7474/t-a --size 70000 --offset 5 --seed 3000 \
 	--expect-path tcp
 serve_stop t-a
+
+step "notification messages and sender names over TCP: a write's, a read's, a NOTIFY's"
+# A vLLM-like request id, and one of XFER_NOTIFY_MSG_MAX (256) bytes.
+MSG_REQ="cmpl-5b1e7c1d2f0a4b8c9d3e6f7a8b9c0d1e-0:kv-send"
+MSG_MAX=$(printf 'm%.0s' $(seq 256))
+serve_start b t-msg --name t-msg --size $MiB --kind memfd \
+	--expect-notify "401:4010:3:70000" --expect-notify "402" \
+	--expect-notify "403:4030:0:8192" \
+	--expect-msg "$MSG_REQ" --expect-sender-name "agent a/prefill"
+xnode_ok a write --lookup b/t-msg --size 70000 --offset 3 --seed 4010 \
+	--notify 401 --notify-msg "$MSG_REQ" --sender-name "agent a/prefill" \
+	--expect-path tcp
+xnode_ok a notify --lookup b/t-msg --notify 402 --notify-msg "$MSG_REQ" \
+	--sender-name "agent a/prefill"
+xnode_ok a write --lookup b/t-msg --size 8192 --vector 4 --linked --seed 4030 \
+	--notify 403 --notify-msg "$MSG_REQ" --sender-name "agent a/prefill" \
+	--expect-path tcp
+expect_notified t-msg 401
+expect_notified t-msg 402
+expect_notified t-msg 403
+serve_stop t-msg
+serve_start b t-msg2 --name t-msg2 --size 4096 --kind memfd \
+	--expect-notify "404" --expect-notify "405" \
+	--expect-msg "$MSG_MAX" --expect-sender-name ""
+xnode_ok a notify --lookup b/t-msg2 --notify 404 --notify-msg "$MSG_MAX"
+xnode_ok a write --lookup b/t-msg2 --size 4096 --seed 4050 --expect-path tcp
+xnode_ok a read --lookup b/t-msg2 --size 4096 --seed 4050 --notify 405 \
+	--notify-msg "$MSG_MAX" --expect-path tcp
+expect_notified t-msg2 404
+expect_notified t-msg2 405
+xnode a notify --lookup b/t-msg2 --notify 1 --notify-msg "${MSG_MAX}x" &&
+	fail "a message of 257 bytes was accepted"
+grep -q "xfer_sqe_set_message" "$LAST_OUT" ||
+	fail "a message of 257 bytes: $(tail -n 2 "$LAST_OUT")"
+serve_stop t-msg2
 
 step "a 64 B write while 256 MiB writes to the same peer are in flight"
 serve_start b t-big --name t-big --size $((256 * MiB)) --kind memfd

@@ -25,6 +25,13 @@
  * gets -ENOBUFS (a write's data still lands) and the owner exactly those
  * held, in order; an owner that goes with notifications held leaves
  * xferd and the sender fine.
+ * Messages and sender names: NOTIFY, WRITE and READ with messages of 0,
+ * 1 and XFER_NOTIFY_MSG_MAX bytes arrive byte for byte with the sender's
+ * name (a batch's on its last entry); one byte more is refused by
+ * libxfer (-EMSGSIZE), and an SQE whose raw msg_len is garbage by xferd
+ * (-EMSGSIZE; -EINVAL without a notification), nothing delivered; bad
+ * names are refused at open; held notifications (the owner reading
+ * nothing) keep their order and their messages.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -253,6 +260,8 @@ static void sender_main(int in, int out)
 	/* Nothing the owner did shows up here as a notification. */
 	struct xfer_cqe *c;
 	T_ASSERT(xfer_peek_cqe(sctx, &c) == -EAGAIN, "sender got a stray CQE");
+	for (unsigned k = 0; k < 2; k++)
+		xfer_unimport(sctx, rem[k]);
 	tl_buf_free(sctx, &sbuf);
 	xfer_close(sctx);
 }
@@ -618,6 +627,202 @@ static void owner_self(void)
 	printf("notify to its own region: completion and notification: ok\n");
 }
 
+/* --- messages and sender names --- */
+
+#define MSG_NAME "sender-A/notify.c"
+#define NHELD    3000u  /* more than a default ring's CQ (2048) */
+
+/* The next CQE is a notification for handle with value, bytes, message
+ * (want, want_len) and the sender name want_name. */
+static void expect_msg(struct xfer_ctx *ctx, uint64_t handle, uint64_t value,
+		       int64_t bytes, const void *want, size_t want_len,
+		       const char *want_name, const char *what)
+{
+	struct xfer_cqe *c;
+	char name[XFER_SENDER_NAME_MAX + 1];
+	size_t len;
+
+	T_OK(xfer_wait_cqe(ctx, &c, 10000));
+	T_ASSERT((c->flags & XFER_CQE_F_NOTIFY) && c->user_data == value &&
+		 c->handle == handle && c->result == bytes,
+		 "%s: CQE %#llx flags %u result %lld, want notification %#llx",
+		 what, (unsigned long long)c->user_data, c->flags,
+		 (long long)c->result, (unsigned long long)value);
+	const void *m = xfer_cqe_message(ctx, c, &len);
+	T_ASSERT(len == want_len && (!len || (m && !memcmp(m, want, len))),
+		 "%s: message of %zu bytes, want %zu", what, len, want_len);
+	int n = xfer_cqe_sender_name(ctx, c, name, sizeof(name));
+	T_ASSERT(n == (int)strlen(want_name) && !strcmp(name, want_name),
+		 "%s: sender name '%s' (%d), want '%s'", what, n > 0 ? name : "",
+		 n, want_name);
+	xfer_cq_advance(ctx, 1);
+}
+
+static void msg_fill(uint8_t *m, size_t len, unsigned seed)
+{
+	for (size_t i = 0; i < len; i++)
+		m[i] = (uint8_t)(seed * 131u + i * 7u + (i >> 8));
+}
+
+/* One SQE of s: prepared by prep, with a message of len bytes. */
+static struct xfer_cqe send_msg(struct xfer_ctx *s, struct xfer_sqe *tmpl,
+				const uint8_t *m, size_t len)
+{
+	struct xfer_sqe *sqe = xfer_get_sqe(s);
+
+	T_ASSERT(sqe, "no SQE");
+	*sqe = *tmpl;
+	T_OK(xfer_sqe_set_message(s, sqe, m, len));
+	return tl_submit_wait(s);
+}
+
+static void owner_messages(void)
+{
+	struct xfer_ctx *s, *anon, *bad;
+	struct tl_buf src, dst;
+	uint8_t tok[XFER_TOKEN_MAX], m[XFER_NOTIFY_MSG_MAX + 1];
+	struct xfer_remote *rem;
+	struct xfer_sqe t;
+	struct xfer_cqe c;
+	char longname[XFER_SENDER_NAME_MAX + 2];
+
+	/* Names xferd does not take are refused at open. */
+	T_ASSERT(xfer_open_named(NULL, "tab\there", &bad) == -EINVAL,
+		 "a name with a control character accepted");
+	memset(longname, 'n', sizeof(longname) - 1);
+	longname[sizeof(longname) - 1] = 0;
+	T_ASSERT(xfer_open_named(NULL, longname, &bad) == -EINVAL,
+		 "a name of %u bytes accepted", XFER_SENDER_NAME_MAX + 1);
+	longname[XFER_SENDER_NAME_MAX] = 0;
+	T_OK(xfer_open_named(NULL, longname, &bad));
+	xfer_close(bad);
+
+	T_OK(xfer_open_named(NULL, MSG_NAME, &s));
+	tl_buf_alloc(octx, TL_HOST, REG_LEN, &dst);
+	tl_buf_alloc(s, TL_HOST, REG_LEN, &src);
+	T_OK(xfer_import(s, tok, tl_export(&dst, tok), &rem));
+	uint64_t rh = xfer_remote_handle(rem);
+
+	/* NOTIFY with 0, 1 and the bound. */
+	const size_t lens[] = { 0, 1, XFER_NOTIFY_MSG_MAX };
+	for (unsigned i = 0; i < 3; i++) {
+		msg_fill(m, lens[i], i);
+		xfer_prep_notify(&t, rh, 0x3e550 + i, i);
+		c = send_msg(s, &t, m, lens[i]);
+		T_ASSERT(c.result == 0, "notify with %zu bytes: %lld", lens[i],
+			 (long long)c.result);
+		expect_msg(octx, dst.handle, 0x3e550 + i, 0, m, lens[i],
+			   MSG_NAME, "NOTIFY with a message");
+	}
+	/* A write with notify and a message: bytes and message. */
+	msg_fill(m, 57, 9);
+	tl_fill(src.ptr, A_LEN, 0xa11);
+	xfer_prep_write(&t, src.handle, 0, rh, A_OFF, A_LEN, 10);
+	xfer_sqe_set_notify(&t, 0x3e560);
+	c = send_msg(s, &t, m, 57);
+	T_ASSERT(c.result == A_LEN, "write with a message: %lld",
+		 (long long)c.result);
+	T_ASSERT(!tl_check((uint8_t *)dst.ptr + A_OFF, A_LEN, 0xa11),
+		 "write with a message: bytes");
+	expect_msg(octx, dst.handle, 0x3e560, A_LEN, m, 57, MSG_NAME,
+		   "WRITE with a message");
+	/* A read with notify and a message. */
+	msg_fill(m, 200, 11);
+	xfer_prep_read(&t, src.handle, 0, rh, A_OFF, E_LEN, 11);
+	xfer_sqe_set_notify(&t, 0x3e561);
+	memset(src.ptr, 0, E_LEN);
+	c = send_msg(s, &t, m, 200);
+	T_ASSERT(c.result == E_LEN &&
+		 !memcmp(src.ptr, (uint8_t *)dst.ptr + A_OFF, E_LEN),
+		 "read with a message: %lld, or bytes differ",
+		 (long long)c.result);
+	expect_msg(octx, dst.handle, 0x3e561, E_LEN, m, 200, MSG_NAME,
+		   "READ with a message");
+	/* A batch: the message rides on its last entry. */
+	struct xfer_sqe *sqe = xfer_get_sqe(s);
+	xfer_prep_write(sqe, src.handle, 0, rh, 0, BLK, 12);
+	xfer_sqe_set_link(sqe);
+	sqe = xfer_get_sqe(s);
+	xfer_prep_write(sqe, src.handle, BLK, rh, BLK, BLK, 13);
+	xfer_sqe_set_notify(sqe, 0x3e562);
+	msg_fill(m, XFER_NOTIFY_MSG_MAX, 12);
+	T_OK(xfer_sqe_set_message(s, sqe, m, XFER_NOTIFY_MSG_MAX));
+	c = tl_submit_wait(s);
+	T_ASSERT(c.user_data == 13 && c.result == 2 * BLK, "batch: %lld",
+		 (long long)c.result);
+	expect_msg(octx, dst.handle, 0x3e562, 2 * BLK, m, XFER_NOTIFY_MSG_MAX,
+		   MSG_NAME, "a batch with a message");
+	printf("messages of 0, 1, %u bytes on NOTIFY, WRITE, READ, a batch, "
+	       "with the sender's name: ok\n", XFER_NOTIFY_MSG_MAX);
+
+	/* Past the bound: libxfer refuses; a raw msg_len of garbage is
+	 * refused by xferd, which reads nothing out of the slot. */
+	sqe = xfer_get_sqe(s);
+	xfer_prep_notify(sqe, rh, 0x3e570, 20);
+	T_ASSERT(xfer_sqe_set_message(s, sqe, m, XFER_NOTIFY_MSG_MAX + 1) ==
+		 -EMSGSIZE, "a message of %u bytes accepted",
+		 XFER_NOTIFY_MSG_MAX + 1);
+	const uint16_t garbage[] = { XFER_NOTIFY_MSG_MAX + 1, 0x8000, 0xffff };
+	for (unsigned i = 0; i < 3; i++) {
+		sqe->msg_len = garbage[i];
+		c = tl_submit_wait(s);
+		T_ASSERT(c.user_data == 20 && c.result == -EMSGSIZE,
+			 "raw msg_len %u: %lld (%s)", garbage[i],
+			 (long long)c.result, xfer_strerror((int)c.result));
+		sqe = xfer_get_sqe(s);
+		xfer_prep_notify(sqe, rh, 0x3e570, 20);
+	}
+	/* A message on a descriptor that notifies nobody. */
+	xfer_prep_write(sqe, src.handle, 0, rh, 0, BLK, 21);
+	sqe->msg_len = 5;
+	c = tl_submit_wait(s);
+	T_ASSERT(c.user_data == 21 && c.result == -EINVAL,
+		 "a message without a notification: %lld", (long long)c.result);
+	owner_fence(octx, dst.handle, 0xfe0ce2);  /* nothing came before */
+	printf("a message past %u bytes, garbage lengths, one without a "
+	       "notification: refused, nothing delivered: ok\n",
+	       XFER_NOTIFY_MSG_MAX);
+
+	/* Held notifications keep their order and their messages. */
+	xfer_open(NULL, &anon);
+	unsigned sent = 0, done = 0;
+	while (done < NHELD) {
+		while (sent < NHELD && (sqe = xfer_get_sqe(s))) {
+			size_t len = sent % (XFER_NOTIFY_MSG_MAX + 1);
+			msg_fill(m, len, sent);
+			xfer_prep_notify(sqe, rh, 0x4e1d0000ull + sent, sent);
+			T_OK(xfer_sqe_set_message(s, sqe, m, len));
+			sent++;
+		}
+		T_ASSERT(xfer_submit(s) >= 0, "submit");
+		c = tl_wait(s);
+		T_ASSERT(c.result == 0, "held notify %u: %lld", done,
+			 (long long)c.result);
+		done++;
+	}
+	for (unsigned i = 0; i < NHELD; i++) {
+		size_t len = i % (XFER_NOTIFY_MSG_MAX + 1);
+		msg_fill(m, len, i);
+		expect_msg(octx, dst.handle, 0x4e1d0000ull + i, 0, m, len,
+			   MSG_NAME, "held");
+	}
+	/* A context without a name: none (and no message: len 0). */
+	struct xfer_remote *rem2;
+	T_OK(xfer_import(anon, tok, tl_export(&dst, tok), &rem2));
+	xfer_prep_notify(&t, xfer_remote_handle(rem2), 0x3e580, 30);
+	c = send_msg(anon, &t, m, 0);
+	expect_msg(octx, dst.handle, 0x3e580, 0, m, 0, "", "unnamed sender");
+	xfer_unimport(anon, rem2);
+	xfer_close(anon);
+	printf("%u held notifications: in order, each with its message: "
+	       "ok\n", NHELD);
+
+	xfer_unimport(s, rem);
+	tl_buf_free(s, &src);
+	tl_buf_free(octx, &dst);
+	xfer_close(s);
+}
+
 int main(void)
 {
 	int to[2], from[2];
@@ -647,6 +852,7 @@ int main(void)
 	owner_kind(TL_MALLOC);
 	owner_flood();
 	owner_self();
+	owner_messages();
 
 	go(PH_QUIT, 0);
 	T_ASSERT(tl_child_wait(pid, 30000) == 0, "sender failed");

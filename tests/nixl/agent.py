@@ -48,6 +48,11 @@ def block_addrs(kv):
     return [(base + i * BLOCK, BLOCK, 0) for i in range(NBLOCKS)]
 
 
+# What vLLM sends: a request id of 40-60 bytes, past the 7 bytes an
+# xferd notification value held.
+REQ_ID = b"cmpl-5b1e7c1d2f0a4b8c9d3e6f7a8b9c0d1e-0:kv-send-w1"
+
+
 def target(conn):
     import numpy as np
     agent, kv = make_agent("target")
@@ -60,7 +65,7 @@ def target(conn):
     # The initiator writes its blocks 0, 2, 3 into our blocks 5, 6, 7.
     deadline = time.monotonic() + TIMEOUT
     got = {}
-    while b"w1" not in got.get("initiator", []):
+    while REQ_ID not in got.get("initiator", []):
         for who, msgs in agent.get_new_notifs().items():
             got.setdefault(who, []).extend(msgs)
         if time.monotonic() > deadline:
@@ -88,7 +93,7 @@ def initiator(conn):
     remote_side = agent.prep_xfer_dlist(remote, agent.deserialize_descs(descs))
 
     h = agent.make_prepped_xfer("WRITE", local_side, [0, 2, 3], remote_side,
-                                [5, 6, 7], b"w1")
+                                [5, 6, 7], REQ_ID)
     agent.transfer(h)
     wait_done(agent, h)
     agent.release_xfer_handle(h)

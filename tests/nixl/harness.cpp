@@ -11,6 +11,8 @@
  */
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include "plugins_common.h"
 #include "transfer_handler.h"
 #include "xferd_backend.h"
@@ -90,6 +92,35 @@ TEST_P(xferdHarness, SeveralBuffersSplit) { rounds(quiet_, true, 3); }
 TEST_P(xferdHarness, NotifyOneBuffer) { notified(localBackendEngine_, false, 1); }
 TEST_P(xferdHarness, NotifyOneBufferSplit) { notified(localBackendEngine_, true, 1); }
 TEST_P(xferdHarness, NotifySeveralBuffersSplit) { notified(localBackendEngine_, true, 3); }
+
+/* Messages up to xferd's bound travel whole (a vLLM request id is 40-60
+ * bytes), from the agent by name; one byte more is refused. */
+TEST_P(xferdHarness, LongMessages)
+{
+	auto e = localBackendEngine_;
+	transferHandler<DRAM_SEG, DRAM_SEG> t(e, e, agent, agent, false, 1);
+	std::string longest(XFER_NOTIFY_MSG_MAX, 'r');
+	const std::string req = "cmpl-5b1e7c1d2f0a4b8c9d3e6f7a8b9c0d1e-0:kv-ready";
+
+	for (size_t i = 0; i < longest.size(); i++)
+		longest[i] = (char)(' ' + i % 90);
+	ASSERT_EQ(e->genNotif(agent, req), NIXL_SUCCESS);
+	ASSERT_EQ(e->genNotif(agent, longest), NIXL_SUCCESS);
+	EXPECT_EQ(e->genNotif(agent, longest + "x"), NIXL_ERR_INVALID_PARAM);
+	notif_list_t got;
+	for (int i = 0; i < 5000 && got.size() < 2; i++) {
+		notif_list_t more;
+		ASSERT_EQ(e->getNotifs(more), NIXL_SUCCESS);
+		got.insert(got.end(), more.begin(), more.end());
+		if (got.size() < 2)
+			usleep(1000);
+	}
+	ASSERT_EQ(got.size(), 2u);
+	EXPECT_EQ(got[0].first, agent);
+	EXPECT_EQ(got[0].second, req);
+	EXPECT_EQ(got[1].first, agent);
+	EXPECT_EQ(got[1].second, longest);
+}
 
 TEST_P(xferdHarness, Capabilities)
 {

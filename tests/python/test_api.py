@@ -283,6 +283,42 @@ def test_notifications(ctx, ctx2):
     assert ctx2.overflow == 0
 
 
+def test_notification_messages(daemon, ctx2):
+    """notify= takes bytes and str (UTF-8) as the message, a (value,
+    message) pair, on write, read and notify; the owner sees the message
+    and the name the sender gave its Context."""
+    import xferd
+    dst = ctx2.alloc_host(4096)
+    with xferd.Context(daemon.socket, name="prefill worker 0") as s:
+        src = s.alloc_host(4096)
+        src.numpy()[:] = pattern(4096, 8)
+        remote = s.import_token(dst.export())
+        rid = "cmpl-5b1e7c1d2f0a4b8c9d3e6f7a-0 \u00e9"
+        s.write(src, remote, length=1000, notify=b"req-1").wait()
+        s.read(src, remote, length=10, notify=rid).wait()
+        s.notify(remote, (77, b"\x00" * xferd.NOTIFY_MSG_MAX)).wait()
+        s.notify(remote, 78).wait()
+        s.notify(remote, b"").wait()
+        with pytest.raises(ValueError, match="at most 256"):
+            s.notify(remote, b"x" * (xferd.NOTIFY_MSG_MAX + 1))
+        with pytest.raises(ValueError, match="at most 256"):
+            s.write(src, remote, notify="\u00e9" * 129)
+        with pytest.raises(TypeError, match="notify"):
+            s.write(src, remote, notify=1.5)
+        got = []
+        while len(got) < 5:
+            got += ctx2.get_notifications(timeout=5)
+    assert [(n.value, n.nbytes, n.message) for n in got] == [
+        (0, 1000, b"req-1"), (0, 10, rid.encode()),
+        (77, 0, b"\x00" * xferd.NOTIFY_MSG_MAX), (78, 0, b""), (0, 0, b"")]
+    assert all(n.sender_name == "prefill worker 0" for n in got)
+    assert np.array_equal(dst.numpy()[:1000], pattern(4096, 8)[:1000])
+    with pytest.raises(ValueError, match="printable ASCII"):
+        xferd.Context(daemon.socket, name="bad\tname")
+    with pytest.raises(ValueError, match="printable ASCII"):
+        xferd.Context(daemon.socket, name="n" * 65)
+
+
 def test_event_fd_protocol(ctx, ctx2):
     src, dst = ctx.alloc_host(64), ctx2.alloc_host(64)
     remote = ctx.import_token(dst.export())

@@ -206,11 +206,15 @@ part_data() {
 	expect_notified t 111
 	serve_stop t
 
-	step "the other direction: b -> a, 1 MiB+7 at offset 5 (notified), read back"
+	step "the other direction: b -> a, 1 MiB+7 at offset 5 (notified, with a message and a sender name), read back"
+	# The notification follows the RDMA data on the link: its message too.
+	local req="cmpl-5b1e7c1d2f0a4b8c9d3e6f7a8b9c0d1e-0:kv-send"
 	serve_start a t-a --name t-a --size $((2 * MiB)) --kind memfd \
-		--expect-notify "200:2000:5:$((MiB + 7))"
+		--expect-notify "200:2000:5:$((MiB + 7))" --expect-msg "$req" \
+		--expect-sender-name "decode b"
 	xnode_ok b write --lookup "$(addr a)/t-a" --size $((MiB + 7)) --offset 5 \
-		--seed 2000 --kind memfd --notify 200 --expect-path rdma
+		--seed 2000 --kind memfd --notify 200 --notify-msg "$req" \
+		--sender-name "decode b" --expect-path rdma
 	expect_notified t-a 200
 	xnode_ok b read --lookup "$(addr a)/t-a" --size $((MiB + 7)) --offset 5 \
 		--seed 2000 --kind memfd --expect-path rdma

@@ -105,6 +105,10 @@ struct opts {
 	bool export_set;
 	uint64_t notify;
 	bool notify_set;
+	/* Notification messages: what ours carry, what the serve wants
+	 * every one to carry (NULL: anything), its sender's name. */
+	const char *notify_msg, *sender_name;
+	const char *expect_msg, *expect_sender_name;
 	unsigned vector;
 	bool linked;
 	/* The vector as one prepared-list descriptor (--dlist). */
@@ -242,6 +246,41 @@ static void catch_stop_signals(void)
 
 /* --- arguments --- */
 
+/* --notify-msg on a notifying SQE of ctx. */
+static void set_msg(struct xfer_ctx *ctx, struct xfer_sqe *sqe)
+{
+	if (!opt.notify_msg)
+		return;
+	int rc = xfer_sqe_set_message(ctx, sqe, opt.notify_msg,
+				      strlen(opt.notify_msg));
+	if (rc)
+		fail("xfer_sqe_set_message: %s", xfer_strerror(rc));
+}
+
+/* --expect-msg, --expect-sender-name: what notification n (not yet
+ * consumed) carries; false, said, if it differs. */
+static bool msg_ok(struct xfer_ctx *ctx, const struct xfer_cqe *n)
+{
+	char name[XFER_SENDER_NAME_MAX + 1] = "";
+	size_t len;
+	const void *m = xfer_cqe_message(ctx, n, &len);
+
+	xfer_cqe_sender_name(ctx, n, name, sizeof(name));
+	if (opt.expect_msg && (len != strlen(opt.expect_msg) ||
+			       memcmp(m, opt.expect_msg, len))) {
+		printf("FAIL notify value=%" PRIu64 ": message of %zu bytes "
+		       "'%.*s', want '%s'\n", n->user_data, len, (int)len,
+		       m ? (const char *)m : "", opt.expect_msg);
+		return false;
+	}
+	if (opt.expect_sender_name && strcmp(name, opt.expect_sender_name)) {
+		printf("FAIL notify value=%" PRIu64 ": sender name '%s', want "
+		       "'%s'\n", n->user_data, name, opt.expect_sender_name);
+		return false;
+	}
+	return true;
+}
+
 static void usage(FILE *f)
 {
 	fputs("usage: xnode COMMAND [OPTIONS]\n"
@@ -249,10 +288,12 @@ static void usage(FILE *f)
 	      "  serve       --size N [--name NAME [--private]] [--token-file F] [--kind K]\n"
 	      "              [--seed S]\n"
 	      "              [--export-range OFF:LEN] [--expect-notify V[:SEED:OFF:LEN]]...\n"
+	      "              [--expect-msg TEXT] [--expect-sender-name NAME]\n"
 	      "              [--count N] [--verify-unchanged] [--clobber-on-notify]\n"
 	      "              [--expect-sequence V:N [--hold-file F]]\n"
 	      "  write|read  --lookup SPEC|--token-file F --size N [--offset O] [--kind K]\n"
 	      "              [--seed S] [--notify V] [--vector K [--linked|--dlist]]\n"
+	      "              [--notify-msg TEXT] [--sender-name NAME]\n"
 	      "              [--repeat N]\n"
 	      "              [--depth D] [--timeout-ms T] [--grace-ms G]\n"
 	      "              [--expect-error LIST] [--expect-path PATH]\n"
@@ -402,6 +443,7 @@ enum {
 	O_COUNT, O_VERIFY_UNCHANGED, O_REPEAT, O_DEPTH, O_UNTIL_ERROR,
 	O_MAX_MS, O_CLOBBER, O_UNMAP_AFTER, O_ALLOW_ERROR, O_EXPECT_PATHS,
 	O_INTERVAL, O_EXPECT_SEQUENCE, O_HOLD_FILE, O_ACCEPTED, O_PRIVATE,
+	O_NOTIFY_MSG, O_SENDER_NAME, O_EXPECT_MSG, O_EXPECT_SENDER_NAME,
 	O_HELP,
 };
 
@@ -418,6 +460,11 @@ static void parse_args(int argc, char **argv)
 		{ "seed", required_argument, NULL, O_SEED },
 		{ "export-range", required_argument, NULL, O_EXPORT_RANGE },
 		{ "notify", required_argument, NULL, O_NOTIFY },
+		{ "notify-msg", required_argument, NULL, O_NOTIFY_MSG },
+		{ "sender-name", required_argument, NULL, O_SENDER_NAME },
+		{ "expect-msg", required_argument, NULL, O_EXPECT_MSG },
+		{ "expect-sender-name", required_argument, NULL,
+		  O_EXPECT_SENDER_NAME },
 		{ "vector", required_argument, NULL, O_VECTOR },
 		{ "linked", no_argument, NULL, O_LINKED },
 		{ "dlist", no_argument, NULL, O_DLIST },
@@ -477,6 +524,10 @@ static void parse_args(int argc, char **argv)
 		switch (ch) {
 		case O_SOCKET: opt.socket = optarg; break;
 		case O_NAME: opt.name = optarg; break;
+		case O_NOTIFY_MSG: opt.notify_msg = optarg; break;
+		case O_SENDER_NAME: opt.sender_name = optarg; break;
+		case O_EXPECT_MSG: opt.expect_msg = optarg; break;
+		case O_EXPECT_SENDER_NAME: opt.expect_sender_name = optarg; break;
 		case O_PRIVATE: opt.private_name = true; break;
 		case O_LOOKUP: opt.lookup = optarg; break;
 		case O_TOKEN_FILE: opt.token_file = optarg; break;
@@ -735,7 +786,7 @@ static void step_failed(const char *step, int rc)
 static struct xfer_ctx *open_ctx(void)
 {
 	struct xfer_ctx *ctx = NULL;
-	int rc = xfer_open(opt.socket, &ctx);
+	int rc = xfer_open_named(opt.socket, opt.sender_name, &ctx);
 
 	if (rc)
 		fail("xfer_open(%s): %s (%s)",
@@ -921,8 +972,10 @@ static void prep_unit(struct xfer_ctx *ctx, uint64_t lh, uint64_t rh,
 			fail("xfer_prep_dlist: %s", xfer_strerror(rc));
 		if (opt.timeout_ms)
 			xfer_sqe_set_timeout(sqe, opt.timeout_ms);
-		if (opt.notify_set && u == nunits - 1)
+		if (opt.notify_set && u == nunits - 1) {
 			xfer_sqe_set_notify(sqe, opt.notify);
+			set_msg(ctx, sqe);
+		}
 		return;
 	}
 	bool write = opt.cmd == CMD_WRITE;
@@ -940,8 +993,10 @@ static void prep_unit(struct xfer_ctx *ctx, uint64_t lh, uint64_t rh,
 			xfer_sqe_set_timeout(sqe, opt.timeout_ms);
 		if (i < last)
 			xfer_sqe_set_link(sqe);
-		else if (opt.notify_set && u == nunits - 1)
+		else if (opt.notify_set && u == nunits - 1) {
 			xfer_sqe_set_notify(sqe, opt.notify);
+			set_msg(ctx, sqe);
+		}
 	}
 }
 
@@ -1148,6 +1203,7 @@ static int cmd_notify(void)
 				break;
 			xfer_prep_notify(sqe, xfer_remote_handle(remote),
 					 opt.notify + sent, sent);
+			set_msg(ctx, sqe);
 			if (opt.timeout_ms)
 				xfer_sqe_set_timeout(sqe, opt.timeout_ms);
 			sent++;
@@ -1586,11 +1642,16 @@ static int cmd_serve(void)
 			fail("xferd went away: %s (%s)", err_name(rc),
 			     xfer_strerror(rc));
 		struct xfer_cqe n = *c;
+		bool carried = !(c->flags & XFER_CQE_F_NOTIFY) || msg_ok(ctx, c);
 		xfer_cq_advance(ctx, 1);
 		if (!(n.flags & XFER_CQE_F_NOTIFY))
 			fail("a completion that is no notification: user_data %"
 			     PRIu64 " result %" PRId64, n.user_data, n.result);
 		seen++;
+		if (!carried) {
+			bad++;
+			continue;
+		}
 		if (n.handle != b.handle) {
 			printf("FAIL notify value=%" PRIu64 ": for handle %" PRIu64
 			       ", ours is %" PRIu64 "\n", n.user_data, n.handle,

@@ -195,6 +195,59 @@ START_TEST(view_checks_index_area)
 }
 END_TEST
 
+/* The message areas (ring 3): only when asked for, on pages of their
+ * own after everything else, one slot per SQ and CQ slot; a view takes
+ * both or neither, inside, clear of every other area. */
+START_TEST(view_checks_message_areas)
+{
+	struct xfer_ring_offsets o = good, m = good;
+	struct ring_view v;
+
+	ck_assert_uint_eq(good.sq_msg_size, 0);  /* not asked: ring 2 */
+	ck_assert_uint_eq(good.cq_msg_size, 0);
+	ck_assert_int_eq(ring_layout_msgs(&m), 0);
+	ck_assert_uint_eq(m.sq_msgs % 4096, 0);
+	ck_assert_uint_ge(m.sq_msgs, good.map_size);
+	ck_assert_uint_eq(m.sq_msg_size, XFER_NOTIFY_MSG_MAX);
+	ck_assert_uint_eq(m.cq_msg_size, sizeof(struct xfer_cqe_message));
+	ck_assert_uint_ge(m.cq_msgs, m.sq_msgs + 64 * XFER_NOTIFY_MSG_MAX);
+	ck_assert_uint_eq(m.map_size, m.cq_msgs + 128 * m.cq_msg_size);
+	void *mem = aligned_alloc(4096, (m.map_size + 4095) & ~4095u);
+	ck_assert_ptr_nonnull(mem);
+	memset(mem, 0, m.map_size);
+	*(uint32_t *)((char *)mem + m.magic) = XFER_RING_MAGIC;
+	ck_assert_int_eq(ring_view_init(&v, mem, m.map_size, &m), 0);
+	ck_assert_ptr_eq(v.sq_msgs, (uint8_t *)mem + m.sq_msgs);
+	ck_assert_ptr_eq(ring_cq_msg_at(&v, 129),
+			 (void *)((uint8_t *)mem + m.cq_msgs + m.cq_msg_size));
+	ck_assert_ptr_eq(ring_sq_msg_at(&v, 65),
+			 (uint8_t *)mem + m.sq_msgs + XFER_NOTIFY_MSG_MAX);
+	o = m;
+	o.cq_msg_size = 0;  /* one without the other */
+	ck_assert_int_eq(ring_view_init(&v, mem, m.map_size, &o), -EPROTO);
+	o = m;
+	o.sq_msg_size = 8;  /* slots smaller than a message */
+	ck_assert_int_eq(ring_view_init(&v, mem, m.map_size, &o), -EPROTO);
+	o = m;
+	o.cq_msgs = m.idx;  /* over the index area */
+	ck_assert_int_eq(ring_view_init(&v, mem, m.map_size, &o), -EPROTO);
+	o = m;
+	o.sq_msgs = m.cq_msgs - 8;  /* over each other */
+	ck_assert_int_eq(ring_view_init(&v, mem, m.map_size, &o), -EPROTO);
+	o = m;
+	o.sq_msgs = m.cqes;  /* over the CQEs */
+	ck_assert_int_eq(ring_view_init(&v, mem, m.map_size, &o), -EPROTO);
+	o = m;
+	o.cq_msgs += 8;      /* past the mapping */
+	ck_assert_int_eq(ring_view_init(&v, mem, m.map_size, &o), -EPROTO);
+	/* A view of ring 2 has no message pointers. */
+	ck_assert_int_eq(ring_view_init(&v, good_mem, good.map_size, &good), 0);
+	ck_assert_ptr_null(v.sq_msgs);
+	ck_assert_ptr_null(ring_cq_msg_at(&v, 0));
+	free(mem);
+}
+END_TEST
+
 /*
  * The CQ sender area (struct xfer_cqe_sender): the ABI's sizes and
  * offsets, where ring_layout puts it, what ring_view_init accepts.
@@ -861,6 +914,7 @@ Suite *ring_suite(void)
 	tcase_add_test(tc, view_accepts_good_layout);
 	tcase_add_test(tc, view_checks_index_area);
 	tcase_add_test(tc, view_checks_sender_area);
+	tcase_add_test(tc, view_checks_message_areas);
 	tcase_add_test(tc, view_rejects_outside_mapping);
 	tcase_add_test(tc, view_rejects_misaligned);
 	tcase_add_test(tc, view_rejects_overlap);
