@@ -153,8 +153,24 @@ static int run_cuda_import(struct regworker_job *j)
 	int fd = rj->fd;
 
 	rj->fd = -1;  /* consumed by the import, success or not */
-	return region_create_cuda(rj->rc, rj->job.owner, &rj->desc, fd,
-				  rj->offset, rj->length, &rj->r);
+	int err = region_create_cuda(rj->rc, rj->job.owner, &rj->desc, fd,
+				     rj->offset, rj->length, &rj->r);
+	if (err)
+		return err;
+	/* GPUDirect RDMA where the NICs and the driver allow: the region
+	 * then moves zero-copy by RDMA; else it stays staged (one line). */
+	const struct rdma_gpu_span g = {
+		.addr = region_gpu_ptr(rj->r) - rj->offset,
+		.size = rj->desc.size,
+		.client_base = rj->desc.base,
+		.buffer_id = rj->desc.buffer_id,
+	};
+	if ((err = rdma_mr_register_gpu(rj->rc, rj->r, &g)))
+		log_info("client %llu: GPU region of %llu bytes not registered "
+			 "with the RDMA NICs (%s): RDMA through staging chunks",
+			 (unsigned long long)j->owner,
+			 (unsigned long long)rj->length, strerror(-err));
+	return 0;
 }
 
 static void reg_job_free(struct reg_job *rj)

@@ -39,10 +39,19 @@ struct path_facts {
 	enum region_kind owner_mem;
 	bool gpus;                /* this xferd drives GPUs */
 	bool links;               /* this xferd may reach other nodes */
-	bool rdma;                /* RDMA can move it zero-copy now */
-	/* RDMA can move it through its registered staging buffers (the
-	 * local memory is not registered with the NICs: CMA). */
+	/* RDMA can move it zero-copy now: the local memory is registered
+	 * with the NICs (a memfd's MR, or GPU memory's dma-buf MR) and the
+	 * owner granted its range (rkeys), on a rail pair to the owner. */
+	bool rdma;
+	/* RDMA can move it through this side's registered staging chunks:
+	 * the local memory is not registered with the NICs (CMA, a memfd
+	 * or GPU memory whose registration is not there) and, for GPU
+	 * memory, those chunks are pinned for the GPUs too. */
 	bool rdma_staged;
+	/* REMOTE, owner_mem CUDA: the owner granted a registration of that
+	 * GPU memory with its NICs (dma-buf), so one-sided RDMA reaches
+	 * it; without one only the owner's own copies do (the link). */
+	bool owner_dmabuf;
 };
 
 enum path_route {
@@ -54,11 +63,13 @@ enum path_route {
 			     * staging chunks (local/gpu_staged.c) */
 	ROUTE_RDMA,         /* other node: one-sided RDMA */
 	ROUTE_RDMA_STAGED,  /* other node: one-sided RDMA from or into
-			     * registered staging buffers, a CPU copy
+			     * registered staging chunks, a CPU copy
+			     * (host memory) or a GPU copy (GPU memory)
 			     * on this side */
 	ROUTE_LINK,         /* other node: streamed on the TCP link */
-	ROUTE_LINK_STAGED,  /* other node, GPU memory at an end: through
-			     * pinned staging chunks, then the TCP link */
+	ROUTE_LINK_STAGED,  /* other node, GPU memory at an end and no
+			     * RDMA for it: through pinned staging chunks,
+			     * then the TCP link */
 	ROUTE_NOTSUP,       /* no engine moves these kinds: -ENOTSUP */
 	ROUTE_UNREACHABLE,  /* another node, and no links: -EHOSTUNREACH */
 };
@@ -124,20 +135,30 @@ static inline enum path_route other_node(const struct path_facts *f)
 		return ROUTE_UNREACHABLE;
 	if (f->opcode == XFER_OP_NOTIFY)
 		return ROUTE_LINK;
-	/* GPU memory at either end goes through pinned staging chunks (a
-	 * D2H copy before the link, an H2D copy after it); that needs GPUs
-	 * here.  The owner's side decides for its own memory: it stages
-	 * when it has GPUs, else refuses that descriptor (-ENOTSUP). */
-	if (f->local == REGION_CUDA)
-		return f->gpus ? ROUTE_LINK_STAGED : ROUTE_NOTSUP;
-	if (f->owner_mem == REGION_CUDA)
+	/* GPU memory here needs GPUs here, whatever moves it. */
+	if (f->local == REGION_CUDA && !f->gpus)
+		return ROUTE_NOTSUP;
+	/* The owner's GPU memory: one-sided RDMA cannot run an H2D copy on
+	 * the owner's side, so without a dma-buf grant of it the owner
+	 * stages it itself, on the link. */
+	if (f->owner_mem == REGION_CUDA && !f->owner_dmabuf)
 		return ROUTE_LINK_STAGED;
+	/* RDMA first, for every kind of memory: zero-copy where both ends
+	 * are registered with the NICs (GPU memory through its dma-buf),
+	 * else through this side's registered staging chunks (a CPU copy
+	 * of host memory, a GPU copy of GPU memory, into or out of them).
+	 * GPU memory never goes over TCP where RDMA can carry it. */
 	if (f->rdma)
 		return ROUTE_RDMA;
-	/* Host memory RDMA cannot reach in place still goes by RDMA, a copy
-	 * through its registered buffers on this side: cheaper than the
-	 * link's copies on both. */
-	return f->rdma_staged ? ROUTE_RDMA_STAGED : ROUTE_LINK;
+	if (f->rdma_staged)
+		return ROUTE_RDMA_STAGED;
+	/* No RDMA for it: GPU memory at either end goes through pinned
+	 * staging chunks on the link (a D2H copy before it, an H2D copy
+	 * after it).  The owner's side decides for its own memory: it
+	 * stages when it has GPUs, else refuses (-ENOTSUP). */
+	if (f->local == REGION_CUDA || f->owner_mem == REGION_CUDA)
+		return ROUTE_LINK_STAGED;
+	return ROUTE_LINK;
 }
 
 static inline enum path_route path_choose(const struct path_facts *f)

@@ -44,7 +44,7 @@ struct rcache_key {
 	uint64_t id;          /* buffer id / inode: tells reuse apart */
 };
 
-enum { RCACHE_CUDA_IMPORT = 1, RCACHE_NIC_MR = 2 };
+enum { RCACHE_CUDA_IMPORT = 1, RCACHE_NIC_MR = 2, RCACHE_GPU_MR = 3 };
 
 struct rcache_entry {
 	struct rcache_key key;

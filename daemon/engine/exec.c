@@ -145,6 +145,9 @@ static __attribute__((noinline)) void remote_facts(struct progress *p,
 						   struct path_facts *f)
 {
 	f->owner_mem = (enum region_kind)region_token(target)->mem_kind;
+	/* rkeys of the owner's GPU memory exist only as a dma-buf grant */
+	f->owner_dmabuf = f->owner_mem == REGION_CUDA &&
+			  region_rdma(target) != NULL;
 	f->rdma = rdma_can_move(p, ROUTE_RDMA, sqe, local, target);
 	f->rdma_staged = !f->rdma && rdma_can_move(p, ROUTE_RDMA_STAGED, sqe,
 						   local, target);

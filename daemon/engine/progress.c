@@ -620,8 +620,11 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 	/* GPU memory to other nodes goes through the staging chunks too. */
 	if (p->res.staging)
 		tcp_set_staging(tcp, p->res.staging, p->res.gpu);
-	/* NULL without RDMA rails: then TCP moves everything. */
-	p->rdma = rdma_create(p->base, p->links, &rcfg, &hooks);
+	/* NULL without RDMA rails: then TCP moves everything.  With GPUs
+	 * it stages through the GPU staging pool, registered with its
+	 * NICs as well: GPU memory then goes by RDMA too. */
+	const struct rdma_stage_res sres = { p->res.staging, p->res.gpu };
+	p->rdma = rdma_create(p->base, p->links, &rcfg, &hooks, &sres);
 	if (p->rdma) {
 		p->movers[p->nmovers++] = (struct mover){
 			&rdma_mover_ops, p->rdma, ROUTE_RDMA };

@@ -9,6 +9,7 @@
 
 #include "gpu/cuda_drv.h"
 #include "gpu/dmabuf.h"
+#include "gpu/gpu.h"
 #include "core/log.h"
 
 int dmabuf_span(uint64_t ptr, uint64_t len, uint64_t page,
@@ -55,6 +56,18 @@ int gpu_dmabuf_export(uint64_t ptr, uint64_t len, int *fd,
 	(void)ptr, (void)len, (void)fd, (void)span;
 	return -ENOTSUP;
 #endif
+}
+
+int gpu_dmabuf_export_on(int dev, uint64_t ptr, uint64_t len, int *fd,
+			 struct dmabuf_span *span)
+{
+#ifdef HAVE_CUDA
+	if (dev < 0 || dev >= gpu_count() || gpu_set_current(dev))
+		return -ENOTSUP;
+#else
+	(void)dev;
+#endif
+	return gpu_dmabuf_export(ptr, len, fd, span);
 }
 
 int nic_reg_dmabuf(struct ibv_pd *pd, int fd, uint64_t offset, size_t len,

@@ -36,6 +36,10 @@ int dmabuf_span(uint64_t ptr, uint64_t len, uint64_t page,
 int gpu_dmabuf_export(uint64_t ptr, uint64_t len, int *fd,
 		      struct dmabuf_span *span);
 
+/* The same on GPU dev's context (made current on the calling thread). */
+int gpu_dmabuf_export_on(int dev, uint64_t ptr, uint64_t len, int *fd,
+			 struct dmabuf_span *span);
+
 /*
  * Register len bytes of dma-buf fd, starting at offset inside it, with
  * the NIC of pd for the given access; the fd may be closed afterwards

@@ -247,6 +247,13 @@ void region_put(struct region *r)
 		return;
 	if (release_hook)
 		release_hook(release_arg, r);
+	/* After every descriptor that used it: no NIC touches it now.
+	 * The last reference: nobody sets it any more.  Before the GPU
+	 * import goes: a GPU allocation's MR is of that import. */
+	struct rcache_entry *mr = atomic_load_explicit(&r->nic_mr,
+							memory_order_acquire);
+	if (mr)
+		rcache_put(r->rcache, mr);
 	if (r->gpu_pinned)
 		gpu_host_unregister(r->head.map);
 	for (int i = 0; i < 16; i++)
@@ -254,12 +261,6 @@ void region_put(struct region *r)
 			rcache_put(r->rcache, r->gpu_on_entry[i]);
 	if (r->gpu_import)
 		rcache_put(r->rcache, r->gpu_import);
-	/* After every descriptor that used it: no NIC touches it now. */
-	/* The last reference: nobody sets it any more. */
-	struct rcache_entry *mr = atomic_load_explicit(&r->nic_mr,
-							memory_order_acquire);
-	if (mr)
-		rcache_put(r->rcache, mr);
 	free(r->rdma);
 	free(r->gpu_desc);
 	if (r->head.map)

@@ -129,8 +129,10 @@ static bool rdma_accepts(void *impl, const struct xop *op)
 	struct rdma *t = impl;
 	uint32_t lkey, rkey;
 
+	/* memfd memory with its MR, GPU memory with its dma-buf MR */
+	enum region_kind k = op->local ? region_kind(op->local) : 0;
 	if ((op->opcode != XFER_OP_WRITE && op->opcode != XFER_OP_READ) ||
-	    op->len == 0 || !op->local || region_kind(op->local) != REGION_MEMFD ||
+	    op->len == 0 || (k != REGION_MEMFD && k != REGION_CUDA) ||
 	    !region_nic_mr(op->local) || !region_rdma(op->remote))
 		return false;
 	struct rpeer *p = rdma_peer_of(t, op);
@@ -391,7 +393,8 @@ static void on_grant_made(void *arg, struct rdma_grant_job *j);
 
 struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 			 const struct rdma_cfg *cfg,
-			 const struct mover_hooks *hooks)
+			 const struct mover_hooks *hooks,
+			 const struct rdma_stage_res *res)
 {
 	int ndevs = rdma_dev_count();
 	struct rdma *t;
@@ -449,7 +452,7 @@ struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 		 "stripe %llu bytes", t->ndevs, t->ndevs == 1 ? "" : "s",
 		 t->cfg.qps, t->cfg.qps == 1 ? "" : "s",
 		 (unsigned long long)t->cfg.stripe);
-	t->staging = rdma_staging_open(t);
+	t->staging = rdma_staging_open(t, res);
 	return t;
 }
 

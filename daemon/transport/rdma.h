@@ -70,14 +70,26 @@ struct rdma_cfg {
 	uint64_t stripe;          /* bytes per work request, at most */
 };
 
+/* On a node with GPUs: the GPU staging pool (pinned for the GPUs) and
+ * the copy engines.  The transport registers that pool with its NICs
+ * and stages host and GPU memory through it (rdma_staged.c); both
+ * outlive the transport. */
+struct staging_pool;
+struct gpu_copies;
+struct rdma_stage_res {
+	struct staging_pool *pool;
+	struct gpu_copies *gpu;
+};
+
 /*
  * The transport over this node's rails (rdma_dev.h), or NULL when there
  * are none.  Operations end through hooks->op_done; frames go out on
- * links (linkset_send_ctl).
+ * links (linkset_send_ctl).  res: NULL, or zeros, without GPUs.
  */
 struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 			 const struct rdma_cfg *cfg,
-			 const struct mover_hooks *hooks);
+			 const struct mover_hooks *hooks,
+			 const struct rdma_stage_res *res);
 /* Ends what is left (-ECONNRESET), destroys every queue pair. */
 void rdma_destroy(struct rdma *t);
 void rdma_set_cfg(struct rdma *t, const struct rdma_cfg *cfg);
@@ -108,9 +120,10 @@ bool rdma_arm(struct rdma *t);
 
 extern const struct mover_ops rdma_mover_ops;
 /*
- * The same transport for ROUTE_RDMA_STAGED: host memory here that no NIC
- * registration covers (xfer_reg'd) goes through the transport's staging
- * buffers, a copy on this side (rdma_staged.c says how).  Only accepts and
+ * The same transport for ROUTE_RDMA_STAGED: memory here that no NIC
+ * registration covers (xfer_reg'd, GPU memory without dma-buf) goes
+ * through the transport's staging chunks, a copy on this side
+ * (rdma_staged.c says how).  Only accepts and
  * submit are its own; register it beside rdma_mover_ops with the
  * same impl.
  */

@@ -11,9 +11,9 @@
  *   rdma_post.c    posting: cutting operations into striped work
  *                  requests, one chain per queue pair and pump, reaping
  *                  completions, retiring what they account for
- *   rdma_staged.c  the staged route (ROUTE_RDMA_STAGED): host memory
- *                  that no NIC registration covers, through registered
- *                  staging buffers and a CPU copy on this side, on the
+ *   rdma_staged.c  the staged route (ROUTE_RDMA_STAGED): memory that
+ *                  no NIC registration covers, through registered
+ *                  staging chunks and a CPU or GPU copy on this side, on the
  *                  staging pipeline (stage/pipeline.h): its RDMA WRITE
  *                  and READ stages, and each operation's stream
  *
@@ -43,6 +43,7 @@
 
 #include "core/stage.h"
 #include "core/xop.h"
+#include "gpu/stage.h"
 #include "mem/host_stage.h"
 #include "transport/rdma.h"
 #include "transport/rdma_dev.h"
@@ -286,7 +287,9 @@ struct rdma_stream {
 	struct rdma *t;
 	struct xop *op;
 	struct pipeline *pl;      /* NULL once closed */
-	struct host_stage host;   /* the other end: op's local memory */
+	/* the other end: op's local memory, host or GPU (one of them) */
+	struct host_stage host;
+	struct gpu_stage gpu;
 	struct rdma_piece_list queued; /* pieces for the pump, in order */
 	TAILQ_ENTRY(rdma_stream) q;       /* t->streams, until reaped */
 	TAILQ_ENTRY(rdma_stream) ended_q; /* t->ended, once it ended */
@@ -296,9 +299,11 @@ struct rdma_stream {
 	bool reroute;             /* ended to go by another route */
 };
 
-/* Made and registered on every device of t, once, at start: NULL
- * without them (logged; xfer_reg'd memory goes over TCP). */
-struct rdma_staging *rdma_staging_open(struct rdma *t);
+/* Made (or res's GPU pool taken) and registered on every device of t,
+ * once, at start: NULL without them (logged; xfer_reg'd memory goes
+ * over TCP). */
+struct rdma_staging *rdma_staging_open(struct rdma *t,
+				       const struct rdma_stage_res *res);
 /* Every chunk is back (the queue pairs that held them are gone). */
 void rdma_staging_close(struct rdma_staging *s);
 /* The local key of the staging buffers on device dev. */

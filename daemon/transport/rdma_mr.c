@@ -1,15 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * rdma_mr.c - registering memfd regions with the RDMA devices.
+ * rdma_mr.c - registering memfd regions, and GPU allocations (dma-buf,
+ * else nvidia-peermem), with the RDMA devices.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 
 #include "core/log.h"
 #include "core/rcache.h"
+#include "gpu/dmabuf.h"
+#include "gpu/gpu.h"
 #include "transport/rdma_dev.h"
 #include "transport/rdma_mr.h"
 #include "mem/region.h"
@@ -95,4 +99,75 @@ bool rdma_mr_keys(const struct region *r, int dev, uint32_t *lkey,
 	if (rkey)
 		*rkey = m->mr[dev]->rkey;
 	return true;
+}
+
+/* One device's MR of GPU memory [addr, addr + len) of the current
+ * context: through a dma-buf of it (Linux >= 5.12, an NVIDIA open kernel
+ * module), else ibv_reg_mr on the device pointer (nvidia-peermem).  The
+ * MR's iova is addr, so work requests use xferd's GPU addresses. */
+static struct ibv_mr *reg_gpu_one(struct ibv_pd *pd, int dev, uint64_t addr,
+				  uint64_t len, int access, int *err)
+{
+	struct dmabuf_span span;
+	struct ibv_mr *mr = NULL;
+	int fd = -1;
+
+	*err = gpu_dmabuf_export_on(dev, addr, len, &fd, &span);
+	if (!*err) {
+		*err = nic_reg_dmabuf(pd, fd, span.offset, len, addr, access,
+				      &mr);
+		close(fd);  /* the MR keeps the buffer */
+		if (!*err)
+			return mr;
+	}
+	mr = ibv_reg_mr(pd, (void *)(uintptr_t)addr, len, access);
+	if (!mr && !*err)
+		*err = errno ? -errno : -EIO;
+	return mr;
+}
+
+int rdma_mr_register_gpu(struct rcache *rc, struct region *r,
+			 const struct rdma_gpu_span *g)
+{
+	const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+			   IBV_ACCESS_REMOTE_READ;
+	int ndevs = rdma_dev_count();
+	int err = 0;
+
+	if (ndevs == 0 || region_kind(r) != REGION_CUDA)
+		return 0;
+	/* The whole allocation, as its import: every region of it shares
+	 * the MR; the buffer id tells a reallocation apart. */
+	struct rcache_key key = {
+		.client = region_owner(r),
+		.kind = RCACHE_GPU_MR,
+		.base = g->client_base,
+		.id = g->buffer_id,
+	};
+	struct rcache_entry *e = rcache_get(rc, &key);
+	if (e)
+		goto done;
+	struct nic_mr *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	m->e.key = key;
+	m->e.release = nic_mr_release;
+	m->ndevs = ndevs;
+	for (int i = 0; i < ndevs; i++) {
+		struct rdma_dev_verbs v;
+		if (rdma_dev_verbs(i, &v))
+			continue;
+		m->mr[i] = reg_gpu_one(v.pd, region_gpu_dev(r), g->addr, g->size,
+				       access, &err);
+		if (!m->mr[i]) {
+			nic_mr_release(&m->e);
+			return err ? err : -EIO;
+		}
+	}
+	e = rcache_insert(rc, &m->e);
+	if (e != &m->e)
+		nic_mr_release(&m->e);
+done:
+	region_set_nic_mr(r, rc, e);
+	return 0;
 }

@@ -31,6 +31,21 @@ struct region;
  * Returns 0 or -errno; r is unchanged on failure.  Main thread. */
 int rdma_mr_register(struct rcache *rc, struct region *r);
 
+/*
+ * GPU memory toward the NICs (GPUDirect RDMA): register the GPU
+ * allocation region r lies in - xferd's import of it at addr, size
+ * bytes; the client's base and the buffer id name it in the cache - on
+ * every device: ibv_reg_dmabuf_mr on a dma-buf of it, else ibv_reg_mr
+ * on the device pointer (nvidia-peermem).  The registration thread,
+ * after the import.  0 or -errno (r unchanged: it stays staged).
+ */
+struct rdma_gpu_span {
+	uint64_t addr, size;          /* xferd's import of the allocation */
+	uint64_t client_base, buffer_id;
+};
+int rdma_mr_register_gpu(struct rcache *rc, struct region *r,
+			 const struct rdma_gpu_span *g);
+
 /* The keys of region r on device dev: false if r is not registered
  * there.  Any thread holding a reference to r. */
 bool rdma_mr_keys(const struct region *r, int dev, uint32_t *lkey,

@@ -159,7 +159,10 @@ static struct posted *chain_wr(struct rdma *t, struct rqp *q,
 			.rkey = rkey,
 		},
 	};
-	if (!read && len <= q->max_inline)
+	/* Inline means the CPU reads addr at the post: never GPU memory
+	 * (a dma-buf MR's addresses are the GPU's). */
+	if (!read && len <= q->max_inline &&
+	    region_kind(op->local) != REGION_CUDA)
 		wr->send_flags |= IBV_SEND_INLINE;
 	if (++q->since_signal >= RDMA_SIGNAL_EVERY || signal) {
 		wr->send_flags |= IBV_SEND_SIGNALED;
@@ -182,8 +185,11 @@ static void chain_op(struct rdma *t, struct rqp *q, struct xop *op,
 		     uint32_t lkey, uint32_t rkey, uint32_t len)
 {
 	struct rdma_op *ro = rop(op);
-	uint64_t addr = (uint64_t)(uintptr_t)region_map_at(
-		op->local, op->local_off + ro->posted);
+	/* GPU memory: its MR's iova is xferd's GPU address (rdma_mr.c) */
+	uint64_t addr = region_kind(op->local) == REGION_CUDA
+		? region_gpu_ptr(op->local) + op->local_off + ro->posted
+		: (uint64_t)(uintptr_t)region_map_at(op->local,
+						     op->local_off + ro->posted);
 	struct posted *e = chain_wr(t, q, op, ro->posted, len, addr, lkey,
 				    rkey, false);
 

@@ -1,22 +1,31 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rdma_staged.c - the RDMA transport's staged route (ROUTE_RDMA_STAGED):
- * host memory here that no NIC registration covers (xfer_reg'd, or a
- * memfd not registered yet) goes through the transport's own staging
- * buffers, a CPU copy on this side, toward a region the owner registered.
+ * memory here that no NIC registration covers (xfer_reg'd host memory,
+ * a memfd not registered yet, GPU memory without a dma-buf registration)
+ * goes through registered staging chunks, a copy on this side, toward a
+ * region the owner registered.
  *
  * Progress thread only; no lock of its own (the staging pool's, taken
  * inside mem/staging.c, is a leaf).
  *
- * One pool (mem/staging.h, not pinned for GPUs) made and registered with
- * every device at start, RDMA_STAGE_BYTES in chunks of at most
- * RDMA_STAGE_CHUNK (smaller when the memlock limit refuses that), half
- * for writes, half for reads.  Each staged operation is a stream of the
- * staging pipeline (stage/pipeline.h) over it, in chunks of
- * min(rdma_stripe, chunk), as many out at once as the half holds:
+ * One pool, registered with every device at start, half for writes,
+ * half for reads.  On a node with GPUs it is the GPU staging pool
+ * (progress_enable_staging: pinned for the GPUs, chunks of tcp_chunk),
+ * which the transport registers with its NICs too, so that one pool is
+ * both and GPU memory stages through it; elsewhere, or when that
+ * registration is refused, the transport makes its own (not pinned for
+ * GPUs) of RDMA_STAGE_BYTES in chunks of at most RDMA_STAGE_CHUNK
+ * (smaller when the memlock limit refuses that), and GPU memory then
+ * has no RDMA route (the link stages it).  Each staged operation is a
+ * stream of the staging pipeline (stage/pipeline.h) over it, in chunks
+ * of min(rdma_stripe, chunk), as many out at once as the half holds;
+ * its pairing of stages depends only on the local memory's kind:
  *
  *   WRITE  host_stage_read (cma_copy, or memcpy for memfd) -> RDMA WRITE
+ *          gpu_stage_d2h (GPU memory)                      -> RDMA WRITE
  *   READ   RDMA READ -> host_stage_write
+ *          RDMA READ -> gpu_stage_h2d (GPU memory)
  *
  * The two RDMA stages are this file's: a chunk handed to one becomes a
  * piece of its operation, queued (s->queued) for the next pump, which
@@ -45,6 +54,7 @@
 #include <infiniband/verbs.h>
 
 #include "core/log.h"
+#include "gpu/stage.h"
 #include "transport/rdma_int.h"
 #include "mem/host_stage.h"
 #include "mem/region.h"
@@ -64,6 +74,10 @@ struct rdma_staging {
 	/* The pool, registered whole on every device. */
 	struct ibv_mr *mr[RDMA_DEV_MAX];
 	uint32_t chunk;
+	/* The pool is the GPU staging pool (not ours to destroy), pinned
+	 * for the copy engines of gpu: GPU memory stages through it. */
+	struct gpu_copies *gpu;
+	bool shared;
 };
 
 void rdma_staging_close(struct rdma_staging *s)
@@ -72,13 +86,17 @@ void rdma_staging_close(struct rdma_staging *s)
 
 	if (!s)
 		return;
+	/* A shared pool's chunks may still be in GPU copies: the NICs no
+	 * longer touch them (the queue pairs are gone), the pool's owner
+	 * takes them back. */
 	for (int d = 0; d < RDMA_DEV_MAX; d++) {
 		if (s->mr[d] && (rc = ibv_dereg_mr(s->mr[d])))
 			log_warnx("RDMA: ibv_dereg_mr of the staging buffers: "
 				  "%s", strerror(rc));
 		s->mr[d] = NULL;
 	}
-	staging_destroy(s->pool);
+	if (!s->shared)
+		staging_destroy(s->pool);
 	free(s);
 }
 
@@ -116,10 +134,41 @@ static int stage_register(struct rdma_staging *s, const struct rdma *t)
 	return err;
 }
 
-struct rdma_staging *rdma_staging_open(struct rdma *t)
+/* The GPU staging pool, registered with the NICs: GPU memory and host
+ * memory then stage through the same chunks.  NULL if it cannot be. */
+static struct rdma_staging *open_shared(struct rdma *t,
+					const struct rdma_stage_res *res)
 {
+	struct rdma_staging *s = calloc(1, sizeof(*s));
+	int err;
+
+	if (!s)
+		return NULL;
+	s->pool = res->pool;
+	s->shared = true;
+	s->gpu = res->gpu;
+	s->chunk = staging_chunk_bytes(res->pool);
+	if ((err = stage_register(s, t))) {
+		log_warnx("RDMA: the GPU staging chunks cannot be registered "
+			  "with the NICs (%s; memlock limit?): GPU memory to "
+			  "other nodes goes over TCP", strerror(-err));
+		rdma_staging_close(s);
+		return NULL;
+	}
+	log_info("RDMA staging: the GPU staging chunks (%u KiB each), "
+		 "registered with the NICs: GPU and host memory stage "
+		 "through them", s->chunk >> 10);
+	return s;
+}
+
+struct rdma_staging *rdma_staging_open(struct rdma *t,
+				       const struct rdma_stage_res *res)
+{
+	struct rdma_staging *shared;
 	int err = -ENOMEM;
 
+	if (res && res->pool && res->gpu && (shared = open_shared(t, res)))
+		return shared;
 	for (uint32_t bytes = RDMA_STAGE_BYTES; bytes >= RDMA_STAGE_MIN;
 	     bytes /= 2) {
 		/* at least 4 chunks each way */
@@ -259,6 +308,7 @@ static void stream_done(void *arg, int64_t result)
 int rdma_stream_open(struct rdma *t, struct xop *op)
 {
 	bool read = op->opcode == XFER_OP_READ;
+	bool gpu = region_kind(op->local) == REGION_CUDA;
 	struct rdma_stream *s = calloc(1, sizeof(*s));
 	uint32_t max = t->staging->chunk;
 
@@ -269,6 +319,21 @@ int rdma_stream_open(struct rdma *t, struct xop *op)
 		.op = op,
 		.host = { .r = op->local, .off = op->local_off },
 	};
+	/* The local end: a CPU copy of host memory, or the copy engine on
+	 * GPU memory (accepts() took GPU memory only with a GPU pool). */
+	const struct stage_ops *near_fill = &host_stage_read;
+	const struct stage_ops *near_drain = &host_stage_write;
+	void *near = &s->host;
+	if (gpu) {
+		s->gpu = (struct gpu_stage){
+			.g = t->staging->gpu,
+			.addr = region_gpu_ptr(op->local) + op->local_off,
+			.dev = region_gpu_dev(op->local),
+		};
+		near_fill = &gpu_stage_d2h;
+		near_drain = &gpu_stage_h2d;
+		near = &s->gpu;
+	}
 	TAILQ_INIT(&s->queued);
 	const struct pipeline_cfg cfg = {
 		.pool = t->staging->pool,
@@ -276,10 +341,12 @@ int rdma_stream_open(struct rdma *t, struct xop *op)
 		.len = op->len,
 		/* a work request per chunk, of a stripe at most */
 		.chunk = t->cfg.stripe < max ? (uint32_t)t->cfg.stripe : max,
-		.fill = read ? &rdma_stage_read : &host_stage_read,
-		.fill_arg = read ? (void *)s : (void *)&s->host,
-		.drain = read ? &host_stage_write : &rdma_stage_write,
-		.drain_arg = read ? (void *)&s->host : (void *)s,
+		.fill = read ? &rdma_stage_read : near_fill,
+		.fill_arg = read ? (void *)s : near,
+		.drain = read ? near_drain : &rdma_stage_write,
+		.drain_arg = read ? near : (void *)s,
+		/* every chunk holds the local region: a GPU copy or a CPU
+		 * copy of it may outlive the stream */
 		.hold = { op->local, NULL },
 		.done = stream_done,
 		.arg = s,
@@ -352,8 +419,9 @@ bool rdma_streams_reap(struct rdma *t)
  * peers for every operation of the transport, staged or not; this one
  * only takes operations. */
 
-/* Through the staging buffers: host memory here that no NIC registration
- * covers (xfer_reg'd, or memfd not registered), toward a region the
+/* Through the staging buffers: memory here that no NIC registration
+ * covers (xfer_reg'd, a memfd not registered, GPU memory without its
+ * dma-buf registration when the pool is the GPU's), toward a region the
  * owner registered (its rkeys), on every rail pair to it. */
 static bool rdma_stage_accepts(void *impl, const struct xop *op)
 {
@@ -365,7 +433,10 @@ static bool rdma_stage_accepts(void *impl, const struct xop *op)
 	    op->len == 0 || !op->local || !region_rdma(op->remote))
 		return false;
 	enum region_kind k = region_kind(op->local);
-	if (k != REGION_CMA && (k != REGION_MEMFD || region_nic_mr(op->local)))
+	bool unregistered = !region_nic_mr(op->local);
+	if (!(k == REGION_CMA ||
+	      (k == REGION_MEMFD && unregistered) ||
+	      (k == REGION_CUDA && unregistered && t->staging->gpu)))
 		return false;
 	struct rpeer *p = rdma_peer_of(t, op);
 	if (!p || p->npairs == 0)

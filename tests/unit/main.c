@@ -21,6 +21,7 @@ int main(void)
 	srunner_add_suite(sr, progress_suite());
 	srunner_add_suite(sr, names_suite());
 	srunner_add_suite(sr, netaddr_suite());
+	srunner_add_suite(sr, affinity_suite());
 	srunner_add_suite(sr, auth_suite());
 	srunner_add_suite(sr, peer_suite());
 	srunner_add_suite(sr, dmabuf_suite());

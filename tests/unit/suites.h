@@ -15,6 +15,7 @@ Suite *config_suite(void);
 Suite *progress_suite(void);
 Suite *names_suite(void);
 Suite *netaddr_suite(void);
+Suite *affinity_suite(void);
 Suite *auth_suite(void);
 Suite *peer_suite(void);
 Suite *dmabuf_suite(void);

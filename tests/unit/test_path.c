@@ -88,30 +88,38 @@ START_TEST(other_node_every_combination)
 	for (int gpus = 0; gpus < 2; gpus++)
 	for (int links = 0; links < 2; links++)
 	for (int rdma = 0; rdma < 2; rdma++)
-	for (int staged = 0; staged < 2; staged++) {
+	for (int staged = 0; staged < 2; staged++)
+	for (int dmabuf = 0; dmabuf < 2; dmabuf++) {
 		struct path_facts f = {
 			.opcode = ops[o], .local = host_gpu[l],
 			.target = REGION_REMOTE, .owner_mem = host_gpu[m],
 			.gpus = gpus, .links = links, .rdma = rdma,
-			.rdma_staged = staged,
+			.rdma_staged = staged, .owner_dmabuf = dmabuf,
 		};
 		enum path_route want = gpus ? other_node_gpus[l][m]
 					    : other_node_no_gpus[l][m];
-		/* Zero-copy RDMA first, then RDMA through staging buffers,
-		 * for host memory at both ends; GPU memory keeps its
-		 * staged link route. */
+		/* Zero-copy RDMA first, then RDMA through staging chunks,
+		 * for every kind of memory here (GPU memory through its
+		 * dma-buf registration, or D2H/H2D copies into registered
+		 * chunks) that has GPUs where it needs them; the owner's
+		 * GPU memory only once the owner granted it (dma-buf),
+		 * else the owner stages it on the link. */
+		bool owner_gpu = host_gpu[m] == REGION_CUDA;
 		if (!links)
 			want = ROUTE_UNREACHABLE;
-		else if (want == ROUTE_LINK && rdma)
+		else if (want == ROUTE_NOTSUP || (owner_gpu && !dmabuf))
+			;
+		else if (rdma)
 			want = ROUTE_RDMA;
-		else if (want == ROUTE_LINK && staged)
+		else if (staged)
 			want = ROUTE_RDMA_STAGED;
 		enum path_route got = path_choose(&f);
 		ck_assert_msg(got == want,
 			      "%s %s -> remote %s, gpus %d links %d rdma %d "
-			      "staged %d: %s, expected %s", o ? "read" : "write",
-			      kind(host_gpu[l]), kind(host_gpu[m]), gpus,
-			      links, rdma, staged, path_route_name(got),
+			      "staged %d dmabuf %d: %s, expected %s",
+			      o ? "read" : "write", kind(host_gpu[l]),
+			      kind(host_gpu[m]), gpus, links, rdma, staged,
+			      dmabuf, path_route_name(got),
 			      path_route_name(want));
 	}
 }
@@ -146,6 +154,65 @@ START_TEST(cma_to_rdma_peer_is_staged)
 		/* The owner's GPU memory is the owner's to stage. */
 		f.owner_mem = REGION_CUDA;
 		ck_assert_int_eq(path_choose(&f), ROUTE_LINK_STAGED);
+	}
+}
+END_TEST
+
+/* GPU memory toward a node that RDMA reaches, every capability of this
+ * side (GPUs, a GPU region registered with the NICs through dma-buf,
+ * staging chunks pinned for the GPUs and registered with the NICs) and
+ * of the owner (host memory, or GPU memory granted through dma-buf or
+ * not): dma-buf zero-copy, then staged, never TCP while RDMA can. */
+START_TEST(gpu_memory_over_rdma)
+{
+	static const struct {
+		enum region_kind local, owner;
+		bool gpus, dmabuf_mr, gpu_chunks, owner_dmabuf;
+		enum path_route want;
+	} cases[] = {
+		/* GPU here -> owner's host memory (granted) */
+		{ REGION_CUDA, REGION_MEMFD, 1, 1, 1, 0, ROUTE_RDMA },
+		{ REGION_CUDA, REGION_MEMFD, 1, 1, 0, 0, ROUTE_RDMA },
+		{ REGION_CUDA, REGION_MEMFD, 1, 0, 1, 0, ROUTE_RDMA_STAGED },
+		{ REGION_CUDA, REGION_MEMFD, 1, 0, 0, 0, ROUTE_LINK_STAGED },
+		{ REGION_CUDA, REGION_MEMFD, 0, 0, 0, 0, ROUTE_NOTSUP },
+		/* GPU here -> owner's GPU memory */
+		{ REGION_CUDA, REGION_CUDA, 1, 1, 1, 1, ROUTE_RDMA },
+		{ REGION_CUDA, REGION_CUDA, 1, 0, 1, 1, ROUTE_RDMA_STAGED },
+		{ REGION_CUDA, REGION_CUDA, 1, 0, 0, 1, ROUTE_LINK_STAGED },
+		{ REGION_CUDA, REGION_CUDA, 1, 1, 1, 0, ROUTE_LINK_STAGED },
+		{ REGION_CUDA, REGION_CUDA, 1, 0, 1, 0, ROUTE_LINK_STAGED },
+		/* host memory here -> owner's GPU memory */
+		{ REGION_MEMFD, REGION_CUDA, 0, 1, 0, 1, ROUTE_RDMA },
+		{ REGION_MEMFD, REGION_CUDA, 0, 0, 1, 1, ROUTE_RDMA_STAGED },
+		{ REGION_MEMFD, REGION_CUDA, 0, 1, 1, 0, ROUTE_LINK_STAGED },
+		{ REGION_CMA, REGION_CUDA, 1, 0, 1, 1, ROUTE_RDMA_STAGED },
+		{ REGION_CMA, REGION_CUDA, 1, 0, 0, 0, ROUTE_LINK_STAGED },
+	};
+	const uint8_t ops[] = { XFER_OP_WRITE, XFER_OP_READ };
+
+	for (unsigned o = 0; o < 2; o++)
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		/* What the RDMA movers' accepts() say of those facts: zero-
+		 * copy needs the local memory registered; staged needs it
+		 * not registered, and GPU memory needs GPU-pinned chunks. */
+		bool gpu = cases[i].local == REGION_CUDA;
+		bool host_mr = cases[i].local == REGION_MEMFD &&
+			       cases[i].dmabuf_mr;
+		bool mr = gpu ? cases[i].dmabuf_mr : host_mr;
+		struct path_facts f = {
+			.opcode = ops[o], .local = cases[i].local,
+			.target = REGION_REMOTE, .owner_mem = cases[i].owner,
+			.gpus = cases[i].gpus, .links = true,
+			.rdma = mr,
+			.rdma_staged = !mr && (!gpu || cases[i].gpu_chunks),
+			.owner_dmabuf = cases[i].owner_dmabuf,
+		};
+		enum path_route got = path_choose(&f);
+		ck_assert_msg(got == cases[i].want, "case %zu (%s): %s, "
+			      "expected %s", i, o ? "read" : "write",
+			      path_route_name(got),
+			      path_route_name(cases[i].want));
 	}
 }
 END_TEST
@@ -221,6 +288,7 @@ Suite *path_suite(void)
 	tcase_add_test(tc, same_node_every_combination);
 	tcase_add_test(tc, other_node_every_combination);
 	tcase_add_test(tc, cma_to_rdma_peer_is_staged);
+	tcase_add_test(tc, gpu_memory_over_rdma);
 	tcase_add_test(tc, notify_goes_on_the_link);
 	tcase_add_test(tc, route_names);
 	suite_add_tcase(s, tc);
