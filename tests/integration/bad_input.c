@@ -157,8 +157,10 @@ static void bad_descriptors(void)
 	s = rw(255, lh, 0, rh, 0, OP_LEN);
 	expect_sqe(&s, -EINVAL, "opcode 255");
 	s = rw(XFER_OP_WRITE, lh, 0, rh, 0, OP_LEN);
-	s.flags = 1u << 2;
+	s.flags = XFER_SQE_F__ALL + 1;  /* the bit after the last known */
 	expect_sqe(&s, -EINVAL, "first unknown flag");
+	s.flags = XFER_SQE_F_CLASS_MASK;  /* class 3: none such */
+	expect_sqe(&s, -EINVAL, "unknown class");
 	s.flags = 0x80;
 	expect_sqe(&s, -EINVAL, "flag 0x80");
 	s.flags = 0;
