@@ -807,3 +807,8 @@ const struct path_stats *progress_path_stats(const struct progress *p)
 {
 	return &p->exec.paths;
 }
+
+const struct class_stats *progress_class_stats(const struct progress *p)
+{
+	return &p->exec.classes;
+}

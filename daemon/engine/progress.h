@@ -254,5 +254,8 @@ void progress_set_notify_uid_max(struct progress *p, uint32_t max);
 /* Operations out now (links, GPU copies, staging), from any thread. */
 uint64_t progress_ops_in_flight(const struct progress *p);
 const struct path_stats *progress_path_stats(const struct progress *p);
+struct class_stats;
+/* Per class and per tenant (core/traffic_class.h), for ops/stats.c. */
+const struct class_stats *progress_class_stats(const struct progress *p);
 
 #endif /* XFERD_PROGRESS_H */

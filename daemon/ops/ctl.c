@@ -15,8 +15,8 @@
  * fds from clients).
  *
  * Near 1000 lines: one reply builder per xferctl request and the one
- * dispatch switch over them; the connection limits sit with the
- * connection they bound.
+ * dispatch switch over them (stats' body in ctl_stats.c); the connection
+ * limits sit with the connection they bound.
  *
  * A ping is answered later, from the peer module's callback, and by then
  * xferctl may have given up and closed: the connection is refcounted (the
@@ -38,6 +38,7 @@
 #include "ops/ctl.h"
 #include "ops/ctl_lists.h"
 #include "ops/ctl_msg.h"
+#include "ops/ctl_stats.h"
 #include "ops/stats.h"
 #include "ctl.pb-c.h"
 #include "gpu/gpu.h"
@@ -284,39 +285,13 @@ static int reply_status(struct ctl_conn *cc)
 	return rc;
 }
 
-/* xferctl stats: the snapshot the metrics endpoint exports. */
+/* xferctl stats: the snapshot the metrics endpoint exports
+ * (ctl_stats.c). */
 struct stats_parts {
 	struct status_parts status;
 	Xfer__Ctl__StatsReply rep;
-	uint64_t bounds[LAT_BOUNDS];
-	Xfer__Ctl__PathStats paths[XFER_PATH__COUNT];
-	Xfer__Ctl__PathStats *pathp[XFER_PATH__COUNT];
-	Xfer__Ctl__ErrnoCount errs[XFER_PATH__COUNT][STATS_ERRNOS_MAX];
-	Xfer__Ctl__ErrnoCount *errp[XFER_PATH__COUNT][STATS_ERRNOS_MAX];
-	Xfer__Ctl__ClientStats clients[STATS_CLIENTS_TOP + 1];
-	Xfer__Ctl__ClientStats *clientp[STATS_CLIENTS_TOP];
-	Xfer__Ctl__PeerStats peers[STATS_PEERS_MAX];
-	Xfer__Ctl__PeerStats *peerp[STATS_PEERS_MAX];
-	Xfer__Ctl__RailStats rails[STATS_RAILS_MAX];
-	Xfer__Ctl__RailStats *railp[STATS_RAILS_MAX];
+	struct ctl_stats_parts body;
 };
-
-static void fill_client(Xfer__Ctl__ClientStats *c,
-			const struct stats_client *sc)
-{
-	xfer__ctl__client_stats__init(c);
-	c->pid = sc->pid;
-	c->name = (char *)sc->name;
-	c->ops = sc->ops;
-	c->failed = sc->failed;
-	c->bytes = sc->bytes;
-	c->in_flight = sc->in_flight;
-	c->connections = sc->count;
-	c->uid = sc->uid;
-	c->processes = sc->processes;
-	c->notify_held = sc->notify_queued;
-	c->notify_refused = sc->notify_refused;
-}
 
 static void fill_stats(struct xferd *d, struct stats_snapshot *s,
 		       struct stats_parts *o)
@@ -326,76 +301,7 @@ static void fill_stats(struct xferd *d, struct stats_snapshot *s,
 	xfer__ctl__stats_reply__init(r);
 	fill_status(d, s, &o->status);
 	r->status = &o->status.st;
-	memcpy(o->bounds, lat_bound_ns, sizeof(o->bounds));
-	r->n_latency_bounds_ns = LAT_BOUNDS;
-	r->latency_bounds_ns = o->bounds;
-	for (unsigned p = 0; p < XFER_PATH__COUNT; p++) {
-		Xfer__Ctl__PathStats *ps = &o->paths[p];
-		struct stats_path *sp = &s->paths[p];
-		xfer__ctl__path_stats__init(ps);
-		ps->path = (char *)path_name(p);
-		ps->ops = sp->ops;
-		ps->bytes = sp->bytes;
-		ps->n_latency = LAT_BOUNDS + 1;
-		ps->latency = sp->lat;
-		ps->latency_sum_ns = sp->lat_sum_ns;
-		for (unsigned i = 0; i < sp->nerrors; i++) {
-			xfer__ctl__errno_count__init(&o->errs[p][i]);
-			o->errs[p][i].errno_value = (uint32_t)sp->errors[i].err;
-			o->errs[p][i].count = sp->errors[i].count;
-			o->errp[p][i] = &o->errs[p][i];
-		}
-		ps->n_errors = sp->nerrors;
-		ps->errors = o->errp[p];
-		o->pathp[p] = ps;
-	}
-	r->n_paths = XFER_PATH__COUNT;
-	r->paths = o->pathp;
-	for (unsigned i = 0; i < s->ntop; i++) {
-		fill_client(&o->clients[i], &s->top[i]);
-		o->clientp[i] = &o->clients[i];
-	}
-	r->n_clients = s->ntop;
-	r->clients = o->clientp;
-	if (s->other.count) {
-		fill_client(&o->clients[STATS_CLIENTS_TOP], &s->other);
-		r->other = &o->clients[STATS_CLIENTS_TOP];
-	}
-	for (unsigned i = 0; i < s->npeers; i++) {
-		Xfer__Ctl__PeerStats *p = &o->peers[i];
-		const struct stats_peer *sp = &s->peers[i];
-		xfer__ctl__peer_stats__init(p);
-		p->name = (char *)sp->name;
-		p->state = (char *)sp->state;
-		p->rtt_ns = sp->rtt_ns;
-		p->bytes_tx = sp->bytes_tx;
-		p->bytes_rx = sp->bytes_rx;
-		p->ops = sp->ops;
-		p->errors = sp->errors;
-		p->reconnects = sp->reconnects;
-		o->peerp[i] = p;
-	}
-	r->n_peers = s->npeers;
-	r->peers = o->peerp;
-	r->peers_left_out = s->peers_left_out;
-	for (unsigned i = 0; i < s->nrails; i++) {
-		Xfer__Ctl__RailStats *rs = &o->rails[i];
-		const struct stats_rail *sr = &s->rails[i];
-		xfer__ctl__rail_stats__init(rs);
-		rs->device = (char *)sr->device;
-		rs->port = sr->port;
-		rs->qps = sr->qps;
-		rs->bytes_tx = sr->bytes_tx;
-		rs->bytes_rx = sr->bytes_rx;
-		rs->wrs = sr->wrs;
-		rs->errors = sr->errors;
-		o->railp[i] = rs;
-	}
-	r->n_rails = s->nrails;
-	r->rails = o->railp;
-	r->gpus = s->gpus;
-	r->gpu_imports = s->gpu_imports;
-	r->gpu_import_refs = s->gpu_import_refs;
+	ctl_stats_fill(s, &o->body, r);
 }
 
 static int reply_stats(struct ctl_conn *cc)

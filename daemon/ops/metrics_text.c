@@ -4,7 +4,8 @@
  *
  * Names follow Prometheus' conventions: the xferd_ prefix, base units
  * (bytes, seconds), _total on counters, and a bounded set of label
- * values: paths and errno names are fixed lists, clients are the top
+ * values: paths, classes and errno names are fixed lists, tenants are
+ * the configured ones (at most TENANT_MAX), clients are the top
  * STATS_CLIENTS_TOP (uid, name) pairs plus "other" (no pid: a series
  * per short-lived process would grow without end), peers and rails are
  * capped by stats.c.  The process_* series are the standard ones of
@@ -226,6 +227,94 @@ static void write_paths(struct writer *w, const struct stats_snapshot *s)
 		put(w, "\nxferd_completion_latency_seconds_count{path=\"%s\"} "
 		    "%llu\n", path_name(p), (unsigned long long)cum);
 	}
+}
+
+/* --- classes and tenants: one family per number, label "class" or
+ * "tenant" --- */
+
+static void class_rows(struct writer *w, const struct stats_class *c,
+		       unsigned n, const char *name, const char *lbl,
+		       size_t field)
+{
+	char v[LABEL_MAX];
+
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t val;
+		memcpy(&val, (const char *)&c[i] + field, sizeof(val));
+		put(w, "%s{%s=\"%s\"} %llu\n", name, lbl,
+		    label(v, c[i].name), (unsigned long long)val);
+	}
+}
+
+/* Bucket b holds waits below 2^b us; the last one is +Inf. */
+static void wait_histogram(struct writer *w, const struct stats_class *c,
+			   unsigned n, const char *name, const char *lbl)
+{
+	char v[LABEL_MAX];
+
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t cum = 0;
+		label(v, c[i].name);
+		for (unsigned b = 0; b + 1 < CLASS_WAIT_BUCKETS; b++) {
+			cum += c[i].wait[b];
+			put(w, "%s_bucket{%s=\"%s\",le=\"%.9g\"} %llu\n", name,
+			    lbl, v, (double)(1ull << b) * 1e-6,
+			    (unsigned long long)cum);
+		}
+		cum += c[i].wait[CLASS_WAIT_BUCKETS - 1];
+		put(w, "%s_bucket{%s=\"%s\",le=\"+Inf\"} %llu\n", name, lbl,
+		    v, (unsigned long long)cum);
+		put(w, "%s_sum{%s=\"%s\"} ", name, lbl, v);
+		put_seconds(w, c[i].wait_sum_ns);
+		put(w, "\n%s_count{%s=\"%s\"} %llu\n", name, lbl, v,
+		    (unsigned long long)cum);
+	}
+}
+
+static void class_families(struct writer *w, const struct stats_class *c,
+			   unsigned n, const char *lbl)
+{
+	static const struct {
+		const char *suffix, *type, *help;
+		size_t field;
+	} f[] = {
+		{ "queued_ops", "gauge", "Operations handed to a mover and "
+		  "not yet ended, by %s.",
+		  offsetof(struct stats_class, queued_ops) },
+		{ "queued_bytes", "gauge", "Bytes of the operations handed to "
+		  "a mover and not yet ended, by %s.",
+		  offsetof(struct stats_class, queued_bytes) },
+		{ "ops_total", "counter", "Operations ended, by %s.",
+		  offsetof(struct stats_class, ops) },
+		{ "bytes_total", "counter", "Bytes moved, by %s.",
+		  offsetof(struct stats_class, bytes) },
+	};
+	char name[64], help[128];
+
+	for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++) {
+		snprintf(name, sizeof(name), "xferd_%s_%s", lbl, f[k].suffix);
+		snprintf(help, sizeof(help), f[k].help, lbl);
+		family(w, name, f[k].type, help);
+		class_rows(w, c, n, name, lbl, f[k].field);
+	}
+	snprintf(name, sizeof(name), "xferd_%s_wait_seconds", lbl);
+	snprintf(help, sizeof(help), "From an operation's start to its first "
+		 "frame on a link, by %s.", lbl);
+	family(w, name, "histogram", help);
+	wait_histogram(w, c, n, name, lbl);
+}
+
+static void write_classes(struct writer *w, const struct stats_snapshot *s)
+{
+	class_families(w, s->classes, XFER_CLASS__COUNT, "class");
+	counter(w, "xferd_class_demoted_total",
+		"Latency-class descriptors moved as bulk (past "
+		"latency_max_bytes).", s->demoted);
+	class_families(w, s->tenants, s->ntenants, "tenant");
+	family(w, "xferd_tenant_paced_total", "counter",
+	       "Times a tenant's rate cap held its frames back.");
+	class_rows(w, s->tenants, s->ntenants, "xferd_tenant_paced_total",
+		   "tenant", offsetof(struct stats_class, paced));
 }
 
 /* --- clients --- */
@@ -507,6 +596,7 @@ int metrics_text_write(const struct stats_snapshot *s, struct evbuffer *out)
 	write_process(&w, s);
 	write_daemon(&w, s);
 	write_paths(&w, s);
+	write_classes(&w, s);
 	write_clients(&w, s);
 	write_peers(&w, s);
 	write_rails(&w, s);

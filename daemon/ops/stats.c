@@ -78,6 +78,39 @@ static void collect_paths(struct xferd *d, struct stats_snapshot *s)
 	}
 }
 
+/* --- classes and tenants --- */
+
+static void fill_class(struct stats_class *o, const struct class_counters *c,
+		       const char *name)
+{
+	memset(o, 0, sizeof(*o));
+	snprintf(o->name, sizeof(o->name), "%s", name);
+	o->queued_ops = load(&c->queued_ops);
+	o->queued_bytes = load(&c->queued_bytes);
+	o->ops = load(&c->ops);
+	o->bytes = load(&c->bytes);
+	for (unsigned b = 0; b < CLASS_WAIT_BUCKETS; b++) {
+		o->wait[b] = load(&c->wait[b]);
+		o->wait_count += o->wait[b];
+	}
+	o->wait_sum_ns = load(&c->wait_sum_ns);
+}
+
+static void collect_classes(struct xferd *d, struct stats_snapshot *s)
+{
+	const struct class_stats *cs = progress_class_stats(d->progress);
+	const struct tenant_table *tt = &d->cfg.tenants;
+
+	for (unsigned c = 0; c < XFER_CLASS__COUNT; c++)
+		fill_class(&s->classes[c], &cs->cls[c], class_name(c));
+	s->ntenants = tt->n < TENANT_MAX ? tt->n : TENANT_MAX;
+	for (unsigned t = 0; t < s->ntenants; t++) {
+		fill_class(&s->tenants[t], &cs->tenant[t], tt->t[t].name);
+		s->tenants[t].paced = load(&cs->paced[t]);
+	}
+	s->demoted = load(&cs->demoted);
+}
+
 /* --- clients: merged per process, the busiest kept by name --- */
 
 struct client_acc {
@@ -377,6 +410,7 @@ void stats_collect(struct xferd *d, struct stats_snapshot *s)
 	s->rss_bytes = s->proc.rss_bytes;
 	s->clients = d->nclients;
 	collect_paths(d, s);
+	collect_classes(d, s);
 	collect_clients(d, s);
 	s->npeers = s->peers_left_out = 0;
 	if (d->peers)

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "core/completion_stats.h"
+#include "core/traffic_class.h"
 #include "meta/cluster.h"
 #include "quota.h"
 #include "xfer_ring.h"
@@ -80,6 +81,18 @@ struct stats_rail {
 	uint64_t bytes_tx, bytes_rx, wrs, errors;
 };
 
+/* A class's or a tenant's counters (core/traffic_class.h): wait[b]
+ * per bucket, not cumulative, bucket b for waits below 2^b us, the last
+ * for the rest. */
+struct stats_class {
+	char name[TENANT_NAME_MAX];
+	uint64_t queued_ops, queued_bytes;  /* handed to a mover, not ended */
+	uint64_t ops, bytes;                /* ended */
+	uint64_t wait[CLASS_WAIT_BUCKETS];
+	uint64_t wait_count, wait_sum_ns;
+	uint64_t paced;                     /* tenants: times a cap held back */
+};
+
 struct stats_snapshot {
 	const char *version;
 	uint8_t instance_id[16];
@@ -118,6 +131,14 @@ struct stats_snapshot {
 	} pool;
 
 	uint32_t gpus, gpu_imports, gpu_import_refs;
+
+	/* Per class (enum xfer_class) and per configured tenant (at
+	 * most TENANT_MAX: bounded labels); latency descriptors moved as
+	 * bulk. */
+	struct stats_class classes[XFER_CLASS__COUNT];
+	struct stats_class tenants[TENANT_MAX];
+	unsigned ntenants;
+	uint64_t demoted;
 
 	/* Requests refused by a limit of quota.h, per limit. */
 	uint64_t refusals[QUOTA_LIMIT__COUNT];

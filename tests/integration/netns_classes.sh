@@ -28,7 +28,8 @@ LIGHT_OFF=$((80 * MiB)) CAP_OFF=$((88 * MiB))
 
 topo_two
 start_xferd b b 10.0.1.2
-start_xferd a a 10.0.1.1 peer=10.0.1.2:7474 "tenant=heavy weight=3 uid=1001" \
+start_xferd a a 10.0.1.1 peer=10.0.1.2:7474 metrics_listen=127.0.0.1:9474 \
+	"tenant=heavy weight=3 uid=1001" \
 	"tenant=light weight=1 uid=1002" "tenant=capped uid=1003 rate=8M"
 # Clients of other users (the tenants) reach a's socket.
 chmod 0755 "$TMP"
@@ -62,6 +63,22 @@ bg_stop bulk || fail "the bulk writer failed"
 note "bulk: $(ops_of bulk) writes of 64 MiB meanwhile"
 xnode_ok a read --lookup b/tgt --size $((64 * MiB)) --offset $BULK_OFF \
 	--seed 1 --kind memfd
+
+step "a's /metrics counts the latency and bulk classes and names the tenants"
+ns_exec a curl -sf http://127.0.0.1:9474/metrics >"$TMP/metrics" ||
+	fail "a: no /metrics"
+grep -E '^xferd_class_(ops|bytes)_total\{class="(latency|bulk)"\}' \
+	"$TMP/metrics" | sed 's/^/    | /'
+for c in latency bulk; do
+	for m in ops_total bytes_total wait_seconds_count; do
+		grep -qE "^xferd_class_$m\\{class=\"$c\"\\} [1-9]" \
+			"$TMP/metrics" || fail "a: xferd_class_$m of $c is 0"
+	done
+done
+for t in default heavy light capped; do
+	grep -q "^xferd_tenant_ops_total{tenant=\"$t\"}" "$TMP/metrics" ||
+		fail "a: no tenant $t in /metrics"
+done
 
 step "tenants with weights 3:1 both progress, near 3:1"
 bg_as heavy 1001 write --lookup b/tgt --size $((4 * MiB)) \

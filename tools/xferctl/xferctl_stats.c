@@ -101,6 +101,58 @@ static uint64_t path_completions(const Xfer__Ctl__PathStats *p)
 
 /* --- xferctl stats --- */
 
+/* Classes, then tenants: one table, the NAME column says which. */
+static void print_classes_text(const Xfer__Ctl__StatsReply *s)
+{
+	static const char *const h[] = { "CLASS/TENANT", "QUEUED",
+		"QUEUED-BYTES", "OPS", "BYTES", "MEAN-WAIT", "PACED", NULL };
+	char b[32], c[32], d[32];
+	struct table t;
+
+	if (!s->n_classes && !s->n_tenants)
+		return;
+	putchar('\n');
+	table_init(&t, 1u, h);
+	for (size_t i = 0; i < s->n_classes + s->n_tenants; i++) {
+		bool tenant = i >= s->n_classes;
+		const Xfer__Ctl__ClassStats *k =
+			tenant ? s->tenants[i - s->n_classes] : s->classes[i];
+		uint64_t n = 0;
+		for (size_t w = 0; w < k->n_wait; w++)
+			n += k->wait[w];
+		table_row(&t);
+		table_set(&t, 0, "%s %s", tenant ? "tenant" : "class", k->name);
+		table_set(&t, 1, "%" PRIu64, k->queued_ops);
+		table_set(&t, 2, "%s", fmt_bytes(b, sizeof(b), k->queued_bytes));
+		table_set(&t, 3, "%" PRIu64, k->ops);
+		table_set(&t, 4, "%s", fmt_bytes(c, sizeof(c), k->bytes));
+		table_set(&t, 5, "%s", n ? fmt_lat(d, sizeof(d),
+			  k->wait_sum_ns / n) : "-");
+		table_set(&t, 6, tenant ? "%" PRIu64 : "-", k->paced);
+	}
+	table_print(&t);
+	printf("(%" PRIu64 " latency descriptors moved as bulk)\n",
+	       s->demoted);
+}
+
+static json_object *class_json(const Xfer__Ctl__ClassStats *k, bool tenant)
+{
+	json_object *j = jv_obj(), *w = jv_arr();
+
+	jv_set(j, "name", jv_str(k->name));
+	jv_set(j, "queued_ops", jv_u64(k->queued_ops));
+	jv_set(j, "queued_bytes", jv_u64(k->queued_bytes));
+	jv_set(j, "ops", jv_u64(k->ops));
+	jv_set(j, "bytes", jv_u64(k->bytes));
+	for (size_t i = 0; i < k->n_wait; i++)
+		jv_push(w, jv_u64(k->wait[i]));
+	jv_set(j, "wait", w);
+	jv_set(j, "wait_sum_ns", jv_u64(k->wait_sum_ns));
+	if (tenant)
+		jv_set(j, "paced", jv_u64(k->paced));
+	return j;
+}
+
 void print_stats_text(const Xfer__Ctl__CtlMsg *r)
 {
 	const Xfer__Ctl__StatsReply *s = r->stats_reply;
@@ -228,6 +280,8 @@ void print_stats_text(const Xfer__Ctl__CtlMsg *r)
 		table_print(&t);
 	}
 
+	print_classes_text(s);
+
 	if (st && st->rcache)
 		printf("\nrcache: %" PRIu32 " entries, %s, %" PRIu64 " hits, %"
 		       PRIu64 " misses, %" PRIu64 " evictions; gpus: %" PRIu32
@@ -340,6 +394,15 @@ void print_stats_json(const Xfer__Ctl__CtlMsg *r)
 	jv_set(o, "rails", a);
 	jv_set(o, "gpus", jv_u64(s->gpus));
 	jv_set(o, "gpu_imports", jv_u64(s->gpu_imports));
+	a = jv_arr();
+	for (size_t i = 0; i < s->n_classes; i++)
+		jv_push(a, class_json(s->classes[i], false));
+	jv_set(o, "classes", a);
+	a = jv_arr();
+	for (size_t i = 0; i < s->n_tenants; i++)
+		jv_push(a, class_json(s->tenants[i], true));
+	jv_set(o, "tenants", a);
+	jv_set(o, "demoted", jv_u64(s->demoted));
 	jv_print(o);
 }
 
@@ -388,6 +451,55 @@ static const Xfer__Ctl__PeerStats *find_peer(const Xfer__Ctl__StatsReply *s,
 	return NULL;
 }
 
+static const Xfer__Ctl__ClassStats *
+find_class(Xfer__Ctl__ClassStats *const *k, size_t n, const char *name)
+{
+	for (size_t i = 0; k && i < n; i++)
+		if (!strcmp(k[i]->name, name))
+			return k[i];
+	return NULL;
+}
+
+/* One line for the classes, a table for the tenants. */
+static void top_classes(const Xfer__Ctl__StatsReply *cur,
+			const Xfer__Ctl__StatsReply *prev, double secs)
+{
+	static const char *const th[] = { "TENANT", "OPS/S", "BYTES/S",
+		"QUEUED", "PACED/S", NULL };
+	char b[32];
+	struct table t;
+
+	if (!cur->n_classes)
+		return;
+	printf("\nclasses:");
+	for (size_t i = 0; i < cur->n_classes; i++) {
+		const Xfer__Ctl__ClassStats *k = cur->classes[i];
+		const Xfer__Ctl__ClassStats *q = prev ? find_class(
+			prev->classes, prev->n_classes, k->name) : NULL;
+		printf("%s %s %.0f ops/s %s, %" PRIu64 " queued",
+		       i ? ";" : "", k->name,
+		       per_s(k->ops, q ? q->ops : 0, secs),
+		       fmt_rate(b, sizeof(b), per_s(k->bytes, q ? q->bytes : 0,
+						   secs)), k->queued_ops);
+	}
+	printf("; %" PRIu64 " demoted\n\n", cur->demoted);
+	table_init(&t, 1u, th);
+	for (size_t i = 0; i < cur->n_tenants; i++) {
+		const Xfer__Ctl__ClassStats *k = cur->tenants[i];
+		const Xfer__Ctl__ClassStats *q = prev ? find_class(
+			prev->tenants, prev->n_tenants, k->name) : NULL;
+		table_row(&t);
+		table_set(&t, 0, "%s", k->name);
+		table_set(&t, 1, "%.0f", per_s(k->ops, q ? q->ops : 0, secs));
+		table_set(&t, 2, "%s", fmt_rate(b, sizeof(b), per_s(k->bytes,
+				 q ? q->bytes : 0, secs)));
+		table_set(&t, 3, "%" PRIu64, k->queued_ops);
+		table_set(&t, 4, "%.0f", per_s(k->paced, q ? q->paced : 0,
+					       secs));
+	}
+	table_print(&t);
+}
+
 /* One frame: the rates between prev and cur, secs apart. */
 static void top_frame(const Xfer__Ctl__StatsReply *cur,
 		      const Xfer__Ctl__StatsReply *prev, double secs)
@@ -428,6 +540,7 @@ static void top_frame(const Xfer__Ctl__StatsReply *cur,
 				   cur->n_latency_bounds_ns, 0.99)));
 	}
 	table_print(&t);
+	top_classes(cur, prev, secs);
 
 	static const char *const ch[] = { "UID", "CLIENT", "OPS/S", "BYTES/S",
 		"IN-FLIGHT", NULL };
