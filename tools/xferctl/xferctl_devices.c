@@ -318,6 +318,7 @@ void print_rails_text(const Xfer__Ctl__CtlMsg *r)
 	table_print(&t);
 	if (!out_csv()) /* CSV is one row per rail; JSON has the QPs */
 		print_qps_text(rep);
+	print_gpu_rdma_text(rep->gpu_rdma);
 }
 
 void print_rails_json(const Xfer__Ctl__CtlMsg *r)
