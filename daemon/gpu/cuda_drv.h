@@ -21,6 +21,8 @@ struct cuda_driver {
 	__typeof__(cuDeviceGet) *device_get;
 	__typeof__(cuDeviceGetName) *device_get_name;
 	__typeof__(cuDeviceGetUuid) *device_get_uuid;
+	__typeof__(cuDeviceGetPCIBusId) *device_get_pci_bus_id;
+	__typeof__(cuDeviceGetAttribute) *device_get_attribute;
 	__typeof__(cuDeviceCanAccessPeer) *device_can_access_peer;
 	__typeof__(cuDevicePrimaryCtxRetain) *primary_ctx_retain;
 	__typeof__(cuDevicePrimaryCtxRelease) *primary_ctx_release;

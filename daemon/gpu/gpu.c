@@ -73,6 +73,8 @@ static int load_driver(void)
 	RESOLVE(device_get, "cuDeviceGet");
 	RESOLVE(device_get_name, "cuDeviceGetName");
 	RESOLVE(device_get_uuid, "cuDeviceGetUuid");
+	RESOLVE(device_get_pci_bus_id, "cuDeviceGetPCIBusId");
+	RESOLVE(device_get_attribute, "cuDeviceGetAttribute");
 	RESOLVE(device_can_access_peer, "cuDeviceCanAccessPeer");
 	RESOLVE(primary_ctx_retain, "cuDevicePrimaryCtxRetain");
 	RESOLVE(primary_ctx_release, "cuDevicePrimaryCtxRelease");
@@ -238,6 +240,13 @@ int gpu_info(int i, struct gpu_info *out)
 	}
 	for (int j = 0; j < ngpus; j++)
 		out->peer[j] = gpus[i].peer[j];
+	if (cu.device_get_pci_bus_id(out->bdf, (int)sizeof(out->bdf),
+				     gpus[i].dev) != CUDA_SUCCESS)
+		out->bdf[0] = '\0';
+	int v = 0;
+	out->dmabuf = cu.device_get_attribute(
+			      &v, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
+			      gpus[i].dev) == CUDA_SUCCESS && v;
 	return 0;
 }
 

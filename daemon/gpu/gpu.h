@@ -72,6 +72,8 @@ struct gpu_info {
 	uint8_t uuid[GPU_UUID_LEN];
 	uint64_t mem_total, mem_free;
 	bool peer[GPU_MAX];
+	char bdf[16];        /* PCI bus id, "0000:17:00.0"; "" unknown */
+	bool dmabuf;         /* the driver exports its memory as dma-buf */
 };
 int gpu_info(int i, struct gpu_info *out);
 

@@ -153,3 +153,24 @@ size_t aff_pick(const enum aff_distance *dist, size_t n, bool *pick)
 	}
 	return count;
 }
+
+uint32_t aff_rail_mask(const char *root, const char *gpu_bdf,
+		       const char *const *ib_devs, size_t n,
+		       enum aff_distance *dist)
+{
+	struct pci_place gpu, nic;
+	bool pick[32];
+	uint32_t mask = 0;
+	bool gpu_known = gpu_bdf && !aff_pci_place(root, gpu_bdf, &gpu);
+
+	if (n > 32)
+		n = 32;
+	for (size_t i = 0; i < n; i++)
+		dist[i] = gpu_known && !aff_ib_place(root, ib_devs[i], &nic) ?
+				  aff_distance(&gpu, &nic) : AFF_UNKNOWN;
+	aff_pick(dist, n, pick);
+	for (size_t i = 0; i < n; i++)
+		if (pick[i])
+			mask |= 1u << i;
+	return mask;
+}

@@ -24,6 +24,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum aff_distance {
 	AFF_SAME = 0,
@@ -54,5 +55,14 @@ const char *aff_distance_name(enum aff_distance d);
  * Returns how many were picked.
  */
 size_t aff_pick(const enum aff_distance *dist, size_t n, bool *pick);
+/*
+ * The rails to prefer for the GPU at gpu_bdf (NULL: unknown) among the
+ * RDMA devices ib_devs[0..n) (n <= 32): bit i set for each rail aff_pick
+ * keeps; dist[i] gets rail i's distance.  Every rail when no distance
+ * is known.
+ */
+uint32_t aff_rail_mask(const char *root, const char *gpu_bdf,
+		       const char *const *ib_devs, size_t n,
+		       enum aff_distance *dist);
 
 #endif /* XFERD_AFFINITY_H */

@@ -51,6 +51,7 @@
 #include "transport/rdma.h"
 #include "transport/rdma_dev.h"
 #include "transport/rdma_grant.h"
+#include "transport/rdma_topo.h"
 #include "mem/region.h"
 #include "mem/staging.h"
 #include "common/paths.h"
@@ -509,6 +510,52 @@ static void add_peer(const struct peer_view *v, void *arg)
 	pi->last_error = item_strdup(it, v->last_error);
 }
 
+/* The GPU x rail table into o (its strings point into t or statics). */
+struct gpu_rdma_out {
+	Xfer__Ctl__GpuRdma g;
+	Xfer__Ctl__GpuRails gr[GPU_MAX], *grp[GPU_MAX];
+	char *rails[RDMA_RAIL_MAX];
+	char *dist[GPU_MAX][RDMA_RAIL_MAX];
+	uint32_t pref[GPU_MAX][RDMA_RAIL_MAX];
+};
+
+static Xfer__Ctl__GpuRdma *fill_gpu_rdma(struct ctl_conn *cc,
+					 struct gpu_rdma_out *o)
+{
+	const struct rdma_topo *t = rdma_topo(progress_rdma(cc->d->progress));
+
+	xfer__ctl__gpu_rdma__init(&o->g);
+	if (!t) {
+		o->g.gpu_mem = (char *)"none";
+		o->g.why = (char *)"no RDMA transport (rdma off or no devices)";
+		return &o->g;
+	}
+	o->g.gpu_mem = (char *)t->gpu_mem;
+	o->g.why = (char *)t->why;
+	for (int r = 0; r < t->nrails; r++)
+		o->rails[r] = (char *)t->rail[r];
+	o->g.n_rails = (size_t)t->nrails;
+	o->g.rails = o->rails;
+	for (int g = 0; t->nrails && g < t->ngpus; g++) {
+		Xfer__Ctl__GpuRails *gr = &o->gr[g];
+		xfer__ctl__gpu_rails__init(gr);
+		gr->gpu = (uint32_t)g;
+		gr->bdf = (char *)t->gpu_bdf[g];
+		for (int r = 0; r < t->nrails; r++) {
+			o->dist[g][r] = (char *)aff_distance_name(t->dist[g][r]);
+			if (rdma_topo_prefer(t, g) >> r & 1)
+				o->pref[g][gr->n_preferred++] = (uint32_t)r;
+		}
+		gr->n_distance = (size_t)t->nrails;
+		gr->distance = o->dist[g];
+		gr->preferred = o->pref[g];
+		o->grp[g] = gr;
+		o->g.n_gpus++;
+	}
+	o->g.gpus = o->grp;
+	return &o->g;
+}
+
 static int reply_gpus(struct ctl_conn *cc)
 {
 	Xfer__Ctl__CtlMsg m = XFER__CTL__CTL_MSG__INIT;
@@ -538,9 +585,14 @@ static int reply_gpus(struct ctl_conn *cc)
 	rep.gpus = ptr;
 	rep.unavailable = (char *)(n ? "" : gpu_unavailable_reason());
 	rcache_count(cc->d->rcache, &rep.imports, &rep.import_refs);
+	struct gpu_rdma_out *gro = calloc(1, sizeof(*gro));
+	if (gro)
+		rep.gpu_rdma = fill_gpu_rdma(cc, gro);
 	m.body_case = XFER__CTL__CTL_MSG__BODY_GPUS_REPLY;
 	m.gpus_reply = &rep;
-	return send_reply(cc, &m);
+	int rc = send_reply(cc, &m);
+	free(gro);
+	return rc;
 }
 
 static int reply_rails(struct ctl_conn *cc)
@@ -617,9 +669,13 @@ static int reply_rails(struct ctl_conn *cc)
 	}
 	rep.n_rails = k;
 	rep.rails = ptr;
+	struct gpu_rdma_out *gro = calloc(1, sizeof(*gro));
+	if (gro)
+		rep.gpu_rdma = fill_gpu_rdma(cc, gro);
 	m.body_case = XFER__CTL__CTL_MSG__BODY_RAILS_REPLY;
 	m.rails_reply = &rep;
 	rc = send_reply(cc, &m);
+	free(gro);
 	free(qi), free(qinfo), free(qptr);
 	return rc;
 }

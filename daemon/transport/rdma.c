@@ -391,6 +391,11 @@ void rdma_peer_down(struct rdma *t, const uint8_t id[LINK_ID_LEN],
 
 static void on_grant_made(void *arg, struct rdma_grant_job *j);
 
+const struct rdma_topo *rdma_topo(const struct rdma *t)
+{
+	return t ? &t->topo : NULL;
+}
+
 struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 			 const struct rdma_cfg *cfg,
 			 const struct mover_hooks *hooks,
@@ -411,6 +416,7 @@ struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 	TAILQ_INIT(&t->ended);
 	rdma_tables_init(t);
 	rdma_set_cfg(t, cfg);
+	rdma_topo_probe(&t->topo, "/");
 	const char *shift = getenv("XFERD_TEST_RDMA_SHIFT");
 	if (shift && *shift) {
 		t->test_shift = strtoll(shift, NULL, 0);

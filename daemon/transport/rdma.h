@@ -86,6 +86,9 @@ struct rdma_stage_res {
  * are none.  Operations end through hooks->op_done; frames go out on
  * links (linkset_send_ctl).  res: NULL, or zeros, without GPUs.
  */
+/* What rdma_topo_probe found at start; NULL without the transport. */
+struct rdma_topo;
+const struct rdma_topo *rdma_topo(const struct rdma *t);
 struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 			 const struct rdma_cfg *cfg,
 			 const struct mover_hooks *hooks,

@@ -44,9 +44,11 @@
 #include "core/stage.h"
 #include "core/xop.h"
 #include "gpu/stage.h"
+#include "transport/rdma_topo.h"
 #include "mem/host_stage.h"
 #include "transport/rdma.h"
 #include "transport/rdma_dev.h"
+#include "transport/rdma_topo.h"
 
 #define QP_SLOTS       1024    /* queue pairs at once, both directions */
 #define CONNECT_NS     (5000ull * 1000000)  /* for a QpAccept to come */
@@ -206,6 +208,8 @@ struct rdma {
 	struct rdma_stream_list streams, ended;
 	uint32_t pieces_queued;
 	struct rdma_tables tables;
+	/* GPU x rail distances, the rails each GPU prefers (rdma_topo.h). */
+	struct rdma_topo topo;
 };
 
 static inline void stat_add64(_Atomic uint64_t *c, uint64_t v)

@@ -105,15 +105,25 @@ bool rdma_pair_usable(const struct rdma *t, const struct rpeer *p,
 	return rdma_mr_keys(op->local, rp->mine.dev, lkey, NULL);
 }
 
-/* The next ready queue pair toward p with room, round-robin. */
-static struct rqp *next_qp(struct rdma *t, struct rpeer *p)
+/* The next ready queue pair toward p with room, round-robin: first on
+ * the rails closest to a GPU region's GPU (rdma_topo.h), then any. */
+static struct rqp *next_qp(struct rdma *t, struct rpeer *p,
+			   const struct xop *op)
 {
 	unsigned n = (unsigned)p->npairs * t->cfg.qps;
+	uint32_t prefer = region_kind(op->local) == REGION_CUDA ?
+				  rdma_topo_prefer(&t->topo,
+						   region_gpu_dev(op->local)) :
+				  ~0u;
 
-	for (unsigned k = 0; k < n; k++) {
+	unsigned tries = prefer == ~0u ? n : 2 * n;
+
+	for (unsigned k = 0; k < tries; k++) {
 		unsigned i = p->rr++ % n;
 		struct rqp *q = p->out[i / t->cfg.qps][i % t->cfg.qps];
 		if (!q || p->pair[i / t->cfg.qps].failed ||
+		    (k < n && q->rail >= 0 && q->rail < 32 &&
+		     !(prefer >> q->rail & 1)) ||
 		    atomic_load_explicit(&q->state, memory_order_relaxed) !=
 			    QP_READY)
 			continue;
@@ -329,7 +339,7 @@ static void post_streams(struct rdma *t)
 		if (connecting(t, p))
 			continue;
 		while ((pc = TAILQ_FIRST(&s->queued))) {
-			struct rqp *q = next_qp(t, p);
+			struct rqp *q = next_qp(t, p, op);
 			uint32_t lkey, rkey;
 			if (!q) {
 				p->full_in_pass = t->pass;
@@ -387,7 +397,7 @@ void rdma_pump(struct rdma *t)
 		}
 		bool gone = false;
 		while (ro->posted < op->len) {
-			struct rqp *q = next_qp(t, p);
+			struct rqp *q = next_qp(t, p, op);
 			uint32_t lkey, rkey;
 			if (!q) {
 				p->full_in_pass = t->pass;

@@ -251,8 +251,13 @@ expect_rc 0 "rails --json"
 if ! ls /sys/class/infiniband/* >/dev/null 2>&1; then
 	# No RDMA device on this host: TCP only, said so in both forms and
 	# in the log.
-	[ "$ctl_rails_text" = "no RDMA devices" ] || fail "rails without devices"
-	expect_json '. == {"rails": []}' "rails --json without devices"
+	[ "$(printf '%s\n' "$ctl_rails_text" | head -n 1)" = "no RDMA devices" ] ||
+		fail "rails without devices"
+	printf '%s\n' "$ctl_rails_text" | grep -q '^GPU memory over RDMA: none' ||
+		fail "rails without devices: the GPU memory probe"
+	printf '%s\n' "$ctl_rails_text" | grep -q '^GPU-rail distances: none' ||
+		fail "rails without devices: the empty distance table"
+	expect_json '.["rails"] == [] and .["gpu_rdma"]["gpus"] == [] and .["gpu_rdma"]["gpu_mem"] == "none"' "rails --json without devices"
 	grep -q 'no RDMA devices: TCP only' "$TMP/xferd.log" ||
 		fail "xferd did not log 'no RDMA devices: TCP only'"
 else

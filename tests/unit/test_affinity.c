@@ -142,6 +142,27 @@ START_TEST(distances_from_a_snapshot)
 }
 END_TEST
 
+START_TEST(rail_mask_of_a_gpu)
+{
+	static const char *const nics[] = { "mlx5_3", "mlx5_1", "mlx5_0",
+					    "mlx5_9" };
+	enum aff_distance dist[4];
+
+	snapshot();
+	/* the rail under the GPU's switch alone, wherever it is listed */
+	ck_assert_uint_eq(aff_rail_mask(root, "0000:03:00.0", nics, 4, dist),
+			  1u << 2);
+	ck_assert_int_eq(dist[0], AFF_SYS);
+	ck_assert_int_eq(dist[2], AFF_PIX);
+	ck_assert_int_eq(dist[3], AFF_UNKNOWN);
+	/* a GPU whose place is unknown: every rail */
+	ck_assert_uint_eq(aff_rail_mask(root, NULL, nics, 4, dist), 0xfu);
+	ck_assert_uint_eq(aff_rail_mask(root, "0000:99:00.0", nics, 4, dist),
+			  0xfu);
+	cleanup();
+}
+END_TEST
+
 START_TEST(unknown_falls_back_to_every_rail)
 {
 	const enum aff_distance d[3] = { AFF_UNKNOWN, AFF_UNKNOWN,
@@ -167,6 +188,7 @@ Suite *affinity_suite(void)
 
 	tcase_add_test(tc, distances_from_a_snapshot);
 	tcase_add_test(tc, unknown_falls_back_to_every_rail);
+	tcase_add_test(tc, rail_mask_of_a_gpu);
 	suite_add_tcase(s, tc);
 	return s;
 }

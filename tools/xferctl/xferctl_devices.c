@@ -115,6 +115,60 @@ void print_peers_json(const Xfer__Ctl__CtlMsg *r)
 	jv_print(o);
 }
 
+/* --- GPU memory toward the rails (both gpus and rails show it) --- */
+
+static void print_gpu_rdma_text(const Xfer__Ctl__GpuRdma *g)
+{
+	if (!g || out_csv())
+		return;
+	printf("GPU memory over RDMA: %s (%s)\n", g->gpu_mem, g->why);
+	if (!g->n_gpus) {
+		printf("GPU-rail distances: none (no GPUs or no rails)\n");
+		return;
+	}
+	printf("GPU  BDF          ");
+	for (size_t r = 0; r < g->n_rails; r++)
+		printf(" %-10s", g->rails[r]);
+	printf(" PREFERRED\n");
+	for (size_t i = 0; i < g->n_gpus; i++) {
+		const Xfer__Ctl__GpuRails *gr = g->gpus[i];
+		printf("%-4u %-13s", gr->gpu, *gr->bdf ? gr->bdf : "-");
+		for (size_t r = 0; r < gr->n_distance; r++)
+			printf(" %-10s", gr->distance[r]);
+		for (size_t k = 0; k < gr->n_preferred; k++)
+			printf("%s%u", k ? "," : " ", gr->preferred[k]);
+		printf("\n");
+	}
+}
+
+static json_object *gpu_rdma_json(const Xfer__Ctl__GpuRdma *g)
+{
+	json_object *o = jv_obj(), *rails = jv_arr(), *gpus = jv_arr();
+
+	if (!g)
+		return o;
+	jv_set(o, "gpu_mem", jv_str(g->gpu_mem));
+	jv_set(o, "why", jv_str(g->why));
+	for (size_t r = 0; r < g->n_rails; r++)
+		jv_push(rails, jv_str(g->rails[r]));
+	for (size_t i = 0; i < g->n_gpus; i++) {
+		const Xfer__Ctl__GpuRails *gr = g->gpus[i];
+		json_object *j = jv_obj(), *d = jv_arr(), *p = jv_arr();
+		jv_set(j, "gpu", jv_u64(gr->gpu));
+		jv_set(j, "bdf", jv_str(gr->bdf));
+		for (size_t r = 0; r < gr->n_distance; r++)
+			jv_push(d, jv_str(gr->distance[r]));
+		for (size_t k = 0; k < gr->n_preferred; k++)
+			jv_push(p, jv_u64(gr->preferred[k]));
+		jv_set(j, "distance", d);
+		jv_set(j, "preferred", p);
+		jv_push(gpus, j);
+	}
+	jv_set(o, "rails", rails);
+	jv_set(o, "gpus", gpus);
+	return o;
+}
+
 /* --- gpus --- */
 
 void print_gpus_text(const Xfer__Ctl__CtlMsg *r)
@@ -129,6 +183,7 @@ void print_gpus_text(const Xfer__Ctl__CtlMsg *r)
 	if (rep->n_gpus == 0 && !out_csv()) {
 		printf("no GPUs (%s)\n", *rep->unavailable ? rep->unavailable
 							     : "none found");
+		print_gpu_rdma_text(rep->gpu_rdma);
 		return;
 	}
 	table_init(&t, 0x06, head);
@@ -155,6 +210,7 @@ void print_gpus_text(const Xfer__Ctl__CtlMsg *r)
 	if (!out_csv()) /* CSV is the one table; JSON has these too */
 		printf("imports: %u allocations, %u regions using them\n",
 		       rep->imports, rep->import_refs);
+	print_gpu_rdma_text(rep->gpu_rdma);
 }
 
 void print_gpus_json(const Xfer__Ctl__CtlMsg *r)
@@ -180,6 +236,7 @@ void print_gpus_json(const Xfer__Ctl__CtlMsg *r)
 	jv_set(o, "unavailable", jv_str(rep->unavailable));
 	jv_set(o, "imports", jv_u64(rep->imports));
 	jv_set(o, "import_refs", jv_u64(rep->import_refs));
+	jv_set(o, "gpu_rdma", gpu_rdma_json(rep->gpu_rdma));
 	jv_print(o);
 }
 
@@ -234,6 +291,7 @@ void print_rails_text(const Xfer__Ctl__CtlMsg *r)
 
 	if (rep->n_rails == 0 && !out_csv()) {
 		printf("no RDMA devices\n");
+		print_gpu_rdma_text(rep->gpu_rdma);
 		return;
 	}
 	/* PORT, MTU and the counters are numbers, the rest text. */
@@ -260,6 +318,7 @@ void print_rails_text(const Xfer__Ctl__CtlMsg *r)
 	table_print(&t);
 	if (!out_csv()) /* CSV is one row per rail; JSON has the QPs */
 		print_qps_text(rep);
+	print_gpu_rdma_text(rep->gpu_rdma);
 }
 
 void print_rails_json(const Xfer__Ctl__CtlMsg *r)
@@ -311,6 +370,7 @@ void print_rails_json(const Xfer__Ctl__CtlMsg *r)
 		jv_push(list, j);
 	}
 	jv_set(o, "rails", list);
+	jv_set(o, "gpu_rdma", gpu_rdma_json(rep->gpu_rdma));
 	jv_print(o);
 }
 
