@@ -83,6 +83,11 @@ out=$("$XFERCTL" -s "$SOCK" rails 2>&1) || fail "xferctl rails: exit $?"
 text=$out
 # One line per row, cells tab-separated: columns are 2+ spaces apart.
 mapfile -t rows <<<"$text"
+# The rails table ends at the first empty line (the queue pairs and the
+# GPU-NIC lines follow it).
+for i in "${!rows[@]}"; do
+	[ -z "${rows[i]}" ] && { rows=("${rows[@]:0:i}"); break; }
+done
 for i in "${!rows[@]}"; do
 	rows[i]=${rows[i]##+( )}
 	rows[i]=${rows[i]//  *( )/$'\t'}

@@ -210,6 +210,8 @@ void print_gpus_text(const Xfer__Ctl__CtlMsg *r)
 	if (!out_csv()) /* CSV is the one table; JSON has these too */
 		printf("imports: %u allocations, %u regions using them\n",
 		       rep->imports, rep->import_refs);
+	if (!out_csv())
+		putchar('\n');  /* the table ends at the first empty line */
 	print_gpu_rdma_text(rep->gpu_rdma);
 }
 
@@ -316,8 +318,10 @@ void print_rails_text(const Xfer__Ctl__CtlMsg *r)
 		table_set(&t, 13, "%u", l->grants);
 	}
 	table_print(&t);
-	if (!out_csv()) /* CSV is one row per rail; JSON has the QPs */
+	if (!out_csv()) { /* CSV is one row per rail; JSON has the QPs */
 		print_qps_text(rep);
+		putchar('\n');  /* each table ends at an empty line */
+	}
 	print_gpu_rdma_text(rep->gpu_rdma);
 }
 
