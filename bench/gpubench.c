@@ -91,7 +91,27 @@ static struct {
 	const char *socket;
 	unsigned reps, iters;
 	FILE *out;
+	const char *only; /* comma-separated row names; NULL runs all */
 } opt = { .reps = 7, .iters = 100 };
+
+/* Whether --only names the row (or its group): a rerun of the rows in
+ * question costs seconds of GPU time instead of minutes. */
+static bool want(const char *row)
+{
+	if (!opt.only)
+		return true;
+	size_t n = strlen(row);
+	for (const char *p = opt.only; *p;) {
+		const char *e = strchr(p, ',');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		if (len == n && strncmp(p, row, n) == 0)
+			return true;
+		if (!e)
+			break;
+		p = e + 1;
+	}
+	return false;
+}
 
 static void die(const char *fmt, ...)
 {
@@ -892,7 +912,7 @@ static int staged_main(const char *remote)
 static void usage(void)
 {
 	fprintf(stderr, "usage: gpubench [--socket PATH] [--remote-socket PATH] "
-		"[--reps N] [--iters N] [--out FILE]\n");
+		"[--reps N] [--iters N] [--out FILE] [--only ROW,...]\n");
 	exit(2);
 }
 
@@ -904,6 +924,7 @@ int main(int argc, char **argv)
 		{ "iters", required_argument, NULL, 'i' },
 		{ "out", required_argument, NULL, 'o' },
 		{ "remote-socket", required_argument, NULL, 'R' },
+		{ "only", required_argument, NULL, 'O' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *remote = NULL;
@@ -914,9 +935,10 @@ int main(int argc, char **argv)
 		owner_main(argv[2], atoi(argv[3]), atoi(argv[4]));
 		return 0;
 	}
-	while ((c = getopt_long(argc, argv, "s:r:i:o:R:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:r:i:o:R:O:", lo, NULL)) != -1) {
 		switch (c) {
 		case 'R': remote = optarg; break;
+		case 'O': opt.only = optarg; break;
 		case 's': opt.socket = optarg; break;
 		case 'r': opt.reps = (unsigned)atoi(optarg); break;
 		case 'i':
@@ -1019,22 +1041,26 @@ int main(int argc, char **argv)
 	unsigned path = 0;
 	double x;
 #define ERR_OR(rc, expr) ((rc) ? (double)(rc) : (expr))
-	x = ERR_OR(rc_src ? rc_src : rc_same,
-		   xfer_stream(ctx, XFER_OP_WRITE, xfer_mem_handle(m_src),
-			       xfer_remote_handle(r_same), BIG, &path));
-	add_row("same-gpu", "GPU0 -> GPU0, 256 MiB, two processes", BIG, x,
-		d_same, 0.90, path);
-	x = ERR_OR(rc_kv ? rc_kv : rc_rkv,
-		   xfer_kv(ctx, xfer_mem_handle(m_kv), xfer_remote_handle(r_kv),
-			   2, &path));
-	add_row("kv-same-gpu", "KV 1000 x 64 KiB vector, GPU0 -> GPU0",
-		KV_BYTES, x, d_kv, 0.80, path);
-	x = ERR_OR(rc_kv ? rc_kv : rc_rkv,
-		   xfer_kv(ctx, xfer_mem_handle(m_kv), xfer_remote_handle(r_kv),
-			   1, &path));
-	add_row("kv-same-gpu-serial", "  the same, one batch at a time",
-		KV_BYTES, x, d_kv, 0, path);
-	{
+	if (want("same-gpu")) {
+		x = ERR_OR(rc_src ? rc_src : rc_same,
+			   xfer_stream(ctx, XFER_OP_WRITE, xfer_mem_handle(m_src),
+				       xfer_remote_handle(r_same), BIG, &path));
+		add_row("same-gpu", "GPU0 -> GPU0, 256 MiB, two processes", BIG, x,
+			d_same, 0.90, path);
+	}
+	if (want("kv-same-gpu")) {
+		x = ERR_OR(rc_kv ? rc_kv : rc_rkv,
+			   xfer_kv(ctx, xfer_mem_handle(m_kv), xfer_remote_handle(r_kv),
+				   2, &path));
+		add_row("kv-same-gpu", "KV 1000 x 64 KiB vector, GPU0 -> GPU0",
+			KV_BYTES, x, d_kv, 0.80, path);
+		x = ERR_OR(rc_kv ? rc_kv : rc_rkv,
+			   xfer_kv(ctx, xfer_mem_handle(m_kv), xfer_remote_handle(r_kv),
+				   1, &path));
+		add_row("kv-same-gpu-serial", "  the same, one batch at a time",
+			KV_BYTES, x, d_kv, 0, path);
+	}
+	if (want("kv-dlist")) {
 		/* The 1000-block vector as one list descriptor. */
 		struct xfer_dlist *lk = NULL, *rk = NULL;
 		uint32_t ks[KV_N], kd[KV_N];
@@ -1058,7 +1084,7 @@ int main(int argc, char **argv)
 		if (rk)
 			xfer_dlist_destroy(ctx, rk);
 	}
-	{
+	if (want("vllm-dlist")) {
 		/* The vLLM shape: 2 GiB caches, 16384 random blocks. */
 		static uint32_t vs[VL_PAIRS], vd[VL_PAIRS];
 		void *vl;
@@ -1100,36 +1126,40 @@ int main(int argc, char **argv)
 			xfer_dereg(ctx, m_vl);
 		CK(cudaFree(vl));
 	}
-	x = ERR_OR(rc_host ? rc_host : rc_same,
-		   xfer_stream(ctx, XFER_OP_WRITE, xfer_mem_handle(m_host),
-			       xfer_remote_handle(r_same), BIG, &path));
-	add_row("host-to-gpu", "host memfd -> GPU0, 256 MiB (vs pinned)", BIG,
-		x, d_h2d, 0, path);
-	x = ERR_OR(rc_host ? rc_host : rc_same,
-		   xfer_stream(ctx, XFER_OP_READ, xfer_mem_handle(m_host),
-			       xfer_remote_handle(r_same), BIG, &path));
-	add_row("gpu-to-host", "GPU0 -> host memfd, 256 MiB (vs pinned)", BIG,
-		x, d_d2h, 0, path);
+	if (want("host-to-gpu")) {
+		x = ERR_OR(rc_host ? rc_host : rc_same,
+			   xfer_stream(ctx, XFER_OP_WRITE, xfer_mem_handle(m_host),
+				       xfer_remote_handle(r_same), BIG, &path));
+		add_row("host-to-gpu", "host memfd -> GPU0, 256 MiB (vs pinned)", BIG,
+			x, d_h2d, 0, path);
+		x = ERR_OR(rc_host ? rc_host : rc_same,
+			   xfer_stream(ctx, XFER_OP_READ, xfer_mem_handle(m_host),
+				       xfer_remote_handle(r_same), BIG, &path));
+		add_row("gpu-to-host", "GPU0 -> host memfd, 256 MiB (vs pinned)", BIG,
+			x, d_d2h, 0, path);
+	}
 
-	x = ERR_OR(rc_pinned ? rc_pinned : rc_same,
-		   xfer_stream(ctx, XFER_OP_WRITE, xfer_mem_handle(m_pinned),
-			       xfer_remote_handle(r_same), BIG, &path));
-	add_row("staged-to-gpu", "xfer_reg'd pinned -> GPU0, 256 MiB", BIG,
-		x, d_h2d, 0.80, path);
-	rows[nrows - 1].want = XFER_PATH_CUDA_STAGED;
-	x = ERR_OR(rc_pinned ? rc_pinned : rc_same,
-		   xfer_stream(ctx, XFER_OP_READ, xfer_mem_handle(m_pinned),
-			       xfer_remote_handle(r_same), BIG, &path));
-	add_row("staged-from-gpu", "GPU0 -> xfer_reg'd pinned, 256 MiB", BIG,
-		x, d_d2h, 0.80, path);
-	rows[nrows - 1].want = XFER_PATH_CUDA_STAGED;
+	if (want("staged-to-gpu")) {
+		x = ERR_OR(rc_pinned ? rc_pinned : rc_same,
+			   xfer_stream(ctx, XFER_OP_WRITE, xfer_mem_handle(m_pinned),
+				       xfer_remote_handle(r_same), BIG, &path));
+		add_row("staged-to-gpu", "xfer_reg'd pinned -> GPU0, 256 MiB", BIG,
+			x, d_h2d, 0.80, path);
+		rows[nrows - 1].want = XFER_PATH_CUDA_STAGED;
+		x = ERR_OR(rc_pinned ? rc_pinned : rc_same,
+			   xfer_stream(ctx, XFER_OP_READ, xfer_mem_handle(m_pinned),
+				       xfer_remote_handle(r_same), BIG, &path));
+		add_row("staged-from-gpu", "GPU0 -> xfer_reg'd pinned, 256 MiB", BIG,
+			x, d_d2h, 0.80, path);
+		rows[nrows - 1].want = XFER_PATH_CUDA_STAGED;
+	}
 
 	/* Import cost before the cross-GPU cases: the rest of the run
 	 * still measures something if one of those upsets a GPU. */
-	if (!rc_src && !rc_same)
+	if (!rc_src && !rc_same && want("import"))
 		import_cost(ctx, &o, xfer_remote_handle(r_same),
 			    xfer_mem_handle(m_src));
-	if (ngpus > 1) {
+	if (ngpus > 1 && want("cross-gpu")) {
 		x = ERR_OR(rc_src ? rc_src : rc_far,
 			   xfer_stream(ctx, XFER_OP_WRITE,
 				       xfer_mem_handle(m_src),
