@@ -338,6 +338,7 @@ int rdma_stream_open(struct rdma *t, struct xop *op)
 	const struct pipeline_cfg cfg = {
 		.pool = t->staging->pool,
 		.half = read ? STAGING_RECV : STAGING_SEND,
+		.cls = op->cls,
 		.len = op->len,
 		/* a work request per chunk, of a stripe at most */
 		.chunk = t->cfg.stripe < max ? (uint32_t)t->cfg.stripe : max,
