@@ -102,6 +102,7 @@ int lstage_submit(struct lstage_ctx *p, struct xop *op)
 			.g = res->gpu,
 			.addr = region_gpu_ptr(gpu) + gpu_off,
 			.dev = region_gpu_dev(gpu),
+			.cls = op->cls,
 		},
 	};
 	struct pipeline_cfg cfg = {
