@@ -67,6 +67,9 @@ void config_defaults(struct xferd_config *cfg)
 		 * kernel's: one chunk at most ahead of a latency frame. */
 		.link_bulk_queue = 512u << 10,
 		.staging_mb = 64,
+		/* Two latency chunks in flight per half: a decode step's
+		 * block never waits for a prefill's chunk to come back. */
+		.staging_latency_reserve = 2,
 		.rdma = true,
 		.rdma_qps = 2,
 		.rdma_stripe = 1u << 20,
@@ -517,6 +520,8 @@ static const struct config_key keys[] = {
 	/* Two halves (send, receive) of at least two 4 MiB chunks. */
 	COUNT(staging_mb, 16, 65536,
 	      "MiB of pinned memory for GPU data to and from other nodes"),
+	COUNT(staging_latency_reserve, 0, 64,
+	      "staging chunks per half that only the latency class takes"),
 	ENUM("rdma", rdma, on_off, "on or off", "use the RDMA NICs"),
 	SETS("rdma_devices", rdma_devices, set_rdma_devices, "dev[,dev...]",
 	    "only these RDMA devices (empty: all)"),

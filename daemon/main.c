@@ -244,6 +244,7 @@ static struct transport_cfg net_cfg(const struct xferd *d)
 		.link_bulk_queue = d->cfg.link_bulk_queue,
 		.latency_max_bytes = d->cfg.latency_max_bytes,
 		.tenants = d->cfg.tenants,
+		.staging_latency_reserve = d->cfg.staging_latency_reserve,
 	};
 
 	memcpy(net.self_id, d->instance_id, sizeof(net.self_id));

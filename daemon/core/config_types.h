@@ -90,6 +90,8 @@ struct xferd_config {
 	uint32_t tcp_chunk;        /* bytes per data frame on a link */
 	/* MiB of pinned host memory for GPU memory to and from other nodes */
 	uint32_t staging_mb;
+	/* Staging chunks per half only the latency class takes */
+	uint32_t staging_latency_reserve;
 	bool rdma;                 /* use the RDMA NICs (else TCP only) */
 	/* "mlx5_0,mlx5_1": only these devices ("" = all) */
 	char rdma_devices[CONFIG_HOST_MAX];

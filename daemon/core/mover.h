@@ -69,6 +69,9 @@ struct transport_cfg {
 	uint32_t link_bulk_queue;
 	uint64_t latency_max_bytes;
 	struct tenant_table tenants;
+	/* Staging chunks per half held back for the latency class
+	 * (mem/staging.h). */
+	uint32_t staging_latency_reserve;
 };
 
 /* A peer whose link came up: what the main thread knows of it. */

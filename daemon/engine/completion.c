@@ -551,10 +551,15 @@ struct xop *exec_hook_op_begin(void *arg, const struct move_req *rq)
 	struct progress *p = arg;
 	struct prog_client *pc = p->exec.running;
 	struct abatch *ab = exec_batch_async(pc);
+	struct xop *op = ab ? exec_op_begin(p, pc, ab, rq->opcode, rq->local,
+					    rq->remote)
+			    : NULL;
 
-	return ab ? exec_op_begin(p, pc, ab, rq->opcode, rq->local,
-				  rq->remote)
-		  : NULL;
+	/* Its class and tenant, for the queues it meets here (the copy
+	 * workers, the staging pool, the GPU's streams). */
+	if (op && p->exec.running_sqe)
+		exec_op_set_class(p, pc, p->exec.running_sqe, op, rq->len);
+	return op;
 }
 
 void exec_hook_op_abandon(void *arg, struct xop *op)

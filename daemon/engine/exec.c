@@ -50,8 +50,8 @@ static bool rdma_can_move(struct progress *p, enum path_route how,
  * latency_max_bytes goes as bulk (marking everything latency gains
  * nothing); its bytes count against its tenant's share either way.
  */
-static void exec_op_classify(struct progress *p, struct prog_client *pc,
-			     const struct xfer_sqe *sqe, struct xop *op)
+void exec_op_set_class(struct progress *p, struct prog_client *pc,
+		       const struct xfer_sqe *sqe, struct xop *op, uint64_t len)
 {
 	unsigned cls = (sqe->flags & XFER_SQE_F_CLASS_MASK) >>
 		       XFER_SQE_CLASS_SHIFT;
@@ -59,7 +59,7 @@ static void exec_op_classify(struct progress *p, struct prog_client *pc,
 	if (cls == XFER_CLASS_DEFAULT)
 		cls = pc->cls;
 	if (cls == XFER_CLASS_LATENCY) {
-		pc->batch.latency_bytes += op->len;
+		pc->batch.latency_bytes += len;
 		if (pc->batch.latency_bytes > p->exec.latency_max_bytes) {
 			cls = XFER_CLASS_BULK;
 			stat_add(&p->exec.classes.demoted, 1);
@@ -67,6 +67,12 @@ static void exec_op_classify(struct progress *p, struct prog_client *pc,
 	}
 	op->cls = (uint8_t)cls;
 	op->tenant = pc->tenant < TENANT_MAX ? pc->tenant : 0;
+}
+
+static void exec_op_classify(struct progress *p, struct prog_client *pc,
+			     const struct xfer_sqe *sqe, struct xop *op)
+{
+	exec_op_set_class(p, pc, sqe, op, op->len);
 	op->start_ns = now_ns();
 	op->class_counted = true;
 	struct class_counters *cc[2] = { &p->exec.classes.cls[op->cls],
@@ -341,6 +347,7 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 
 	regtab_memo_sync(p->regs, &p->exec.memo);
 	p->exec.running = pc;
+	p->exec.running_sqe = sqe;
 	if (!pc->batch.open) {
 		pc->batch.error = 0, pc->batch.bytes = 0,
 		pc->batch.path = XFER_PATH_NONE;

@@ -643,6 +643,10 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 	p->routes[ROUTE_LINK_STAGED] = p->routes[ROUTE_LINK];
 	p->exec.op_timeout_ms = op_timeout_ms;
 	p->exec.latency_max_bytes = cfg->latency_max_bytes;
+	/* The shared resources' classes: the copy workers' tenant weights,
+	 * the staging pool's latency reserve (again on every reload). */
+	copy_workers_set_weights(p->res.workers, &cfg->tenants);
+	staging_set_reserve(p->res.staging, cfg->staging_latency_reserve);
 	return 0;
 }
 

@@ -20,6 +20,8 @@
 #include <event2/event.h>
 
 #include "engine/progress_int.h"
+#include "mem/copy_workers.h"
+#include "mem/staging.h"
 #include "peer.pb-c.h"
 #include "transport/rdma.h"
 #include "transport/tcp.h"
@@ -222,6 +224,10 @@ bool progress_apply_cmds(struct progress *p)
 					p->movers[i].impl, &c->net);
 			p->exec.op_timeout_ms = c->op_timeout_ms;
 			p->exec.latency_max_bytes = c->net.latency_max_bytes;
+			copy_workers_set_weights(p->res.workers,
+						 &c->net.tenants);
+			staging_set_reserve(p->res.staging,
+					    c->net.staging_latency_reserve);
 			break;
 		}
 		free_cmd(c);

@@ -51,6 +51,7 @@ struct exec_state {
 	/* Whose descriptor exec_sqe() runs now: the client an op a
 	 * same-node mover begins (exec_hook_op_begin) is of. */
 	struct prog_client *running;
+	const struct xfer_sqe *running_sqe;   /* and its descriptor */
 	/* The SQ index of the descriptor exec_sqe() runs (drain), and its
 	 * notification's message and sender name, copied out of the ring
 	 * (msg_set false: none): what carries the notification on copies
@@ -200,6 +201,12 @@ void exec_op_done(void *arg, struct xop *op, int64_t result);
 void exec_op_reroute(void *arg, struct xop *op);
 /* The same-node movers' other hooks (struct local_hooks). */
 struct xop *exec_hook_op_begin(void *arg, const struct move_req *rq);
+/* op's class and tenant from sqe (len bytes of it) and pc (exec.c):
+ * for the queues a same-node op meets (copy workers, staging, GPU
+ * streams); not in the class counters, which count remote ops. */
+void exec_op_set_class(struct progress *p, struct prog_client *pc,
+		       const struct xfer_sqe *sqe, struct xop *op,
+		       uint64_t len);
 void exec_hook_op_abandon(void *arg, struct xop *op);
 void exec_forget_batch(void *arg, struct abatch *ab);
 /* The client goes: end everything it has out, free its open batch. */

@@ -10,6 +10,13 @@
  * the progress thread polls the events (never a blocking sync) and ends
  * the operations whose copies are all done.
  *
+ * Classes (core/traffic_class.h): copies of latency-class operations are
+ * queued apart and launched first, on the GPU's high-priority stream
+ * (gpu.c), so that the GPU runs their work ahead of what bulk streams
+ * have queued (a 1 GiB copy is thousands of blocks; the scheduler picks
+ * the high-priority stream's blocks as soon as it has room).  Without
+ * stream priorities they take the bulk streams as every copy did.
+ *
  * Progress thread only.
  */
 #include <errno.h>
@@ -20,6 +27,7 @@
 #include "gpu/cuda_drv.h"
 #include "core/log.h"
 #include "core/xop.h"
+#include "xfer_ring.h"
 
 #ifdef HAVE_CUDA
 #include "gpu/kernel.h"
@@ -51,10 +59,18 @@ struct flight {
 	unsigned nops;
 };
 
+/* Copies queued during a pass, launched by gpu_copies_flush. */
+struct pending_list {
+	struct pending_copy *v;
+	unsigned n, cap;
+};
+
+/* pend[] of a class: latency apart, the rest (default, bulk) together. */
+enum { PEND_BULK, PEND_LATENCY, PEND__COUNT };
+
 struct gpu_copies {
 	struct {
-		struct pending_copy *v;
-		unsigned n, cap;
+		struct pending_list pend[PEND__COUNT];
 		unsigned next_stream;
 		CUmodule mod;
 		CUfunction kernel;        /* NULL: no batch kernel */
@@ -136,13 +152,16 @@ void gpu_copies_destroy(struct gpu_copies *g)
 		/* Copies in flight finish before their memory goes. */
 		for (int s = 0; s < GPU_STREAMS; s++)
 			cu.stream_synchronize(gpus[d].streams[s]);
+		if (gpus[d].lat_stream)
+			cu.stream_synchronize(gpus[d].lat_stream);
 		if (g->dev[d].mod)
 			cu.module_unload(g->dev[d].mod);
 		if (g->dev[d].descs)
 			cu.mem_free_host(g->dev[d].descs);
 		if (g->dev[d].pairs)
 			cu.mem_free_host(g->dev[d].pairs);
-		free(g->dev[d].v);
+		for (int k = 0; k < PEND__COUNT; k++)
+			free(g->dev[d].pend[k].v);
 	}
 	for (unsigned i = 0; i < g->nfl; i++) {
 		cu.event_destroy(g->fl[i].ev);
@@ -152,18 +171,22 @@ void gpu_copies_destroy(struct gpu_copies *g)
 	free(g);
 }
 
-static int push_pending(struct gpu_copies *g, int d,
-			const struct pending_copy *pc)
+static bool is_latency(const struct xop *op)
 {
-	if (g->dev[d].n == g->dev[d].cap) {
-		unsigned cap = g->dev[d].cap ? 2 * g->dev[d].cap : 64;
-		void *v = realloc(g->dev[d].v, cap * sizeof(*g->dev[d].v));
+	return op->cls == XFER_CLASS_LATENCY;
+}
+
+static int push_pending(struct pending_list *pl, const struct pending_copy *pc)
+{
+	if (pl->n == pl->cap) {
+		unsigned cap = pl->cap ? 2 * pl->cap : 64;
+		void *v = realloc(pl->v, cap * sizeof(*pl->v));
 		if (!v)
 			return -ENOMEM;
-		g->dev[d].v = v;
-		g->dev[d].cap = cap;
+		pl->v = v;
+		pl->cap = cap;
 	}
-	g->dev[d].v[g->dev[d].n++] = *pc;
+	pl->v[pl->n++] = *pc;
 	return 0;
 }
 
@@ -171,6 +194,15 @@ static CUstream next_stream(struct gpu_copies *g, int d)
 {
 	unsigned s = g->dev[d].next_stream++ % GPU_STREAMS;
 	return gpus[d].streams[s];
+}
+
+/* The stream for a copy of the latency class or not on GPU d: the
+ * high-priority one where there is one, else the bulk streams. */
+static CUstream class_stream(struct gpu_copies *g, int d, bool latency)
+{
+	if (latency && gpus[d].lat_stream)
+		return gpus[d].lat_stream;
+	return next_stream(g, d);
 }
 
 /* Record an event on stream s that ends ops[0..n) (ownership of ops). */
@@ -246,8 +278,11 @@ int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
 
 	if (!g || d < 0 || d >= gpu_count() || src_dev >= gpu_count())
 		return -ENOTSUP;
+	bool latency = is_latency(op);
 	if (len < SPLIT_BYTES) {
-		int err = push_pending(g, d, &(struct pending_copy){
+		int err = push_pending(
+			&g->dev[d].pend[latency ? PEND_LATENCY : PEND_BULK],
+			&(struct pending_copy){
 			.op = op, .dst = dst, .src = src, .len = len,
 			.device_only = dst_dev >= 0 && src_dev == dst_dev,
 			.src_dev = peer_src });
@@ -255,7 +290,8 @@ int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
 			gpu_op_of(op)->parts++;
 		return err;
 	}
-	/* Large: one part per stream, each its own event.  Only a part
+	/* Large: one part per stream (latency: all on its own), each its
+	 * own event.  Only a part
 	 * with an event counts as out: the op ends through poll when the
 	 * last of those fires, so with none it must fail here. */
 	gpu_set_current(d);
@@ -264,7 +300,7 @@ int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
 	bool failed = false;
 	for (uint64_t off = 0; off < len && !failed; off += part) {
 		uint64_t n = len - off < part ? len - off : part;
-		CUstream s = next_stream(g, d);
+		CUstream s = class_stream(g, d, latency);
 		struct xop **one = malloc(sizeof(*one));
 		if (!one || launch_copy(d, peer_src, dst + off, src + off, n, s)) {
 			free(one);
@@ -289,9 +325,9 @@ int gpu_copy(struct gpu_copies *g, struct xop *op, uint64_t dst, int dst_dev,
 
 /* Copies of GPU d that go one by one: all on one stream, one event. */
 static void flush_memcpy(struct gpu_copies *g, int d, struct pending_copy *v,
-			 unsigned n)
+			 unsigned n, bool latency)
 {
-	CUstream s = next_stream(g, d);
+	CUstream s = class_stream(g, d, latency);
 	struct xop **ops = malloc(n * sizeof(*ops));
 	unsigned k = 0;
 
@@ -323,7 +359,7 @@ static int free_slot(struct gpu_copies *g, int d)
 /* Up to COPY_BATCH_MAX device-to-device copies as one kernel launch;
  * false if no slot or the launch failed (then copy them one by one). */
 static bool flush_kernel(struct gpu_copies *g, int d, struct pending_copy *v,
-			 unsigned n)
+			 unsigned n, bool latency)
 {
 	int slot = free_slot(g, d);
 	struct xop **ops = malloc(n * sizeof(*ops));
@@ -338,7 +374,7 @@ static bool flush_kernel(struct gpu_copies *g, int d, struct pending_copy *v,
 					      .len = v[i].len };
 		ops[i] = v[i].op;
 	}
-	CUstream s = next_stream(g, d);
+	CUstream s = class_stream(g, d, latency);
 	/* Mapped pinned memory: with unified addressing the host pointer
 	 * is valid on the GPU as well. */
 	void *dptr = desc;
@@ -363,34 +399,46 @@ static bool flush_kernel(struct gpu_copies *g, int d, struct pending_copy *v,
 	return true;
 }
 
+/* Launch the copies of one pending list of GPU d (current). */
+static void flush_list(struct gpu_copies *g, int d, struct pending_list *pl,
+		       bool latency)
+{
+	struct pending_copy *v = pl->v;
+	unsigned n = pl->n;
+	/* Runs of kernel-able copies, in launches of the batch size. */
+	unsigned i = 0;
+
+	while (i < n) {
+		unsigned j = i;
+		while (j < n && j - i < COPY_BATCH_MAX && v[j].device_only &&
+		       v[j].len <= KERNEL_MAX_LEN)
+			j++;
+		if (j - i >= 2 && g->dev[d].kernel &&
+		    flush_kernel(g, d, v + i, j - i, latency)) {
+			i = j;
+			continue;
+		}
+		if (j == i)
+			j = i + 1;  /* not kernel-able: one by one */
+		flush_memcpy(g, d, v + i, j - i, latency);
+		i = j;
+	}
+	pl->n = 0;
+}
+
 void gpu_copies_flush(struct gpu_copies *g)
 {
 	if (!g)
 		return;
 	for (int d = 0; d < gpu_count(); d++) {
-		struct pending_copy *v = g->dev[d].v;
-		unsigned n = g->dev[d].n;
-		if (n == 0)
+		struct pending_list *pend = g->dev[d].pend;
+		if (pend[PEND_LATENCY].n == 0 && pend[PEND_BULK].n == 0)
 			continue;
 		gpu_set_current(d);
-		/* Kernel-able copies first, in launches of the batch size. */
-		unsigned i = 0;
-		while (i < n) {
-			unsigned j = i;
-			while (j < n && j - i < COPY_BATCH_MAX && v[j].device_only &&
-			       v[j].len <= KERNEL_MAX_LEN)
-				j++;
-			if (j - i >= 2 && g->dev[d].kernel &&
-			    flush_kernel(g, d, v + i, j - i)) {
-				i = j;
-				continue;
-			}
-			if (j == i)
-				j = i + 1;  /* not kernel-able: one by one */
-			flush_memcpy(g, d, v + i, j - i);
-			i = j;
-		}
-		g->dev[d].n = 0;
+		/* The latency class first: launched before this pass's bulk
+		 * copies, on the high-priority stream. */
+		flush_list(g, d, &pend[PEND_LATENCY], true);
+		flush_list(g, d, &pend[PEND_BULK], false);
 	}
 }
 
@@ -476,7 +524,7 @@ int gpu_copy_indexed(struct gpu_copies *g, struct xop *op, int dev, int slot,
 
 	g->dev[dev].pair_bad[slot] = 0;
 	gpu_set_current(dev);
-	CUstream s = next_stream(g, dev);
+	CUstream s = class_stream(g, dev, is_latency(op));
 	if (!one || cu.launch_kernel(g->dev[dev].indexed, n, 1, 1,
 				     COPY_THREADS, 1, 1, 0, s, args, NULL)) {
 		free(one);
@@ -589,8 +637,10 @@ void gpu_copies_forget_client(struct gpu_copies *g,
 	if (!g)
 		return;
 	for (int d = 0; d < gpu_count(); d++)
-		for (unsigned i = 0; i < g->dev[d].n; i++)
-			forget_op(g->dev[d].v[i].op, pc, &abs, &nabs, &cap);
+		for (int k = 0; k < PEND__COUNT; k++)
+			for (unsigned i = 0; i < g->dev[d].pend[k].n; i++)
+				forget_op(g->dev[d].pend[k].v[i].op, pc, &abs,
+					  &nabs, &cap);
 	for (unsigned i = 0; i < g->nfl; i++)
 		for (unsigned k = 0; k < g->fl[i].nops; k++)
 			forget_op(g->fl[i].ops[k], pc, &abs, &nabs, &cap);
@@ -606,8 +656,9 @@ bool gpu_copies_busy(const struct gpu_copies *g)
 	if (g->nfl)
 		return true;
 	for (int d = 0; d < gpu_count(); d++)
-		if (g->dev[d].n)
-			return true;
+		for (int k = 0; k < PEND__COUNT; k++)
+			if (g->dev[d].pend[k].n)
+				return true;
 	return false;
 }
 

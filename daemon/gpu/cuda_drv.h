@@ -58,6 +58,10 @@ struct cuda_driver {
 	__typeof__(cuMemAlloc) *mem_alloc;
 	__typeof__(cuMemFree) *mem_free;
 	__typeof__(cuMemcpyHtoD) *memcpy_htod;
+	/* Optional (NULL where the driver lacks them): stream priorities,
+	 * so that latency-class copies go ahead of bulk ones. */
+	__typeof__(cuCtxGetStreamPriorityRange) *ctx_get_stream_priority_range;
+	__typeof__(cuStreamCreateWithPriority) *stream_create_with_priority;
 	/* for entry points resolved later (dmabuf.c) */
 	__typeof__(cuGetProcAddress) *get_proc_address;
 };
@@ -65,7 +69,13 @@ struct cuda_driver {
 struct gpu_dev {
 	CUdevice dev;
 	CUcontext ctx;               /* the primary context */
+	/* Bulk and default-class copies, round robin; at the lowest
+	 * priority where the driver has priorities. */
 	CUstream streams[GPU_STREAMS];
+	/* Latency-class copies: the highest priority, so that the GPU's
+	 * scheduler runs their work ahead of the bulk streams'.  NULL
+	 * without priorities: latency copies then share streams[]. */
+	CUstream lat_stream;
 	char name[96];
 	uint8_t uuid[GPU_UUID_LEN];
 	bool peer[GPU_MAX];          /* this GPU may access GPU j */

@@ -5,6 +5,11 @@
  * Only the driver API is used, resolved at run time through
  * cuGetProcAddress, so xferd has no link-time CUDA dependency.  The copy
  * engine built on it is in gpu/copy.c.
+ *
+ * Each GPU gets GPU_STREAMS streams for bulk copies and, where the
+ * driver has stream priorities, one more at the highest priority for
+ * latency-class copies (the bulk ones at the lowest); without them the
+ * latency copies share the bulk streams, as before classes.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -110,6 +115,19 @@ static int load_driver(void)
 	RESOLVE(mem_alloc, "cuMemAlloc");
 	RESOLVE(mem_free, "cuMemFree");
 	RESOLVE(memcpy_htod, "cuMemcpyHtoD");
+	/* Optional: without them every copy goes at one priority. */
+	CUdriverProcAddressQueryResult st;
+	if (get_proc("cuCtxGetStreamPriorityRange",
+		     (void **)&cu.ctx_get_stream_priority_range, 12000,
+		     CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS ||
+	    get_proc("cuStreamCreateWithPriority",
+		     (void **)&cu.stream_create_with_priority, 12000,
+		     CU_GET_PROC_ADDRESS_DEFAULT, &st) != CUDA_SUCCESS ||
+	    !cu.ctx_get_stream_priority_range ||
+	    !cu.stream_create_with_priority) {
+		cu.ctx_get_stream_priority_range = NULL;
+		cu.stream_create_with_priority = NULL;
+	}
 	return 0;
 }
 
@@ -141,15 +159,39 @@ static int open_device(int i)
 		log_warnx("GPU %d: cannot open: %s", i, cu_err(r));
 		return -EIO;
 	}
+	/* Lower numbers are higher priorities: greatest <= least. */
+	int least = 0, greatest = 0;
+	bool prio = cu.stream_create_with_priority &&
+		    cu.ctx_get_stream_priority_range(&least, &greatest) ==
+			    CUDA_SUCCESS &&
+		    greatest < least;
 	for (int s = 0; s < GPU_STREAMS; s++) {
 		/* Non-blocking: never serialised with another context's
 		 * legacy default stream. */
-		r = cu.stream_create(&g->streams[s], CU_STREAM_NON_BLOCKING);
+		r = prio ? cu.stream_create_with_priority(
+				   &g->streams[s], CU_STREAM_NON_BLOCKING, least)
+			 : cu.stream_create(&g->streams[s],
+					    CU_STREAM_NON_BLOCKING);
 		if (r) {
 			log_warnx("GPU %d: cannot create streams: %s", i,
 				  cu_err(r));
 			return -EIO;
 		}
+	}
+	g->lat_stream = NULL;
+	if (prio) {
+		r = cu.stream_create_with_priority(&g->lat_stream,
+						   CU_STREAM_NON_BLOCKING,
+						   greatest);
+		if (r) {
+			log_warnx("GPU %d: no high-priority stream (%s); "
+				  "latency copies share the bulk streams", i,
+				  cu_err(r));
+			g->lat_stream = NULL;
+		}
+	} else {
+		log_info("GPU %d: no stream priorities; latency copies share "
+			 "the bulk streams", i);
 	}
 	return 0;
 }
@@ -219,6 +261,9 @@ void gpu_fini(void)
 		for (int s = 0; s < GPU_STREAMS; s++)
 			if (gpus[i].streams[s])
 				cu.stream_destroy(gpus[i].streams[s]);
+		if (gpus[i].lat_stream)
+			cu.stream_destroy(gpus[i].lat_stream);
+		gpus[i].lat_stream = NULL;
 		cu.primary_ctx_release(gpus[i].dev);
 	}
 	ngpus = 0;

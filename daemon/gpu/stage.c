@@ -26,6 +26,7 @@ static int start_copy(const struct gpu_stage *s, struct stage_chunk *c,
 
 	memset(op, 0, sizeof(*op));
 	op->len = c->len;
+	op->cls = s->cls;
 	gpu_op_of(op)->on_done = copy_done;
 	return to_gpu ? gpu_copy(s->g, op, gaddr, s->dev, host, -1, c->len)
 		      : gpu_copy(s->g, op, host, -1, gaddr, s->dev, c->len);

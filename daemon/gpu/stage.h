@@ -29,6 +29,9 @@ struct gpu_stage {
 	struct gpu_copies *g;
 	uint64_t addr;      /* GPU address of the stream's byte 0 */
 	int dev;            /* the GPU that memory is on */
+	/* The stream's class (enum xfer_class): latency chunks' copies go
+	 * on the GPU's high-priority stream (gpu/copy.c). */
+	uint8_t cls;
 };
 
 /* Fill: GPU memory -> chunk.  Drain: chunk -> GPU memory. */

@@ -160,7 +160,9 @@ int cma_split_submit(struct cma_splits *ss, struct xop *op)
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t len = i + 1 < n ? each : op->len - at;
 		s->parts[i] = (struct cma_part){
-			.job = { .run = part_run, .done = part_done },
+			.job = { .run = part_run, .done = part_done,
+				 .cls = op->cls, .tenant = op->tenant,
+				 .bytes = len },
 			.s = s,
 			.soff = soff + at,
 			.doff = doff + at,

@@ -95,16 +95,20 @@ int lstage_submit(struct lstage_ctx *p, struct xop *op)
 			.off = local_gpu ? roff : loff,
 			.submit = submit_cma,
 			.submit_ctx = res->workers,
+			.cls = op->cls,
+			.tenant = op->tenant,
 		},
 		.gpu = {
 			.g = res->gpu,
 			.addr = region_gpu_ptr(gpu) + gpu_off,
 			.dev = region_gpu_dev(gpu),
+			.cls = op->cls,
 		},
 	};
 	struct pipeline_cfg cfg = {
 		.pool = res->staging,
 		.half = lstage_half(to_gpu),
+		.cls = op->cls,
 		.len = op->len,
 		.chunk = lstage_chunk_len(staging_chunk_bytes(res->staging)),
 		.ahead = LSTAGE_AHEAD,

@@ -14,8 +14,12 @@
  * A job is a struct the submitter embeds (struct copy_job, in
  * core/copy_job.h) and fills: run() on a worker (no lock held; it may
  * only touch what the job owns, e.g. a staging chunk and region
- * references the submitter took), done() back on the progress thread, from copy_workers_poll(), with run()'s
- * result.  Jobs start in submission order; they end in any order.
+ * references the submitter took), done() back on the progress thread,
+ * from copy_workers_poll(), with run()'s result.  The job's cls, tenant
+ * and bytes say how it is queued: latency-class jobs start before any
+ * queued job of another class, the rest are shared between tenants by
+ * weight (deficit round robin over bytes); within a class and tenant,
+ * jobs start in submission order.  They end in any order.
  * There is no cancelling: a job whose submitter went keeps running, and
  * its done() releases what it holds.
  *
@@ -31,6 +35,7 @@
 #include <stdint.h>
 
 #include "core/copy_job.h"
+#include "core/traffic_class.h"
 
 struct copy_workers;
 
@@ -43,6 +48,10 @@ unsigned copy_workers_count(const struct copy_workers *w);
 /* Progress thread.  With no workers (w NULL or 0 threads), runs the job
  * and calls its done() before returning. */
 void copy_workers_submit(struct copy_workers *w, struct copy_job *j);
+/* Progress thread: the tenants' weights (1 for those tt lacks), for the
+ * tenant queues started from now on.  Accepts NULL w. */
+void copy_workers_set_weights(struct copy_workers *w,
+			      const struct tenant_table *tt);
 /* Progress thread: done() for every finished job; returns how many. */
 unsigned copy_workers_poll(struct copy_workers *w);
 /* Progress thread: jobs submitted whose done() has not run yet. */

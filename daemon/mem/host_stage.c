@@ -50,7 +50,8 @@ static int start_copy(const struct host_stage *s, struct stage_chunk *c,
 	struct host_job *hj = STAGE_PRIV(c, struct host_job);
 
 	*hj = (struct host_job){
-		.job = { .run = job_run, .done = job_done },
+		.job = { .run = job_run, .done = job_done, .cls = s->cls,
+			 .tenant = s->tenant, .bytes = c->len },
 		.r = s->r,
 		.off = s->off + c->at,
 		.to_region = to_region,

@@ -33,6 +33,9 @@ struct host_stage {
 	/* Run j elsewhere (a copy worker); NULL: here, inside start. */
 	void (*submit)(void *ctx, struct copy_job *j);
 	void *submit_ctx;
+	/* Whose copies they are (the operation's class and tenant, core/
+	 * traffic_class.h): how the copy workers queue them. */
+	uint8_t cls, tenant;
 };
 
 /* Fill: the region -> chunk.  Drain: chunk -> the region. */

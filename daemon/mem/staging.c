@@ -6,7 +6,9 @@
  * gpu_host_register (one registration, not one per chunk: cheaper for
  * the driver and the IOMMU); chunk descriptors in one array beside it;
  * per half a free list (LIFO: the chunk used last is warm in the cache)
- * and a FIFO of waiters.  Progress thread only.
+ * and two FIFOs of waiters, latency and bulk; the latency reserve is a
+ * count of free chunks bulk may not take, not chunks set apart, so that
+ * any chunk coming back may refill it.  Progress thread only.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -28,12 +30,15 @@ struct staging_pool {
 	uint32_t nchunks;
 	struct {
 		struct staging_chunk_list free;
-		struct waiter_list waiters;
+		struct waiter_list waiters;   /* bulk (and default) */
+		struct waiter_list lwaiters;  /* latency */
 		uint32_t total;
+		_Atomic uint32_t reserve;   /* written here, read by ctl */
 		_Atomic uint32_t nfree;     /* read by ctl */
 		_Atomic uint32_t nwaiting;  /* read by ctl */
 	} half[2];
 	_Atomic uint64_t waits;
+	_Atomic uint64_t reserve_used;
 };
 
 struct staging_pool *staging_create(uint64_t bytes, uint32_t chunk, bool pin)
@@ -66,6 +71,8 @@ struct staging_pool *staging_create(uint64_t bytes, uint32_t chunk, bool pin)
 	for (int h = 0; h < 2; h++) {
 		TAILQ_INIT(&sp->half[h].free);
 		TAILQ_INIT(&sp->half[h].waiters);
+		TAILQ_INIT(&sp->half[h].lwaiters);
+		atomic_init(&sp->half[h].reserve, 0);
 		sp->half[h].total = (uint32_t)per_half;
 		atomic_init(&sp->half[h].nfree, (uint32_t)per_half);
 		atomic_init(&sp->half[h].nwaiting, 0);
@@ -96,9 +103,12 @@ void staging_destroy(struct staging_pool *sp)
 	if (!sp)
 		return;
 	/* Nobody may be handed a chunk any more. */
-	for (int h = 0; h < 2; h++)
+	for (int h = 0; h < 2; h++) {
+		while (!TAILQ_EMPTY(&sp->half[h].lwaiters))
+			staging_cancel(sp, TAILQ_FIRST(&sp->half[h].lwaiters));
 		while (!TAILQ_EMPTY(&sp->half[h].waiters))
 			staging_cancel(sp, TAILQ_FIRST(&sp->half[h].waiters));
+	}
 	for (uint32_t i = 0; i < sp->nchunks; i++) {
 		struct staging_chunk *c = &sp->chunks[i];
 		if (c->taken && c->st.in && c->st.end)
@@ -132,18 +142,54 @@ static void reset(struct staging_chunk *c)
 	c->st.pl = NULL;
 }
 
-struct staging_chunk *staging_take(struct staging_pool *sp,
-				   enum staging_half h)
+static uint32_t nfree(const struct staging_pool *sp, unsigned h)
 {
-	if (!TAILQ_EMPTY(&sp->half[h].waiters))
-		return NULL;  /* they were first */
+	return atomic_load_explicit(&sp->half[h].nfree, memory_order_relaxed);
+}
+
+static uint32_t reserve(const struct staging_pool *sp, unsigned h)
+{
+	return atomic_load_explicit(&sp->half[h].reserve,
+				    memory_order_relaxed);
+}
+
+/* The head of h's free list, off it. */
+static struct staging_chunk *take_free(struct staging_pool *sp, unsigned h)
+{
 	struct staging_chunk *c = TAILQ_FIRST(&sp->half[h].free);
+
 	if (!c)
 		return NULL;
 	TAILQ_REMOVE(&sp->half[h].free, c, q);
 	atomic_fetch_sub_explicit(&sp->half[h].nfree, 1, memory_order_relaxed);
 	reset(c);
 	return c;
+}
+
+struct staging_chunk *staging_take_class(struct staging_pool *sp,
+					 enum staging_half h, bool latency)
+{
+	if (!TAILQ_EMPTY(&sp->half[h].lwaiters))
+		return NULL;  /* they were first */
+	if (latency) {
+		/* Bulk waiters do not hold it back: what is free is the
+		 * reserve, or about to go to them when it is refilled. */
+		if (nfree(sp, h) <= reserve(sp, h) && nfree(sp, h))
+			atomic_fetch_add_explicit(&sp->reserve_used, 1,
+						  memory_order_relaxed);
+		return take_free(sp, h);
+	}
+	if (!TAILQ_EMPTY(&sp->half[h].waiters))
+		return NULL;
+	if (nfree(sp, h) <= reserve(sp, h))
+		return NULL;  /* the latency class's */
+	return take_free(sp, h);
+}
+
+struct staging_chunk *staging_take(struct staging_pool *sp,
+				   enum staging_half h)
+{
+	return staging_take_class(sp, h, false);
 }
 
 void staging_wait(struct staging_pool *sp, enum staging_half h,
@@ -153,7 +199,8 @@ void staging_wait(struct staging_pool *sp, enum staging_half h,
 		return;
 	w->waiting = true;
 	w->half = (uint8_t)h;
-	TAILQ_INSERT_TAIL(&sp->half[h].waiters, w, q);
+	TAILQ_INSERT_TAIL(w->latency ? &sp->half[h].lwaiters
+				     : &sp->half[h].waiters, w, q);
 	/* Counters for ctl only: relaxed, nothing is ordered by them. */
 	atomic_fetch_add_explicit(&sp->half[h].nwaiting, 1,
 				  memory_order_relaxed);
@@ -164,33 +211,65 @@ void staging_cancel(struct staging_pool *sp, struct staging_waiter *w)
 {
 	if (!w->waiting)
 		return;
-	TAILQ_REMOVE(&sp->half[w->half].waiters, w, q);
+	TAILQ_REMOVE(w->latency ? &sp->half[w->half].lwaiters
+				: &sp->half[w->half].waiters, w, q);
 	atomic_fetch_sub_explicit(&sp->half[w->half].nwaiting, 1,
 				  memory_order_relaxed);
 	w->waiting = false;
 }
 
+/* Hand c (taken) to w, first in its queue. */
+static void hand(struct staging_pool *sp, struct staging_waiter *w,
+		 struct staging_chunk *c)
+{
+	staging_cancel(sp, w);
+	reset(c);
+	w->ready(w, c);
+}
+
 void staging_give(struct staging_chunk *c)
 {
 	struct staging_pool *sp = c->pool;
-	struct staging_waiter *w = TAILQ_FIRST(&sp->half[c->half].waiters);
+	unsigned h = c->half;
+	struct staging_waiter *w = TAILQ_FIRST(&sp->half[h].lwaiters);
 
 	if (!c->taken)
 		return;
+	/* Straight to a waiter, it never shows as free: latency first,
+	 * bulk once the reserve is whole. */
 	if (w) {
-		/* Straight to the first waiter: it never shows as free. */
-		TAILQ_REMOVE(&sp->half[c->half].waiters, w, q);
-		atomic_fetch_sub_explicit(&sp->half[c->half].nwaiting, 1,
+		atomic_fetch_add_explicit(&sp->reserve_used, 1,
 					  memory_order_relaxed);
-		w->waiting = false;
-		reset(c);
-		w->ready(w, c);
+		hand(sp, w, c);
+		return;
+	}
+	w = TAILQ_FIRST(&sp->half[h].waiters);
+	if (w && nfree(sp, h) >= reserve(sp, h)) {
+		hand(sp, w, c);
 		return;
 	}
 	c->taken = false;
 	TAILQ_INSERT_HEAD(&sp->half[c->half].free, c, q);
 	atomic_fetch_add_explicit(&sp->half[c->half].nfree, 1,
 				  memory_order_relaxed);
+}
+
+void staging_set_reserve(struct staging_pool *sp, uint32_t chunks)
+{
+	if (!sp)
+		return;
+	for (unsigned h = 0; h < 2; h++) {
+		uint32_t r = chunks < sp->half[h].total / 2
+				     ? chunks : sp->half[h].total / 2;
+		atomic_store_explicit(&sp->half[h].reserve, r,
+				      memory_order_relaxed);
+		/* Fewer held back: bulk waiters get what is free past it. */
+		struct staging_waiter *w;
+		while ((w = TAILQ_FIRST(&sp->half[h].waiters)) &&
+		       TAILQ_EMPTY(&sp->half[h].lwaiters) &&
+		       nfree(sp, h) > reserve(sp, h))
+			hand(sp, w, take_free(sp, h));
+	}
 }
 
 void staging_get_stats(const struct staging_pool *sp,
@@ -206,6 +285,9 @@ void staging_get_stats(const struct staging_pool *sp,
 						    memory_order_relaxed);
 		out->waiting[h] = atomic_load_explicit(&sp->half[h].nwaiting,
 						       memory_order_relaxed);
+		out->reserve[h] = reserve(sp, h);
 	}
 	out->waits = atomic_load_explicit(&sp->waits, memory_order_relaxed);
+	out->reserve_used = atomic_load_explicit(&sp->reserve_used,
+						 memory_order_relaxed);
 }

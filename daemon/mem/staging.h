@@ -29,6 +29,17 @@
  * chunk of that half past it (staging_take() says no), so a stream of
  * small requests cannot starve a waiter.
  *
+ * A reserve for the latency class (staging_set_reserve, config
+ * staging_latency_reserve): the last few free chunks of each half go
+ * only to latency-class streams.  Bulk streams that use up the rest
+ * wait as above; a latency stream takes a reserved chunk, or when even
+ * those are out waits in a queue of its own that is served before the
+ * bulk one.  A chunk that comes back goes to a latency waiter first,
+ * then refills the reserve, then goes to the first bulk waiter.  So a
+ * latency stream waits for a chunk only while more latency chunks than
+ * the reserve are out at once, never behind bulk streams.  Bulk keeps at
+ * least half of each half, so it never stops for the reserve's sake.
+ *
  * A chunk carries the per-chunk state of the staging pipeline that took
  * it (struct stage_chunk, core/stage.h; stage/pipeline.h), which outlives
  * that pipeline: a descriptor may end early (timeout, failed link,
@@ -72,6 +83,7 @@ TAILQ_HEAD(staging_chunk_list, staging_chunk);
 struct staging_waiter {
 	void (*ready)(struct staging_waiter *w, struct staging_chunk *c);
 	bool waiting;
+	bool latency;                /* set by its owner: may use the reserve */
 	uint8_t half;
 	TAILQ_ENTRY(staging_waiter) q;
 };
@@ -81,7 +93,11 @@ struct staging_stats {
 	uint32_t chunk_bytes;
 	uint32_t chunks[2], free[2];   /* per half */
 	uint32_t waiting[2];           /* waiters queued now, per half */
+	uint32_t reserve[2];           /* chunks held for the latency class */
 	uint64_t waits;                /* times a waiter had to queue */
+	/* Chunks the latency class got from the reserve: ones a bulk
+	 * stream could not have taken then. */
+	uint64_t reserve_used;
 };
 
 /*
@@ -100,10 +116,20 @@ struct staging_pool *staging_create(uint64_t bytes, uint32_t chunk, bool pin);
 void staging_destroy(struct staging_pool *sp);
 uint32_t staging_chunk_bytes(const struct staging_pool *sp);
 
-/* A free chunk of half h, or NULL: none free, or waiters come first. */
+/* A free chunk of half h for a bulk stream, or NULL: none free but the
+ * reserve, or waiters come first. */
 struct staging_chunk *staging_take(struct staging_pool *sp,
 				   enum staging_half h);
-/* Queue w for a chunk of half h; w->ready(w, chunk) once one is back. */
+/* The same for a latency stream (latency true), which may take the
+ * reserve and comes after latency waiters only. */
+struct staging_chunk *staging_take_class(struct staging_pool *sp,
+					 enum staging_half h, bool latency);
+/* Chunks per half held back for the latency class (at most half of a
+ * half; 0 at creation).  Lowering it may hand chunks to bulk waiters
+ * at once (their ready()).  Accepts NULL. */
+void staging_set_reserve(struct staging_pool *sp, uint32_t chunks);
+/* Queue w for a chunk of half h; w->ready(w, chunk) once one is back.
+ * w->latency says which queue. */
 void staging_wait(struct staging_pool *sp, enum staging_half h,
 		  struct staging_waiter *w);
 /* w no longer wants one (its stream ended); no-op if not waiting. */

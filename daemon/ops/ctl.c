@@ -217,12 +217,14 @@ static void fill_status(struct xferd *d, const struct stats_snapshot *s,
 			o->sh[h].chunks = s->pool.chunks[h];
 			o->sh[h].in_use = s->pool.in_use[h];
 			o->sh[h].waiting = s->pool.waiting[h];
+			o->sh[h].latency_reserve = s->pool.reserve[h];
 		}
 		xfer__ctl__staging_pool__init(&o->sp);
 		o->sp.chunk_bytes = s->pool.chunk_bytes;
 		o->sp.send = &o->sh[STAGING_SEND];
 		o->sp.recv = &o->sh[STAGING_RECV];
 		o->sp.waits = s->pool.waits;
+		o->sp.reserve_used = s->pool.reserve_used;
 		st->staging = &o->sp;
 	} else {
 		st->staging_none = (char *)s->staging_none;

@@ -587,6 +587,14 @@ static void write_memory(struct writer *w, const struct stats_snapshot *s)
 	counter(w, "xferd_staging_waits_total",
 		"Times a transfer had to wait for a staging chunk.",
 		s->pool.waits);
+	family(w, "xferd_staging_latency_reserve", "gauge",
+	       "Staging chunks only the latency class takes, per half.");
+	for (int h = 0; h < 2; h++)
+		put(w, "xferd_staging_latency_reserve{half=\"%s\"} %u\n",
+		    half[h], s->pool.reserve[h]);
+	counter(w, "xferd_staging_reserve_used_total",
+		"Staging chunks the latency class took from its reserve.",
+		s->pool.reserve_used);
 }
 
 int metrics_text_write(const struct stats_snapshot *s, struct evbuffer *out)

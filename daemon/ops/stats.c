@@ -322,8 +322,10 @@ static void collect_memory(struct xferd *d, struct stats_snapshot *s)
 			s->pool.chunks[h] = ss.chunks[h];
 			s->pool.in_use[h] = ss.chunks[h] - ss.free[h];
 			s->pool.waiting[h] = ss.waiting[h];
+			s->pool.reserve[h] = ss.reserve[h];
 		}
 		s->pool.waits = ss.waits;
+		s->pool.reserve_used = ss.reserve_used;
 		s->staging_none = "";
 	} else {
 		s->staging_none = gpu_count() > 0 ? "no memory" : "no GPUs";

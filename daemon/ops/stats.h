@@ -127,6 +127,8 @@ struct stats_snapshot {
 	struct {
 		uint32_t chunk_bytes;
 		uint32_t chunks[2], in_use[2], waiting[2]; /* send, recv */
+		uint32_t reserve[2];     /* held for the latency class */
+		uint64_t reserve_used;
 		uint64_t waits;
 	} pool;
 

@@ -32,6 +32,7 @@
 #include "common/container_of.h"
 #include "mem/region.h"
 #include "stage/pipeline.h"
+#include "xfer_ring.h"
 
 enum chunk_where {
 	W_FILL = 1,
@@ -163,7 +164,9 @@ static struct stage_chunk *get_chunk(struct pipeline *pl)
 	}
 	if (pl->w.waiting)
 		return NULL;
-	struct staging_chunk *sc = staging_take(pl->cfg.pool, pl->cfg.half);
+	struct staging_chunk *sc = staging_take_class(pl->cfg.pool,
+						      pl->cfg.half,
+						      pl->w.latency);
 	if (!sc) {
 		staging_wait(pl->cfg.pool, pl->cfg.half, &pl->w);
 		return NULL;
@@ -373,6 +376,7 @@ struct pipeline *pipeline_create(const struct pipeline_cfg *cfg)
 	TAILQ_INIT(&pl->ready);
 	TAILQ_INIT(&pl->pullq);
 	pl->w.ready = on_chunk;
+	pl->w.latency = cfg->cls == XFER_CLASS_LATENCY;
 	return pl;
 }
 

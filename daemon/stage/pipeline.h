@@ -24,7 +24,8 @@
  * What it does for every user, once:
  *   - takes chunks from one half of the pool, and when none is free
  *     waits for one first come first served (staging_wait): it never
- *     fails for want of a chunk;
+ *     fails for want of a chunk; a latency-class stream (cfg.cls) may
+ *     take the pool's latency reserve and waits in its own queue;
  *   - keeps at most cfg.ahead chunks out at once;
  *   - hands filled chunks to the drain as they come, or in stream order
  *     (cfg.ordered: frames on a socket must go in order);
@@ -86,6 +87,9 @@ struct pipeline_cfg {
 	unsigned ahead;              /* chunks out at once; 0: no bound but
 				      * the pool's */
 	bool ordered;                /* the drain gets chunks in stream order */
+	/* The stream's class (enum xfer_class): XFER_CLASS_LATENCY may
+	 * take the pool's latency reserve (mem/staging.h). */
+	uint8_t cls;
 	const struct stage_ops *fill;  /* NULL: the owner pushes */
 	void *fill_arg;
 	const struct stage_ops *drain; /* NULL: the owner pulls */

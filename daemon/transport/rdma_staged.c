@@ -329,6 +329,7 @@ int rdma_stream_open(struct rdma *t, struct xop *op)
 			.g = t->staging->gpu,
 			.addr = region_gpu_ptr(op->local) + op->local_off,
 			.dev = region_gpu_dev(op->local),
+			.cls = op->cls,
 		};
 		near_fill = &gpu_stage_d2h;
 		near_drain = &gpu_stage_h2d;
@@ -338,6 +339,7 @@ int rdma_stream_open(struct rdma *t, struct xop *op)
 	const struct pipeline_cfg cfg = {
 		.pool = t->staging->pool,
 		.half = read ? STAGING_RECV : STAGING_SEND,
+		.cls = op->cls,
 		.len = op->len,
 		/* a work request per chunk, of a stripe at most */
 		.chunk = t->cfg.stripe < max ? (uint32_t)t->cfg.stripe : max,

@@ -643,6 +643,21 @@ START_TEST(key_staging_mb)
 }
 END_TEST
 
+START_TEST(key_staging_latency_reserve)
+{
+	struct xferd_config c;
+
+	config_defaults(&c);
+	ck_assert_uint_eq(c.staging_latency_reserve, 2);
+	c = good_line("staging_latency_reserve = 0");
+	ck_assert_uint_eq(c.staging_latency_reserve, 0);
+	c = good_line("staging_latency_reserve = 8");
+	ck_assert_uint_eq(c.staging_latency_reserve, 8);
+	bad_line("staging_latency_reserve = 65", "staging_latency_reserve");
+	bad_line("staging_latency_reserve = some", "staging_latency_reserve");
+}
+END_TEST
+
 START_TEST(key_socket_group)
 {
 	struct xferd_config c;
@@ -693,6 +708,7 @@ Suite *config_suite(void)
 	tcase_add_test(tc, load_missing);
 	tcase_add_test(tc, key_rdma);
 	tcase_add_test(tc, key_staging_mb);
+	tcase_add_test(tc, key_staging_latency_reserve);
 	tcase_add_test(tc, key_socket_group);
 	suite_add_tcase(s, tc);
 	return s;

@@ -3,7 +3,8 @@
  * test_copy_workers.c - the copy worker threads (mem/copy_workers.h):
  * every job's done() runs exactly once, on the polling thread, after its
  * run(); done() may submit more; destroy drains what is queued; with no
- * workers a job runs inline.
+ * workers a job runs inline; the queue's order: latency jobs before
+ * queued bulk ones, tenants' bulk jobs by weight.
  */
 #include <check.h>
 #include <pthread.h>
@@ -145,6 +146,134 @@ START_TEST(no_workers_run_inline)
 }
 END_TEST
 
+/* --- the queue's order, scripted: one worker held busy by a gate job
+ * while the others are queued, then the order they ran in --- */
+
+struct ojob {
+	struct copy_job job;
+	int id;
+	unsigned dones;
+};
+
+static _Atomic int gate_open, gate_started;
+static int ran[64];
+static _Atomic int nran;
+
+static int64_t gate_run(struct copy_job *j)
+{
+	(void)j;
+	atomic_store(&gate_started, 1);
+	while (!atomic_load(&gate_open))
+		usleep(1000);
+	return 0;
+}
+
+static int64_t order_run(struct copy_job *j)
+{
+	struct ojob *o = (struct ojob *)j;
+	ran[atomic_fetch_add(&nran, 1)] = o->id;
+	return o->id;
+}
+
+static void order_done(struct copy_job *j, int64_t result)
+{
+	struct ojob *o = (struct ojob *)j;
+	ck_assert_int_eq(result, o->id);
+	o->dones++;
+}
+
+static void order_submit(struct ojob *o, int id, uint8_t cls, uint8_t tenant)
+{
+	*o = (struct ojob){ .id = id };
+	o->job = (struct copy_job){ .run = order_run, .done = order_done,
+				    .cls = cls, .tenant = tenant,
+				    .bytes = 1u << 20 };
+	copy_workers_submit(cw, &o->job);
+}
+
+START_TEST(latency_first_tenants_by_weight)
+{
+	struct tenant_table tt = { .n = 3 };
+	struct ojob gate = { .id = -1 }, jobs[20];
+
+	tt.t[0].weight = 1;
+	tt.t[1].weight = 1;   /* tenant 1 */
+	tt.t[2].weight = 3;   /* tenant 2: three times its share */
+	atomic_store(&gate_open, 0);
+	atomic_store(&gate_started, 0);
+	atomic_store(&nran, 0);
+	cw = copy_workers_create(1);
+	ck_assert_ptr_nonnull(cw);
+	copy_workers_set_weights(cw, &tt);
+	gate.job = (struct copy_job){ .run = gate_run, .done = order_done };
+	gate.id = 0;
+	copy_workers_submit(cw, &gate.job);
+	while (!atomic_load(&gate_started))
+		usleep(1000);
+	/* Queued while the worker is busy: 6 bulk jobs of tenant 1 (ids
+	 * 100..), 12 of tenant 2 (200..), then two latency jobs (1, 2). */
+	for (int i = 0; i < 6; i++)
+		order_submit(&jobs[i], 100 + i, XFER_CLASS_BULK, 1);
+	for (int i = 0; i < 12; i++)
+		order_submit(&jobs[6 + i], 200 + i,
+			     i % 2 ? XFER_CLASS_BULK : XFER_CLASS_DEFAULT, 2);
+	order_submit(&jobs[18], 1, XFER_CLASS_LATENCY, 1);
+	order_submit(&jobs[19], 2, XFER_CLASS_LATENCY, 2);
+	atomic_store(&gate_open, 1);
+	while (copy_workers_busy(cw))
+		copy_workers_poll(cw);
+	/* Latency first, in submission order; then by turns of 1 MiB a
+	 * unit of weight: one of tenant 1, three of tenant 2, until tenant
+	 * 2 is done, then the rest of tenant 1; each tenant in order. */
+	static const int want[20] = {
+		1, 2,
+		100, 200, 201, 202,
+		101, 203, 204, 205,
+		102, 206, 207, 208,
+		103, 209, 210, 211,
+		104, 105,
+	};
+	ck_assert_int_eq(atomic_load(&nran), 20);
+	for (int i = 0; i < 20; i++)
+		ck_assert_int_eq(ran[i], want[i]);
+	for (int i = 0; i < 20; i++)
+		ck_assert_uint_eq(jobs[i].dones, 1);
+	ck_assert_uint_eq(gate.dones, 1);
+	copy_workers_destroy(cw);
+	cw = NULL;
+}
+END_TEST
+
+/* A job of a tenant past the table, or no weights given: weight 1,
+ * round robin job by job. */
+START_TEST(tenants_without_weights_alternate)
+{
+	struct ojob gate = { .id = 0 }, jobs[6];
+
+	atomic_store(&gate_open, 0);
+	atomic_store(&gate_started, 0);
+	atomic_store(&nran, 0);
+	cw = copy_workers_create(1);
+	gate.job = (struct copy_job){ .run = gate_run, .done = order_done };
+	copy_workers_submit(cw, &gate.job);
+	while (!atomic_load(&gate_started))
+		usleep(1000);
+	for (int i = 0; i < 3; i++)
+		order_submit(&jobs[i], 10 + i, XFER_CLASS_BULK, 0);
+	for (int i = 0; i < 3; i++)
+		order_submit(&jobs[3 + i], 20 + i, XFER_CLASS_BULK, 5);
+	atomic_store(&gate_open, 1);
+	while (copy_workers_busy(cw))
+		copy_workers_poll(cw);
+	static const int want[6] = { 10, 20, 11, 21, 12, 22 };
+	ck_assert_int_eq(atomic_load(&nran), 6);
+	for (int i = 0; i < 6; i++)
+		ck_assert_int_eq(ran[i], want[i]);
+	copy_workers_destroy(cw);
+	cw = NULL;
+}
+END_TEST
+
 /* A split CMA copy: parts of at least CMA_PART_MIN, one per worker at
  * most, never none. */
 START_TEST(cma_split_parts_bounds)
@@ -169,6 +298,8 @@ Suite *copy_workers_suite(void)
 	tcase_add_test(tc, destroy_drains_the_queue);
 	tcase_add_test(tc, no_workers_run_inline);
 	tcase_add_test(tc, cma_split_parts_bounds);
+	tcase_add_test(tc, latency_first_tenants_by_weight);
+	tcase_add_test(tc, tenants_without_weights_alternate);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -2,7 +2,8 @@
 /*
  * test_staging.c - the pinned staging pool (daemon/mem/staging.c)
  * without GPUs: its halves, exhaustion and waiting (never failing), the
- * order waiters are served in, and the counts ctl reports.
+ * order waiters are served in, the latency reserve, and the counts ctl
+ * reports.
  */
 #include <check.h>
 #include <errno.h>
@@ -208,6 +209,91 @@ START_TEST(same_node_shares_the_halves)
 }
 END_TEST
 
+/*
+ * The latency reserve: bulk stops at the reserve, latency takes it, a
+ * latency waiter is served before a bulk one queued earlier, and a
+ * chunk coming back refills the reserve before bulk gets one.
+ */
+START_TEST(latency_reserve)
+{
+	/* 8 chunks per half, 2 held for latency. */
+	struct staging_pool *sp = staging_create(1u << 20, CHUNK, false);
+	struct staging_chunk *bulk[8], *lat[2], *c;
+	struct test_waiter bw = { .w.ready = on_ready, .id = 1 };
+	struct test_waiter lw = { .w.ready = on_ready, .id = 2,
+				  .w.latency = true };
+	struct staging_stats st;
+
+	nhanded = 0;
+	staging_set_reserve(sp, 2);
+	staging_get_stats(sp, &st);
+	ck_assert_uint_eq(st.reserve[STAGING_SEND], 2);
+	ck_assert_uint_eq(st.reserve[STAGING_RECV], 2);
+	for (int i = 0; i < 6; i++)
+		ck_assert_ptr_nonnull(bulk[i] = staging_take(sp, STAGING_SEND));
+	ck_assert_ptr_null(staging_take(sp, STAGING_SEND));
+	ck_assert_ptr_null(staging_take_class(sp, STAGING_SEND, false));
+	staging_wait(sp, STAGING_SEND, &bw.w);
+	/* A bulk waiter does not hold latency back: the reserve is its. */
+	ck_assert_ptr_nonnull(lat[0] = staging_take_class(sp, STAGING_SEND,
+							  true));
+	ck_assert_ptr_nonnull(lat[1] = staging_take_class(sp, STAGING_SEND,
+							  true));
+	ck_assert_ptr_null(staging_take_class(sp, STAGING_SEND, true));
+	staging_wait(sp, STAGING_SEND, &lw.w);
+	staging_get_stats(sp, &st);
+	ck_assert_uint_eq(st.reserve_used, 2);
+	ck_assert_uint_eq(st.waiting[STAGING_SEND], 2);
+	/* The other half is untouched. */
+	ck_assert_ptr_nonnull(c = staging_take(sp, STAGING_RECV));
+	staging_give(c);
+
+	/* First back: to the latency waiter, queued after the bulk one. */
+	staging_give(bulk[0]);
+	ck_assert_int_eq(nhanded, 1);
+	ck_assert_int_eq(order[0], 2);
+	ck_assert_ptr_eq(handed[0], bulk[0]);
+	/* Next two refill the reserve; the bulk waiter still waits. */
+	staging_give(bulk[1]);
+	staging_give(lat[0]);
+	ck_assert_int_eq(nhanded, 1);
+	ck_assert(bw.w.waiting);
+	/* The reserve is whole: the next goes to the bulk waiter. */
+	staging_give(lat[1]);
+	ck_assert_int_eq(nhanded, 2);
+	ck_assert_int_eq(order[1], 1);
+	ck_assert_ptr_eq(handed[1], lat[1]);
+	staging_get_stats(sp, &st);
+	ck_assert_uint_eq(st.free[STAGING_SEND], 2);
+	ck_assert_uint_eq(st.waiting[STAGING_SEND], 0);
+	ck_assert_uint_eq(st.reserve_used, 3);
+
+	/* Lowered: a bulk waiter gets what is free past it at once. */
+	ck_assert_ptr_null(staging_take(sp, STAGING_SEND));
+	staging_wait(sp, STAGING_SEND, &bw.w);
+	staging_set_reserve(sp, 1);
+	ck_assert_int_eq(nhanded, 3);
+	ck_assert_int_eq(order[2], 1);
+	ck_assert_ptr_null(staging_take(sp, STAGING_SEND));
+	/* At most half of a half is held back. */
+	staging_set_reserve(sp, 64);
+	staging_get_stats(sp, &st);
+	ck_assert_uint_eq(st.reserve[STAGING_SEND], 4);
+	staging_set_reserve(sp, 0);
+	ck_assert_ptr_nonnull(c = staging_take(sp, STAGING_SEND));
+
+	/* Everything back. */
+	staging_give(c);
+	for (int i = 0; i < nhanded; i++)
+		staging_give(handed[i]);
+	for (int i = 2; i < 6; i++)
+		staging_give(bulk[i]);
+	staging_get_stats(sp, &st);
+	ck_assert_uint_eq(st.free[STAGING_SEND], 8);
+	staging_destroy(sp);
+}
+END_TEST
+
 Suite *staging_suite(void)
 {
 	Suite *s = suite_create("staging");
@@ -218,6 +304,7 @@ Suite *staging_suite(void)
 	tcase_add_test(tc, waiters_first_come_first_served);
 	tcase_add_test(tc, destroy_ends_copies);
 	tcase_add_test(tc, same_node_shares_the_halves);
+	tcase_add_test(tc, latency_reserve);
 	suite_add_tcase(s, tc);
 	return s;
 }

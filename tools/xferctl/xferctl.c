@@ -173,9 +173,12 @@ static void print_status_text(const Xfer__Ctl__CtlMsg *r)
 			 h[0]->waiting + h[1]->waiting);
 		for (int i = 0; i < 2; i++)
 			table_kv(&kv, key[i], "%" PRIu32 " of %" PRIu32
-				 " in use, %" PRIu32 " waiting", h[i]->in_use,
-				 h[i]->chunks, h[i]->waiting);
+				 " in use, %" PRIu32 " waiting, %" PRIu32
+				 " for latency", h[i]->in_use, h[i]->chunks,
+				 h[i]->waiting, h[i]->latency_reserve);
 		table_kv(&kv, "staging waits", "%" PRIu64, sp->waits);
+		table_kv(&kv, "staging reserve used", "%" PRIu64,
+			 sp->reserve_used);
 	} else {
 		table_kv(&kv, "staging", "none (%s)",
 			 st->staging_none && *st->staging_none
@@ -249,11 +252,14 @@ static void print_status_json(const Xfer__Ctl__CtlMsg *r)
 		jv_set(s, "in_use", jv_u64(h[0]->in_use + h[1]->in_use));
 		jv_set(s, "waiting", jv_u64(h[0]->waiting + h[1]->waiting));
 		jv_set(s, "waits", jv_u64(sp->waits));
+		jv_set(s, "reserve_used", jv_u64(sp->reserve_used));
 		for (int i = 0; i < 2; i++) {
 			json_object *half = jv_obj();
 			jv_set(half, "chunks", jv_u64(h[i]->chunks));
 			jv_set(half, "in_use", jv_u64(h[i]->in_use));
 			jv_set(half, "waiting", jv_u64(h[i]->waiting));
+			jv_set(half, "latency_reserve",
+			       jv_u64(h[i]->latency_reserve));
 			jv_set(s, key[i], half);
 		}
 		jv_set(o, "staging", s);
