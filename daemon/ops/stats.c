@@ -324,6 +324,8 @@ static void collect_memory(struct xferd *d, struct stats_snapshot *s)
 			s->pool.waiting[h] = ss.waiting[h];
 		}
 		s->pool.waits = ss.waits;
+		memcpy(s->pool.clock_n, ss.clock_n, sizeof(ss.clock_n));
+		memcpy(s->pool.clock_ns, ss.clock_ns, sizeof(ss.clock_ns));
 		s->staging_none = "";
 	} else {
 		s->staging_none = gpu_count() > 0 ? "no memory" : "no GPUs";
