@@ -3,8 +3,8 @@
  * kvbench.c - the KV-cache hand-off of disaggregated serving (prefill
  * -> decode) through xferd, beside the copy limit for the same bytes.
  *
- *   kvbench [--socket PATH] [--reps N] [--tokens 1024,8192,...]
- *           [--models 8b,70b] [--out FILE]
+ *   kvbench [--socket PATH] [--remote-socket PATH] [--reps N]
+ *           [--tokens 1024,8192,...] [--models 8b,70b] [--out FILE]
  *
  * The prefill side (this process) and the decode side (this program
  * started again: CUDA cannot be used across fork) each hold a paged
@@ -32,9 +32,16 @@
  * (a plain READ through xferd) and every moved block compared word by
  * word, after the first whole and the first layer-by-layer hand-off.
  *
- * Not measured here: two xferds over their link (gpubench
- * --remote-socket measures that path), and the notification's arrival
- * at the decode process.
+ * With --remote-socket PATH the decode side is a client of that xferd
+ * (another node's, or a second xferd on this host: bench/bench-kv-link.sh
+ * starts two on 127.0.0.1), so every block crosses the two xferds' link
+ * (GPU memory staged at both ends: tcp-staged, or RDMA where both have
+ * it); the limit beside it is the link's own bandwidth for the same
+ * bytes: one contiguous WRITE of alloc_host memory into the other side's
+ * alloc_host memory (memfd -> memfd over the same link), timed the same
+ * way.  Where "link"; the read-back check crosses the link too.
+ *
+ * Not measured here: the notification's arrival at the decode process.
  *
  * Prints a table and machine lines "RES kv <model> <tokens> <mode>
  * <where> <bytes> <xferd_us> <copy_us>" (also to --out).  Exit 0 when
@@ -66,6 +73,7 @@
 
 static struct {
 	const char *socket;
+	const char *remote;       /* the decode side's xferd: over the link */
 	unsigned reps;
 	FILE *out;
 } opt = { .reps = 15 };
@@ -114,6 +122,7 @@ static double median(double *v, unsigned n)
 struct owner_cmd {
 	int32_t dev;
 	uint32_t quit;     /* 1: exit; 2: free the last allocation */
+	uint32_t host;     /* 1: xfer_alloc_host memory, not the GPU's */
 	uint64_t len;
 };
 
@@ -157,12 +166,22 @@ static void owner_main(const char *socket, int in, int out)
 		if (c.quit == 1)
 			break;
 		if (c.quit == 2) {
-			if (mem)
+			if (mem && !p)
+				xfer_free_host(ctx, mem);
+			else if (mem)
 				xfer_dereg(ctx, mem);
 			if (p)
 				CK(cudaFree(p));
 			mem = NULL;
 			p = NULL;
+			full_io(out, &r, sizeof(r), true);
+			continue;
+		}
+		if (c.host) {
+			r.rc = xfer_alloc_host(ctx, c.len, &mem);
+			if (r.rc == 0)
+				r.rc = xfer_export(mem, 0, c.len, r.tok, &tl);
+			r.tok_len = (uint32_t)tl;
 			full_io(out, &r, sizeof(r), true);
 			continue;
 		}
@@ -418,6 +437,49 @@ static double copy_limit(int ddev, uint64_t len)
 	return median(v, opt.reps);
 }
 
+/* The link's own time for len bytes: one WRITE of alloc_host memory on
+ * this side into alloc_host memory of the decode side's xferd, alone,
+ * reps times; median us (negative: -errno). */
+static double link_limit(struct xfer_ctx *ctx, struct owner *o, uint64_t len)
+{
+	struct xfer_mem *mine = NULL;
+	struct xfer_remote *rem = NULL;
+	struct owner_reply rep;
+	double v[MAX_REPS];
+	int rc = xfer_alloc_host(ctx, len, &mine);
+
+	if (!rc)
+		rc = owner_cmd(o, (struct owner_cmd){ .host = 1, .len = len },
+			       &rep);
+	if (!rc)
+		rc = xfer_import(ctx, rep.tok, rep.tok_len, &rem);
+	if (mine)
+		memset(xfer_mem_ptr(mine), 0x5a, len);
+	for (unsigned r = 0; !rc && r < opt.reps + 1; r++) {
+		struct xfer_sqe *sqe = xfer_get_sqe(ctx);
+		struct xfer_cqe cqe;
+		uint64_t t0 = now_ns();
+		if (!sqe) {
+			rc = -EBUSY;
+			break;
+		}
+		xfer_prep_write(sqe, xfer_mem_handle(mine), 0,
+				xfer_remote_handle(rem), 0, len, 5);
+		xfer_submit(ctx);
+		rc = wait_cqe(ctx, &cqe);
+		if (!rc && cqe.result != (int64_t)len)
+			rc = cqe.result < 0 ? (int)cqe.result : -EIO;
+		if (!rc && r)  /* the first is the warm-up */
+			v[r - 1] = (double)(now_ns() - t0) / 1e3;
+	}
+	if (rem)
+		xfer_unimport(ctx, rem);
+	owner_cmd(o, (struct owner_cmd){ .quit = 2 }, &rep);
+	if (mine)
+		xfer_free_host(ctx, mine);
+	return rc ? rc : median(v, opt.reps);
+}
+
 static int make_list(struct xfer_ctx *ctx, uint64_t handle, uint32_t slots,
 		     struct xfer_dlist **out)
 {
@@ -434,7 +496,8 @@ static int make_list(struct xfer_ctx *ctx, uint64_t handle, uint32_t slots,
 static void row(const struct kvcase *c, const char *mode, uint64_t bytes,
 		double x_us, double d_us)
 {
-	const char *where = c->ddev ? "gpu0->gpu1" : "same-gpu";
+	const char *where = opt.remote ? "link" :
+			    c->ddev ? "gpu0->gpu1" : "same-gpu";
 	char size[32];
 
 	if (bytes >= (1ull << 30))
@@ -473,9 +536,17 @@ static int run_case(struct xfer_ctx *ctx, struct owner *o,
 	uint32_t per_layer = 2 * c.per_group;
 	uint64_t layer_bytes = (uint64_t)per_layer * BLK;
 
-	/* The copy limits first, their buffers gone before the caches. */
-	double d_whole = copy_limit(ddev, req);
-	double d_layer = copy_limit(ddev, layer_bytes);
+	/* The limits first, their buffers gone before the caches. */
+	double d_whole = opt.remote ? link_limit(ctx, o, req)
+				    : copy_limit(ddev, req);
+	double d_layer = opt.remote ? link_limit(ctx, o, layer_bytes)
+				    : copy_limit(ddev, layer_bytes);
+	if (d_whole < 0 || d_layer < 0) {
+		printf("%s %u tokens: the link's memfd -> memfd write failed: "
+		       "%s\n", m->name, tokens,
+		       xfer_strerror((int)(d_whole < 0 ? d_whole : d_layer)));
+		return 1;
+	}
 
 	c.li = malloc((size_t)c.npairs * sizeof(*c.li));
 	c.ri = malloc((size_t)c.npairs * sizeof(*c.ri));
@@ -581,8 +652,9 @@ out:
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: kvbench [--socket PATH] [--reps N] "
-		"[--tokens N,N,...] [--models 8b,70b] [--out FILE]\n");
+	fprintf(stderr, "usage: kvbench [--socket PATH] [--remote-socket PATH] "
+		"[--reps N] [--tokens N,N,...] [--models 8b,70b] "
+		"[--out FILE]\n");
 	exit(2);
 }
 
@@ -590,6 +662,7 @@ int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "socket", required_argument, NULL, 's' },
+		{ "remote-socket", required_argument, NULL, 'R' },
 		{ "reps", required_argument, NULL, 'r' },
 		{ "tokens", required_argument, NULL, 't' },
 		{ "models", required_argument, NULL, 'm' },
@@ -603,9 +676,10 @@ int main(int argc, char **argv)
 		owner_main(argv[2], atoi(argv[3]), atoi(argv[4]));
 		return 0;
 	}
-	while ((c = getopt_long(argc, argv, "s:r:t:m:o:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:R:r:t:m:o:", lo, NULL)) != -1) {
 		switch (c) {
 		case 's': opt.socket = optarg; break;
+		case 'R': opt.remote = optarg; break;
 		case 'r': opt.reps = (unsigned)atoi(optarg); break;
 		case 't': tokens = optarg; break;
 		case 'm': mods = optarg; break;
@@ -650,11 +724,20 @@ int main(int argc, char **argv)
 		die("xfer_open: %s", xfer_strerror(rc));
 	xfer_set_wait_spin(ctx, 100000);
 	struct owner o;
-	owner_start(&o, opt.socket ? opt.socket : "");
+	/* Over the link the decode side is the other xferd's client. */
+	owner_start(&o, opt.remote ? opt.remote
+				   : opt.socket ? opt.socket : "");
 
-	printf("KV hand-off, one request alone, median of %u (layer: %u); "
-	       "copy = one contiguous cudaMemcpy%sAsync of the same bytes\n\n",
-	       opt.reps, opt.reps * 4, ngpus > 1 ? "[Peer]" : "");
+	if (opt.remote)
+		printf("KV hand-off over the link to %s, one request alone, "
+		       "median of %u (layer: %u); copy = the link's own: one "
+		       "contiguous memfd -> memfd WRITE of the same bytes\n\n",
+		       opt.remote, opt.reps, opt.reps * 4);
+	else
+		printf("KV hand-off, one request alone, median of %u (layer: "
+		       "%u); copy = one contiguous cudaMemcpy%sAsync of the "
+		       "same bytes\n\n", opt.reps, opt.reps * 4,
+		       ngpus > 1 ? "[Peer]" : "");
 	printf("| model      | tokens | mode  | where      |      bytes |"
 	       "  xferd us |   copy us | ratio | over us  |\n");
 	printf("|---|---|---|---|---|---|---|---|---|\n");
@@ -668,7 +751,10 @@ int main(int argc, char **argv)
 				t++;
 			if (n < TOK_BLOCK * 4)
 				usage();
-			for (int d = 0; d < (ngpus > 1 ? 2 : 1); d++)
+			/* Over the link: GPU 0 at both ends (two xferds of one
+			 * host share it; two nodes each have their own). */
+			for (int d = 0; d < (ngpus > 1 && !opt.remote ? 2 : 1);
+			     d++)
 				fails += run_case(ctx, &o, &models[mi], n, d);
 		}
 	}

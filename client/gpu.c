@@ -10,6 +10,9 @@
  * process that holds device memory has loaded the driver already (the
  * CUDA runtime does), and one that has not holds none, so libxfer never
  * loads the driver itself and never initializes it.
+ *
+ * Also: pinning the client's own mapping of xfer_alloc_host() memory for
+ * its CUDA copies (gpu_host_register), under a context the process has.
  */
 #include <errno.h>
 #include <string.h>
@@ -47,6 +50,9 @@ static struct {
 	__typeof__(cuDevicePrimaryCtxGetState) *primary_ctx_get_state;
 	__typeof__(cuDevicePrimaryCtxRetain) *primary_ctx_retain;
 	__typeof__(cuDevicePrimaryCtxRelease) *primary_ctx_release;
+	__typeof__(cuDeviceGetCount) *device_get_count;
+	__typeof__(cuMemHostRegister) *mem_host_register;
+	__typeof__(cuMemHostUnregister) *mem_host_unregister;
 } cu;
 
 #define CU_SYM(name, field) { name, offsetof(__typeof__(cu), field) }
@@ -68,6 +74,9 @@ static const struct {
 	CU_SYM("cuDevicePrimaryCtxGetState", primary_ctx_get_state),
 	CU_SYM("cuDevicePrimaryCtxRetain", primary_ctx_retain),
 	CU_SYM("cuDevicePrimaryCtxRelease", primary_ctx_release),
+	CU_SYM("cuDeviceGetCount", device_get_count),
+	CU_SYM("cuMemHostRegister", mem_host_register),
+	CU_SYM("cuMemHostUnregister", mem_host_unregister),
 };
 
 /*
@@ -266,7 +275,88 @@ int gpu_probe(const void *ptr, size_t len, struct gpu_alloc *a)
 	return rc;
 }
 
+/*
+ * Run fn(p, len) with a CUDA context current: the thread's own, else the
+ * first device's primary context that the process made active (never
+ * creating one: that costs GPU memory and is the application's choice).
+ * -ENODEV without either.
+ */
+static int with_context(int (*fn)(void *p, size_t len), void *p, size_t len)
+{
+	CUcontext cur = NULL, pushed = NULL;
+	CUdevice dev = 0;
+	int n = 0, rc;
+
+	if (!cu_loaded() || cu.ctx_get_current(&cur) != CUDA_SUCCESS)
+		return -ENODEV;  /* not loaded, or not initialized */
+	if (cur)
+		return fn(p, len);
+	if (cu.device_get_count(&n) != CUDA_SUCCESS)
+		return -ENODEV;
+	for (int i = 0; i < n && !pushed; i++) {
+		unsigned int flags;
+		int active = 0;
+		if (cu.device_get(&dev, i) == CUDA_SUCCESS &&
+		    cu.primary_ctx_get_state(dev, &flags, &active) ==
+			    CUDA_SUCCESS && active &&
+		    cu.primary_ctx_retain(&pushed, dev) == CUDA_SUCCESS &&
+		    cu.ctx_push_current(pushed) != CUDA_SUCCESS) {
+			cu.primary_ctx_release(dev);
+			pushed = NULL;
+		}
+	}
+	if (!pushed)
+		return -ENODEV;
+	rc = fn(p, len);
+	CUcontext popped;
+	cu.ctx_pop_current(&popped);
+	cu.primary_ctx_release(dev);
+	return rc;
+}
+
+static int host_register(void *p, size_t len)
+{
+	/* PORTABLE: pinned for every context of the process, not only the
+	 * one current here (the application may use several GPUs). */
+	CUresult r = cu.mem_host_register(p, len,
+					  CU_MEMHOSTREGISTER_PORTABLE);
+
+	if (r == CUDA_SUCCESS ||
+	    r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+		return 0;
+	return r == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+}
+
+static int host_unregister(void *p, size_t len)
+{
+	(void)len;
+	return cu.mem_host_unregister(p) == CUDA_SUCCESS ? 0 : -EIO;
+}
+
+int gpu_host_register(void *ptr, size_t len)
+{
+	return with_context(host_register, ptr, len);
+}
+
+int gpu_host_unregister(void *ptr)
+{
+	return with_context(host_unregister, ptr, 0);
+}
+
 #else /* !HAVE_CUDA */
+
+int gpu_host_register(void *ptr, size_t len)
+{
+	(void)ptr;
+	(void)len;
+	return -ENODEV;
+}
+
+int gpu_host_unregister(void *ptr)
+{
+	(void)ptr;
+	return -ENODEV;
+}
 
 int gpu_probe(const void *ptr, size_t len, struct gpu_alloc *a)
 {

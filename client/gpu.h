@@ -43,4 +43,15 @@ struct gpu_alloc {
  */
 int gpu_probe(const void *ptr, size_t len, struct gpu_alloc *a);
 
+/*
+ * Page-lock [ptr, ptr + len) for CUDA in this process (cuMemHostRegister,
+ * portable to every context), or undo it.  Under the thread's current
+ * context, else an active primary context; never loads, initializes or
+ * creates anything.  0, -ENODEV (no driver loaded or no context), -ENOMEM
+ * (the driver's pinned memory limit), -EIO (any other refusal).  Blocks
+ * while the driver pins the pages.
+ */
+int gpu_host_register(void *ptr, size_t len);
+int gpu_host_unregister(void *ptr);
+
 #endif /* XFER_CLIENT_GPU_H */

@@ -64,6 +64,7 @@ struct xfer_mem {
 	void *ptr;
 	size_t len;
 	size_t map_len;           /* memfd mapping (page-rounded); 0 for reg */
+	bool cuda_registered;     /* xfer_mem_cuda_register: unregister first */
 	uint64_t handle;
 	uint32_t kind;            /* Xfer__Client__MemKind */
 	uint8_t key[TOKEN_KEY_LEN];

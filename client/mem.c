@@ -145,9 +145,25 @@ XFER_EXPORT int xfer_free_host(struct xfer_ctx *ctx, struct xfer_mem *mem)
 	/* Deregister first so xferd never copies into freed memory; the
 	 * mapping goes even if xferd is gone. */
 	int err = remove_request(ctx, mem->handle, false);
+	/* The driver lets go of the pages before they are unmapped; if it
+	 * cannot (the context is gone) the unmap still frees them. */
+	if (mem->cuda_registered)
+		gpu_host_unregister(mem->ptr);
 	munmap(mem->ptr, mem->map_len);
 	free(mem);
 	return err == -ENOTCONN ? 0 : err;
+}
+
+XFER_EXPORT int xfer_mem_cuda_register(struct xfer_mem *mem)
+{
+	if (!mem || !mem->map_len)
+		return -EINVAL;  /* only memory libxfer mapped itself */
+	if (mem->cuda_registered)
+		return 0;
+	int err = gpu_host_register(mem->ptr, mem->map_len);
+	if (!err)
+		mem->cuda_registered = true;
+	return err;
 }
 
 XFER_EXPORT int xfer_reg(struct xfer_ctx *ctx, void *ptr, size_t len,

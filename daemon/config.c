@@ -61,6 +61,7 @@ void config_defaults(struct xferd_config *cfg)
 		.connect_timeout_ms = 3000,
 		.op_timeout_ms = 10000,
 		.tcp_chunk = 1u << 20,
+		.tcp_stage_ahead = 4,
 		/* A decode step's KV blocks; a prefill push is far more. */
 		.latency_max_bytes = 1u << 20,
 		/* Half a default chunk in xferd's queue, half in the
@@ -510,6 +511,8 @@ static const struct config_key keys[] = {
 	MS(op_timeout_ms, 1, 86400000,
 	   "default deadline of a remote operation"),
 	COUNT(tcp_chunk, 4096, 4u << 20, "bytes per data frame on a link"),
+	COUNT(tcp_stage_ahead, 1, 64,
+	      "D2H copies ahead of the link per GPU stream it sends"),
 	SIZE(latency_max_bytes, NULL, 0, 1ull << 30, "a size up to 1G",
 	     "latency-class descriptors up to this size; larger go as bulk"),
 	COUNT(link_bulk_queue, 16384, 16u << 20,

@@ -238,6 +238,7 @@ static struct transport_cfg net_cfg(const struct xferd *d)
 		.keepalive_ms = d->cfg.keepalive_ms,
 		.peer_timeout_ms = d->cfg.peer_timeout_ms,
 		.tcp_chunk = d->cfg.tcp_chunk,
+		.tcp_stage_ahead = d->cfg.tcp_stage_ahead,
 		.staging_mb = d->cfg.staging_mb,
 		.rdma_qps = d->cfg.rdma_qps,
 		.rdma_stripe = d->cfg.rdma_stripe,

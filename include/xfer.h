@@ -85,6 +85,27 @@ int xfer_alloc_host(struct xfer_ctx *ctx, size_t len, struct xfer_mem **out);
 int xfer_free_host(struct xfer_ctx *ctx, struct xfer_mem *mem);
 
 /*
+ * Pin this process's mapping of xfer_alloc_host() memory for CUDA too
+ * (cuMemHostRegister, portable to every context): the application's own
+ * copies between it and its GPUs then run at DMA speed (cudaMemcpyAsync
+ * is asynchronous, PyTorch's is_pinned() is true), while xferd keeps its
+ * own mapping pinned for its copies.  libxfer uses the CUDA driver the
+ * process has loaded and a context it has (the thread's current one,
+ * else an active primary context); it never loads or initializes CUDA,
+ * so initialize it first (any CUDA runtime call that creates the
+ * context, e.g. cudaFree(0)).  xfer_free_host() unregisters first.
+ * Calling it again does nothing.
+ *
+ * Returns 0; -EINVAL for memory not from xfer_alloc_host(); -ENODEV when
+ * the process has no CUDA driver loaded or no context (or libxfer was
+ * built without CUDA headers); -ENOMEM past the driver's pinned memory
+ * limit; -EIO for another refusal of the driver (e.g. in a forked
+ * child).  The memory stays usable with xferd either way.  Blocks while
+ * the driver pins the pages (milliseconds per GiB).
+ */
+int xfer_mem_cuda_register(struct xfer_mem *mem);
+
+/*
  * Register memory the caller already has: host memory (malloc, mmap, a
  * numpy array) or GPU memory.  The memory must stay valid until
  * xfer_dereg().  Blocks for one round trip.

@@ -88,6 +88,8 @@ struct xferd_config {
 	uint32_t connect_timeout_ms;
 	uint32_t op_timeout_ms;    /* default deadline of a remote descriptor */
 	uint32_t tcp_chunk;        /* bytes per data frame on a link */
+	/* D2H copies out at once per GPU stream sent on a link */
+	uint32_t tcp_stage_ahead;
 	/* MiB of pinned host memory for GPU memory to and from other nodes */
 	uint32_t staging_mb;
 	/* Staging chunks per half only the latency class takes */

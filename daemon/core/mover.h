@@ -60,6 +60,7 @@ struct transport_cfg {
 	uint32_t keepalive_ms;
 	uint32_t peer_timeout_ms;
 	uint32_t tcp_chunk;       /* bytes per TCP data frame */
+	uint32_t tcp_stage_ahead; /* D2H chunks out per staged send */
 	uint32_t staging_mb;      /* pinned staging for GPU memory (tcp.c) */
 	uint32_t rdma_qps;        /* queue pairs per rail pair */
 	uint64_t rdma_stripe;     /* bytes per RDMA work request, at most */

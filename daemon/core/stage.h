@@ -77,6 +77,7 @@ struct stage_chunk {
 	uint8_t where;              /* enum in pipeline.c */
 	TAILQ_ENTRY(stage_chunk) q; /* a list of its pipeline */
 	void *hold[2];              /* region references (pipeline.h) */
+	uint64_t stamp;             /* when it entered a timed stage (ns) */
 
 	/* The stage's own while it holds the chunk (STAGE_PRIV). */
 	_Alignas(16) unsigned char priv[STAGE_PRIV_BYTES];

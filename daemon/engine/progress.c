@@ -577,6 +577,7 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 		.peer_timeout_ms = cfg->peer_timeout_ms,
 	};
 	struct tcp_cfg tcfg = { .tcp_chunk = cfg->tcp_chunk,
+				.stage_ahead = cfg->tcp_stage_ahead,
 				.bulk_queue = cfg->link_bulk_queue,
 				.tenants = cfg->tenants,
 				.stats = &p->exec.classes };

@@ -39,6 +39,8 @@ struct staging_pool {
 	} half[2];
 	_Atomic uint64_t waits;
 	_Atomic uint64_t reserve_used;
+	/* Added by the progress thread, read by ctl: relaxed, as waits. */
+	_Atomic uint64_t clock_n[STAGING_CLOCK__N], clock_ns[STAGING_CLOCK__N];
 };
 
 struct staging_pool *staging_create(uint64_t bytes, uint32_t chunk, bool pin)
@@ -290,4 +292,32 @@ void staging_get_stats(const struct staging_pool *sp,
 	out->waits = atomic_load_explicit(&sp->waits, memory_order_relaxed);
 	out->reserve_used = atomic_load_explicit(&sp->reserve_used,
 						 memory_order_relaxed);
+	for (int k = 0; k < STAGING_CLOCK__N; k++) {
+		out->clock_n[k] = atomic_load_explicit(&sp->clock_n[k],
+						       memory_order_relaxed);
+		out->clock_ns[k] = atomic_load_explicit(&sp->clock_ns[k],
+							memory_order_relaxed);
+	}
+}
+
+const char *staging_clock_name(enum staging_clock k)
+{
+	static const char *const names[STAGING_CLOCK__N] = {
+		[STAGING_CLOCK_D2H] = "d2h",
+		[STAGING_CLOCK_H2D] = "h2d",
+		[STAGING_CLOCK_SEND_IDLE] = "send_idle",
+		[STAGING_CLOCK_RECV_STALL] = "recv_stall",
+	};
+
+	return k > STAGING_CLOCK_NONE && k < STAGING_CLOCK__N ? names[k] : "";
+}
+
+void staging_clock_add(struct staging_pool *sp, enum staging_clock k,
+		       uint64_t ns)
+{
+	if (!sp || k <= STAGING_CLOCK_NONE || k >= STAGING_CLOCK__N)
+		return;
+	/* Counters only: ctl may read n and ns of different events. */
+	atomic_fetch_add_explicit(&sp->clock_n[k], 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&sp->clock_ns[k], ns, memory_order_relaxed);
 }

@@ -88,6 +88,25 @@ struct staging_waiter {
 	TAILQ_ENTRY(staging_waiter) q;
 };
 
+/*
+ * Where staged streams spend their time, for a reader who asks why GPU
+ * memory on a link is slower than host memory: each clock counts events
+ * and their nanoseconds, summed over every stream since start.  The
+ * pipeline counts its stages' (pipeline_cfg.fill_clock, drain_clock),
+ * the link its own waits (transport/tcp_staged.c).
+ */
+enum staging_clock {
+	STAGING_CLOCK_NONE,       /* not counted */
+	STAGING_CLOCK_D2H,        /* a send chunk in its D2H copy */
+	STAGING_CLOCK_H2D,        /* a receive chunk in its H2D copy */
+	STAGING_CLOCK_SEND_IDLE,  /* the link waiting for a ready send chunk */
+	STAGING_CLOCK_RECV_STALL, /* the link not reading: no receive chunk */
+	STAGING_CLOCK__N,
+};
+
+/* "d2h", "h2d", "send_idle", "recv_stall" (ctl, /metrics); "" NONE. */
+const char *staging_clock_name(enum staging_clock k);
+
 /* For xferctl status (read from the main thread). */
 struct staging_stats {
 	uint32_t chunk_bytes;
@@ -98,6 +117,7 @@ struct staging_stats {
 	/* Chunks the latency class got from the reserve: ones a bulk
 	 * stream could not have taken then. */
 	uint64_t reserve_used;
+	uint64_t clock_n[STAGING_CLOCK__N], clock_ns[STAGING_CLOCK__N];
 };
 
 /*
@@ -138,6 +158,10 @@ void staging_cancel(struct staging_pool *sp, struct staging_waiter *w);
 void staging_give(struct staging_chunk *c);
 void staging_get_stats(const struct staging_pool *sp,
 		       struct staging_stats *out);
+/* One event of clock k that took ns (NULL sp or STAGING_CLOCK_NONE:
+ * nothing).  Progress thread. */
+void staging_clock_add(struct staging_pool *sp, enum staging_clock k,
+		       uint64_t ns);
 
 /* The pool's chunk that a pipeline's chunk is. */
 static inline struct staging_chunk *staging_chunk_of(struct stage_chunk *c)

@@ -149,6 +149,8 @@ struct status_parts {
 	Xfer__Ctl__PathCount *pcp[XFER_PATH__COUNT];
 	Xfer__Ctl__StagingPool sp;
 	Xfer__Ctl__StagingHalf sh[2];
+	Xfer__Ctl__StagingClock clk[STAGING_CLOCK__N];
+	Xfer__Ctl__StagingClock *clkp[STAGING_CLOCK__N];
 	Xfer__Ctl__RcacheStats rs;
 	Xfer__Ctl__EtcdHealth etcd;
 	Xfer__Ctl__KindCount etcd_errs[CLUSTER_ERR__COUNT];
@@ -225,6 +227,16 @@ static void fill_status(struct xferd *d, const struct stats_snapshot *s,
 		o->sp.recv = &o->sh[STAGING_RECV];
 		o->sp.waits = s->pool.waits;
 		o->sp.reserve_used = s->pool.reserve_used;
+		for (int k = STAGING_CLOCK_NONE + 1; k < STAGING_CLOCK__N;
+		     k++) {
+			Xfer__Ctl__StagingClock *ck = &o->clk[k];
+			xfer__ctl__staging_clock__init(ck);
+			ck->stage = (char *)staging_clock_name(k);
+			ck->count = s->pool.clock_n[k];
+			ck->ns = s->pool.clock_ns[k];
+			o->clkp[o->sp.n_clocks++] = ck;
+		}
+		o->sp.clocks = o->clkp;
 		st->staging = &o->sp;
 	} else {
 		st->staging_none = (char *)s->staging_none;

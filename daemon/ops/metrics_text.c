@@ -595,6 +595,24 @@ static void write_memory(struct writer *w, const struct stats_snapshot *s)
 	counter(w, "xferd_staging_reserve_used_total",
 		"Staging chunks the latency class took from its reserve.",
 		s->pool.reserve_used);
+	/* Where staged streams spend their time: a slow D2H shows as
+	 * send_idle, a slow H2D as recv_stall. */
+	family(w, "xferd_staging_stage_events_total", "counter",
+	       "Staged chunks through a GPU copy (d2h, h2d), links waiting "
+	       "for a ready send chunk (send_idle), links stopped for want "
+	       "of a receive chunk (recv_stall).");
+	for (int k = STAGING_CLOCK_NONE + 1; k < STAGING_CLOCK__N; k++)
+		put(w, "xferd_staging_stage_events_total{stage=\"%s\"} %llu\n",
+		    staging_clock_name(k),
+		    (unsigned long long)s->pool.clock_n[k]);
+	family(w, "xferd_staging_stage_seconds_total", "counter",
+	       "Time of those events, summed.");
+	for (int k = STAGING_CLOCK_NONE + 1; k < STAGING_CLOCK__N; k++) {
+		put(w, "xferd_staging_stage_seconds_total{stage=\"%s\"} ",
+		    staging_clock_name(k));
+		put_seconds(w, s->pool.clock_ns[k]);
+		put(w, "\n");
+	}
 }
 
 int metrics_text_write(const struct stats_snapshot *s, struct evbuffer *out)

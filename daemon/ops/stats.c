@@ -326,6 +326,8 @@ static void collect_memory(struct xferd *d, struct stats_snapshot *s)
 		}
 		s->pool.waits = ss.waits;
 		s->pool.reserve_used = ss.reserve_used;
+		memcpy(s->pool.clock_n, ss.clock_n, sizeof(ss.clock_n));
+		memcpy(s->pool.clock_ns, ss.clock_ns, sizeof(ss.clock_ns));
 		s->staging_none = "";
 	} else {
 		s->staging_none = gpu_count() > 0 ? "no memory" : "no GPUs";

@@ -18,6 +18,7 @@
 
 #include "core/completion_stats.h"
 #include "core/traffic_class.h"
+#include "mem/staging.h"
 #include "meta/cluster.h"
 #include "quota.h"
 #include "xfer_ring.h"
@@ -130,6 +131,8 @@ struct stats_snapshot {
 		uint32_t reserve[2];     /* held for the latency class */
 		uint64_t reserve_used;
 		uint64_t waits;
+		/* enum staging_clock: events and their ns, since start */
+		uint64_t clock_n[STAGING_CLOCK__N], clock_ns[STAGING_CLOCK__N];
 	} pool;
 
 	uint32_t gpus, gpu_imports, gpu_import_refs;

@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "common/clock.h"
 #include "common/container_of.h"
 #include "mem/region.h"
 #include "stage/pipeline.h"
@@ -184,6 +185,8 @@ static bool start_stage(struct pipeline *pl, struct stage_chunk *c,
 
 	c->where = (uint8_t)where;
 	c->in = ops;
+	if (where == W_FILL ? pl->cfg.fill_clock : pl->cfg.drain_clock)
+		c->stamp = now_ns();
 	TAILQ_INSERT_TAIL(&pl->busy, c, q);
 	int err = ops->start(arg, c);
 	if (!err)
@@ -344,6 +347,12 @@ static void chunk_end(struct stage_chunk *c, int64_t result)
 	enter(pl);
 	TAILQ_REMOVE(&pl->busy, c, q);
 	c->in = NULL;
+	if (c->where == W_FILL || c->where == W_DRAIN) {
+		uint8_t k = c->where == W_FILL ? pl->cfg.fill_clock
+					       : pl->cfg.drain_clock;
+		if (k)
+			staging_clock_add(pl->cfg.pool, k, now_ns() - c->stamp);
+	}
 	if (c->where == W_PUSH) {
 		pl->pushing = NULL;
 		if (result >= 0)

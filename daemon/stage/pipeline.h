@@ -94,6 +94,9 @@ struct pipeline_cfg {
 	void *fill_arg;
 	const struct stage_ops *drain; /* NULL: the owner pulls */
 	void *drain_arg;
+	/* The pool's clock (enum staging_clock) that counts each chunk's
+	 * time in the fill or drain stage; 0 (NONE): not timed. */
+	uint8_t fill_clock, drain_clock;
 	/* Each chunk holds a reference to these (NULL: none) while taken. */
 	struct region *hold[2];
 	/* Once: the stream's bytes (len, or what was pushed) or the first

@@ -425,6 +425,7 @@ static void tcp_set_cfg(void *impl, const struct transport_cfg *cfg)
 	};
 
 	tm->cfg.tcp_chunk = cfg->tcp_chunk;
+	tm->cfg.stage_ahead = cfg->tcp_stage_ahead;
 	tm->cfg.bulk_queue = cfg->link_bulk_queue;
 	tm->cfg.tenants = cfg->tenants;
 	memcpy(tm->cfg.self_id, cfg->self_id, LINK_ID_LEN);

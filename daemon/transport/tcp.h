@@ -33,6 +33,9 @@ struct tcp_mover;
 
 struct tcp_cfg {
 	uint32_t tcp_chunk;       /* bytes per data frame */
+	/* D2H chunks out at once per staged send (tcp_stage_ahead): how
+	 * far the GPU's copies run ahead of the socket. */
+	uint32_t stage_ahead;
 	/* Bulk bytes at most ahead of a latency frame (link_bulk_queue),
 	 * the tenants (weights and caps), and where wait times go. */
 	uint32_t bulk_queue;

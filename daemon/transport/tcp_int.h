@@ -100,6 +100,7 @@ struct staged_send {
 	struct gpu_stage gpu;        /* the D2H stage's end: the range's GPU
 				      * address */
 	bool parked;                 /* its owner waits for the next one */
+	uint64_t parked_at;          /* since when (ns): STAGING_CLOCK_SEND_IDLE */
 };
 
 /*
@@ -119,6 +120,8 @@ struct staged_rx {
 	struct region *r;            /* a reference: where the bytes go */
 	struct pipeline *pl;         /* push fill, drain gpu-h2d */
 	struct gpu_stage gpu;        /* the H2D stage's end: r's byte 0 */
+	uint64_t stalled_at;         /* the link stopped reading for a chunk
+				      * (ns), or 0: STAGING_CLOCK_RECV_STALL */
 	bool all_in;                 /* its last frame is in */
 	bool landed;                 /* the pipeline's done came */
 	bool ended, listed;

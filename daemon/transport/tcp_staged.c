@@ -6,7 +6,7 @@
  *
  * Out (a write of ours from GPU memory, or a read the peer asked of our
  * GPU memory), struct staged_send: gpu_stage_d2h fills send chunks of
- * one frame each, up to STAGE_AHEAD of them in a copy or ready, and the
+ * one frame each, up to tcp_stage_ahead of them in a copy or ready, and the
  * link is the drain: its owner (the op on the send queue, or the serve)
  * pulls the next chunk, in stream order, when the socket has room, and
  * the frame carries the chunk by reference (link_queue_ref); the chunk
@@ -30,16 +30,21 @@
  * in a GPU copy finish on their own, those queued on the socket go back
  * when it took them (or the link is freed).
  *
+ * Where the time goes (the staging pool's clocks, xferctl stats and
+ * /metrics): the pipelines time their D2H and H2D copies, and here the
+ * link's own waits are timed: an owner parked for its next send chunk
+ * (the copies do not keep up), and a link that stopped reading for want
+ * of a receive chunk (the H2D copies do not).
+ *
  * Progress thread only.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "mem/region.h"
 #include "transport/tcp_int.h"
-
-#define STAGE_AHEAD 4u     /* D2H chunks out per stream, at most */
 
 bool staged_reachable(const struct tcp_mover *tm, const struct region *r)
 {
@@ -56,6 +61,8 @@ static void send_wake(void *arg)
 	if (!ss->parked)
 		return;
 	ss->parked = false;
+	staging_clock_add(ss->tl->tm->staging, STAGING_CLOCK_SEND_IDLE,
+			  now_ns() - ss->parked_at);
 	/*
 	 * A chunk turns ready only when its D2H copy ends (the GPU mover's
 	 * poll, nothing of the link on the stack): frames go now, as the
@@ -87,10 +94,13 @@ struct staged_send *staged_send_new(struct tcp_link *tl, struct region *r,
 		/* One chunk a frame: tcp_chunk, or the pool's if smaller
 		 * (0 or larger: the pipeline takes the pool's). */
 		.chunk = tm->cfg.tcp_chunk,
-		.ahead = STAGE_AHEAD,
+		/* Copies in flight ahead of the socket (tcp_stage_ahead):
+		 * enough to hide the copy engine's latency behind the link. */
+		.ahead = tm->cfg.stage_ahead ? tm->cfg.stage_ahead : 4,
 		.ordered = true,   /* frames go in stream order */
 		.fill = &gpu_stage_d2h,
 		.fill_arg = &ss->gpu,
+		.fill_clock = STAGING_CLOCK_D2H,
 		.hold = { r },
 		.wake = send_wake,
 		.arg = ss,
@@ -113,8 +123,10 @@ struct stage_chunk *staged_send_next(struct staged_send *ss, int *err)
 	*err = rc < 0 ? rc : 0;
 	if (rc == 1)
 		return c;
-	if (rc == 0)
+	if (rc == 0 && !ss->parked) {
 		ss->parked = true;  /* send_wake comes */
+		ss->parked_at = now_ns();
+	}
 	return NULL;
 }
 
@@ -179,6 +191,13 @@ static void rx_wake(void *arg)
 	struct staged_rx *srx = arg;
 	struct tcp_link *tl = srx->tl;
 
+	if (srx->stalled_at) {
+		if (tl)
+			staging_clock_add(tl->tm->staging,
+					  STAGING_CLOCK_RECV_STALL,
+					  now_ns() - srx->stalled_at);
+		srx->stalled_at = 0;
+	}
 	if (tl && tl->sink.srx == srx)
 		link_rx_resume(tl->l);
 }
@@ -205,6 +224,7 @@ struct staged_rx *staged_rx_new(struct tcp_link *tl, struct region *r)
 		.len = PIPELINE_LEN_OPEN,  /* it ends with its last frame */
 		.drain = &gpu_stage_h2d,
 		.drain_arg = &srx->gpu,
+		.drain_clock = STAGING_CLOCK_H2D,
 		.hold = { r },
 		.done = rx_done,
 		.wake = rx_wake,
@@ -258,6 +278,8 @@ static int sink_chunk(struct tcp_link *tl)
 		return 1;
 	int rc = pipeline_push_take(k->srx->pl, &c);
 	if (rc == 0) {
+		if (!k->srx->stalled_at)
+			k->srx->stalled_at = now_ns();
 		link_rx_stall(tl->l);
 		return 0;
 	}

@@ -191,6 +191,24 @@ static PyObject *Context_exit(ContextObject *c, PyObject *args)
 
 /* --- Context: memory, tokens, names --- */
 
+/* The host Region of c whose memory obj views (a transfer's local). */
+static PyObject *Context_region_of(ContextObject *c, PyObject *obj)
+{
+	struct local_view v;
+
+	if (PyObject_TypeCheck(obj, &Region_Type)) {
+		Py_INCREF(obj);
+		return obj;
+	}
+	int rc = region_view_of(c, obj, &v);
+	if (rc < 0)
+		return NULL;
+	if (rc > 0)
+		Py_RETURN_NONE;
+	Py_INCREF(v.r);
+	return (PyObject *)v.r;
+}
+
 static PyObject *Context_alloc_host(ContextObject *c, PyObject *arg)
 {
 	uint64_t n;
@@ -522,6 +540,13 @@ static PyMethodDef Context_methods[] = {
 	  "views are gone." },
 	{ "__enter__", Context_enter, METH_NOARGS, NULL },
 	{ "__exit__", (PyCFunction)Context_exit, METH_VARARGS, NULL },
+	{ "region_of", (PyCFunction)Context_region_of, METH_O,
+	  "region_of(obj) -> Region or None\n\n"
+	  "The alloc_host Region of this context whose memory obj (a numpy\n"
+	  "array, memoryview or torch tensor of alloc_pinned,\n"
+	  "alloc_pinned_array or Region.numpy) views, or None: its\n"
+	  "export(), cuda_pinned, handle.  obj as a transfer's local is the\n"
+	  "same region at the view's offset." },
 	{ "alloc_host", (PyCFunction)Context_alloc_host, METH_O,
 	  "alloc_host(size) -> Region\n\n"
 	  "Host memory shared with xferd (a sealed memfd, zero copy on this\n"

@@ -114,6 +114,7 @@ typedef struct RegionObject {
 	bool readonly;
 	bool device;              /* registered as GPU memory (best guess) */
 	bool deferred;            /* released at close but still exported */
+	bool cuda_pinned;         /* REGION_HOST: xfer_mem_cuda_register'd */
 	void *ptr;
 	size_t len;
 	uint64_t handle;
@@ -123,6 +124,20 @@ typedef struct RegionObject {
 	Py_ssize_t exports;       /* buffers handed out (REGION_HOST) */
 	PyObject *weakreflist;
 } RegionObject;
+
+/*
+ * A transfer's local memory: a Region, or a contiguous view of memory
+ * one of the context's alloc_host Regions holds (a numpy array or
+ * memoryview of it, a torch tensor of alloc_pinned): that region and
+ * the view's bytes in it.
+ */
+struct local_view {
+	RegionObject *r;
+	uint64_t base, len;
+};
+/* region.c: 0 with *v when o views c's host memory; 1 when o is no such
+ * view (nothing set); -1 with an error set. */
+int region_view_of(ContextObject *c, PyObject *o, struct local_view *v);
 
 typedef struct RemoteObject {
 	PyObject_HEAD

@@ -183,7 +183,7 @@ static RegionObject *region_new(ContextObject *c, enum region_kind kind)
 	r->ctx = c;
 	r->mem = NULL;
 	r->kind = kind;
-	r->readonly = r->device = r->deferred = false;
+	r->readonly = r->device = r->deferred = r->cuda_pinned = false;
 	r->ptr = NULL;
 	r->len = 0;
 	r->handle = 0;
@@ -380,6 +380,42 @@ static int from_data_ptr(PyObject *obj, void **ptr, size_t *len)
 	return PyErr_Occurred() ? -1 : 0;
 }
 
+int region_view_of(ContextObject *c, PyObject *o, struct local_view *v)
+{
+	void *ptr;
+	size_t len;
+
+	if (PyObject_CheckBuffer(o)) {
+		Py_buffer b;
+		if (PyObject_GetBuffer(o, &b, PyBUF_ANY_CONTIGUOUS)) {
+			PyErr_Clear();
+			return 1;  /* strided: no one range of a region */
+		}
+		ptr = b.buf;
+		len = (size_t)b.len;
+		/* The caller keeps o, and so the memory, alive. */
+		PyBuffer_Release(&b);
+	} else if (PyObject_HasAttrString(o, "data_ptr")) {
+		if (from_data_ptr(o, &ptr, &len))
+			return -1;
+	} else {
+		return 1;
+	}
+	for (struct obj_link *l = c->regions.next; l != &c->regions;
+	     l = l->next) {
+		RegionObject *r = CONTAINER_OF(l, RegionObject, link);
+		uintptr_t lo = (uintptr_t)r->ptr, p = (uintptr_t)ptr;
+		if (r->kind != REGION_HOST || !r->mem || p < lo ||
+		    len > r->len || p - lo > r->len - len)
+			continue;
+		v->r = r;
+		v->base = p - lo;
+		v->len = len;
+		return 0;
+	}
+	return 1;
+}
+
 /* DLPack: take the capsule (renamed "used_dltensor", as consumers do);
  * the tensor is given back by its deleter when the region goes. */
 static int from_dlpack(PyObject *obj, RegionObject *r, void **ptr,
@@ -549,6 +585,37 @@ static PyObject *Region_close(RegionObject *r, PyObject *unused)
 	Py_RETURN_NONE;
 }
 
+static PyObject *Region_cuda_register(RegionObject *r, PyObject *unused)
+{
+	ContextObject *c = r->ctx;
+	int err;
+
+	(void)unused;
+	if (r->kind != REGION_HOST || !r->mem) {
+		PyErr_SetString(PyExc_ValueError,
+				r->mem ? "cuda_register: only alloc_host memory "
+					 "(register pinned memory of your own "
+					 "with ctx.register)"
+				       : "cuda_register: the region is closed");
+		return NULL;
+	}
+	/* The region's mem is touched under mu, as every libxfer call on
+	 * it; the pinning itself may take milliseconds. */
+	ctx_lock(c);
+	Py_BEGIN_ALLOW_THREADS
+	err = xfer_mem_cuda_register(r->mem);
+	Py_END_ALLOW_THREADS
+	ctx_unlock(c);
+	if (err)
+		return raise_xfer(err, err == -ENODEV
+			? "cuda_register: no CUDA context in this process "
+			  "(initialize CUDA first, e.g. torch.cuda.init() "
+			  "and any CUDA call)"
+			: "cuda_register");
+	r->cuda_pinned = true;
+	Py_RETURN_NONE;
+}
+
 static PyObject *Region_enter(PyObject *self, PyObject *unused)
 {
 	(void)unused;
@@ -677,6 +744,7 @@ static PyObject *Region_get_bool(RegionObject *r, void *which)
 	case 0: return PyBool_FromLong(r->readonly);
 	case 1: return PyBool_FromLong(r->device);
 	case 2: return PyBool_FromLong(r->mem == NULL);
+	case 4: return PyBool_FromLong(r->cuda_pinned);
 	default: return PyBool_FromLong(r->kind == REGION_HOST);
 	}
 }
@@ -717,6 +785,14 @@ static PyMethodDef Region_methods[] = {
 	  METH_VARARGS | METH_KEYWORDS,
 	  "numpy(dtype='uint8', shape=None) -> numpy.ndarray\n\n"
 	  "A numpy view of the region's host memory (no copy)." },
+	{ "cuda_register", (PyCFunction)Region_cuda_register, METH_NOARGS,
+	  "cuda_register() -> None\n\n"
+	  "Pin this process's mapping of alloc_host memory for CUDA too\n"
+	  "(xfer_mem_cuda_register: cuMemHostRegister under a context the\n"
+	  "process has): its own copies to and from GPUs run at DMA speed\n"
+	  "and torch's is_pinned() is True.  Undone when the region is\n"
+	  "freed.  XferError ENODEV without CUDA or a CUDA context;\n"
+	  "ValueError for other regions.  Blocks while pages are pinned." },
 	{ "close", (PyCFunction)Region_close, METH_NOARGS,
 	  "Deregister (and for alloc_host memory, free) the region.\n"
 	  "BufferError while views of its memory exist." },
@@ -735,6 +811,9 @@ static PyGetSetDef Region_getset[] = {
 	{ "device", (getter)Region_get_bool, NULL,
 	  "GPU memory (as the object described itself).", (void *)1 },
 	{ "closed", (getter)Region_get_bool, NULL, "Released.", (void *)2 },
+	{ "cuda_pinned", (getter)Region_get_bool, NULL,
+	  "alloc_host memory pinned for CUDA here (cuda_register).",
+	  (void *)4 },
 	{ "host", (getter)Region_get_bool, NULL,
 	  "Memory from alloc_host (shared with xferd: zero copy).", (void *)3 },
 	{ "obj", (getter)Region_get_obj, NULL,

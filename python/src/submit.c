@@ -70,10 +70,26 @@ static int target_of(ContextObject *c, PyObject *o, const char *name,
 	return -1;
 }
 
-static int local_of(ContextObject *c, PyObject *o, RegionObject **out)
+/* The local memory of a transfer: a Region of c, or a contiguous view
+ * of one of c's alloc_host Regions (a numpy array or memoryview of it, a
+ * tensor of alloc_pinned), which the Request keeps alive as it would
+ * the Region. */
+static int local_of(ContextObject *c, PyObject *o, struct local_view *out)
 {
-	RegionObject *r = as_region(o, "local");
+	RegionObject *r;
 
+	if (!PyObject_TypeCheck(o, &Region_Type)) {
+		int rc = region_view_of(c, o, out);
+		if (rc <= 0)
+			return rc;
+		PyErr_Format(PyExc_TypeError,
+			     "local must be a Region of this Context, or a "
+			     "contiguous view of memory from its alloc_host or "
+			     "alloc_pinned (ctx.register(obj) for other "
+			     "memory), not %.80s", Py_TYPE(o)->tp_name);
+		return -1;
+	}
+	r = as_region(o, "local");
 	if (!r)
 		return -1;
 	if (!r->mem || r->ctx != c) {
@@ -84,7 +100,7 @@ static int local_of(ContextObject *c, PyObject *o, RegionObject **out)
 				       : "local: the Region is closed");
 		return -1;
 	}
-	*out = r;
+	*out = (struct local_view){ .r = r, .base = 0, .len = r->len };
 	return 0;
 }
 
@@ -198,7 +214,7 @@ static PyObject *rw_one(ContextObject *c, unsigned op, PyObject *args,
 	int64_t timeout_ms;
 	uint64_t loff = 0, roff = 0, len, rhandle, rlen;
 	struct notify_arg notify;
-	RegionObject *local;
+	struct local_view local;
 	bool rro;
 
 	/* timeout_ms keeps its old place; timeout (seconds) is keyword-only
@@ -217,15 +233,15 @@ static PyObject *rw_one(ContextObject *c, unsigned op, PyObject *args,
 	    (o_notify != Py_None && arg_notify(o_notify, "notify", &notify)))
 		return NULL;
 	if (o_len == Py_None) {
-		uint64_t a = loff <= local->len ? local->len - loff : 0;
+		uint64_t a = loff <= local.len ? local.len - loff : 0;
 		uint64_t b = roff <= rlen ? rlen - roff : 0;
 		len = a < b ? a : b;
 	} else if (arg_u64(o_len, "length", &len)) {
 		return NULL;
 	}
-	if (op == XFER_OP_READ ? local->readonly : rro)
+	if (op == XFER_OP_READ ? local.r->readonly : rro)
 		return readonly_error(fn, op == XFER_OP_READ ? "local" : "remote");
-	if (!range_ok(loff, len, local->len) || !range_ok(roff, len, rlen))
+	if (!range_ok(loff, len, local.len) || !range_ok(roff, len, rlen))
 		return raise_xfer(-ERANGE, fn);
 	int64_t idx = submit_begin(c, keep_pair(o_local, o_remote));
 	if (idx < 0)
@@ -233,7 +249,8 @@ static PyObject *rw_one(ContextObject *c, unsigned op, PyObject *args,
 	struct xfer_sqe *sqe;
 	int err = sq_room(c, &sqe);
 	if (!err) {
-		xfer_prep_rw(sqe, op, local->handle, loff, rhandle, roff, len,
+		xfer_prep_rw(sqe, op, local.r->handle, local.base + loff,
+			     rhandle, roff, len,
 			     slot_user_data(c, (uint32_t)idx));
 		if (o_notify != Py_None)
 			err = notify_apply(c->ctx, sqe, &notify);
@@ -293,7 +310,7 @@ static PyObject *rw_vec(ContextObject *c, unsigned op, PyObject *args,
 	uint64_t rhandle, rlen;
 	struct notify_arg notify;
 	struct u64_array lo = { 0 }, ro = { 0 }, ln = { 0 };
-	RegionObject *local;
+	struct local_view local;
 	bool rro;
 
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOO|OO$O", kwlist,
@@ -305,7 +322,7 @@ static PyObject *rw_vec(ContextObject *c, unsigned op, PyObject *args,
 	    target_of(c, o_remote, "remote", &rhandle, &rlen, &rro) ||
 	    (o_notify != Py_None && arg_notify(o_notify, "notify", &notify)))
 		return NULL;
-	if (op == XFER_OP_READ ? local->readonly : rro)
+	if (op == XFER_OP_READ ? local.r->readonly : rro)
 		return readonly_error(fn, op == XFER_OP_READ ? "local" : "remote");
 	if (u64_array_get(o_loffs, "local_offs", false, &lo))
 		return NULL;
@@ -327,7 +344,7 @@ static PyObject *rw_vec(ContextObject *c, unsigned op, PyObject *args,
 	/* Every range first: a bad entry raises before anything moves. */
 	for (Py_ssize_t i = 0; i < n; i++) {
 		uint64_t len = u64_at(&ln, i);
-		if (!range_ok(lo.v[i], len, local->len) ||
+		if (!range_ok(lo.v[i], len, local.len) ||
 		    !range_ok(ro.v[i], len, rlen)) {
 			char what[64];
 			snprintf(what, sizeof(what), "%s: entry %zd", fn, i);
@@ -345,8 +362,8 @@ static PyObject *rw_vec(ContextObject *c, unsigned op, PyObject *args,
 		err = sq_room(c, &sqe);
 		if (err)
 			break;
-		xfer_prep_rw(sqe, op, local->handle, lo.v[i], rhandle, ro.v[i],
-			     u64_at(&ln, i), ud);
+		xfer_prep_rw(sqe, op, local.r->handle, local.base + lo.v[i],
+			     rhandle, ro.v[i], u64_at(&ln, i), ud);
 		xfer_sqe_set_timeout(sqe, (uint32_t)timeout_ms);
 		if (i + 1 < n)
 			xfer_sqe_set_link(sqe);

@@ -22,7 +22,10 @@ every timeout is in seconds (timeout=; the old timeout_ms= keywords still
 work and warn).
 """
 import asyncio as _asyncio
+import errno as _errno
+import math as _math
 import time as _time
+import warnings as _warnings
 
 from . import _core
 from ._core import (DList, IndexRangeError, Notification, Region, Remote,
@@ -57,6 +60,85 @@ class Context(_core.Context):
     is released first).  Safe to use from several threads; waits release
     the GIL.  Not usable in a child after fork(): open a new one there.
     """
+
+    # --- pinned host memory ------------------------------------------------
+
+    def _alloc_pinned_view(self, nbytes, cuda):
+        # The region's memory, as a memoryview: the view holds an export
+        # of the region, so Region.close() refuses and Context.close()
+        # keeps the mapping while anything built on the view lives; when
+        # the last of them goes, the region is freed (the CUDA
+        # registration undone, deregistered, unmapped).
+        if nbytes <= 0:
+            raise ValueError("alloc_pinned: the shape holds no elements")
+        region = self.alloc_host(nbytes)
+        if cuda:
+            region.cuda_register()
+        return memoryview(region)
+
+    def alloc_pinned(self, shape, dtype=None):
+        """alloc_pinned(shape, dtype=torch.float16) -> torch.Tensor
+
+        A CPU tensor over host memory shared with xferd (alloc_host: zero
+        copy on this node), pinned for CUDA in this process too
+        (Region.cuda_register) so that ``tensor.is_pinned()`` is True and
+        ``gpu_tensor.copy_(tensor, non_blocking=True)`` runs at DMA speed.
+        Where CUDA is not available (torch without CUDA, no GPU) it is a
+        plain CPU tensor, still shared with xferd, and a RuntimeWarning
+        says so.  Initializes CUDA (the current device's context) first.
+
+        The tensor (and every view of it) is a local of write/read and
+        the vectors: ``ctx.write(t, remote)``, ``ctx.write(t[7], remote,
+        remote_off=...)``.  Its memory lives as long as the tensor: the
+        region is freed, and the CUDA registration undone, when the last
+        view of it goes (Context.close() waits for that too).  No other
+        process can map it; a token (``ctx.region_of(t).export()``) is
+        the only way to it.  Needs torch.
+        """
+        try:
+            import torch
+        except ImportError as e:
+            raise ImportError("alloc_pinned needs torch; "
+                              "alloc_pinned_array gives a numpy array") from e
+        dtype = torch.float16 if dtype is None else dtype
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        cuda = torch.cuda.is_available()
+        if cuda:
+            # libxfer pins under a context the process has; make the
+            # current device's (it never creates one itself).
+            torch.cuda.init()
+            torch.cuda.synchronize()
+        else:
+            _warnings.warn("alloc_pinned: CUDA is not available: a plain "
+                           "(unpinned) CPU tensor over xferd's memory",
+                           RuntimeWarning, stacklevel=2)
+        view = self._alloc_pinned_view(_math.prod(shape) * itemsize, cuda)
+        return torch.frombuffer(view, dtype=dtype).reshape(shape)
+
+    alloc_pinned_tensor = alloc_pinned
+
+    def alloc_pinned_array(self, shape, dtype="float16"):
+        """alloc_pinned_array(shape, dtype='float16') -> numpy.ndarray
+
+        alloc_pinned for numpy (CuPy, Numba, or no framework): an array
+        over alloc_host memory, pinned for CUDA where this process has a
+        CUDA context (initialize CUDA first), else plain host memory
+        (``ctx.region_of(a).cuda_pinned`` says which).  A local of
+        write/read as the array or any contiguous view of it; freed when
+        the last view goes.
+        """
+        import numpy as np
+        dtype = np.dtype(dtype)
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        view = self._alloc_pinned_view(_math.prod(shape) * dtype.itemsize,
+                                       False)
+        try:
+            view.obj.cuda_register()
+        except XferError as e:
+            if e.errno != _errno.ENODEV:
+                raise
+        return np.frombuffer(view, dtype=dtype).reshape(shape)
 
     def notifications(self, timeout=None):
         """Iterate over notifications as they arrive.

@@ -189,7 +189,13 @@ else
 	expect_out '^ *staging send: 0 of [0-9]+ in use, 0 waiting$' "staging send"
 	expect_out '^ *staging recv: 0 of [0-9]+ in use, 0 waiting$' "staging recv"
 	expect_out '^ *staging waits: 0$' "staging waits"
+	for k in d2h h2d send_idle recv_stall; do
+		expect_out "^ *staging $k: 0 in 0.000 ms \\(0.0 us each\\)\$" "staging $k"
+	done
 	staging_json='.staging.chunk_bytes > 0 and .staging.in_use == 0 and
+		.staging.clocks.d2h.count == 0 and .staging.clocks.h2d.ns == 0 and
+		.staging.clocks.send_idle.count == 0 and
+		.staging.clocks.recv_stall.count == 0 and
 		.staging.waiting == 0 and .staging.waits == 0 and
 		.staging.chunks == .staging.send.chunks + .staging.recv.chunks and
 		.staging.send.in_use == 0 and .staging.recv.waiting == 0 and

@@ -658,6 +658,25 @@ START_TEST(key_staging_latency_reserve)
 }
 END_TEST
 
+/* The D2H copies a staged send keeps ahead of the link. */
+START_TEST(key_tcp_stage_ahead)
+{
+	struct xferd_config c;
+
+	config_defaults(&c);
+	ck_assert_uint_eq(c.tcp_stage_ahead, 4);
+	c = good_line("tcp_stage_ahead = 16");
+	ck_assert_uint_eq(c.tcp_stage_ahead, 16);
+	c = good_line("tcp_stage_ahead = 1");
+	ck_assert_uint_eq(c.tcp_stage_ahead, 1);
+	c = good_line("tcp_stage_ahead = 64");
+	ck_assert_uint_eq(c.tcp_stage_ahead, 64);
+	bad_line("tcp_stage_ahead = 0", "tcp_stage_ahead");
+	bad_line("tcp_stage_ahead = 65", "tcp_stage_ahead");
+	bad_line("tcp_stage_ahead = deep", "tcp_stage_ahead");
+}
+END_TEST
+
 START_TEST(key_socket_group)
 {
 	struct xferd_config c;
@@ -709,6 +728,7 @@ Suite *config_suite(void)
 	tcase_add_test(tc, key_rdma);
 	tcase_add_test(tc, key_staging_mb);
 	tcase_add_test(tc, key_staging_latency_reserve);
+	tcase_add_test(tc, key_tcp_stage_ahead);
 	tcase_add_test(tc, key_socket_group);
 	suite_add_tcase(s, tc);
 	return s;

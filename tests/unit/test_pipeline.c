@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mem/copy_workers.h"
@@ -247,6 +248,76 @@ START_TEST(ordered_through_tiny_pool)
 	staging_get_stats(sp, &st);
 	ck_assert_uint_gt(st.waits, 0);
 	pipeline_destroy(pl);
+	assert_pool_whole(sp);
+	staging_destroy(sp);
+	free(src);
+	free(dst);
+}
+END_TEST
+
+/* Timed stages: the pool's clocks count every chunk through the fill
+ * and the drain once, with the time it spent there; an untimed
+ * pipeline counts nothing. */
+START_TEST(stage_clocks_count_chunks)
+{
+	size_t len = 5 * CHUNK + 7;
+	uint8_t *src = pattern(len, 4), *dst = calloc(1, len);
+	struct staging_pool *sp = tiny_pool();
+	struct tstage f = filler(src), d = drainer(dst);
+	struct owner o = { 0 };
+	struct staging_stats st;
+	struct pipeline_cfg cfg = {
+		.pool = sp,
+		.half = STAGING_SEND,
+		.len = len,
+		.ahead = 2,
+		.ordered = true,
+		.fill = &fill_ops,
+		.fill_arg = &f,
+		.drain = &drain_ops,
+		.drain_arg = &d,
+		.fill_clock = STAGING_CLOCK_D2H,
+		.drain_clock = STAGING_CLOCK_H2D,
+		.done = on_done,
+		.wake = on_wake,
+		.arg = &o,
+	};
+
+	/* Untimed first: nothing counted. */
+	make(sp, len, &f, &d, &o, 2, true);
+	pipeline_start(o.pl);
+	run_shuffled();
+	ck_assert_int_eq(o.dones, 1);
+	pipeline_destroy(o.pl);
+	staging_get_stats(sp, &st);
+	for (int k = 0; k < STAGING_CLOCK__N; k++)
+		ck_assert_uint_eq(st.clock_n[k], 0);
+
+	memset(dst, 0, len);
+	o = (struct owner){ 0 };
+	f = filler(src);
+	d = drainer(dst);
+	o.pl = pipeline_create(&cfg);
+	ck_assert_ptr_nonnull(o.pl);
+	pipeline_start(o.pl);
+	struct timespec ms = { .tv_nsec = 1000000 };
+	while (npend) {
+		nanosleep(&ms, NULL);  /* every chunk stays >= 1 ms */
+		run_one(0);
+	}
+	ck_assert_int_eq(o.dones, 1);
+	ck_assert_int_eq(o.result, (int64_t)len);
+	ck_assert_mem_eq(src, dst, len);
+	staging_get_stats(sp, &st);
+	ck_assert_uint_eq(st.clock_n[STAGING_CLOCK_D2H], 6);
+	ck_assert_uint_eq(st.clock_n[STAGING_CLOCK_H2D], 6);
+	ck_assert_uint_ge(st.clock_ns[STAGING_CLOCK_D2H], 6 * 1000000ull);
+	ck_assert_uint_ge(st.clock_ns[STAGING_CLOCK_H2D], 6 * 1000000ull);
+	ck_assert_uint_eq(st.clock_n[STAGING_CLOCK_SEND_IDLE], 0);
+	ck_assert_str_eq(staging_clock_name(STAGING_CLOCK_D2H), "d2h");
+	ck_assert_str_eq(staging_clock_name(STAGING_CLOCK_RECV_STALL),
+			 "recv_stall");
+	pipeline_destroy(o.pl);
 	assert_pool_whole(sp);
 	staging_destroy(sp);
 	free(src);
@@ -740,6 +811,7 @@ Suite *pipeline_suite(void)
 
 	tcase_add_checked_fixture(tc, setup, NULL);
 	tcase_add_test(tc, ordered_through_tiny_pool);
+	tcase_add_test(tc, stage_clocks_count_chunks);
 	tcase_add_test(tc, unordered_inline_fill);
 	tcase_add_test(tc, work_fails);
 	tcase_add_test(tc, start_refuses_and_owner_fails);

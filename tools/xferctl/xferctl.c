@@ -179,6 +179,16 @@ static void print_status_text(const Xfer__Ctl__CtlMsg *r)
 		table_kv(&kv, "staging waits", "%" PRIu64, sp->waits);
 		table_kv(&kv, "staging reserve used", "%" PRIu64,
 			 sp->reserve_used);
+		for (size_t i = 0; i < sp->n_clocks; i++) {
+			const Xfer__Ctl__StagingClock *ck = sp->clocks[i];
+			char name[48];
+			snprintf(name, sizeof(name), "staging %s", ck->stage);
+			table_kv(&kv, name, "%" PRIu64 " in %.3f ms (%.1f us each)",
+				 ck->count, (double)ck->ns / 1e6,
+				 ck->count ? (double)ck->ns / 1e3 /
+						     (double)ck->count
+					   : 0.0);
+		}
 	} else {
 		table_kv(&kv, "staging", "none (%s)",
 			 st->staging_none && *st->staging_none
@@ -253,6 +263,14 @@ static void print_status_json(const Xfer__Ctl__CtlMsg *r)
 		jv_set(s, "waiting", jv_u64(h[0]->waiting + h[1]->waiting));
 		jv_set(s, "waits", jv_u64(sp->waits));
 		jv_set(s, "reserve_used", jv_u64(sp->reserve_used));
+		json_object *clocks = jv_obj();
+		for (size_t i = 0; i < sp->n_clocks; i++) {
+			json_object *ck = jv_obj();
+			jv_set(ck, "count", jv_u64(sp->clocks[i]->count));
+			jv_set(ck, "ns", jv_u64(sp->clocks[i]->ns));
+			jv_set(clocks, sp->clocks[i]->stage, ck);
+		}
+		jv_set(s, "clocks", clocks);
 		for (int i = 0; i < 2; i++) {
 			json_object *half = jv_obj();
 			jv_set(half, "chunks", jv_u64(h[i]->chunks));

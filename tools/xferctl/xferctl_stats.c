@@ -212,6 +212,29 @@ void print_stats_text(const Xfer__Ctl__CtlMsg *r)
 		table_print(&t);
 	}
 
+	/* Where staged streams (GPU memory on a link) spend their time;
+	 * only once some stream went through the pool. */
+	const Xfer__Ctl__StagingPool *sp = st ? st->staging : NULL;
+	uint64_t staged = 0;
+	for (size_t i = 0; sp && i < sp->n_clocks; i++)
+		staged += sp->clocks[i]->count;
+	if (staged) {
+		static const char *const sh[] = { "STAGING", "COUNT", "TIME",
+			"MEAN", NULL };
+		putchar('\n');
+		table_init(&t, 1u << 0, sh);
+		for (size_t i = 0; i < sp->n_clocks; i++) {
+			const Xfer__Ctl__StagingClock *ck = sp->clocks[i];
+			table_row(&t);
+			table_set(&t, 0, "%s", ck->stage);
+			table_set(&t, 1, "%" PRIu64, ck->count);
+			table_set(&t, 2, "%.3f ms", (double)ck->ns / 1e6);
+			table_set(&t, 3, "%s", ck->count ? fmt_lat(b, sizeof(b),
+				  ck->ns / ck->count) : "-");
+		}
+		table_print(&t);
+	}
+
 	if (s->n_clients) {
 		static const char *const ch[] = { "UID", "CLIENT", "PROCS",
 			"CONNS", "OPS", "FAILED", "BYTES", "IN-FLIGHT",
