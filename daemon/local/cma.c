@@ -49,7 +49,7 @@ static int64_t cma_to_cma(struct cma_mover *m, const struct region *src,
 		uint64_t n = len - done < m->bounce_len ? len - done
 							 : m->bounce_len;
 		uint64_t at = backwards ? len - done - n : done;
-		int64_t rc = cma_copy(src, false, m->bounce, soff + at, n);
+		int64_t rc = cma_read_private(src, m->bounce, soff + at, n);
 		if (rc < 0)
 			return rc;
 		rc = cma_copy(dst, true, m->bounce, doff + at, n);

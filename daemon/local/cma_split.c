@@ -91,7 +91,8 @@ static int64_t part_run(struct copy_job *j)
 				pt->soff, pt->len);
 	for (uint64_t at = 0; at < pt->len;) {
 		uint64_t n = pt->len - at < CMA_BOUNCE ? pt->len - at : CMA_BOUNCE;
-		int64_t rc = cma_copy(src, false, pt->bounce, pt->soff + at, n);
+		int64_t rc = cma_read_private(src, pt->bounce, pt->soff + at,
+					      n);
 		if (rc < 0)
 			return rc;
 		rc = cma_copy(dst, true, pt->bounce, pt->doff + at, n);

@@ -66,6 +66,15 @@ int cma_owner_probe(const struct cma_owner *o, uint64_t addr);
  */
 int64_t cma_copy(const struct region *r, bool to_region, void *local,
 		 uint64_t off, uint64_t len);
+/*
+ * cma_copy out of r into local, where local is xferd's own memory that
+ * no client sees before this returns (a staging chunk, a bounce buffer,
+ * a frame not queued yet): for an owner with no_new_privs it reads with
+ * process_vm_readv and checks the owner afterwards (cma.c says why).
+ * Same results as cma_copy.
+ */
+int64_t cma_read_private(const struct region *r, void *local, uint64_t off,
+			 uint64_t len);
 
 /* One range of a vectored copy: len bytes at local, at off of the region. */
 struct cma_range {

@@ -28,7 +28,9 @@ static int64_t job_run(struct copy_job *j)
 	struct stage_chunk *c = STAGE_CHUNK_OF_PRIV(hj);
 
 	if (region_kind(hj->r) == REGION_CMA)
-		return cma_copy(hj->r, hj->to_region, c->buf, hj->off, c->len);
+		return hj->to_region
+			? cma_copy(hj->r, true, c->buf, hj->off, c->len)
+			: cma_read_private(hj->r, c->buf, hj->off, c->len);
 	/* A memfd region: xferd's own mapping. */
 	if (hj->to_region)
 		memcpy(region_map_at(hj->r, hj->off), c->buf, c->len);

@@ -53,8 +53,9 @@ static int add_cma(struct evbuffer *out, const struct region *r,
 	for (int i = 0; i < n && done < len; i++) {
 		size_t take = v[i].iov_len < len - done ? v[i].iov_len
 							 : (size_t)(len - done);
-		int64_t got = cma_copy(r, false, v[i].iov_base, off + done,
-				       take);
+		/* Not committed yet: no one sees it before the check. */
+		int64_t got = cma_read_private(r, v[i].iov_base, off + done,
+					       take);
 		if (got < 0)
 			return (int)got;
 		v[i].iov_len = take;

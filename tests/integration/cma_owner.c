@@ -8,7 +8,10 @@
  *    of this program, which reads a root-only file into that range.  A
  *    second unprivileged client holding the token must fail to read it
  *    (and see none of it) and fail to write it (the root process checks
- *    its memory is unchanged);
+ *    its memory is unchanged); the same for a client that runs with
+ *    no_new_privs (xferd reads its memory with process_vm_readv and
+ *    checks each read afterwards), whose exec'd program reads a file of
+ *    its own into the range;
  * 2. a root client that drops its uid (setresuid) or its gid (setresgid)
  *    after registering: the token holder is refused from then on;
  * 3. one client registering one buffer 20 000 times: xferd's descriptors
@@ -131,7 +134,9 @@ static int victim_main(char **argv)
 
 /* --- the bystander: verified CMA and memfd copies until told to stop --- */
 
-static pid_t bystander_start(int *stop_w, int *result_r)
+/* nnp: with no_new_privs, so that xferd reads its memory with
+ * process_vm_readv rather than through /proc/PID/mem. */
+static pid_t bystander_start(int *stop_w, int *result_r, bool nnp)
 {
 	int stop[2], res[2];
 
@@ -147,6 +152,9 @@ static pid_t bystander_start(int *stop_w, int *result_r)
 	close(stop[1]);
 	close(res[0]);
 	become(BYSTANDER_UID, BYSTANDER_UID);
+	if (nnp)
+		T_ASSERT(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0,
+			 "no_new_privs: %s", strerror(errno));
 	struct xfer_ctx *ctx = open_ctx();
 	const size_t len = 256 * 1024;
 	struct tl_buf src, back, host;
@@ -285,10 +293,10 @@ static void thief_attack(int cmd_w, int res_r, const uint8_t *secret,
 /* filecaps: the program gets cap_dac_read_search by file capabilities
  * instead of being set-uid: its ids stay the client's, only its address
  * space (and its capabilities) are new. */
-static void setuid_exec(const char *dir, bool filecaps)
+static void setuid_exec(const char *dir, bool filecaps, bool nnp)
 {
-	const char *what = filecaps
-		? "exec of a program with file capabilities"
+	const char *what = nnp ? "exec by a no_new_privs client"
+		: filecaps ? "exec of a program with file capabilities"
 		: "exec of a set-uid-root program";
 	char prog[256], secret_path[256];
 	static uint8_t secret[SECRET_LEN];
@@ -296,10 +304,9 @@ static void setuid_exec(const char *dir, bool filecaps)
 	    go[2];
 
 	/* The set-uid program: a copy of this one. */
-	snprintf(prog, sizeof(prog), "%s/%s-victim", dir,
-		 filecaps ? "caps" : "setuid");
-	snprintf(secret_path, sizeof(secret_path), "%s/%s-secret", dir,
-		 filecaps ? "caps" : "setuid");
+	const char *tag = nnp ? "nnp" : filecaps ? "caps" : "setuid";
+	snprintf(prog, sizeof(prog), "%s/%s-victim", dir, tag);
+	snprintf(secret_path, sizeof(secret_path), "%s/%s-secret", dir, tag);
 	char cmd[1100];
 	if (filecaps) {
 		if (system("command -v setcap >/dev/null")) {
@@ -326,7 +333,10 @@ static void setuid_exec(const char *dir, bool filecaps)
 		 "getrandom");
 	for (size_t i = 0; i < sizeof(secret); i++)
 		secret[i] |= 1; /* no zero bytes: "arrived" is unambiguous */
-	int fd = open(secret_path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	/* no_new_privs: the program runs as the client, and reads a file
+	 * the client may read. */
+	int fd = open(secret_path, O_WRONLY | O_CREAT | O_EXCL,
+		      nnp ? 0644 : 0600);
 	T_ASSERT(fd >= 0 && write(fd, secret, sizeof(secret)) ==
 		 sizeof(secret), "writing the secret");
 	close(fd);
@@ -340,6 +350,9 @@ static void setuid_exec(const char *dir, bool filecaps)
 		close(victim_cmd[1]);
 		close(victim_reply[0]);
 		become(ATTACKER_UID, ATTACKER_UID);
+		if (nnp)
+			T_ASSERT(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0,
+				 "no_new_privs: %s", strerror(errno));
 		struct xfer_ctx *ctx = open_ctx();
 		uint8_t *mem = mmap(FIXED_ADDR, SECRET_LEN,
 				    PROT_READ | PROT_WRITE,
@@ -535,16 +548,18 @@ int main(int argc, char **argv)
 
 	int stop_w, result_r;
 	uint64_t rounds = 0;
-	pid_t by = bystander_start(&stop_w, &result_r);
+	pid_t by = bystander_start(&stop_w, &result_r, false);
 
-	/* An argument runs one part only (by hand): setuid, caps, drop-uid,
-	 * drop-gid, many. */
+	/* An argument runs one part only (by hand): setuid, caps, nnp,
+	 * drop-uid, drop-gid, many. */
 	const char *only = argc == 2 ? argv[1] : NULL;
 #define PART(name) (!only || strcmp(only, name) == 0)
 	if (PART("setuid"))
-		setuid_exec(d.dir, false);
+		setuid_exec(d.dir, false, false);
 	if (PART("caps"))
-		setuid_exec(d.dir, true);
+		setuid_exec(d.dir, true, false);
+	if (PART("nnp"))
+		setuid_exec(d.dir, false, true);
 	if (PART("drop-uid"))
 		drop_ids(true);
 	if (PART("drop-gid"))
@@ -555,9 +570,9 @@ int main(int argc, char **argv)
 	bystander_check(by, &stop_w, result_r, &rounds);
 	printf("bystander: %llu verified round trips (CMA and memfd) during "
 	       "the attacks\n", (unsigned long long)rounds);
-	/* And after them, on a fresh connection. */
+	/* And after them, on a fresh connection, with no_new_privs. */
 	uint64_t after = 0;
-	by = bystander_start(&stop_w, &result_r);
+	by = bystander_start(&stop_w, &result_r, true);
 	usleep(200 * 1000);
 	bystander_check(by, &stop_w, result_r, &after);
 	printf("bystander: %llu more after them\n", (unsigned long long)after);
