@@ -346,7 +346,12 @@ $(BUILD)/tests/%: $(OBJ)/tests/integration/%.o $(OBJ)/tests/integration/testlib.
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
 
-$(GPU_TESTS): $(BUILD)/tests/%: $(OBJ)/tests/gpu/%.o $(OBJ)/tests/gpu/gpulib.o \
+# GPU tests of the daemon's own GPU code, linked with its objects as the
+# unit tests are (their rule is below UNIT_DEPS); the rest are clients.
+GPU_DAEMON_TESTS := $(filter $(BUILD)/tests/gpu_stages $(BUILD)/tests/gpu_dmabuf,\
+	$(GPU_TESTS))
+$(filter-out $(GPU_DAEMON_TESTS),$(GPU_TESTS)): $(BUILD)/tests/%: \
+		$(OBJ)/tests/gpu/%.o $(OBJ)/tests/gpu/gpulib.o \
 		$(OBJ)/tests/integration/testlib.o $(LIBA)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
@@ -370,6 +375,16 @@ $(BUILD)/test-tools/%: $(OBJ)/tests/tools/%.o $(OBJ)/tests/integration/testlib.o
 # Unit tests link the modules they test directly.
 UNIT_DEPS := $(filter-out $(OBJ)/daemon/main.o,$(DAEMON_OBJ)) $(CUDA_KERNEL_OBJ) \
 	$(COMMON_OBJ) $(CTL_PB_OBJ) $(OBJ)/gen/peer.pb-c.o
+# The daemon's objects come before libxfer.a: the archive then adds only
+# what they lack (the client calls of gpulib).
+$(GPU_DAEMON_TESTS): $(BUILD)/tests/%: $(OBJ)/tests/gpu/%.o \
+		$(OBJ)/tests/gpu/gpulib.o $(OBJ)/tests/integration/testlib.o \
+		$(UNIT_DEPS) $(LIBA)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -levent -libverbs $(BASE_LIBS) \
+		$(SYSTEMD_LIBS) $(ETCD_LIBS) $(CUDART_LIBS)
+
 $(UNIT_BIN): $(call obj,$(UNIT_SRC)) $(UNIT_DEPS)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
