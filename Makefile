@@ -179,6 +179,7 @@ ifneq ($(CUDART_A),)
 GPU_TESTS  := $(patsubst tests/gpu/%.c,$(BUILD)/tests/%,\
 	$(wildcard tests/gpu/gpu_*.c))
 GPUBENCH   := $(if $(wildcard bench/gpubench.c),$(BUILD)/gpubench)
+STAGEBENCH := $(if $(wildcard bench/stagebench.c),$(BUILD)/stagebench)
 KVBENCH    := $(if $(wildcard bench/kvbench.c),$(BUILD)/kvbench)
 endif
 UNIT_SRC   := $(wildcard tests/unit/*.c)
@@ -190,7 +191,8 @@ UNIT_BIN   := $(BUILD)/tests/unit_tests
 .DEFAULT_GOAL := all
 
 all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(DLISTBENCH) $(XFERDEMO) $(XFERSTREAM) $(TCPBASE) $(LIBSO) $(LIBA) $(LIBPC) \
-	$(TEST_PROGS) $(TEST_TOOLS) $(UNIT_BIN) $(GPU_TESTS) $(GPUBENCH) $(KVBENCH)
+	$(TEST_PROGS) $(TEST_TOOLS) $(UNIT_BIN) $(GPU_TESTS) $(GPUBENCH) $(STAGEBENCH) \
+	$(KVBENCH)
 
 # --- dependencies --------------------------------------------------------
 
@@ -231,7 +233,8 @@ $(OBJ)/%.o: %.c $(PROTO_H)
 		-MMD -MP -c -o $@ $<
 
 # What sees CUDA's headers (and HAVE_CUDA): libxfer, xferd, GPU programs.
-GPU_PROG_OBJ := $(call obj,$(wildcard tests/gpu/*.c) bench/gpubench.c bench/kvbench.c)
+GPU_PROG_OBJ := $(call obj,$(wildcard tests/gpu/*.c) bench/gpubench.c bench/kvbench.c \
+	bench/stagebench.c)
 $(LIB_OBJ) $(DAEMON_OBJ): OBJ_CUDA_CFLAGS = $(CUDA_CFLAGS)
 $(GPU_PROG_OBJ): OBJ_CUDA_CFLAGS = $(CUDA_CFLAGS) -Itests/integration
 
@@ -381,6 +384,12 @@ $(GPU_DAEMON_TESTS): $(BUILD)/tests/%: $(OBJ)/tests/gpu/%.o \
 		$(OBJ)/tests/gpu/gpulib.o $(OBJ)/tests/integration/testlib.o \
 		$(UNIT_DEPS) $(LIBA)
 	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -levent -libverbs $(BASE_LIBS) \
+		$(SYSTEMD_LIBS) $(ETCD_LIBS) $(CUDART_LIBS)
+
+# The GPU stages alone against cudaMemcpyAsync (bench/stagebench.c).
+$(STAGEBENCH): $(OBJ)/bench/stagebench.o $(UNIT_DEPS)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -levent -libverbs $(BASE_LIBS) \
 		$(SYSTEMD_LIBS) $(ETCD_LIBS) $(CUDART_LIBS)
