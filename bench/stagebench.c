@@ -19,7 +19,7 @@
  * stream, into (out of) the same pinned chunks in turn, synchronised
  * once at the end: what the copy engine does with nothing around it.
  * Each row: the median of --reps runs (5) after one warm-up, GB/s of
- * both and the ratio (goal >= 0.9).  About 20 s on an H100.
+ * both and the ratio (goal >= 0.9).  Well under a minute on an H100.
  *
  * Single thread (its loop is the progress thread).  Exit 0, 1 on error,
  * 77 without a GPU.
