@@ -179,6 +179,7 @@ ifneq ($(CUDART_A),)
 GPU_TESTS  := $(patsubst tests/gpu/%.c,$(BUILD)/tests/%,\
 	$(wildcard tests/gpu/gpu_*.c))
 GPUBENCH   := $(if $(wildcard bench/gpubench.c),$(BUILD)/gpubench)
+STAGEBENCH := $(if $(wildcard bench/stagebench.c),$(BUILD)/stagebench)
 KVBENCH    := $(if $(wildcard bench/kvbench.c),$(BUILD)/kvbench)
 endif
 UNIT_SRC   := $(wildcard tests/unit/*.c)
@@ -190,7 +191,8 @@ UNIT_BIN   := $(BUILD)/tests/unit_tests
 .DEFAULT_GOAL := all
 
 all: $(XFERD) $(XFERCTL) $(XFERBENCH) $(DLISTBENCH) $(XFERDEMO) $(XFERSTREAM) $(TCPBASE) $(LIBSO) $(LIBA) $(LIBPC) \
-	$(TEST_PROGS) $(TEST_TOOLS) $(UNIT_BIN) $(GPU_TESTS) $(GPUBENCH) $(KVBENCH)
+	$(TEST_PROGS) $(TEST_TOOLS) $(UNIT_BIN) $(GPU_TESTS) $(GPUBENCH) $(STAGEBENCH) \
+	$(KVBENCH)
 
 # --- dependencies --------------------------------------------------------
 
@@ -231,7 +233,8 @@ $(OBJ)/%.o: %.c $(PROTO_H)
 		-MMD -MP -c -o $@ $<
 
 # What sees CUDA's headers (and HAVE_CUDA): libxfer, xferd, GPU programs.
-GPU_PROG_OBJ := $(call obj,$(wildcard tests/gpu/*.c) bench/gpubench.c bench/kvbench.c)
+GPU_PROG_OBJ := $(call obj,$(wildcard tests/gpu/*.c) bench/gpubench.c bench/kvbench.c \
+	bench/stagebench.c)
 $(LIB_OBJ) $(DAEMON_OBJ): OBJ_CUDA_CFLAGS = $(CUDA_CFLAGS)
 $(GPU_PROG_OBJ): OBJ_CUDA_CFLAGS = $(CUDA_CFLAGS) -Itests/integration
 
@@ -346,7 +349,12 @@ $(BUILD)/tests/%: $(OBJ)/tests/integration/%.o $(OBJ)/tests/integration/testlib.
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS)
 
-$(GPU_TESTS): $(BUILD)/tests/%: $(OBJ)/tests/gpu/%.o $(OBJ)/tests/gpu/gpulib.o \
+# GPU tests of the daemon's own GPU code, linked with its objects as the
+# unit tests are (their rule is below UNIT_DEPS); the rest are clients.
+GPU_DAEMON_TESTS := $(filter $(BUILD)/tests/gpu_stages $(BUILD)/tests/gpu_dmabuf,\
+	$(GPU_TESTS))
+$(filter-out $(GPU_DAEMON_TESTS),$(GPU_TESTS)): $(BUILD)/tests/%: \
+		$(OBJ)/tests/gpu/%.o $(OBJ)/tests/gpu/gpulib.o \
 		$(OBJ)/tests/integration/testlib.o $(LIBA)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
@@ -370,6 +378,22 @@ $(BUILD)/test-tools/%: $(OBJ)/tests/tools/%.o $(OBJ)/tests/integration/testlib.o
 # Unit tests link the modules they test directly.
 UNIT_DEPS := $(filter-out $(OBJ)/daemon/main.o,$(DAEMON_OBJ)) $(CUDA_KERNEL_OBJ) \
 	$(COMMON_OBJ) $(CTL_PB_OBJ) $(OBJ)/gen/peer.pb-c.o
+# The daemon's objects come before libxfer.a: the archive then adds only
+# what they lack (the client calls of gpulib).
+$(GPU_DAEMON_TESTS): $(BUILD)/tests/%: $(OBJ)/tests/gpu/%.o \
+		$(OBJ)/tests/gpu/gpulib.o $(OBJ)/tests/integration/testlib.o \
+		$(UNIT_DEPS) $(LIBA)
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -levent -libverbs $(BASE_LIBS) \
+		$(SYSTEMD_LIBS) $(ETCD_LIBS) $(CUDART_LIBS)
+
+# The GPU stages alone against cudaMemcpyAsync (bench/stagebench.c).
+$(STAGEBENCH): $(OBJ)/bench/stagebench.o $(UNIT_DEPS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ -levent -libverbs $(BASE_LIBS) \
+		$(SYSTEMD_LIBS) $(ETCD_LIBS) $(CUDART_LIBS)
+
 $(UNIT_BIN): $(call obj,$(UNIT_SRC)) $(UNIT_DEPS)
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"

@@ -6,10 +6,11 @@
 #                              dependencies (make deps): put what a GPU
 #                              machine may lack into build/device-carry
 #   tests/gpu/device.sh [run]  on the GPU machine, from the repository
-#                              root: build xferd, the GPU tests and
-#                              gpubench, run every $BUILD/tests/gpu_*
-#                              and then gpubench against xferd; print a
-#                              summary
+#                              root: build xferd, the GPU tests,
+#                              gpubench and stagebench, run every
+#                              $BUILD/tests/gpu_*, then stagebench (the
+#                              GPU stages alone, no xferd) and gpubench
+#                              against xferd; print a summary
 #
 # Its results are recorded by hand in bench/results/device-results.md
 # (BENCHMARKS.md summarises them); the logs stay in BUILD or OUT.
@@ -29,7 +30,8 @@
 # for every single-node xferd), BUILD (default /tmp/xferd-gpu), OUT (logs are copied
 # there when set), PER_TEST_TIMEOUT (s, default 240), BENCH=0 skips the
 # benchmarks (BENCH=staged runs only the two-node one: gpubench
-# --remote-socket between two xferds on loopback), ONLY="gpu_remote
+# --remote-socket between two xferds on loopback; BENCH=stage only
+# stagebench), ONLY="gpu_remote
 # gpu_host" runs just those tests, ONLY=none builds only; MAKE_EXTRA
 # (e.g. "STAGE_STAMPS=1") is passed to make.  Exit status: 0 when every test passed
 # or skipped, xferd stopped cleanly and every benchmark target held; 1
@@ -108,7 +110,7 @@ build() {
 	cp "$CARRY"/gen/* "$BUILD/gen/"
 	# Newer than the .proto files, so that make never wants protoc-c.
 	touch "$BUILD"/gen/*
-	targets="$BUILD/xferd $BUILD/xferctl $BUILD/gpubench $BUILD/kvbench $BUILD/dlistbench $BUILD/xferbench $BUILD/tcpbase"
+	targets="$BUILD/xferd $BUILD/xferctl $BUILD/gpubench $BUILD/stagebench $BUILD/kvbench $BUILD/dlistbench $BUILD/xferbench $BUILD/tcpbase"
 	for src in tests/gpu/gpu_*.c; do
 		targets="$targets $BUILD/tests/$(basename "$src" .c)"
 	done
@@ -215,6 +217,8 @@ run_tests() {
 run_bench() {
 	[ "${BENCH:-1}" = 0 ] && return
 	[ "${BENCH:-1}" = staged ] && { run_bench_staged; return; }
+	run_stagebench
+	[ "${BENCH:-1}" = stage ] && return
 	echo "== gpubench"
 	start_xferd gpubench
 	timeout -k 5 300 "$BUILD/gpubench" --socket "$XFERD_SOCKET" \
@@ -224,6 +228,19 @@ run_bench() {
 	result gpubench "$rc" 0
 	stop_xferd
 	run_bench_staged
+}
+
+# The GPU stages alone (D2H, H2D into pinned chunks of 256 KiB to 8 MiB)
+# against cudaMemcpyAsync between the same buffers; no xferd.  A row
+# below 0.9 is reported, not failed: a benchmark asserts nothing.
+run_stagebench() {
+	local rc
+	echo "== stagebench (the GPU stages alone)"
+	timeout -k 5 120 "$BUILD/stagebench" 2>&1 | tee "$TMP/stagebench.txt"
+	rc=${PIPESTATUS[0]}
+	result stagebench "$rc" 0
+	awk '$1 ~ /^stage-/ && $4 < 0.9 { print "    | below 0.9: " $0 }' \
+		"$TMP/stagebench.txt"
 }
 
 # Two xferds on this machine as two nodes (own sockets, own TCP ports on
