@@ -231,7 +231,8 @@ $(OBJ)/%.o: %.c $(PROTO_H)
 		-MMD -MP -c -o $@ $<
 
 # What sees CUDA's headers (and HAVE_CUDA): libxfer, xferd, GPU programs.
-GPU_PROG_OBJ := $(call obj,$(wildcard tests/gpu/*.c) bench/gpubench.c bench/kvbench.c)
+GPU_PROG_OBJ := $(call obj,$(wildcard tests/gpu/*.c) bench/gpubench.c bench/kvbench.c \
+	bench/gpu_common.c)
 $(LIB_OBJ) $(DAEMON_OBJ): OBJ_CUDA_CFLAGS = $(CUDA_CFLAGS)
 $(GPU_PROG_OBJ): OBJ_CUDA_CFLAGS = $(CUDA_CFLAGS) -Itests/integration
 
@@ -352,11 +353,12 @@ $(GPU_TESTS): $(BUILD)/tests/%: $(OBJ)/tests/gpu/%.o $(OBJ)/tests/gpu/gpulib.o \
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) $(CUDART_LIBS)
 
-$(GPUBENCH): $(OBJ)/bench/gpubench.o $(LIBA)
+# gpu_common.o: what the two GPU benchmarks share (bench/gpu_common.h).
+$(GPUBENCH): $(OBJ)/bench/gpubench.o $(OBJ)/bench/gpu_common.o $(LIBA)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) $(CUDART_LIBS) -lm
 
-$(KVBENCH): $(OBJ)/bench/kvbench.o $(LIBA)
+$(KVBENCH): $(OBJ)/bench/kvbench.o $(OBJ)/bench/gpu_common.o $(LIBA)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) $(CUDART_LIBS) -ldl
 
