@@ -109,6 +109,57 @@ void owner_start(struct owner *o, const char *argv0, const char *socket)
 	o->from = from[0];
 }
 
+void owner_main(const char *socket, int in, int out, int fill)
+{
+	struct xfer_ctx *ctx;
+	struct xfer_mem *mem = NULL;  /* the last allocation, for OWNER_FREE */
+	void *p = NULL;               /* its GPU memory (NULL: a host memfd) */
+	int rc = xfer_open(*socket ? socket : NULL, &ctx);
+
+	if (rc)
+		die("owner: xfer_open: %s", xfer_strerror(rc));
+	for (;;) {
+		struct owner_cmd c;
+		struct owner_reply r = { 0 };
+		size_t tl = sizeof(r.tok);
+
+		full_io(in, &c, sizeof(c), false);
+		if (c.quit == OWNER_EXIT)
+			break;
+		if (c.quit == OWNER_FREE) {
+			if (mem && p)
+				xfer_dereg(ctx, mem);
+			else if (mem)
+				xfer_free_host(ctx, mem);
+			if (p)
+				CK(cudaFree(p));
+			mem = NULL;
+			p = NULL;
+			full_io(out, &r, sizeof(r), true);
+			continue;
+		}
+		/* An allocation not freed before stays until the process
+		 * goes. */
+		mem = NULL;
+		p = NULL;
+		if (c.dev < 0) {
+			r.rc = xfer_alloc_host(ctx, c.len, &mem);
+		} else {
+			CK(cudaSetDevice(c.dev));
+			CK(cudaMalloc(&p, c.len));
+			CK(cudaMemset(p, fill, c.len));
+			CK(cudaDeviceSynchronize());
+			r.rc = xfer_reg(ctx, p, c.len, &mem);
+		}
+		if (r.rc == 0)
+			r.rc = xfer_export(mem, 0, c.len, r.tok, &tl);
+		r.tok_len = (uint32_t)tl;
+		full_io(out, &r, sizeof(r), true);
+	}
+	/* Everything it holds goes with the process. */
+	xfer_close(ctx);
+}
+
 int owner_ask(struct owner *o, struct owner_cmd c, struct owner_reply *r)
 {
 	full_io(o->to, &c, sizeof(c), true);

@@ -6,10 +6,9 @@
  * pipes to it, CQEs waited for, lists of fixed-size blocks, and the
  * plain CUDA copies they are measured against.
  *
- * Each program defines gpu_bench_name (its messages' prefix) and its own
- * owner_main(), the other process's side of the owner protocol.  One
+ * Each program defines gpu_bench_name (its messages' prefix).  One
  * thread; the other process is this program started again (CUDA cannot
- * be used across fork).
+ * be used across fork), its main() calling owner_main().
  */
 #ifndef XFER_BENCH_GPU_COMMON_H
 #define XFER_BENCH_GPU_COMMON_H
@@ -53,7 +52,7 @@ void *gpu_find(int *ngpus);
 enum owner_op {
 	OWNER_ALLOC = 0,          /* allocate, register, export */
 	OWNER_EXIT = 1,           /* exit (no reply) */
-	OWNER_FREE = 2,           /* free what it holds (kvbench) */
+	OWNER_FREE = 2,           /* free the last allocation */
 };
 
 struct owner_cmd {
@@ -77,8 +76,17 @@ struct owner {
 void full_io(int fd, void *buf, size_t len, bool wr);
 
 /* Start this program again as "ARGV0 --owner SOCKET IN OUT" (socket ""
- * for the default), which runs the program's owner_main(). */
+ * for the default), whose main() then runs owner_main(). */
 void owner_start(struct owner *o, const char *argv0, const char *socket);
+
+/*
+ * The other process: on xferd at socket ("": the default), it answers
+ * each command from pipe in on pipe out: allocates len bytes on GPU dev
+ * (its bytes fill) or a host memfd (dev < 0), registers and exports them
+ * (the reply: the result and the token); OWNER_FREE frees the last one;
+ * OWNER_EXIT returns.
+ */
+void owner_main(const char *socket, int in, int out, int fill);
 
 /* Send c and wait for the reply (none for OWNER_EXIT: 0); r->rc. */
 int owner_ask(struct owner *o, struct owner_cmd c, struct owner_reply *r);

@@ -126,41 +126,6 @@ static void res(const char *name, uint64_t bytes, const char *metric,
 
 /* --- the other process: owns the target buffers --- */
 
-static void owner_main(const char *socket, int in, int out)
-{
-	struct xfer_ctx *ctx;
-	int rc = xfer_open(*socket ? socket : NULL, &ctx);
-
-	if (rc)
-		die("owner: xfer_open: %s", xfer_strerror(rc));
-	for (;;) {
-		struct owner_cmd c;
-		struct owner_reply r = { 0 };
-		struct xfer_mem *mem = NULL;
-		size_t tl = sizeof(r.tok);
-
-		full_io(in, &c, sizeof(c), false);
-		if (c.quit)
-			break;
-		if (c.dev < 0) {
-			r.rc = xfer_alloc_host(ctx, c.len, &mem);
-		} else {
-			void *p;
-			CK(cudaSetDevice(c.dev));
-			CK(cudaMalloc(&p, c.len));
-			CK(cudaMemset(p, 0x33, c.len));
-			CK(cudaDeviceSynchronize());
-			r.rc = xfer_reg(ctx, p, c.len, &mem);
-		}
-		if (r.rc == 0)
-			r.rc = xfer_export(mem, 0, c.len, r.tok, &tl);
-		r.tok_len = (uint32_t)tl;
-		full_io(out, &r, sizeof(r), true);
-	}
-	/* Everything goes with the process. */
-	xfer_close(ctx);
-}
-
 /* The owner allocates len bytes (dev < 0: host memfd) and registers;
  * returns the registration's result and the import of its token. */
 static int owner_region(struct owner *o, struct xfer_ctx *ctx, int dev,
@@ -733,7 +698,7 @@ int main(int argc, char **argv)
 	int c, ngpus = 0;
 
 	if (argc == 5 && strcmp(argv[1], "--owner") == 0) {
-		owner_main(argv[2], atoi(argv[3]), atoi(argv[4]));
+		owner_main(argv[2], atoi(argv[3]), atoi(argv[4]), 0x33);
 		return 0;
 	}
 	while ((c = getopt_long(argc, argv, "s:r:i:o:R:O:", lo, NULL)) != -1) {

@@ -50,7 +50,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/clock.h"
 #include "gpu_common.h"
@@ -74,48 +73,6 @@ static struct {
  * per block without a kernel of our own. */
 static int (*memset_d32)(unsigned long long dst, unsigned v, size_t n,
 			 void *stream);
-
-/* --- the decode side: another process owns its cache --- */
-
-static void owner_main(const char *socket, int in, int out)
-{
-	struct xfer_ctx *ctx;
-	struct xfer_mem *mem = NULL;
-	void *p = NULL;
-	int rc = xfer_open(*socket ? socket : NULL, &ctx);
-
-	if (rc)
-		die("decode side: xfer_open: %s", xfer_strerror(rc));
-	for (;;) {
-		struct owner_cmd c;
-		struct owner_reply r = { 0 };
-		size_t tl = sizeof(r.tok);
-
-		full_io(in, &c, sizeof(c), false);
-		if (c.quit == OWNER_EXIT)
-			break;
-		if (c.quit == OWNER_FREE) {
-			if (mem)
-				xfer_dereg(ctx, mem);
-			if (p)
-				CK(cudaFree(p));
-			mem = NULL;
-			p = NULL;
-			full_io(out, &r, sizeof(r), true);
-			continue;
-		}
-		CK(cudaSetDevice(c.dev));
-		CK(cudaMalloc(&p, c.len));
-		CK(cudaMemset(p, 0xff, c.len));  /* no block's pattern */
-		CK(cudaDeviceSynchronize());
-		r.rc = xfer_reg(ctx, p, c.len, &mem);
-		if (r.rc == 0)
-			r.rc = xfer_export(mem, 0, c.len, r.tok, &tl);
-		r.tok_len = (uint32_t)tl;
-		full_io(out, &r, sizeof(r), true);
-	}
-	xfer_close(ctx);
-}
 
 /* --- one configuration --- */
 
@@ -451,7 +408,7 @@ int main(int argc, char **argv)
 	int c, ngpus = 0;
 
 	if (argc == 5 && strcmp(argv[1], "--owner") == 0) {
-		owner_main(argv[2], atoi(argv[3]), atoi(argv[4]));
+		owner_main(argv[2], atoi(argv[3]), atoi(argv[4]), 0xff);
 		return 0;
 	}
 	while ((c = getopt_long(argc, argv, "s:r:t:m:o:", lo, NULL)) != -1) {
