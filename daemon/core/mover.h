@@ -24,12 +24,12 @@
  * executor offers it to the next route; no mover calls another.
  *
  * A mover's table names only what the mover has, and carries the
- * version of this header it was written for.  Registration (the
- * progress thread's, before it starts) copies it into the route's own
- * table with mover_ops_fill(), which points every entry the mover left
- * NULL to a stub (mover_stub_*): as in UCX's uct and NCCL's net
- * plugins, the table the progress thread calls through is whole, so it
- * calls every entry without looking.
+ * version of this header it was written for.  Registration
+ * (engine/progress.c, before the progress thread starts) copies it into
+ * the route's own table with mover_ops_fill(), which points every entry
+ * the mover left NULL to a stub (mover_stub_*): as in UCX's uct and
+ * NCCL's net plugins, the table the progress thread calls through is
+ * whole, so it calls every entry without looking.
  *
  * The link to each peer (transport/link.c, the session: framing,
  * keepalives, one dispatch of every frame) is not a mover: the TCP
@@ -231,7 +231,7 @@ struct mover_hooks {
 };
 
 struct mover {
-	const struct mover_ops *ops;
+	const struct mover_ops *ops;  /* its route's own copy, whole */
 	void *impl;
 	enum path_route route;  /* the route (core/path.h) it runs */
 };
