@@ -234,7 +234,7 @@ $(OBJ)/%.o: %.c $(PROTO_H)
 
 # What sees CUDA's headers (and HAVE_CUDA): libxfer, xferd, GPU programs.
 GPU_PROG_OBJ := $(call obj,$(wildcard tests/gpu/*.c) bench/gpubench.c bench/kvbench.c \
-	bench/stagebench.c)
+	bench/stagebench.c bench/gpu_common.c)
 $(LIB_OBJ) $(DAEMON_OBJ): OBJ_CUDA_CFLAGS = $(CUDA_CFLAGS)
 $(GPU_PROG_OBJ): OBJ_CUDA_CFLAGS = $(CUDA_CFLAGS) -Itests/integration
 
@@ -360,11 +360,12 @@ $(filter-out $(GPU_DAEMON_TESTS),$(GPU_TESTS)): $(BUILD)/tests/%: \
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) $(CUDART_LIBS)
 
-$(GPUBENCH): $(OBJ)/bench/gpubench.o $(LIBA)
+# gpu_common.o: what the two GPU benchmarks share (bench/gpu_common.h).
+$(GPUBENCH): $(OBJ)/bench/gpubench.o $(OBJ)/bench/gpu_common.o $(LIBA)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) $(CUDART_LIBS) -lm
 
-$(KVBENCH): $(OBJ)/bench/kvbench.o $(LIBA)
+$(KVBENCH): $(OBJ)/bench/kvbench.o $(OBJ)/bench/gpu_common.o $(LIBA)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BASE_LIBS) $(CUDART_LIBS) -ldl
 

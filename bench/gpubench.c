@@ -50,28 +50,27 @@
  *
  * Prints a table and machine lines "RES gpu <case> <bytes> <metric>
  * <value> <unit>" (also to --out).  Exit 0 when every target holds, 1
- * when one misses or xferd refuses GPU memory, 77 without a GPU.
+ * when one misses or xferd refuses GPU memory, 77 without a GPU.  What
+ * it shares with kvbench (the owner process, the CUDA baselines, CQE
+ * waits) is in gpu_common.c.
  */
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "gpu_common.h"
 #include "xfer.h"
 
 #define MIB       (1ull << 20)
@@ -86,6 +85,8 @@
 #define DEPTH     4u
 #define MAX_REPS  64u
 #define STALL_NS  (20ull * 1000000000ull)
+
+const char gpu_bench_name[] = "gpubench";
 
 static struct {
 	const char *socket;
@@ -113,40 +114,6 @@ static bool want(const char *row)
 	return false;
 }
 
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	va_start(ap, fmt);
-	fprintf(stderr, "gpubench: ");
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-#define CK(expr)                                                              \
-	do {                                                                  \
-		cudaError_t e_ = (expr);                                      \
-		if (e_ != cudaSuccess)                                        \
-			die("%s:%d: %s: %s", __FILE__, __LINE__, #expr,       \
-			    cudaGetErrorString(e_));                          \
-	} while (0)
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, unsigned n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 static void res(const char *name, uint64_t bytes, const char *metric,
 		double value, const char *unit)
 {
@@ -159,221 +126,36 @@ static void res(const char *name, uint64_t bytes, const char *metric,
 
 /* --- the other process: owns the target buffers --- */
 
-struct owner_cmd {
-	int32_t dev;     /* -1: host memfd */
-	uint32_t quit;
-	uint64_t len;
-};
-
-struct owner_reply {
-	int32_t rc;
-	uint32_t tok_len;
-	uint8_t tok[XFER_TOKEN_MAX];
-};
-
-static void full_io(int fd, void *buf, size_t len, bool wr)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = wr ? write(fd, p, len) : read(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			die("pipe %s: %s", wr ? "write" : "read",
-			    n ? strerror(errno) : "the other process has gone");
-		p += n;
-		len -= (size_t)n;
-	}
-}
-
-static void owner_main(const char *socket, int in, int out)
-{
-	struct xfer_ctx *ctx;
-	int rc = xfer_open(*socket ? socket : NULL, &ctx);
-
-	if (rc)
-		die("owner: xfer_open: %s", xfer_strerror(rc));
-	for (;;) {
-		struct owner_cmd c;
-		struct owner_reply r = { 0 };
-		struct xfer_mem *mem = NULL;
-		size_t tl = sizeof(r.tok);
-
-		full_io(in, &c, sizeof(c), false);
-		if (c.quit)
-			break;
-		if (c.dev < 0) {
-			r.rc = xfer_alloc_host(ctx, c.len, &mem);
-		} else {
-			void *p;
-			CK(cudaSetDevice(c.dev));
-			CK(cudaMalloc(&p, c.len));
-			CK(cudaMemset(p, 0x33, c.len));
-			CK(cudaDeviceSynchronize());
-			r.rc = xfer_reg(ctx, p, c.len, &mem);
-		}
-		if (r.rc == 0)
-			r.rc = xfer_export(mem, 0, c.len, r.tok, &tl);
-		r.tok_len = (uint32_t)tl;
-		full_io(out, &r, sizeof(r), true);
-	}
-	/* Everything goes with the process. */
-	xfer_close(ctx);
-}
-
-struct owner {
-	pid_t pid;
-	int to, from;
-};
-
-static void owner_start(struct owner *o, const char *socket)
-{
-	int to[2], from[2];
-
-	if (pipe(to) || pipe(from))
-		die("pipe: %s", strerror(errno));
-	fflush(NULL);
-	o->pid = fork();
-	if (o->pid < 0)
-		die("fork: %s", strerror(errno));
-	if (o->pid == 0) {
-		char in[16], out[16];
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		close(to[1]);
-		close(from[0]);
-		snprintf(in, sizeof(in), "%d", to[0]);
-		snprintf(out, sizeof(out), "%d", from[1]);
-		char *const args[] = { "gpubench-owner", "--owner",
-				       (char *)socket, in, out, NULL };
-		execv("/proc/self/exe", args);
-		_exit(127);
-	}
-	close(to[0]);
-	close(from[1]);
-	o->to = to[1];
-	o->from = from[0];
-}
-
 /* The owner allocates len bytes (dev < 0: host memfd) and registers;
  * returns the registration's result and the import of its token. */
 static int owner_region(struct owner *o, struct xfer_ctx *ctx, int dev,
 			uint64_t len, struct xfer_remote **rem)
 {
-	struct owner_cmd c = { .dev = dev, .len = len };
 	struct owner_reply r;
+	int rc = owner_ask(o, (struct owner_cmd){ .dev = dev, .len = len }, &r);
 
-	full_io(o->to, &c, sizeof(c), true);
-	full_io(o->from, &r, sizeof(r), false);
-	if (r.rc)
-		return r.rc;
-	return xfer_import(ctx, r.tok, r.tok_len, rem);
-}
-
-static void owner_stop(struct owner *o)
-{
-	struct owner_cmd c = { .quit = 1 };
-	int status;
-
-	full_io(o->to, &c, sizeof(c), true);
-	waitpid(o->pid, &status, 0);
+	return rc ? rc : xfer_import(ctx, r.tok, r.tok_len, rem);
 }
 
 /* --- CUDA in one process --- */
-
-static void enable_peer(int a, int b)
-{
-	int can = 0;
-
-	if (a == b)
-		return;
-	CK(cudaDeviceCanAccessPeer(&can, a, b));
-	if (!can) {
-		printf("note: GPU %d cannot access GPU %d directly\n", a, b);
-		return;
-	}
-	CK(cudaSetDevice(a));
-	cudaError_t e = cudaDeviceEnablePeerAccess(b, 0);
-	if (e == cudaErrorPeerAccessAlreadyEnabled)
-		cudaGetLastError();
-	else
-		CK(e);
-}
 
 /* len bytes sdev -> ddev (-1: pinned host), iters times back to back on
  * one stream, reps runs; median GB/s. */
 static double direct_copy(int sdev, int ddev, uint64_t len)
 {
-	void *a, *b;
-	cudaStream_t st;
 	double v[MAX_REPS];
-	const int sdev_gpu = sdev < 0 ? ddev : sdev;
 
-	if (ddev >= 0) {
-		CK(cudaSetDevice(ddev));
-		CK(cudaMalloc(&b, len));
-	} else {
-		CK(cudaMallocHost(&b, len));
-	}
-	if (sdev >= 0) {
-		CK(cudaSetDevice(sdev));
-		CK(cudaMalloc(&a, len));
-		CK(cudaMemset(a, 0x5a, len));
-	} else {
-		CK(cudaMallocHost(&a, len));
-		memset(a, 0x5a, len);
-	}
 	if (sdev >= 0 && ddev >= 0) {
 		enable_peer(sdev, ddev);
 		enable_peer(ddev, sdev);
 	}
-	CK(cudaSetDevice(sdev_gpu));
-	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-	for (unsigned r = 0; r < opt.reps + 1; r++) {
-		uint64_t t0 = now_ns();
-		for (unsigned i = 0; i < opt.iters; i++) {
-			if (sdev >= 0 && ddev >= 0 && sdev != ddev)
-				CK(cudaMemcpyPeerAsync(b, ddev, a, sdev, len,
-						       st));
-			else
-				CK(cudaMemcpyAsync(b, a, len, cudaMemcpyDefault,
-						   st));
-		}
-		CK(cudaStreamSynchronize(st));
-		/* The first run is the warm-up. */
-		if (r)
-			v[r - 1] = (double)len * opt.iters /
-				   (double)(now_ns() - t0);
-	}
-	CK(cudaStreamDestroy(st));
-	if (sdev >= 0) {
-		CK(cudaSetDevice(sdev));
-		CK(cudaFree(a));
-	} else {
-		CK(cudaFreeHost(a));
-	}
-	if (ddev >= 0) {
-		CK(cudaSetDevice(ddev));
-		CK(cudaFree(b));
-	} else {
-		CK(cudaFreeHost(b));
-	}
+	direct_copy_runs(sdev, ddev, len, opt.iters, opt.reps, v);
+	for (unsigned r = 0; r < opt.reps; r++)
+		v[r] = (double)len * opt.iters / v[r];
 	return median(v, opt.reps);
 }
 
 /* --- through xferd --- */
-
-static int wait_cqe(struct xfer_ctx *ctx, struct xfer_cqe *out)
-{
-	struct xfer_cqe *c;
-	int rc = xfer_wait_cqe(ctx, &c, (int)(STALL_NS / 1000000));
-
-	if (rc)
-		return rc;
-	*out = *c;
-	xfer_cq_advance(ctx, 1);
-	return 0;
-}
 
 /* iters transfers of len, DEPTH in flight, reps runs; median GB/s, or
  * -errno of the first failure. */
@@ -530,21 +312,6 @@ static double direct_blocks(const uint32_t *s, const uint32_t *d, unsigned n,
 	CK(cudaFree(a));
 	CK(cudaFree(b));
 	return median(v, opt.reps);
-}
-
-/* A list of every block of a region (or token) of `slots` blocks. */
-static int make_list(struct xfer_ctx *ctx, uint64_t handle, uint64_t slots,
-		     uint64_t blk, struct xfer_dlist **out)
-{
-	uint64_t *off = malloc(slots * sizeof(*off));
-	if (!off)
-		return -ENOMEM;
-	for (uint64_t i = 0; i < slots; i++)
-		off[i] = i * blk;
-	int rc = xfer_dlist_create(ctx, handle, (uint32_t)slots, off, NULL,
-				   blk, out);
-	free(off);
-	return rc;
 }
 
 /* iters WRITE_DLIST transfers of n pairs, `ahead` in flight; median
@@ -719,18 +486,17 @@ static void import_cost(struct xfer_ctx *ctx, struct owner *o,
 	}
 	/* A fresh remote allocation: token import, first write, later. */
 	for (unsigned r = 0; r < N; r++) {
-		struct owner_cmd c = { .dev = 0, .len = FRESH_LEN };
 		struct owner_reply rep;
 		struct xfer_remote *rem;
-		full_io(o->to, &c, sizeof(c), true);
-		full_io(o->from, &rep, sizeof(rep), false);
-		if (rep.rc) {
+		int rc = owner_ask(o, (struct owner_cmd){ .len = FRESH_LEN },
+				   &rep);
+		if (rc) {
 			printf("import cost: remote registration: %s\n",
-			       xfer_strerror(rep.rc));
+			       xfer_strerror(rc));
 			return;
 		}
 		uint64_t t0 = now_ns();
-		int rc = xfer_import(ctx, rep.tok, rep.tok_len, &rem);
+		rc = xfer_import(ctx, rep.tok, rep.tok_len, &rem);
 		imp[r] = (double)(now_ns() - t0);
 		if (rc) {
 			printf("import cost: import: %s\n", xfer_strerror(rc));
@@ -845,7 +611,7 @@ static int staged_main(const char *remote)
 	if (rc)
 		die("xfer_open: %s", xfer_strerror(rc));
 	xfer_set_wait_spin(ctx, 20000);
-	owner_start(&o, remote);
+	owner_start(&o, "gpubench-owner", remote);
 	CK(cudaSetDevice(0));
 	CK(cudaMalloc(&gpu, BIG));
 	CK(cudaMalloc(&kv, KV_LEN));
@@ -932,7 +698,7 @@ int main(int argc, char **argv)
 	int c, ngpus = 0;
 
 	if (argc == 5 && strcmp(argv[1], "--owner") == 0) {
-		owner_main(argv[2], atoi(argv[3]), atoi(argv[4]));
+		owner_main(argv[2], atoi(argv[3]), atoi(argv[4]), 0x33);
 		return 0;
 	}
 	while ((c = getopt_long(argc, argv, "s:r:i:o:R:O:", lo, NULL)) != -1) {
@@ -958,16 +724,8 @@ int main(int argc, char **argv)
 	if (!opt.socket)
 		opt.socket = getenv("XFERD_SOCKET");
 
-	if (!dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
-		printf("skip: no CUDA driver here (%s)\n", dlerror());
+	if (!gpu_find(&ngpus))
 		return 77;
-	}
-	cudaError_t e = cudaGetDeviceCount(&ngpus);
-	if (e != cudaSuccess || ngpus == 0) {
-		printf("skip: no GPU here (%s)\n",
-		       e ? cudaGetErrorString(e) : "0 devices");
-		return 77;
-	}
 	if (remote) {
 		/* A link moves a few GB/s: fewer transfers a run suffice. */
 		if (!iters_set)
@@ -1000,7 +758,7 @@ int main(int argc, char **argv)
 		die("xfer_open: %s", xfer_strerror(rc));
 	xfer_set_wait_spin(ctx, 20000);
 	struct owner o;
-	owner_start(&o, opt.socket ? opt.socket : "");
+	owner_start(&o, "gpubench-owner", opt.socket ? opt.socket : "");
 
 	void *src, *kvsrc, *pinned;
 	struct xfer_mem *m_src = NULL, *m_kv = NULL, *m_host = NULL,

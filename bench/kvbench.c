@@ -45,23 +45,21 @@
  *
  * Prints a table and machine lines "RES kv <model> <tokens> <mode>
  * <where> <bytes> <xferd_us> <copy_us>" (also to --out).  Exit 0 when
- * every byte arrived, 1 otherwise, 77 without a GPU.
+ * every byte arrived, 1 otherwise, 77 without a GPU.  What it shares
+ * with gpubench (the decode process's pipes, the copy limit, CQE waits)
+ * is in gpu_common.c.
  */
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
-#include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "common/clock.h"
+#include "gpu_common.h"
 #include "xfer.h"
 
 #define BLK        (32ull << 10)    /* 16 tokens x 8 heads x 128 x 2 B */
@@ -69,7 +67,8 @@
 #define SQE_PAIRS  16384u           /* a descriptor's pairs */
 #define MAX_REPS   200u
 #define CHUNK      (256ull << 20)   /* read-back buffer */
-#define WAIT_MS    20000
+
+const char gpu_bench_name[] = "kvbench";
 
 static struct {
 	const char *socket;
@@ -82,164 +81,6 @@ static struct {
  * per block without a kernel of our own. */
 static int (*memset_d32)(unsigned long long dst, unsigned v, size_t n,
 			 void *stream);
-
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fflush(stdout);
-	va_start(ap, fmt);
-	fprintf(stderr, "kvbench: ");
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-#define CK(expr)                                                              \
-	do {                                                                  \
-		cudaError_t e_ = (expr);                                      \
-		if (e_ != cudaSuccess)                                        \
-			die("%s:%d: %s: %s", __FILE__, __LINE__, #expr,       \
-			    cudaGetErrorString(e_));                          \
-	} while (0)
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, unsigned n)
-{
-	qsort(v, n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-/* --- the decode side: another process owns its cache --- */
-
-struct owner_cmd {
-	int32_t dev;
-	uint32_t quit;     /* 1: exit; 2: free the last allocation */
-	uint32_t host;     /* 1: xfer_alloc_host memory, not the GPU's */
-	uint64_t len;
-};
-
-struct owner_reply {
-	int32_t rc;
-	uint32_t tok_len;
-	uint8_t tok[XFER_TOKEN_MAX];
-};
-
-static void full_io(int fd, void *buf, size_t len, bool wr)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t n = wr ? write(fd, p, len) : read(fd, p, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			die("pipe %s: %s", wr ? "write" : "read",
-			    n ? strerror(errno) : "the other process has gone");
-		p += n;
-		len -= (size_t)n;
-	}
-}
-
-static void owner_main(const char *socket, int in, int out)
-{
-	struct xfer_ctx *ctx;
-	struct xfer_mem *mem = NULL;
-	void *p = NULL;
-	int rc = xfer_open(*socket ? socket : NULL, &ctx);
-
-	if (rc)
-		die("decode side: xfer_open: %s", xfer_strerror(rc));
-	for (;;) {
-		struct owner_cmd c;
-		struct owner_reply r = { 0 };
-		size_t tl = sizeof(r.tok);
-
-		full_io(in, &c, sizeof(c), false);
-		if (c.quit == 1)
-			break;
-		if (c.quit == 2) {
-			if (mem && !p)
-				xfer_free_host(ctx, mem);
-			else if (mem)
-				xfer_dereg(ctx, mem);
-			if (p)
-				CK(cudaFree(p));
-			mem = NULL;
-			p = NULL;
-			full_io(out, &r, sizeof(r), true);
-			continue;
-		}
-		if (c.host) {
-			r.rc = xfer_alloc_host(ctx, c.len, &mem);
-			if (r.rc == 0)
-				r.rc = xfer_export(mem, 0, c.len, r.tok, &tl);
-			r.tok_len = (uint32_t)tl;
-			full_io(out, &r, sizeof(r), true);
-			continue;
-		}
-		CK(cudaSetDevice(c.dev));
-		CK(cudaMalloc(&p, c.len));
-		CK(cudaMemset(p, 0xff, c.len));  /* no block's pattern */
-		CK(cudaDeviceSynchronize());
-		r.rc = xfer_reg(ctx, p, c.len, &mem);
-		if (r.rc == 0)
-			r.rc = xfer_export(mem, 0, c.len, r.tok, &tl);
-		r.tok_len = (uint32_t)tl;
-		full_io(out, &r, sizeof(r), true);
-	}
-	xfer_close(ctx);
-}
-
-struct owner {
-	pid_t pid;
-	int to, from;
-};
-
-static void owner_start(struct owner *o, const char *socket)
-{
-	int to[2], from[2];
-
-	if (pipe(to) || pipe(from))
-		die("pipe: %s", strerror(errno));
-	fflush(NULL);
-	o->pid = fork();
-	if (o->pid < 0)
-		die("fork: %s", strerror(errno));
-	if (o->pid == 0) {
-		char in[16], out[16];
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		close(to[1]);
-		close(from[0]);
-		snprintf(in, sizeof(in), "%d", to[0]);
-		snprintf(out, sizeof(out), "%d", from[1]);
-		char *const args[] = { "kvbench-decode", "--owner",
-				       (char *)socket, in, out, NULL };
-		execv("/proc/self/exe", args);
-		_exit(127);
-	}
-	close(to[0]);
-	close(from[1]);
-	o->to = to[1];
-	o->from = from[0];
-}
-
-static int owner_cmd(struct owner *o, struct owner_cmd c,
-		     struct owner_reply *r)
-{
-	full_io(o->to, &c, sizeof(c), true);
-	if (c.quit == 1)
-		return 0;
-	full_io(o->from, r, sizeof(*r), false);
-	return r->rc;
-}
 
 /* --- one configuration --- */
 
@@ -301,18 +142,6 @@ static void fill(void *base, uint32_t slots, uint32_t salt)
 			       pattern(s, salt), BLK / 4, NULL))
 			die("cuMemsetD32Async failed");
 	CK(cudaDeviceSynchronize());
-}
-
-static int wait_cqe(struct xfer_ctx *ctx, struct xfer_cqe *out)
-{
-	struct xfer_cqe *c;
-	int rc = xfer_wait_cqe(ctx, &c, WAIT_MS);
-
-	if (rc)
-		return rc;
-	*out = *c;
-	xfer_cq_advance(ctx, 1);
-	return 0;
 }
 
 /* Pairs [first, first + n) as linked descriptors of SQE_PAIRS at most,
@@ -409,31 +238,11 @@ static uint64_t verify(struct xfer_ctx *ctx, const struct kvcase *c,
  * median us. */
 static double copy_limit(int ddev, uint64_t len)
 {
-	void *a, *b;
-	cudaStream_t st;
 	double v[MAX_REPS];
 
-	CK(cudaSetDevice(ddev));
-	CK(cudaMalloc(&b, len));
-	CK(cudaSetDevice(0));
-	CK(cudaMalloc(&a, len));
-	CK(cudaMemset(a, 0x5a, len));
-	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-	for (unsigned r = 0; r < opt.reps + 1; r++) {
-		uint64_t t0 = now_ns();
-		if (ddev)
-			CK(cudaMemcpyPeerAsync(b, ddev, a, 0, len, st));
-		else
-			CK(cudaMemcpyAsync(b, a, len, cudaMemcpyDefault, st));
-		CK(cudaStreamSynchronize(st));
-		if (r)  /* the first is the warm-up */
-			v[r - 1] = (double)(now_ns() - t0) / 1e3;
-	}
-	CK(cudaStreamDestroy(st));
-	CK(cudaFree(a));
-	CK(cudaSetDevice(ddev));
-	CK(cudaFree(b));
-	CK(cudaSetDevice(0));
+	direct_copy_runs(0, ddev, len, 1, opt.reps, v);
+	for (unsigned r = 0; r < opt.reps; r++)
+		v[r] /= 1e3;
 	return median(v, opt.reps);
 }
 
@@ -449,7 +258,7 @@ static double link_limit(struct xfer_ctx *ctx, struct owner *o, uint64_t len)
 	int rc = xfer_alloc_host(ctx, len, &mine);
 
 	if (!rc)
-		rc = owner_cmd(o, (struct owner_cmd){ .host = 1, .len = len },
+		rc = owner_ask(o, (struct owner_cmd){ .dev = -1, .len = len },
 			       &rep);
 	if (!rc)
 		rc = xfer_import(ctx, rep.tok, rep.tok_len, &rem);
@@ -474,23 +283,10 @@ static double link_limit(struct xfer_ctx *ctx, struct owner *o, uint64_t len)
 	}
 	if (rem)
 		xfer_unimport(ctx, rem);
-	owner_cmd(o, (struct owner_cmd){ .quit = 2 }, &rep);
+	owner_ask(o, (struct owner_cmd){ .quit = OWNER_FREE }, &rep);
 	if (mine)
 		xfer_free_host(ctx, mine);
 	return rc ? rc : median(v, opt.reps);
-}
-
-static int make_list(struct xfer_ctx *ctx, uint64_t handle, uint32_t slots,
-		     struct xfer_dlist **out)
-{
-	uint64_t *off = malloc((size_t)slots * sizeof(*off));
-	if (!off)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < slots; i++)
-		off[i] = (uint64_t)i * BLK;
-	int rc = xfer_dlist_create(ctx, handle, slots, off, NULL, BLK, out);
-	free(off);
-	return rc;
 }
 
 static void row(const struct kvcase *c, const char *mode, uint64_t bytes,
@@ -569,14 +365,15 @@ static int run_case(struct xfer_ctx *ctx, struct owner *o,
 	if (!rc)
 		rc = xfer_reg(ctx, chk, pool_len, &mchk);
 	if (!rc)
-		rc = owner_cmd(o, (struct owner_cmd){ .dev = ddev,
+		rc = owner_ask(o, (struct owner_cmd){ .dev = ddev,
 						      .len = pool_len }, &rep);
 	if (!rc)
 		rc = xfer_import(ctx, rep.tok, rep.tok_len, &rem);
 	if (!rc)
-		rc = make_list(ctx, xfer_mem_handle(msrc), slots, &l);
+		rc = make_list(ctx, xfer_mem_handle(msrc), slots, BLK, &l);
 	if (!rc)
-		rc = make_list(ctx, xfer_remote_handle(rem), slots, &r);
+		rc = make_list(ctx, xfer_remote_handle(rem), slots, BLK,
+			       &r);
 	if (rc) {
 		printf("%s %u tokens: setup failed: %s\n", m->name, tokens,
 		       xfer_strerror(rc));
@@ -636,7 +433,7 @@ out:
 		xfer_dlist_destroy(ctx, r);
 	if (rem)
 		xfer_unimport(ctx, rem);
-	owner_cmd(o, (struct owner_cmd){ .quit = 2 }, &rep);
+	owner_ask(o, (struct owner_cmd){ .quit = OWNER_FREE }, &rep);
 	if (msrc)
 		xfer_dereg(ctx, msrc);
 	if (mchk)
@@ -673,7 +470,7 @@ int main(int argc, char **argv)
 	int c, ngpus = 0;
 
 	if (argc == 5 && strcmp(argv[1], "--owner") == 0) {
-		owner_main(argv[2], atoi(argv[3]), atoi(argv[4]));
+		owner_main(argv[2], atoi(argv[3]), atoi(argv[4]), 0xff);
 		return 0;
 	}
 	while ((c = getopt_long(argc, argv, "s:R:r:t:m:o:", lo, NULL)) != -1) {
@@ -695,27 +492,17 @@ int main(int argc, char **argv)
 		usage();
 	if (!opt.socket)
 		opt.socket = getenv("XFERD_SOCKET");
-	void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!cuda) {
-		printf("skip: no CUDA driver here (%s)\n", dlerror());
+	void *cuda = gpu_find(&ngpus);
+	if (!cuda)
 		return 77;
-	}
 	*(void **)&memset_d32 = dlsym(cuda, "cuMemsetD32Async");
-	cudaError_t e = cudaGetDeviceCount(&ngpus);
-	if (e != cudaSuccess || ngpus == 0 || !memset_d32) {
-		printf("skip: no GPU here (%s)\n",
-		       e ? cudaGetErrorString(e) : "0 devices");
+	if (!memset_d32) {
+		printf("skip: no cuMemsetD32Async in the CUDA driver\n");
 		return 77;
 	}
 	if (ngpus > 1) {
-		int can = 0;
-		CK(cudaDeviceCanAccessPeer(&can, 0, 1));
-		if (can) {
-			CK(cudaSetDevice(0));
-			CK(cudaDeviceEnablePeerAccess(1, 0));
-			CK(cudaSetDevice(1));
-			CK(cudaDeviceEnablePeerAccess(0, 0));
-		}
+		enable_peer(0, 1);
+		enable_peer(1, 0);
 	}
 	CK(cudaSetDevice(0));
 	struct xfer_ctx *ctx;
@@ -725,8 +512,8 @@ int main(int argc, char **argv)
 	xfer_set_wait_spin(ctx, 100000);
 	struct owner o;
 	/* Over the link the decode side is the other xferd's client. */
-	owner_start(&o, opt.remote ? opt.remote
-				   : opt.socket ? opt.socket : "");
+	owner_start(&o, "kvbench-decode",
+		    opt.remote ? opt.remote : opt.socket ? opt.socket : "");
 
 	if (opt.remote)
 		printf("KV hand-off over the link to %s, one request alone, "
@@ -758,8 +545,7 @@ int main(int argc, char **argv)
 				fails += run_case(ctx, &o, &models[mi], n, d);
 		}
 	}
-	owner_cmd(&o, (struct owner_cmd){ .quit = 1 }, NULL);
-	waitpid(o.pid, NULL, 0);
+	owner_stop(&o);
 	xfer_close(ctx);
 	if (opt.out)
 		fclose(opt.out);

@@ -17,7 +17,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -25,6 +24,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "core/config_fail.h"
 #include "core/log.h"
 #include "meta/meta_config.h"
 #include "common/numparse.h"
@@ -118,19 +118,6 @@ void config_defaults(struct xferd_config *cfg)
 	config_tenants_default(&cfg->tenants);
 }
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
-
 /* --- the setters of keys no generic type fits ------------------------ */
 
 /* "*", an IPv4 or an IPv6 address: xferd resolves no names on its main
@@ -162,9 +149,10 @@ static int set_socket(struct xferd_config *c, const char *value, char *err,
 	size_t n = strlen(value);
 
 	if (n == 0 || n >= sizeof(c->socket_path) || value[0] != '/')
-		return fail(err, errlen,
-			    "socket: '%s' is not an absolute path of at most %zu bytes",
-			    value, sizeof(c->socket_path) - 1);
+		return config_fail(err, errlen,
+				   "socket: '%s' is not an absolute path of "
+				   "at most %zu bytes", value,
+				   sizeof(c->socket_path) - 1);
 	memcpy(c->socket_path, value, n + 1);
 	return 0;
 }
@@ -179,10 +167,11 @@ static int set_socket_group(struct xferd_config *c, const char *value,
 	for (const char *p = value; ok && *p; p++)
 		ok = isalnum((unsigned char)*p) || strchr("._-", *p);
 	if (!ok)
-		return fail(err, errlen,
-			    "socket_group: '%s' is not a group name of at most %zu "
-			    "characters of [A-Za-z0-9._-], or none",
-			    value, sizeof(c->socket_group) - 1);
+		return config_fail(err, errlen,
+				   "socket_group: '%s' is not a group name of "
+				   "at most %zu characters of [A-Za-z0-9._-], "
+				   "or none", value,
+				   sizeof(c->socket_group) - 1);
 	snprintf(c->socket_group, sizeof(c->socket_group), "%s", value);
 	return 0;
 }
@@ -194,9 +183,9 @@ static int set_max_handles(struct xferd_config *c, const char *value,
 	uint64_t v;
 
 	if (numparse_size(value, 0, &v) || v < 1 || v > (1u << 24))
-		return fail(err, errlen,
-			    "max_handles: '%s' is not a number in [1, %u]",
-			    value, 1u << 24);
+		return config_fail(err, errlen,
+				   "max_handles: '%s' is not a number in [1, "
+				   "%u]", value, 1u << 24);
 	c->max_regions = c->max_imports = (uint32_t)v;
 	return 0;
 }
@@ -217,9 +206,9 @@ static int set_listen(struct xferd_config *c, const char *value, char *err,
 {
 	if (strcmp(value, "off") != 0 && strcmp(value, "auto") != 0 &&
 	    !listen_addr(value, false))
-		return fail(err, errlen,
-			    "listen: '%s' is not ADDR:PORT, *:PORT, auto or off",
-			    value);
+		return config_fail(err, errlen,
+				   "listen: '%s' is not ADDR:PORT, *:PORT, "
+				   "auto or off", value);
 	snprintf(c->listen, sizeof(c->listen), "%s", value);
 	return 0;
 }
@@ -228,9 +217,10 @@ static int set_node_name(struct xferd_config *c, const char *value,
 			 char *err, size_t errlen)
 {
 	if (!valid_name(value))
-		return fail(err, errlen,
-			    "node_name: '%s' must be 1-%d characters of [A-Za-z0-9._-]",
-			    value, CONFIG_HOST_MAX - 1);
+		return config_fail(err, errlen,
+				   "node_name: '%s' must be 1-%d characters "
+				   "of [A-Za-z0-9._-]", value,
+				   CONFIG_HOST_MAX - 1);
 	snprintf(c->node_name, sizeof(c->node_name), "%s", value);
 	return 0;
 }
@@ -243,10 +233,11 @@ static int add_peer(struct xferd_config *c, const char *value, char *err,
 	uint16_t port;
 
 	if (config_split_hostport(value, host, &port, CONFIG_DEFAULT_PORT))
-		return fail(err, errlen, "peer: '%s' is not HOST[:PORT]", value);
+		return config_fail(err, errlen, "peer: '%s' is not HOST[:PORT]",
+				   value);
 	if (c->npeers == CONFIG_MAX_PEERS)
-		return fail(err, errlen, "peer: more than %d peers",
-			    CONFIG_MAX_PEERS);
+		return config_fail(err, errlen, "peer: more than %d peers",
+				   CONFIG_MAX_PEERS);
 	snprintf(c->peers[c->npeers++], CONFIG_HOST_MAX, "%s", value);
 	return 0;
 }
@@ -263,9 +254,10 @@ static int set_rdma_devices(struct xferd_config *c, const char *value,
 		     (*p >= '0' && *p <= '9') || *p == '_' || *p == '-' ||
 		     *p == '.' || *p == ',';
 	if (!ok)
-		return fail(err, errlen,
-			    "rdma_devices: '%s' is not a comma-separated "
-			    "list of device names", value);
+		return config_fail(err, errlen,
+				   "rdma_devices: '%s' is not a "
+				   "comma-separated list of device names",
+				   value);
 	snprintf(c->rdma_devices, sizeof(c->rdma_devices), "%s", value);
 	return 0;
 }
@@ -274,9 +266,9 @@ static int set_metrics_listen(struct xferd_config *c, const char *value,
 			      char *err, size_t errlen)
 {
 	if (strcmp(value, "off") != 0 && !listen_addr(value, true))
-		return fail(err, errlen,
-			    "metrics_listen: '%s' is not ADDR:PORT, *:PORT "
-			    "or off (ADDR numeric)", value);
+		return config_fail(err, errlen,
+				   "metrics_listen: '%s' is not ADDR:PORT, "
+				   "*:PORT or off (ADDR numeric)", value);
 	snprintf(c->metrics_listen, sizeof(c->metrics_listen), "%s", value);
 	return 0;
 }
@@ -604,10 +596,10 @@ static int set_number(const struct config_key *k, const char *value,
 
 	if (!digits || numparse_size(value, 0, v) || *v < k->min ||
 	    *v > k->max)
-		return fail(err, errlen,
-			    "%s: '%s' is not a number in [%llu, %llu]", k->name,
-			    value, (unsigned long long)k->min,
-			    (unsigned long long)k->max);
+		return config_fail(err, errlen,
+				   "%s: '%s' is not a number in [%llu, %llu]",
+				   k->name, value, (unsigned long long)k->min,
+				   (unsigned long long)k->max);
 	return 0;
 }
 
@@ -628,8 +620,9 @@ static int key_set(struct xferd_config *c, const struct config_key *k,
 	case KT_POW2:
 		rc = set_number(k, value, &v, err, errlen);
 		if (!rc && (v & (v - 1)))
-			return fail(err, errlen, "%s: %u is not a power of two",
-				    k->name, (unsigned)v);
+			return config_fail(err, errlen,
+					   "%s: %u is not a power of two",
+					   k->name, (unsigned)v);
 		break;
 	case KT_COUNT_OR:
 		if (strcmp(value, k->word) == 0) {
@@ -645,31 +638,31 @@ static int key_set(struct xferd_config *c, const struct config_key *k,
 			v = 0;
 		else if (numparse_size(value, 0, &v) || v < k->min ||
 			 v > k->max)
-			rc = fail(err, errlen, "%s: '%s' is not %s", k->name,
-				  value, k->expect);
+			rc = config_fail(err, errlen, "%s: '%s' is not %s",
+					 k->name, value, k->expect);
 		break;
 	case KT_ENUM: {
 		const struct key_word *w = k->words;
 		while (w->name && strcmp(value, w->name) != 0)
 			w++;
 		if (!w->name)
-			return fail(err, errlen, "%s: '%s' is not %s", k->name,
-				    value, k->expect);
+			return config_fail(err, errlen, "%s: '%s' is not %s",
+					   k->name, value, k->expect);
 		v = (uint64_t)(int64_t)w->value;
 		rc = 0;
 		break;
 	}
 	case KT_PATH:
 		if (value[0] != '/' || strlen(value) >= k->size)
-			return fail(err, errlen,
-				    "%s: '%s' is not an absolute path", k->name,
-				    value);
+			return config_fail(err, errlen,
+					   "%s: '%s' is not an absolute path",
+					   k->name, value);
 		snprintf((char *)c + k->off, k->size, "%s", value);
 		return 0;
 	case KT_SET:
 		return k->set(c, value, err, errlen);
 	default:
-		return fail(err, errlen, "%s: no parser", k->name);
+		return config_fail(err, errlen, "%s: no parser", k->name);
 	}
 	if (rc)
 		return rc;
@@ -701,18 +694,20 @@ int config_set_from(struct xferd_config *cfg, struct config_sources *src,
 	struct xferd_config c = *cfg;
 
 	if (!k)
-		return fail(err, errlen, "unknown key '%s'", key);
+		return config_fail(err, errlen, "unknown key '%s'", key);
 	int rc = key_set(&c, k, value, err, errlen);
 	if (rc)
 		return rc;
 	if (c.keepalive_ms >= c.peer_timeout_ms)
-		return fail(err, errlen,
-			    "keepalive_ms (%u) must be below peer_timeout_ms (%u)",
-			    c.keepalive_ms, c.peer_timeout_ms);
+		return config_fail(err, errlen,
+				   "keepalive_ms (%u) must be below "
+				   "peer_timeout_ms (%u)", c.keepalive_ms,
+				   c.peer_timeout_ms);
 	if (c.sq_entries > c.max_sq_entries)
-		return fail(err, errlen,
-			    "sq_entries (%u) is larger than max_sq_entries (%u)",
-			    c.sq_entries, c.max_sq_entries);
+		return config_fail(err, errlen,
+				   "sq_entries (%u) is larger than "
+				   "max_sq_entries (%u)", c.sq_entries,
+				   c.max_sq_entries);
 	*cfg = c;
 	mark(src, k, from);
 	return 0;

@@ -7,24 +7,11 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "config.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
+#include "core/config_fail.h"
 
 static char *trim(char *s)
 {
@@ -44,8 +31,8 @@ static int parse_line_from(struct xferd_config *cfg,
 	char buf[512];
 
 	if (strlen(line) >= sizeof(buf))
-		return fail(err, errlen, "line longer than %zu bytes",
-			    sizeof(buf) - 1);
+		return config_fail(err, errlen, "line longer than %zu bytes",
+				   sizeof(buf) - 1);
 	strcpy(buf, line);
 	char *hash = strchr(buf, '#');
 	if (hash)
@@ -63,11 +50,12 @@ static int parse_line_from(struct xferd_config *cfg,
 		return config_tenant_section(cfg, s, err, errlen);
 	char *eq = strchr(s, '=');
 	if (!eq)
-		return fail(err, errlen, "expected 'key = value', got '%s'", s);
+		return config_fail(err, errlen,
+				   "expected 'key = value', got '%s'", s);
 	*eq = '\0';
 	char *key = trim(s), *value = trim(eq + 1);
 	if (*key == '\0' || *value == '\0')
-		return fail(err, errlen, "empty key or value");
+		return config_fail(err, errlen, "empty key or value");
 	if (cfg->tenants.section)
 		return config_tenant_key(cfg, key, value, err, errlen);
 	return config_set_from(cfg, src, from, key, value, err, errlen);

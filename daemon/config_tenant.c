@@ -9,25 +9,12 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "config.h"
+#include "core/config_fail.h"
 #include "common/numparse.h"
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
-}
 
 void config_tenants_default(struct tenant_table *tt)
 {
@@ -56,14 +43,15 @@ static int tenant_open(struct tenant_table *tt, const char *name, char *err,
 		       size_t errlen)
 {
 	if (!name_ok(name))
-		return fail(err, errlen, "tenant: '%s' is not a name (1-31 of "
-			    "A-Z a-z 0-9 _ - .)", name);
+		return config_fail(err, errlen,
+				   "tenant: '%s' is not a name (1-31 of A-Z "
+				   "a-z 0-9 _ - .)", name);
 	for (uint32_t i = 0; i < tt->n; i++)
 		if (strcmp(tt->t[i].name, name) == 0)
 			return (int)i;
 	if (tt->n == TENANT_MAX)
-		return fail(err, errlen, "tenant: more than %d tenants",
-			    TENANT_MAX - 1);
+		return config_fail(err, errlen, "tenant: more than %d tenants",
+				   TENANT_MAX - 1);
 	struct tenant_cfg *t = &tt->t[tt->n];
 	memset(t, 0, sizeof(*t));
 	snprintf(t->name, TENANT_NAME_MAX, "%s", name);
@@ -78,17 +66,17 @@ static int id_list(const char *what, const char *value, uint32_t *ids,
 	char *save = NULL;
 
 	if (strlen(value) >= sizeof(buf))
-		return fail(err, errlen, "%s: list too long", what);
+		return config_fail(err, errlen, "%s: list too long", what);
 	strcpy(buf, value);
 	for (char *tok = strtok_r(buf, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		uint64_t v;
 		if (numparse_size(tok, 0, &v) || v >= UINT32_MAX)
-			return fail(err, errlen, "%s: '%s' is not an id",
-				    what, tok);
+			return config_fail(err, errlen, "%s: '%s' is not an id",
+					   what, tok);
 		if (*n == TENANT_IDS_MAX)
-			return fail(err, errlen, "%s: more than %d ids", what,
-				    TENANT_IDS_MAX);
+			return config_fail(err, errlen, "%s: more than %d ids",
+					   what, TENANT_IDS_MAX);
 		ids[(*n)++] = (uint32_t)v;
 	}
 	return 0;
@@ -103,8 +91,9 @@ static int tenant_key(struct tenant_cfg *t, const char *key,
 	if (strcmp(key, "weight") == 0) {
 		if (numparse_size(value, 0, &v) || v < 1 ||
 		    v > TENANT_WEIGHT_MAX)
-			return fail(err, errlen, "weight: '%s' is not a number "
-				    "in [1, %d]", value, TENANT_WEIGHT_MAX);
+			return config_fail(err, errlen,
+					   "weight: '%s' is not a number in "
+					   "[1, %d]", value, TENANT_WEIGHT_MAX);
 		t->weight = (uint32_t)v;
 		return 0;
 	}
@@ -115,8 +104,9 @@ static int tenant_key(struct tenant_cfg *t, const char *key,
 		}
 		if (numparse_size(value, NUMPARSE_BYTE_UNIT, &v) ||
 		    v < 65536)
-			return fail(err, errlen, "rate: '%s' is not bytes a "
-				    "second (64K or more) or off", value);
+			return config_fail(err, errlen,
+					   "rate: '%s' is not bytes a second "
+					   "(64K or more) or off", value);
 		t->rate = v;
 		return 0;
 	}
@@ -124,8 +114,9 @@ static int tenant_key(struct tenant_cfg *t, const char *key,
 		return id_list("uid", value, t->uids, &t->nuids, err, errlen);
 	if (strcmp(key, "gid") == 0)
 		return id_list("gid", value, t->gids, &t->ngids, err, errlen);
-	return fail(err, errlen, "'%s' is not a tenant key (weight, uid, "
-		    "gid, rate)", key);
+	return config_fail(err, errlen,
+			   "'%s' is not a tenant key (weight, uid, gid, rate)",
+			   key);
 }
 
 int config_tenant_section(struct xferd_config *c, const char *header,
@@ -136,8 +127,9 @@ int config_tenant_section(struct xferd_config *c, const char *header,
 
 	if (sscanf(header, "[tenant %63[^] ] %c", name, &extra) != 2 ||
 	    extra != ']')
-		return fail(err, errlen, "'%s' is not a [tenant NAME] section",
-			    header);
+		return config_fail(err, errlen,
+				   "'%s' is not a [tenant NAME] section",
+				   header);
 	int i = tenant_open(&c->tenants, name, err, errlen);
 	if (i < 0)
 		return i;
@@ -160,19 +152,20 @@ int config_tenant_line(struct xferd_config *c, const char *value, char *err,
 	struct tenant_table tt = c->tenants;
 
 	if (strlen(value) >= sizeof(buf))
-		return fail(err, errlen, "tenant: value too long");
+		return config_fail(err, errlen, "tenant: value too long");
 	strcpy(buf, value);
 	char *tok = strtok_r(buf, " \t", &save);
 	if (!tok)
-		return fail(err, errlen, "tenant: 'NAME key=value ...'");
+		return config_fail(err, errlen, "tenant: 'NAME key=value ...'");
 	int i = tenant_open(&tt, tok, err, errlen);
 	if (i < 0)
 		return i;
 	while ((tok = strtok_r(NULL, " \t", &save))) {
 		char *eq = strchr(tok, '=');
 		if (!eq)
-			return fail(err, errlen, "tenant: '%s' is not key=value",
-				    tok);
+			return config_fail(err, errlen,
+					   "tenant: '%s' is not key=value",
+					   tok);
 		*eq = '\0';
 		if (tenant_key(&tt.t[i], tok, eq + 1, err, errlen))
 			return -EINVAL;

@@ -23,9 +23,13 @@
  * never connected) hands it back through the reroute hook, and the
  * executor offers it to the next route; no mover calls another.
  *
- * As in UCX's uct and NCCL's net plugins, every entry is set: what a
- * mover lacks points to a stub (mover_stub_*), never NULL, and the
- * table carries the version of this header it was written for.
+ * A mover's table names only what the mover has, and carries the
+ * version of this header it was written for.  Registration
+ * (engine/progress.c, before the progress thread starts) copies it into
+ * the route's own table with mover_ops_fill(), which points every entry
+ * the mover left NULL to a stub (mover_stub_*): as in UCX's uct and
+ * NCCL's net plugins, the table the progress thread calls through is
+ * whole, so it calls every entry without looking.
  *
  * The link to each peer (transport/link.c, the session: framing,
  * keepalives, one dispatch of every frame) is not a mover: the TCP
@@ -231,12 +235,20 @@ struct mover_hooks {
 };
 
 struct mover {
-	const struct mover_ops *ops;
+	const struct mover_ops *ops;  /* its route's own copy, whole */
 	void *impl;
 	enum path_route route;  /* the route (core/path.h) it runs */
 };
 
-/* Stubs for what a mover lacks. */
+/*
+ * out = in, with every entry in left NULL pointed to its stub below.
+ * submit and destroy have none (an op given to a mover must end, and
+ * what created impl frees it): a table without them, without a name or
+ * of another version is refused (-EINVAL, out untouched).
+ */
+int mover_ops_fill(struct mover_ops *out, const struct mover_ops *in);
+
+/* Stubs for what a mover lacks (mover_ops_fill). */
 int64_t mover_stub_move_now(void *t, struct move_req *rq);
 int64_t mover_stub_move_list(void *t, struct move_list *ml);
 bool mover_stub_accepts(void *t, const struct xop *op);

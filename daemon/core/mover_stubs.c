@@ -1,8 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * mover_stubs.c - what a mover lacks (core/mover.h): every entry of an
- * ops table is set, to one of these when the mover has nothing to do.
+ * mover_stubs.c - what a mover lacks (core/mover.h): a mover's table
+ * names what it has, and mover_ops_fill() sets the rest, in the route's
+ * own copy, to one of these stubs, so that no entry the progress thread
+ * calls is NULL.  No state; any thread.
  */
+#include <errno.h>
+
 #include "core/mover.h"
 
 int64_t mover_stub_move_now(void *t, struct move_req *rq)
@@ -82,4 +86,29 @@ enum describe_result mover_stub_describe(void *t, struct region *r,
 {
 	(void)t, (void)r, (void)q, (void)out, (void)keys, (void)max_keys;
 	return DESCRIBE_NONE;
+}
+
+int mover_ops_fill(struct mover_ops *out, const struct mover_ops *in)
+{
+	if (in->version != MOVER_OPS_VERSION || !in->name || !in->submit ||
+	    !in->destroy)
+		return -EINVAL;
+	*out = *in;
+#define FILL(entry) \
+	do { if (!out->entry) out->entry = mover_stub_##entry; } while (0)
+	FILL(move_now);
+	FILL(move_list);
+	FILL(accepts);
+	FILL(cancel_client);
+	FILL(expire);
+	FILL(poll);
+	FILL(arm);
+	FILL(needs_loop);
+	FILL(peer_up);
+	FILL(peer_down);
+	FILL(frame);
+	FILL(describe);
+	FILL(set_cfg);
+#undef FILL
+	return 0;
 }

@@ -454,6 +454,20 @@ void progress_set_instance_id(struct progress *p,
 	memcpy(p->instance_id, id, LINK_ID_LEN);
 }
 
+/* Route's own copy of its mover's ops, what the mover lacks pointed to
+ * the stubs (core/mover.h): every struct mover of the route calls
+ * through it.  The tables are xferd's own (test_movers.c fills each):
+ * one refused is a build gone wrong, found at start-up. */
+static const struct mover_ops *route_ops(struct progress *p,
+					 enum path_route route,
+					 const struct mover_ops *ops)
+{
+	if (mover_ops_fill(&p->route_ops[route], ops))
+		fatalx("mover %s: no submit or destroy, or not version %d",
+		       ops->name ? ops->name : "(unnamed)", MOVER_OPS_VERSION);
+	return &p->route_ops[route];
+}
+
 /* Mover m (its impl NULL: out of memory) runs route; the GPU mover
  * stays last (exec_cancel_client). */
 static int add_local(struct progress *p, const struct mover_ops *ops,
@@ -466,7 +480,7 @@ static int add_local(struct progress *p, const struct mover_ops *ops,
 		p->local[at] = p->local[at - 1];
 		at--;
 	}
-	p->local[at] = (struct mover){ ops, impl, route };
+	p->local[at] = (struct mover){ route_ops(p, route, ops), impl, route };
 	p->routes[route] = p->local[at];
 	/* Those with a poll of their own run every pass (poll_local). */
 	p->nlocal_polled = 0;
@@ -628,15 +642,17 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 	p->rdma = rdma_create(p->base, p->links, &rcfg, &hooks, &sres);
 	if (p->rdma) {
 		p->movers[p->nmovers++] = (struct mover){
-			&rdma_mover_ops, p->rdma, ROUTE_RDMA };
+			route_ops(p, ROUTE_RDMA, &rdma_mover_ops), p->rdma,
+			ROUTE_RDMA };
 		/* The same queue pairs, through its staging buffers. */
 		p->movers[p->nmovers++] = (struct mover){
-			&rdma_staged_mover_ops, p->rdma, ROUTE_RDMA_STAGED };
+			route_ops(p, ROUTE_RDMA_STAGED, &rdma_staged_mover_ops),
+			p->rdma, ROUTE_RDMA_STAGED };
 		/* Before the thread runs: any thread may then read it. */
 		region_set_release_hook(hook_region_released, p);
 	}
 	p->movers[p->nmovers++] = (struct mover){
-		&tcp_mover_ops, tcp, ROUTE_LINK };
+		route_ops(p, ROUTE_LINK, &tcp_mover_ops), tcp, ROUTE_LINK };
 	for (int i = 0; i < p->nmovers; i++)
 		p->routes[p->movers[i].route] = p->movers[i];
 	/* The staged route is the TCP transport's too: it stages what it

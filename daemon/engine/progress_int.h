@@ -107,6 +107,9 @@ struct progress {
 	/* The mover of each route path_choose() gives (ops NULL: none
 	 * here), which the executor indexes. */
 	struct mover routes[ROUTE_NOTSUP];
+	/* Each route's own ops table, the stubs filled in at registration
+	 * (mover_ops_fill): every struct mover's ops points here. */
+	struct mover_ops route_ops[ROUTE_NOTSUP];
 	/* What the same-node movers share: their hooks into the executor,
 	 * and the GPU copy engine (res.gpu, NULL: no GPUs), the pinned
 	 * chunks where GPU memory meets the links and xfer_reg'd memory

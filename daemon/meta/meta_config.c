@@ -8,11 +8,11 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config_fail.h"
 #include "meta/meta_config.h"
 
 void meta_config_defaults(struct meta_config *mc)
@@ -28,19 +28,6 @@ void meta_config_defaults(struct meta_config *mc)
 		.retry_ms = 5000,
 		.api = META_API_AUTO,
 	};
-}
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
 }
 
 /* One "http[s]://host:port" (host a name, an IPv4 or a [v6] address). */
@@ -110,23 +97,25 @@ int meta_endpoints_parse(const char *list, struct meta_endpoint *out,
 		const char *comma = strchr(s, ',');
 		size_t len = comma ? (size_t)(comma - s) : strlen(s);
 		if (n == META_ENDPOINTS_MAX)
-			return fail(err, errlen,
-				    "etcd_endpoints: more than %d endpoints",
-				    META_ENDPOINTS_MAX);
+			return config_fail(err, errlen,
+					   "etcd_endpoints: more than %d "
+					   "endpoints", META_ENDPOINTS_MAX);
 		if (endpoint_parse(s, len, &out[n]))
-			return fail(err, errlen,
-				    "etcd_endpoints: '%.*s' is not http://HOST:PORT "
-				    "or https://HOST:PORT", (int)len, s);
+			return config_fail(err, errlen,
+					   "etcd_endpoints: '%.*s' is not "
+					   "http://HOST:PORT or "
+					   "https://HOST:PORT", (int)len, s);
 		n++;
 		if (!comma)
 			break;
 		s = comma + 1;
 		if (!*s)
-			return fail(err, errlen,
-				    "etcd_endpoints: empty entry after ','");
+			return config_fail(err, errlen,
+					   "etcd_endpoints: empty entry "
+					   "after ','");
 	}
 	if (n == 0)
-		return fail(err, errlen, "etcd_endpoints: no endpoint");
+		return config_fail(err, errlen, "etcd_endpoints: no endpoint");
 	return n;
 }
 
@@ -136,8 +125,9 @@ int meta_config_set_endpoints(struct meta_config *mc, const char *value,
 	struct meta_endpoint eps[META_ENDPOINTS_MAX];
 
 	if (strlen(value) >= sizeof(mc->endpoints))
-		return fail(err, errlen, "etcd_endpoints: longer than %zu bytes",
-			    sizeof(mc->endpoints) - 1);
+		return config_fail(err, errlen,
+				   "etcd_endpoints: longer than %zu bytes",
+				   sizeof(mc->endpoints) - 1);
 	int rc = meta_endpoints_parse(value, eps, err, errlen);
 	if (rc < 0)
 		return rc;
@@ -157,9 +147,9 @@ int meta_config_set_prefix(struct meta_config *mc, const char *value,
 		ok = isgraph((unsigned char)value[i]) && value[i] != '"' &&
 		     value[i] != '\\';
 	if (!ok)
-		return fail(err, errlen,
-			    "etcd_prefix: '%s' is not 1-%zu printable "
-			    "characters", value, sizeof(mc->prefix) - 2);
+		return config_fail(err, errlen,
+				   "etcd_prefix: '%s' is not 1-%zu printable "
+				   "characters", value, sizeof(mc->prefix) - 2);
 	/* Always a directory: "/xferd" and "/xferd/" are one prefix, and
 	 * "/xferd" does not cover "/xferd2/". */
 	snprintf(mc->prefix, sizeof(mc->prefix), "%s%s", value,
@@ -173,10 +163,10 @@ int meta_config_check(const struct meta_config *mc, char *err,
 	if (mc->backend != META_ETCD)
 		return 0;
 	if (!mc->endpoints[0])
-		return fail(err, errlen,
-			    "metadata = etcd needs etcd_endpoints");
+		return config_fail(err, errlen,
+				   "metadata = etcd needs etcd_endpoints");
 	if (!mc->cert[0] != !mc->key[0])
-		return fail(err, errlen,
-			    "etcd_cert and etcd_key go together");
+		return config_fail(err, errlen,
+				   "etcd_cert and etcd_key go together");
 	return 0;
 }

@@ -453,20 +453,14 @@ static void tcp_destroy(void *impl)
 const struct mover_ops tcp_mover_ops = {
 	.version = MOVER_OPS_VERSION,
 	.name = "tcp",
-	.move_now = mover_stub_move_now,
-	.move_list = mover_stub_move_list,
 	.accepts = tcp_accepts,
 	.submit = tcp_submit,
 	.cancel_client = tcp_cancel_client,
 	.expire = tcp_expire,
 	.poll = tcp_poll,
-	.arm = mover_stub_arm,
 	.needs_loop = tcp_needs_loop,
-	/* Its links come and go through the session (tcp_link_client). */
-	.peer_up = mover_stub_peer_up,
-	.peer_down = mover_stub_peer_down,
-	.frame = mover_stub_frame,
-	.describe = mover_stub_describe,
+	/* No peer_up, peer_down, frame: its links come and go through the
+	 * session (tcp_link_client). */
 	.set_cfg = tcp_set_cfg,
 	.destroy = tcp_destroy,
 };

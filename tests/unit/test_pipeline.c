@@ -158,7 +158,7 @@ static void on_wake(void *arg)
 
 static uint8_t *pattern(size_t n, unsigned seed)
 {
-	uint8_t *p = malloc(n);
+	uint8_t *p = malloc(n ? n : 1);
 
 	ck_assert_ptr_nonnull(p);
 	for (size_t i = 0; i < n; i++)
@@ -177,15 +177,6 @@ static void assert_pool_whole(struct staging_pool *sp)
 	}
 }
 
-/* A pool of 2 chunks of CHUNK bytes per half. */
-static struct staging_pool *tiny_pool(void)
-{
-	struct staging_pool *sp = staging_create(0, CHUNK, false);
-
-	ck_assert_ptr_nonnull(sp);
-	return sp;
-}
-
 static struct tstage filler(const uint8_t *src)
 {
 	return (struct tstage){ .src = src, .fill = true,
@@ -196,6 +187,43 @@ static struct tstage drainer(uint8_t *dst)
 {
 	return (struct tstage){ .dst = dst, .fail_start_at = NONE,
 				.fail_done_at = NONE };
+}
+
+/* What a case starts from: a stream of len patterned bytes (src), where
+ * they go (dst, zeroed), a pool of pool_bytes (0: the smallest, 2 chunks
+ * of CHUNK bytes per half), a fill stage reading src, a drain stage
+ * writing dst and their owner. */
+struct fixture {
+	size_t len;
+	uint8_t *src, *dst;
+	struct staging_pool *sp;     /* NULL: the case destroyed it */
+	struct tstage f, d;
+	struct owner o;
+};
+
+static void fixture_init(struct fixture *x, size_t len, unsigned seed,
+			 uint64_t pool_bytes)
+{
+	*x = (struct fixture){ .len = len };
+	x->src = pattern(len, seed);
+	x->dst = calloc(1, len ? len : 1);
+	ck_assert_ptr_nonnull(x->dst);
+	x->sp = staging_create(pool_bytes, CHUNK, false);
+	ck_assert_ptr_nonnull(x->sp);
+	x->f = filler(x->src);
+	x->d = drainer(x->dst);
+}
+
+/* Every chunk back in the pool (unless the case destroyed it), then
+ * everything freed. */
+static void fixture_fini(struct fixture *x)
+{
+	if (x->sp) {
+		assert_pool_whole(x->sp);
+		staging_destroy(x->sp);
+	}
+	free(x->src);
+	free(x->dst);
 }
 
 static struct pipeline *make(struct staging_pool *sp, uint64_t len,
@@ -223,35 +251,36 @@ static struct pipeline *make(struct staging_pool *sp, uint64_t len,
 	return pl;
 }
 
+/* The fixture's stream through its own stages to its owner. */
+static struct pipeline *make_fx(struct fixture *x, unsigned ahead,
+				bool ordered)
+{
+	return make(x->sp, x->len, &x->f, &x->d, &x->o, ahead, ordered);
+}
+
 /* Out of order completions, a pool of 2 chunks for 17: the drain still
  * sees every chunk in order and the bytes arrive whole. */
 START_TEST(ordered_through_tiny_pool)
 {
-	size_t len = 16 * CHUNK + 123;
-	uint8_t *src = pattern(len, 1), *dst = calloc(1, len);
-	struct staging_pool *sp = tiny_pool();
-	struct tstage f = filler(src), d = drainer(dst);
-	struct owner o = { 0 };
+	struct fixture x;
 	struct staging_stats st;
 
-	d.check_order = true;
-	struct pipeline *pl = make(sp, len, &f, &d, &o, 8, true);
+	fixture_init(&x, 16 * CHUNK + 123, 1, 0);
+	x.d.check_order = true;
+	struct pipeline *pl = make_fx(&x, 8, true);
 	pipeline_start(pl);
-	ck_assert_int_eq(o.dones, 0);
+	ck_assert_int_eq(x.o.dones, 0);
 	ck_assert_uint_eq(npend, 2);  /* the pool's whole half */
 	run_shuffled();
-	ck_assert_int_eq(o.dones, 1);
-	ck_assert_int_eq(o.result, (int64_t)len);
-	ck_assert_int_eq(f.started, 17);
-	ck_assert_int_eq(d.started, 17);
-	ck_assert_mem_eq(src, dst, len);
-	staging_get_stats(sp, &st);
+	ck_assert_int_eq(x.o.dones, 1);
+	ck_assert_int_eq(x.o.result, (int64_t)x.len);
+	ck_assert_int_eq(x.f.started, 17);
+	ck_assert_int_eq(x.d.started, 17);
+	ck_assert_mem_eq(x.src, x.dst, x.len);
+	staging_get_stats(x.sp, &st);
 	ck_assert_uint_gt(st.waits, 0);
 	pipeline_destroy(pl);
-	assert_pool_whole(sp);
-	staging_destroy(sp);
-	free(src);
-	free(dst);
+	fixture_fini(&x);
 }
 END_TEST
 
@@ -329,36 +358,31 @@ END_TEST
  * drains in any order, at most `ahead` out, destroyed inside done. */
 START_TEST(unordered_inline_fill)
 {
-	size_t len = 50000;
-	uint8_t *src = pattern(len, 2), *dst = calloc(1, len);
-	struct staging_pool *sp = staging_create(1u << 20, CHUNK, false);
-	struct tstage f = filler(src), d = drainer(dst);
-	struct owner o = { .destroy_in_done = true };
+	struct fixture x;
 
-	f.inline_done = true;
+	fixture_init(&x, 50000, 2, 1u << 20);
+	x.o.destroy_in_done = true;
+	x.f.inline_done = true;
 	struct pipeline_cfg cfg = {
-		.pool = sp, .half = STAGING_RECV, .len = len, .chunk = 1000,
-		.ahead = 3, .fill = &fill_ops, .fill_arg = &f,
-		.drain = &drain_ops, .drain_arg = &d, .done = on_done,
-		.arg = &o,
+		.pool = x.sp, .half = STAGING_RECV, .len = x.len, .chunk = 1000,
+		.ahead = 3, .fill = &fill_ops, .fill_arg = &x.f,
+		.drain = &drain_ops, .drain_arg = &x.d, .done = on_done,
+		.arg = &x.o,
 	};
 	struct pipeline *pl = pipeline_create(&cfg);
-	o.pl = pl;
+	x.o.pl = pl;
 	pipeline_start(pl);
 	ck_assert_uint_eq(npend, 3);
 	while (npend) {
 		ck_assert_uint_le(npend, 3);
 		run_one(npend - 1);  /* newest first */
 	}
-	ck_assert_int_eq(o.dones, 1);
-	ck_assert_ptr_null(o.pl);
-	ck_assert_int_eq(o.result, (int64_t)len);
-	ck_assert_int_eq(d.started, 50);
-	ck_assert_mem_eq(src, dst, len);
-	assert_pool_whole(sp);
-	staging_destroy(sp);
-	free(src);
-	free(dst);
+	ck_assert_int_eq(x.o.dones, 1);
+	ck_assert_ptr_null(x.o.pl);
+	ck_assert_int_eq(x.o.result, (int64_t)x.len);
+	ck_assert_int_eq(x.d.started, 50);
+	ck_assert_mem_eq(x.src, x.dst, x.len);
+	fixture_fini(&x);
 }
 END_TEST
 
@@ -366,28 +390,22 @@ END_TEST
  * every chunk out came back; nothing new starts after it. */
 START_TEST(work_fails)
 {
-	size_t len = 16 * CHUNK;
-	uint8_t *src = pattern(len, 3), *dst = calloc(1, len);
-	struct staging_pool *sp = tiny_pool();
-	struct tstage f = filler(src), d = drainer(dst);
-	struct owner o = { 0 };
+	struct fixture x;
 
-	f.fail_done_at = 3 * CHUNK;
-	struct pipeline *pl = make(sp, len, &f, &d, &o, 0, true);
+	fixture_init(&x, 16 * CHUNK, 3, 0);
+	x.f.fail_done_at = 3 * CHUNK;
+	struct pipeline *pl = make_fx(&x, 0, true);
 	pipeline_start(pl);
 	run_shuffled();
-	ck_assert_int_eq(o.dones, 1);
-	ck_assert_int_eq(o.result, -EIO);
-	ck_assert_int_le(f.started, 6);
+	ck_assert_int_eq(x.o.dones, 1);
+	ck_assert_int_eq(x.o.result, -EIO);
+	ck_assert_int_le(x.f.started, 6);
 	ck_assert_int_eq(pipeline_error(pl), -EIO);
 	/* Chunk 3 was taken once chunks 0 and 1 were drained (in order:
 	 * the pool has two); what was not drained yet is dropped. */
-	ck_assert_mem_eq(src, dst, 2 * CHUNK);
+	ck_assert_mem_eq(x.src, x.dst, 2 * CHUNK);
 	pipeline_destroy(pl);
-	assert_pool_whole(sp);
-	staging_destroy(sp);
-	free(src);
-	free(dst);
+	fixture_fini(&x);
 }
 END_TEST
 
@@ -395,24 +413,21 @@ END_TEST
  * stream itself. */
 START_TEST(start_refuses_and_owner_fails)
 {
-	size_t len = 8 * CHUNK;
-	uint8_t *src = pattern(len, 4), *dst = calloc(1, len);
-	struct staging_pool *sp = staging_create(1u << 20, CHUNK, false);
-	struct tstage f = filler(src), d = drainer(dst);
-	struct owner o = { 0 };
+	struct fixture x;
 
-	d.fail_start_at = 2 * CHUNK;
-	struct pipeline *pl = make(sp, len, &f, &d, &o, 4, false);
+	fixture_init(&x, 8 * CHUNK, 4, 1u << 20);
+	x.d.fail_start_at = 2 * CHUNK;
+	struct pipeline *pl = make_fx(&x, 4, false);
 	pipeline_start(pl);
 	run_shuffled();
-	ck_assert_int_eq(o.dones, 1);
-	ck_assert_int_eq(o.result, -EINVAL);
+	ck_assert_int_eq(x.o.dones, 1);
+	ck_assert_int_eq(x.o.result, -EINVAL);
 	pipeline_destroy(pl);
-	assert_pool_whole(sp);
+	assert_pool_whole(x.sp);
 
-	struct tstage f2 = filler(src), d2 = drainer(dst);
+	struct tstage f2 = filler(x.src), d2 = drainer(x.dst);
 	struct owner o2 = { 0 };
-	pl = make(sp, len, &f2, &d2, &o2, 4, false);
+	pl = make(x.sp, x.len, &f2, &d2, &o2, 4, false);
 	pipeline_start(pl);
 	pipeline_fail(pl, -ETIMEDOUT);
 	pipeline_fail(pl, -EIO);       /* the first one wins */
@@ -422,10 +437,7 @@ START_TEST(start_refuses_and_owner_fails)
 	ck_assert_int_eq(o2.result, -ETIMEDOUT);
 	ck_assert_int_eq(d2.started, 0);
 	pipeline_destroy(pl);
-	assert_pool_whole(sp);
-	staging_destroy(sp);
-	free(src);
-	free(dst);
+	fixture_fini(&x);
 }
 END_TEST
 
@@ -434,47 +446,43 @@ END_TEST
  * done never comes; a pipeline waiting behind it gets the chunks. */
 START_TEST(cancel_leaves_chunks_to_stages)
 {
-	size_t len = 32 * CHUNK;
-	uint8_t *src = pattern(len, 5), *dst = calloc(1, len);
-	uint8_t *dst2 = calloc(1, len);
-	struct staging_pool *sp = staging_create(8 * CHUNK, CHUNK, false);
-	struct tstage f = filler(src), d = drainer(dst);
-	struct tstage f2 = filler(src), d2 = drainer(dst2);
-	struct owner o = { 0 }, o2 = { 0 };
+	struct fixture x;
 	struct staging_stats st;
 
+	fixture_init(&x, 32 * CHUNK, 5, 8 * CHUNK);
+	uint8_t *dst2 = calloc(1, x.len);
+	struct tstage f2 = filler(x.src), d2 = drainer(dst2);
+	struct owner o2 = { 0 };
+
 	/* 4 chunks per half: a takes them all, b waits. */
-	struct pipeline *a = make(sp, len, &f, &d, &o, 4, true);
+	struct pipeline *a = make_fx(&x, 4, true);
 	pipeline_start(a);
-	struct pipeline *b = make(sp, len, &f2, &d2, &o2, 8, true);
+	struct pipeline *b = make(x.sp, x.len, &f2, &d2, &o2, 8, true);
 	pipeline_start(b);
 	ck_assert_uint_eq(npend, 4);
-	staging_get_stats(sp, &st);
+	staging_get_stats(x.sp, &st);
 	ck_assert_uint_eq(st.waiting[STAGING_SEND], 1);
 	/* Some of a's chunks into its drain, one of those finished. */
 	run_one(0);
 	run_one(0);
 	for (unsigned i = 0; i < npend; i++)
-		if (pend[i].s == &d) {
+		if (pend[i].s == &x.d) {
 			run_one(i);
 			break;
 		}
 	/* Left: two of a's fills (its cancel ends them), one filled chunk
 	 * waiting for its turn (back at once). */
 	pipeline_destroy(a);
-	ck_assert_int_eq(f.cancelled, 2);
-	ck_assert_int_eq(o.dones, 0);
+	ck_assert_int_eq(x.f.cancelled, 2);
+	ck_assert_int_eq(x.o.dones, 0);
 	/* b goes on with what a gave back, then with the rest. */
 	run_shuffled();
-	ck_assert_int_eq(o.dones, 0);
+	ck_assert_int_eq(x.o.dones, 0);
 	ck_assert_int_eq(o2.dones, 1);
-	ck_assert_int_eq(o2.result, (int64_t)len);
-	ck_assert_mem_eq(src, dst2, len);
+	ck_assert_int_eq(o2.result, (int64_t)x.len);
+	ck_assert_mem_eq(x.src, dst2, x.len);
 	pipeline_destroy(b);
-	assert_pool_whole(sp);
-	staging_destroy(sp);
-	free(src);
-	free(dst);
+	fixture_fini(&x);
 	free(dst2);
 }
 END_TEST
@@ -483,26 +491,20 @@ END_TEST
  * its chunks; the drain's run on. */
 START_TEST(cancel_calls_stage_cancel)
 {
-	size_t len = 8 * CHUNK;
-	uint8_t *src = pattern(len, 6), *dst = calloc(1, len);
-	struct staging_pool *sp = staging_create(1u << 20, CHUNK, false);
-	struct tstage f = filler(src), d = drainer(dst);
-	struct owner o = { 0 };
+	struct fixture x;
 
-	struct pipeline *pl = make(sp, len, &f, &d, &o, 4, false);
+	fixture_init(&x, 8 * CHUNK, 6, 1u << 20);
+	struct pipeline *pl = make_fx(&x, 4, false);
 	pipeline_start(pl);
 	ck_assert_uint_eq(npend, 4);
 	run_one(0);   /* one fill ends: its drain starts */
 	ck_assert_uint_eq(npend, 4);
 	pipeline_destroy(pl);
-	ck_assert_int_eq(f.cancelled, 3);
+	ck_assert_int_eq(x.f.cancelled, 3);
 	ck_assert_uint_eq(npend, 1);  /* the drain's */
 	run_shuffled();
-	ck_assert_int_eq(o.dones, 0);
-	assert_pool_whole(sp);
-	staging_destroy(sp);
-	free(src);
-	free(dst);
+	ck_assert_int_eq(x.o.dones, 0);
+	fixture_fini(&x);
 }
 END_TEST
 
@@ -511,32 +513,30 @@ END_TEST
  * comes back; an open length ended by push_end. */
 START_TEST(push_fill)
 {
-	size_t len = 20 * CHUNK + 77;
-	uint8_t *src = pattern(len, 7), *dst = calloc(1, len);
-	struct staging_pool *sp = tiny_pool();
-	struct tstage d = drainer(dst);
-	struct owner o = { 0 };
+	struct fixture x;
+
+	fixture_init(&x, 20 * CHUNK + 77, 7, 0);
 	struct pipeline_cfg cfg = {
-		.pool = sp, .half = STAGING_RECV, .len = PIPELINE_LEN_OPEN,
-		.drain = &drain_ops, .drain_arg = &d, .done = on_done,
-		.wake = on_wake, .arg = &o,
+		.pool = x.sp, .half = STAGING_RECV, .len = PIPELINE_LEN_OPEN,
+		.drain = &drain_ops, .drain_arg = &x.d, .done = on_done,
+		.wake = on_wake, .arg = &x.o,
 	};
 	struct pipeline *pl = pipeline_create(&cfg);
 	size_t off = 0;
 	int stalls = 0;
 
 	pipeline_start(pl);
-	while (off < len) {
+	while (off < x.len) {
 		struct stage_chunk *c;
 		int rc = pipeline_push_take(pl, &c);
 		if (rc == 0) {
 			/* Stop reading until a drain gives a chunk back. */
-			int wakes = o.wakes;
+			int wakes = x.o.wakes;
 			stalls++;
 			ck_assert_uint_gt(npend, 0);
-			while (o.wakes == wakes && npend)
+			while (x.o.wakes == wakes && npend)
 				run_one(next_rand() % npend);
-			ck_assert_int_eq(o.wakes, wakes + 1);
+			ck_assert_int_eq(x.o.wakes, wakes + 1);
 			continue;
 		}
 		ck_assert_int_eq(rc, 1);
@@ -544,28 +544,25 @@ START_TEST(push_fill)
 		size_t n = 777;
 		if (n > c->cap - c->len)
 			n = c->cap - c->len;
-		if (n > len - off)
-			n = len - off;
-		memcpy(c->buf + c->len, src + off, n);
+		if (n > x.len - off)
+			n = x.len - off;
+		memcpy(c->buf + c->len, x.src + off, n);
 		c->len += (uint32_t)n;
 		off += n;
-		if (c->len == c->cap || off == len)
+		if (c->len == c->cap || off == x.len)
 			pipeline_push_filled(c, 0);
 	}
 	ck_assert_int_gt(stalls, 0);
 	pipeline_push_end(pl);
-	ck_assert_int_eq(o.dones, 0);
+	ck_assert_int_eq(x.o.dones, 0);
 	run_shuffled();
-	ck_assert_int_eq(o.dones, 1);
-	ck_assert_int_eq(o.result, (int64_t)len);
-	ck_assert_mem_eq(src, dst, len);
+	ck_assert_int_eq(x.o.dones, 1);
+	ck_assert_int_eq(x.o.result, (int64_t)x.len);
+	ck_assert_mem_eq(x.src, x.dst, x.len);
 	struct stage_chunk *c;
 	ck_assert_int_eq(pipeline_push_take(pl, &c), -EPIPE);
 	pipeline_destroy(pl);
-	assert_pool_whole(sp);
-	staging_destroy(sp);
-	free(src);
-	free(dst);
+	fixture_fini(&x);
 }
 END_TEST
 
@@ -573,14 +570,13 @@ END_TEST
  * chunk it held; a push chunk of a destroyed pipeline just goes back. */
 START_TEST(push_fail_and_orphan)
 {
-	uint8_t *dst = calloc(1, 4 * CHUNK);
-	struct staging_pool *sp = tiny_pool();
-	struct tstage d = drainer(dst);
-	struct owner o = { 0 };
+	struct fixture x;
+
+	fixture_init(&x, 4 * CHUNK, 0, 0);
 	struct pipeline_cfg cfg = {
-		.pool = sp, .half = STAGING_RECV, .len = 4 * CHUNK,
-		.drain = &drain_ops, .drain_arg = &d, .done = on_done,
-		.wake = on_wake, .arg = &o,
+		.pool = x.sp, .half = STAGING_RECV, .len = x.len,
+		.drain = &drain_ops, .drain_arg = &x.d, .done = on_done,
+		.wake = on_wake, .arg = &x.o,
 	};
 	struct pipeline *pl = pipeline_create(&cfg);
 	struct stage_chunk *c, *c2;
@@ -592,12 +588,12 @@ START_TEST(push_fail_and_orphan)
 	c->len = 10;
 	pipeline_fail(pl, -ECONNRESET);
 	ck_assert_int_eq(pipeline_push_take(pl, &c2), -ECONNRESET);
-	ck_assert_int_eq(o.dones, 0);  /* the owner still holds c */
+	ck_assert_int_eq(x.o.dones, 0);  /* the owner still holds c */
 	pipeline_push_filled(c, -ECONNRESET);
-	ck_assert_int_eq(o.dones, 1);
-	ck_assert_int_eq(o.result, -ECONNRESET);
+	ck_assert_int_eq(x.o.dones, 1);
+	ck_assert_int_eq(x.o.result, -ECONNRESET);
 	pipeline_destroy(pl);
-	assert_pool_whole(sp);
+	assert_pool_whole(x.sp);
 
 	struct owner o2 = { 0 };
 	cfg.arg = &o2;
@@ -609,9 +605,7 @@ START_TEST(push_fail_and_orphan)
 	pipeline_push_filled(c, 0);   /* no pipeline: back to the pool */
 	ck_assert_int_eq(o2.dones, 0);
 	ck_assert_uint_eq(npend, 0);
-	assert_pool_whole(sp);
-	staging_destroy(sp);
-	free(dst);
+	fixture_fini(&x);
 }
 END_TEST
 
@@ -620,30 +614,27 @@ END_TEST
  * when the socket took them, some after the pipeline is gone. */
 START_TEST(pull_drain_in_order)
 {
-	size_t len = 12 * CHUNK + 5;
-	uint8_t *src = pattern(len, 8), *dst = calloc(1, len);
-	struct staging_pool *sp = staging_create(16 * CHUNK, CHUNK, false);
-	struct tstage f = filler(src);
-	struct owner o = { 0 };
+	struct fixture x;
 	struct stage_chunk *held[16];
 	unsigned nheld = 0;
 	uint64_t got = 0;
 
-	struct pipeline *pl = make(sp, len, &f, NULL, &o, 4, true);
+	fixture_init(&x, 12 * CHUNK + 5, 8, 16 * CHUNK);
+	struct pipeline *pl = make(x.sp, x.len, &x.f, NULL, &x.o, 4, true);
 	pipeline_start(pl);
 	ck_assert_uint_eq(npend, 4);
-	while (got < len) {
+	while (got < x.len) {
 		struct stage_chunk *c;
 		int rc = pipeline_pull(pl, &c);
 		ck_assert_int_ge(rc, 0);
 		if (rc == 0) {
-			int wakes = o.wakes;
-			while (o.wakes == wakes)
+			int wakes = x.o.wakes;
+			while (x.o.wakes == wakes)
 				run_one(next_rand() % npend);
 			continue;
 		}
 		ck_assert_uint_eq(c->at, got);
-		memcpy(dst + c->at, c->buf, c->len);
+		memcpy(x.dst + c->at, c->buf, c->len);
 		got += c->len;
 		held[nheld++] = c;
 		if (nheld == 3) {  /* the socket took three */
@@ -651,19 +642,19 @@ START_TEST(pull_drain_in_order)
 				pipeline_chunk_release(held[--nheld]);
 		}
 	}
-	ck_assert_int_eq(o.dones, 1);
-	ck_assert_int_eq(o.result, (int64_t)len);
+	ck_assert_int_eq(x.o.dones, 1);
+	ck_assert_int_eq(x.o.result, (int64_t)x.len);
 	pipeline_destroy(pl);
 	while (nheld)
 		pipeline_chunk_release(held[--nheld]);
-	ck_assert_mem_eq(src, dst, len);
-	assert_pool_whole(sp);
+	ck_assert_mem_eq(x.src, x.dst, x.len);
+	assert_pool_whole(x.sp);
 
 	/* A failed fill: pull says so at once. */
-	struct tstage f2 = filler(src);
+	struct tstage f2 = filler(x.src);
 	struct owner o2 = { 0 };
 	f2.fail_done_at = 0;
-	pl = make(sp, len, &f2, NULL, &o2, 4, true);
+	pl = make(x.sp, x.len, &f2, NULL, &o2, 4, true);
 	pipeline_start(pl);
 	struct stage_chunk *c;
 	ck_assert_int_eq(pipeline_pull(pl, &c), 0);
@@ -672,28 +663,24 @@ START_TEST(pull_drain_in_order)
 	ck_assert_int_eq(pipeline_pull(pl, &c), -EIO);
 	ck_assert_int_eq(o2.dones, 1);
 	pipeline_destroy(pl);
-	assert_pool_whole(sp);
-	staging_destroy(sp);
-	free(src);
-	free(dst);
+	fixture_fini(&x);
 }
 END_TEST
 
 /* Nothing to move: it ends inside start. */
 START_TEST(empty_stream)
 {
-	struct staging_pool *sp = tiny_pool();
-	struct tstage f = filler(NULL), d = drainer(NULL);
-	struct owner o = { .destroy_in_done = true };
+	struct fixture x;
 
-	struct pipeline *pl = make(sp, 0, &f, &d, &o, 4, true);
+	fixture_init(&x, 0, 0, 0);
+	x.o.destroy_in_done = true;
+	struct pipeline *pl = make_fx(&x, 4, true);
 	pipeline_start(pl);
-	ck_assert_int_eq(o.dones, 1);
-	ck_assert_int_eq(o.result, 0);
-	ck_assert_int_eq(f.started, 0);
+	ck_assert_int_eq(x.o.dones, 1);
+	ck_assert_int_eq(x.o.result, 0);
+	ck_assert_int_eq(x.f.started, 0);
 	pipeline_destroy(NULL);
-	assert_pool_whole(sp);
-	staging_destroy(sp);
+	fixture_fini(&x);
 }
 END_TEST
 
@@ -701,27 +688,24 @@ END_TEST
  * (as the GPU copies at exit). */
 START_TEST(pool_destroy_ends_stages)
 {
-	size_t len = 4 * CHUNK;
-	uint8_t *src = pattern(len, 9), *dst = calloc(1, len);
-	struct staging_pool *sp = tiny_pool();
-	struct tstage f = filler(src), d = drainer(dst);
-	struct owner o = { 0 };
+	struct fixture x;
 
-	struct pipeline *pl = make(sp, len, &f, &d, &o, 4, true);
+	fixture_init(&x, 4 * CHUNK, 9, 0);
+	struct pipeline *pl = make_fx(&x, 4, true);
 	pipeline_start(pl);
 	pipeline_destroy(pl);
-	ck_assert_int_eq(f.cancelled, 2);
+	ck_assert_int_eq(x.f.cancelled, 2);
 	ck_assert_uint_eq(npend, 0);  /* the fill's cancel ended them */
-	pl = make(sp, len, &f, &d, &o, 4, true);
-	f.inline_done = true;
+	pl = make_fx(&x, 4, true);
+	x.f.inline_done = true;
 	pipeline_start(pl);
 	ck_assert_uint_eq(npend, 2);  /* two drains out */
 	pipeline_destroy(pl);
 	npend = 0;                    /* their engine is gone */
-	staging_destroy(sp);          /* ends them: no leak under ASan */
-	ck_assert_int_eq(o.dones, 0);
-	free(src);
-	free(dst);
+	staging_destroy(x.sp);        /* ends them: no leak under ASan */
+	x.sp = NULL;
+	ck_assert_int_eq(x.o.dones, 0);
+	fixture_fini(&x);
 }
 END_TEST
 
@@ -738,47 +722,45 @@ static void submit_job(void *ctx, struct copy_job *j)
  * copy: the chunks' references keep them (ASan watches). */
 START_TEST(host_stages_on_copy_workers)
 {
-	size_t len = 300007;
-	uint8_t *src = pattern(len, 10);
-	struct staging_pool *sp = staging_create(8 * CHUNK, CHUNK, false);
+	struct fixture x;
 	struct copy_workers *w = copy_workers_create(3);
 	struct cma_owner *co;
 	struct region *from, *to;
-	struct owner o = { 0 };
 
 	ck_assert_ptr_nonnull(w);
+	fixture_init(&x, 300007, 10, 8 * CHUNK);
 	int pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
 	ck_assert_int_ge(pidfd, 0);
 	ck_assert_int_eq(cma_owner_open(getpid(), pidfd, getuid(), getgid(),
 					&co), 0);
-	ck_assert_int_eq(region_create_cma(co, (uintptr_t)src, len, 1, &from),
+	ck_assert_int_eq(region_create_cma(co, (uintptr_t)x.src, x.len, 1, &from),
 			 0);
 	cma_owner_put(co);
 	int fd = memfd_create("pipeline", MFD_ALLOW_SEALING);
 	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(ftruncate(fd, (off_t)len), 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)x.len), 0);
 	ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW),
 			 0);
-	ck_assert_int_eq(region_create_memfd(fd, len, 1, &to), 0);
+	ck_assert_int_eq(region_create_memfd(fd, x.len, 1, &to), 0);
 
 	struct host_stage rd = { .r = from, .submit = submit_job,
 				 .submit_ctx = w };
 	struct host_stage wr = { .r = to, .submit = submit_job,
 				 .submit_ctx = w };
 	struct pipeline_cfg cfg = {
-		.pool = sp, .half = STAGING_RECV, .len = len, .ahead = 8,
+		.pool = x.sp, .half = STAGING_RECV, .len = x.len, .ahead = 8,
 		.fill = &host_stage_read, .fill_arg = &rd,
 		.drain = &host_stage_write, .drain_arg = &wr,
-		.hold = { from, to }, .done = on_done, .arg = &o,
+		.hold = { from, to }, .done = on_done, .arg = &x.o,
 	};
 	struct pipeline *pl = pipeline_create(&cfg);
 	pipeline_start(pl);
-	while (!o.dones)
+	while (!x.o.dones)
 		copy_workers_poll(w);
-	ck_assert_int_eq(o.result, (int64_t)len);
-	ck_assert_mem_eq(region_map_at(to, 0), src, len);
+	ck_assert_int_eq(x.o.result, (int64_t)x.len);
+	ck_assert_mem_eq(region_map_at(to, 0), x.src, x.len);
 	pipeline_destroy(pl);
-	assert_pool_whole(sp);
+	assert_pool_whole(x.sp);
 
 	/* Cancelled at once; the owner drops both regions. */
 	struct owner o2 = { 0 };
@@ -791,10 +773,8 @@ START_TEST(host_stages_on_copy_workers)
 	while (copy_workers_busy(w))
 		copy_workers_poll(w);
 	ck_assert_int_eq(o2.dones, 0);
-	assert_pool_whole(sp);
 	copy_workers_destroy(w);
-	staging_destroy(sp);
-	free(src);
+	fixture_fini(&x);
 }
 END_TEST
 
