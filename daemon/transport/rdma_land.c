@@ -50,6 +50,10 @@
  * cancel and peer loss are that file's; every grant it held goes back
  * (Landed) when its piece completes or the stream is reaped.
  *
+ * Past 800 lines: both ends of one protocol, its frames and the
+ * requester's mover table, read together; the requester's own stream is
+ * rdma_staged.c's already.
+ *
  * Progress thread only; no lock (the staging pool's is a leaf).
  */
 #include <errno.h>
@@ -441,13 +445,30 @@ static void on_landed(struct rdma *t, const uint8_t *from,
 	lend_back(l, m->slot, m->error < 0 ? m->error : (int64_t)c->len);
 }
 
+/* Chunks lent now (to peer; NULL: to anyone). */
+static unsigned lent_count(const struct rdma_land *l, const uint8_t *peer)
+{
+	unsigned n = 0;
+
+	for (uint32_t s = 0; s < l->nslots; s++) {
+		const struct stage_chunk *c = l->lent[s];
+		n += c && (!peer || memcmp(STAGE_PRIV(c, struct land_lend)->peer,
+					   peer, LINK_ID_LEN) == 0);
+	}
+	return n;
+}
+
 static void on_abort(struct rdma *t, const uint8_t *from, uint64_t id)
 {
 	struct land_stream *ls = t->land ? find_stream(t->land, from, id)
 					 : NULL;
 
-	if (ls)
-		stream_free(ls);  /* its lent chunks come back by Landed */
+	if (!ls)
+		return;
+	stream_free(ls);  /* its lent chunks come back by Landed */
+	log_debug("RDMA: landing stream %llu given up by the peer; %u chunk(s) "
+		  "lent to it still", (unsigned long long)id,
+		  lent_count(t->land, from));
 }
 
 /* --- the requester's side --- */
@@ -708,6 +729,9 @@ void rdma_land_close(struct rdma *t)
 	while ((ls = TAILQ_FIRST(&l->streams)))
 		stream_free(ls);
 	/* The queue pairs are gone: every chunk is ours. */
+	unsigned n = l->lent ? lent_count(l, NULL) : 0;
+	if (n)
+		log_warnx("RDMA: %u landing chunk(s) still lent at exit", n);
 	if (l->lent)
 		take_back(l, NULL, true, -ECONNRESET);
 	for (size_t i = 0; l->mr && i < (size_t)l->nslots * l->ndevs; i++)

@@ -45,6 +45,11 @@
  * staged READ needs no queue pair closed.  A chunk never lacks: the
  * pipeline waits for one, in order, and never fails for it.
  *
+ * The owner's memory that its NICs cannot reach goes by the same
+ * streams toward chunks the owner lends (ROUTE_RDMA_OWNER_STAGED): the
+ * RDMA stages take their remote address from the owner's grants, and a
+ * WRITE ends when the owner says its copies are done (rdma_land.c).
+ *
  * Lifetime: a stream is freed, and its operation ended, only in
  * rdma_streams_reap (rdma_int.h says why).
  */
