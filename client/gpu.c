@@ -12,7 +12,7 @@
  * loads the driver itself and never initializes it.
  *
  * Also: pinning the client's own mapping of xfer_alloc_host() memory for
- * its CUDA copies (gpu_host_register), under a context the process has.
+ * its CUDA copies (client_cuda_host_register), under a context the process has.
  */
 #include <errno.h>
 #include <string.h>
@@ -333,26 +333,26 @@ static int host_unregister(void *p, size_t len)
 	return cu.mem_host_unregister(p) == CUDA_SUCCESS ? 0 : -EIO;
 }
 
-int gpu_host_register(void *ptr, size_t len)
+int client_cuda_host_register(void *ptr, size_t len)
 {
 	return with_context(host_register, ptr, len);
 }
 
-int gpu_host_unregister(void *ptr)
+int client_cuda_host_unregister(void *ptr)
 {
 	return with_context(host_unregister, ptr, 0);
 }
 
 #else /* !HAVE_CUDA */
 
-int gpu_host_register(void *ptr, size_t len)
+int client_cuda_host_register(void *ptr, size_t len)
 {
 	(void)ptr;
 	(void)len;
 	return -ENODEV;
 }
 
-int gpu_host_unregister(void *ptr)
+int client_cuda_host_unregister(void *ptr)
 {
 	(void)ptr;
 	return -ENODEV;

@@ -51,7 +51,7 @@ int gpu_probe(const void *ptr, size_t len, struct gpu_alloc *a);
  * (the driver's pinned memory limit), -EIO (any other refusal).  Blocks
  * while the driver pins the pages.
  */
-int gpu_host_register(void *ptr, size_t len);
-int gpu_host_unregister(void *ptr);
+int client_cuda_host_register(void *ptr, size_t len);
+int client_cuda_host_unregister(void *ptr);
 
 #endif /* XFER_CLIENT_GPU_H */

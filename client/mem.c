@@ -148,7 +148,7 @@ XFER_EXPORT int xfer_free_host(struct xfer_ctx *ctx, struct xfer_mem *mem)
 	/* The driver lets go of the pages before they are unmapped; if it
 	 * cannot (the context is gone) the unmap still frees them. */
 	if (mem->cuda_registered)
-		gpu_host_unregister(mem->ptr);
+		client_cuda_host_unregister(mem->ptr);
 	munmap(mem->ptr, mem->map_len);
 	free(mem);
 	return err == -ENOTCONN ? 0 : err;
@@ -160,7 +160,7 @@ XFER_EXPORT int xfer_mem_cuda_register(struct xfer_mem *mem)
 		return -EINVAL;  /* only memory libxfer mapped itself */
 	if (mem->cuda_registered)
 		return 0;
-	int err = gpu_host_register(mem->ptr, mem->map_len);
+	int err = client_cuda_host_register(mem->ptr, mem->map_len);
 	if (!err)
 		mem->cuda_registered = true;
 	return err;

@@ -15,6 +15,7 @@ const char *path_route_name(enum path_route route)
 	case ROUTE_GPU_STAGED: return "gpu-staged";
 	case ROUTE_RDMA: return "rdma";
 	case ROUTE_RDMA_STAGED: return "rdma-staged";
+	case ROUTE_RDMA_OWNER_STAGED: return "rdma-owner-staged";
 	case ROUTE_LINK: return "link";
 	case ROUTE_LINK_STAGED: return "link-staged";
 	case ROUTE_NOTSUP: return "not supported";

@@ -52,6 +52,12 @@ struct path_facts {
 	 * GPU memory with its NICs (dma-buf), so one-sided RDMA reaches
 	 * it; without one only the owner's own copies do (the link). */
 	bool owner_dmabuf;
+	/* REMOTE: RDMA can move it through the owner's landing chunks: the
+	 * owner's NICs cannot reach its memory (another process's, GPU
+	 * memory without a dma-buf grant), it lends registered staging
+	 * chunks for it instead, and a rail pair and this side's staging
+	 * chunks reach them. */
+	bool rdma_owner_staged;
 };
 
 enum path_route {
@@ -66,6 +72,10 @@ enum path_route {
 			     * registered staging chunks, a CPU copy
 			     * (host memory) or a GPU copy (GPU memory)
 			     * on this side */
+	ROUTE_RDMA_OWNER_STAGED, /* other node, memory the owner's NICs
+			     * cannot reach: RDMA into or out of the
+			     * owner's landing chunks, a copy on each
+			     * side (transport/rdma_land.c) */
 	ROUTE_LINK,         /* other node: streamed on the TCP link */
 	ROUTE_LINK_STAGED,  /* other node, GPU memory at an end and no
 			     * RDMA for it: through pinned staging chunks,
@@ -140,9 +150,11 @@ static inline enum path_route other_node(const struct path_facts *f)
 		return ROUTE_NOTSUP;
 	/* The owner's GPU memory: one-sided RDMA cannot run an H2D copy on
 	 * the owner's side, so without a dma-buf grant of it the owner
-	 * stages it itself, on the link. */
+	 * stages it itself: into or out of its landing chunks over RDMA,
+	 * else on the link. */
 	if (f->owner_mem == REGION_CUDA && !f->owner_dmabuf)
-		return ROUTE_LINK_STAGED;
+		return f->rdma_owner_staged ? ROUTE_RDMA_OWNER_STAGED
+					    : ROUTE_LINK_STAGED;
 	/* RDMA first, for every kind of memory: zero-copy where both ends
 	 * are registered with the NICs (GPU memory through its dma-buf),
 	 * else through this side's registered staging chunks (a CPU copy
@@ -152,6 +164,10 @@ static inline enum path_route other_node(const struct path_facts *f)
 		return ROUTE_RDMA;
 	if (f->rdma_staged)
 		return ROUTE_RDMA_STAGED;
+	/* Memory the owner's NICs cannot reach (another process's): the
+	 * owner stages it through chunks it lends. */
+	if (f->rdma_owner_staged)
+		return ROUTE_RDMA_OWNER_STAGED;
 	/* No RDMA for it: GPU memory at either end goes through pinned
 	 * staging chunks on the link (a D2H copy before it, an H2D copy
 	 * after it).  The owner's side decides for its own memory: it

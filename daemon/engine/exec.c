@@ -151,12 +151,17 @@ static __attribute__((noinline)) void remote_facts(struct progress *p,
 						   struct path_facts *f)
 {
 	f->owner_mem = (enum region_kind)region_token(target)->mem_kind;
-	/* rkeys of the owner's GPU memory exist only as a dma-buf grant */
-	f->owner_dmabuf = f->owner_mem == REGION_CUDA &&
-			  region_rdma(target) != NULL;
+	const struct region_rdma *rr = region_rdma(target);
+	/* rkeys of the owner's GPU memory exist only as a dma-buf grant
+	 * (landing chunks lent for it are no rkeys of it) */
+	f->owner_dmabuf = f->owner_mem == REGION_CUDA && rr && rr->nkeys;
 	f->rdma = rdma_can_move(p, ROUTE_RDMA, sqe, local, target);
 	f->rdma_staged = !f->rdma && rdma_can_move(p, ROUTE_RDMA_STAGED, sqe,
 						   local, target);
+	f->rdma_owner_staged = !f->rdma && !f->rdma_staged && rr &&
+			       rr->landing_chunk &&
+			       rdma_can_move(p, ROUTE_RDMA_OWNER_STAGED, sqe,
+					     local, target);
 }
 
 /* Inline: for two regions of this node it is a few loads (callgrind:

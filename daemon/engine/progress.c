@@ -638,7 +638,9 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 	/* NULL without RDMA rails: then TCP moves everything.  With GPUs
 	 * it stages through the GPU staging pool, registered with its
 	 * NICs as well: GPU memory then goes by RDMA too. */
-	const struct rdma_stage_res sres = { p->res.staging, p->res.gpu };
+	struct rdma_stage_res sres = { .pool = p->res.staging,
+				       .gpu = p->res.gpu, .regs = p->regs };
+	memcpy(sres.self_id, cfg->self_id, LINK_ID_LEN);
 	p->rdma = rdma_create(p->base, p->links, &rcfg, &hooks, &sres);
 	if (p->rdma) {
 		p->movers[p->nmovers++] = (struct mover){
@@ -648,6 +650,12 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 		p->movers[p->nmovers++] = (struct mover){
 			route_ops(p, ROUTE_RDMA_STAGED, &rdma_staged_mover_ops),
 			p->rdma, ROUTE_RDMA_STAGED };
+		/* And through the owner's landing chunks, for memory its
+		 * NICs cannot reach (rdma_land.c). */
+		p->movers[p->nmovers++] = (struct mover){
+			route_ops(p, ROUTE_RDMA_OWNER_STAGED,
+				  &rdma_owner_staged_mover_ops),
+			p->rdma, ROUTE_RDMA_OWNER_STAGED };
 		/* Before the thread runs: any thread may then read it. */
 		region_set_release_hook(hook_region_released, p);
 	}

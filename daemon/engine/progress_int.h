@@ -94,7 +94,7 @@ struct progress {
 	struct linkset *links;     /* NULL: no other nodes */
 	struct rdma *rdma;         /* NULL: no RDMA rails */
 	/* The ways to other nodes (transports), in order of preference. */
-#define MOVERS_MAX 3
+#define MOVERS_MAX 4
 	struct mover movers[MOVERS_MAX];
 	int nmovers;
 	/* The ways on this node (local/local.h); the GPU mover last (see

@@ -37,6 +37,10 @@ struct region_rdma {
 	 * 0 if the rkeys are none; valid only on the link it was made on. */
 	uint64_t grant;
 	uint64_t link_gen;
+	/* No rkeys (nkeys 0): the owner's NICs cannot reach the region, but
+	 * it lends landing chunks of this many bytes for it, on the link
+	 * link_gen (owner-side staging, transport/rdma_land.c); 0: none. */
+	uint32_t landing_chunk;
 };
 
 /*

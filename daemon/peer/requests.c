@@ -467,9 +467,16 @@ static bool check_reply_rdma(const Xfer__Peer__CheckReply *rep,
 {
 	const Xfer__Peer__RdmaMemory *m = rep->rdma;
 
-	if (rep->error || !m || m->n_rkeys == 0 ||
-	    m->n_rkeys > REGION_RDMA_KEYS)
+	if (rep->error || !m || m->n_rkeys > REGION_RDMA_KEYS)
 		return false;
+	/* No rkeys: the owner lends landing chunks for it, or nothing. */
+	if (m->n_rkeys == 0) {
+		if (!m->landing_chunk || m->grant)
+			return false;
+		*out = (struct region_rdma){ .landing_chunk = m->landing_chunk,
+					     .link_gen = link_gen };
+		return true;
+	}
 	*out = (struct region_rdma){ .addr = m->addr,
 				     .nkeys = (uint32_t)m->n_rkeys,
 				     .grant = m->grant,
@@ -543,6 +550,11 @@ void request_dispatch(struct peers *ps, const uint8_t *from,
 	case XFER__PEER__PEER_MSG__BODY_QP_CONNECT:
 	case XFER__PEER__PEER_MSG__BODY_QP_ACCEPT:
 	case XFER__PEER__PEER_MSG__BODY_RELEASE_GRANT:
+	case XFER__PEER__PEER_MSG__BODY_LAND_OPEN:
+	case XFER__PEER__PEER_MSG__BODY_LAND_GRANT:
+	case XFER__PEER__PEER_MSG__BODY_LANDED:
+	case XFER__PEER__PEER_MSG__BODY_LAND_DONE:
+	case XFER__PEER__PEER_MSG__BODY_LAND_ABORT:
 	case XFER__PEER__PEER_MSG__BODY_ERROR:
 	case XFER__PEER__PEER_MSG__BODY__NOT_SET:
 	default:

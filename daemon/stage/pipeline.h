@@ -16,6 +16,7 @@
  *   host (CMA, memfd)     mem/host_stage.c        another process's memory
  *   tcp send / receive    transport/tcp_staged.c  the link (pull / push)
  *   RDMA WRITE / READ     transport/rdma*         a remote region
+ *   lend to a peer        transport/rdma_land.c   the peer's RDMA (owner)
  *
  * and a path that stages is a pairing of two of them, e.g. on this node
  * host fill + gpu H2D drain (local/staged.c), over TCP gpu D2H fill +

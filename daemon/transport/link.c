@@ -326,7 +326,13 @@ static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
 	case XFER__PEER__PEER_MSG__BODY_QP_CONNECT:
 	case XFER__PEER__PEER_MSG__BODY_QP_ACCEPT:
 	case XFER__PEER__PEER_MSG__BODY_RELEASE_GRANT:
-		/* Queue pair set-up, grants: the movers' own frames. */
+	case XFER__PEER__PEER_MSG__BODY_LAND_OPEN:
+	case XFER__PEER__PEER_MSG__BODY_LAND_GRANT:
+	case XFER__PEER__PEER_MSG__BODY_LANDED:
+	case XFER__PEER__PEER_MSG__BODY_LAND_DONE:
+	case XFER__PEER__PEER_MSG__BODY_LAND_ABORT:
+		/* Queue pair set-up, grants, landing chunks: the movers'
+		 * own frames. */
 		if (!l->ls->hooks.frame(l->ls->hooks.arg, l->peer->id, m))
 			log_debug("queue pair frame with no transport for it");
 		break;

@@ -142,6 +142,15 @@ int link_frame_check(const uint8_t *buf, size_t have, uint32_t *plen,
 	case XFER__PEER__PEER_MSG__BODY_QP_CONNECT:
 	case XFER__PEER__PEER_MSG__BODY_QP_ACCEPT:
 	case XFER__PEER__PEER_MSG__BODY_RELEASE_GRANT:
+	case XFER__PEER__PEER_MSG__BODY_LAND_GRANT:
+	case XFER__PEER__PEER_MSG__BODY_LANDED:
+	case XFER__PEER__PEER_MSG__BODY_LAND_DONE:
+	case XFER__PEER__PEER_MSG__BODY_LAND_ABORT:
+		break;
+	case XFER__PEER__PEER_MSG__BODY_LAND_OPEN:
+		*why = "bad landing stream (key or range)";
+		if (link_target_valid(m->land_open->target))
+			rc = -EPROTO;
 		break;
 	case XFER__PEER__PEER_MSG__BODY_ERROR:
 		*why = "peer closed the link with an error";

@@ -279,6 +279,7 @@ static bool rdma_expire(void *impl, uint64_t now)
 		rdma_op_settle(t, op);
 		any = true;
 	}
+	any |= rdma_land_expire(t, now);
 	if (!TAILQ_EMPTY(&t->waiting) || t->pieces_queued)
 		rdma_pump(t);
 	rdma_streams_reap(t);
@@ -288,6 +289,16 @@ static bool rdma_expire(void *impl, uint64_t now)
 
 /* --- peers coming and going --- */
 
+void rdma_peer_close_passive(struct rdma *t, struct rpeer *p)
+{
+	while (p->passive) {
+		struct rqp *q = p->passive;
+		p->passive = q->next_passive;
+		rdma_qp_free(t, q);
+	}
+	p->npassive = 0;
+}
+
 static void peer_teardown(struct rdma *t, struct rpeer *p, int err)
 {
 	struct xop *op, *next;
@@ -296,12 +307,9 @@ static void peer_teardown(struct rdma *t, struct rpeer *p, int err)
 		for (uint32_t s = 0; s < RDMA_QPS_MAX; s++)
 			if (p->out[i][s])
 				rdma_qp_fail(t, p->out[i][s], err);
-	while (p->passive) {
-		struct rqp *q = p->passive;
-		p->passive = q->next_passive;
-		rdma_qp_free(t, q);
-	}
-	p->npassive = 0;
+	rdma_peer_close_passive(t, p);
+	/* Its queue pairs to us are gone: what we lent it is ours again. */
+	rdma_land_peer_down(t, p->id);
 	struct rdma_stream *s;
 	TAILQ_FOREACH(s, &t->streams, q)
 		if (!s->ended && rdma_peer_of(t, s->op) == p)
@@ -459,6 +467,8 @@ struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 		 t->cfg.qps, t->cfg.qps == 1 ? "" : "s",
 		 (unsigned long long)t->cfg.stripe);
 	t->staging = rdma_staging_open(t, res);
+	if (t->staging)
+		t->land = rdma_land_open(t, res);
 	return t;
 }
 
@@ -493,6 +503,7 @@ void rdma_destroy(struct rdma *t)
 	 * are going down with us). */
 	rdma_grant_worker_destroy(t->grants);
 	/* Every chunk is back: the queue pairs that held them are gone. */
+	rdma_land_close(t);
 	rdma_staging_close(t->staging);
 	for (int d = 0; d < t->ndevs; d++) {
 		if (!t->dev[d].ev)
@@ -543,6 +554,8 @@ static bool tr_frame(void *impl, const uint8_t id[LINK_ID_LEN],
 				  (unsigned long long)m->release_grant->grant);
 		return true;
 	}
+	if (rdma_land_frame(impl, id, m))
+		return true;
 	if (m->body_case != XFER__PEER__PEER_MSG__BODY_QP_CONNECT &&
 	    m->body_case != XFER__PEER__PEER_MSG__BODY_QP_ACCEPT)
 		return false;
@@ -564,10 +577,16 @@ static enum describe_result tr_describe(void *impl, struct region *r,
 	struct rpeer *p = rdma_find_peer(t, q->peer);
 	struct rdma_grant_job *j;
 	int n = rdma_dev_count();
-	(void)out, (void)keys;
+	(void)keys;
 
-	if (!t->grants || !p || p->gen != q->link_gen || p->npairs == 0 ||
-	    !region_nic_mr(r) || !(j = calloc(1, sizeof(*j))))
+	if (!p || p->gen != q->link_gen || p->npairs == 0)
+		return DESCRIBE_NONE;
+	/* Memory our NICs cannot reach: we lend landing chunks for it. */
+	if (!region_nic_mr(r)) {
+		out->landing_chunk = rdma_land_offer(t, r);
+		return out->landing_chunk ? DESCRIBE_FILLED : DESCRIBE_NONE;
+	}
+	if (!t->grants || !(j = calloc(1, sizeof(*j))))
 		return DESCRIBE_NONE;
 	region_get(r);
 	j->r = r;

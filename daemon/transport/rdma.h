@@ -76,9 +76,15 @@ struct rdma_cfg {
  * outlive the transport. */
 struct staging_pool;
 struct gpu_copies;
+struct regtab;
 struct rdma_stage_res {
 	struct staging_pool *pool;
 	struct gpu_copies *gpu;
+	/* The owner's side of owner-side staging (rdma_land.c): the
+	 * regions peers' landing streams name, and this xferd's instance
+	 * id, which their tokens carry. */
+	struct regtab *regs;
+	uint8_t self_id[LINK_ID_LEN];
 };
 
 /*
@@ -131,6 +137,13 @@ extern const struct mover_ops rdma_mover_ops;
  * same impl.
  */
 extern const struct mover_ops rdma_staged_mover_ops;
+/*
+ * And for ROUTE_RDMA_OWNER_STAGED: memory the owner's NICs cannot reach
+ * (another process's there, GPU memory without dma-buf) goes through
+ * chunks of the owner's staging pool that it lends for the stream, a
+ * copy on both sides (rdma_land.c says how).  Same impl.
+ */
+extern const struct mover_ops rdma_owner_staged_mover_ops;
 
 /* --- for xferctl (main thread; counters are atomics) ---
  *

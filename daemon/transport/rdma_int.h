@@ -16,6 +16,11 @@
  *                  staging chunks and a CPU or GPU copy on this side, on the
  *                  staging pipeline (stage/pipeline.h): its RDMA WRITE
  *                  and READ stages, and each operation's stream
+ *   rdma_land.c    owner-side staging (ROUTE_RDMA_OWNER_STAGED): memory
+ *                  the owner's NICs cannot reach, through landing
+ *                  chunks the owner lends; both sides of it (the
+ *                  owner's streams and lend stage, the requester's
+ *                  grants) and its frames
  *
  * Everything here runs in the progress thread, except the tables'
  * readers (rdma_rail_stats, rdma_qp_list: the main thread), which take
@@ -46,6 +51,7 @@
 #include "gpu/stage.h"
 #include "transport/rdma_topo.h"
 #include "mem/host_stage.h"
+#include "mem/region.h"
 #include "transport/rdma.h"
 #include "transport/rdma_dev.h"
 #include "transport/rdma_topo.h"
@@ -72,6 +78,8 @@ struct rdma_op {
 	/* Through the staging buffers (ROUTE_RDMA_STAGED): its local
 	 * memory is not registered. */
 	bool staged;
+	/* staged, through the owner's landing chunks (rdma_land.c) */
+	bool owner;
 	/* staged: its stream, from the pump that starts it to its end */
 	struct rdma_stream *stream;
 };
@@ -207,6 +215,11 @@ struct rdma {
 	 * for queue pair room, all streams together. */
 	struct rdma_stream_list streams, ended;
 	uint32_t pieces_queued;
+	/* Owner-side staging (rdma_land.c): the landing chunks this node
+	 * lends and its streams for peers (NULL: it lends none), and the
+	 * next id of a landing stream of ours. */
+	struct rdma_land *land;
+	uint64_t land_seq;
 	struct rdma_tables tables;
 	/* GPU x rail distances, the rails each GPU prefers (rdma_topo.h). */
 	struct rdma_topo topo;
@@ -284,8 +297,30 @@ struct rdma_piece {
 	TAILQ_ENTRY(rdma_piece) q; /* s->queued while not posted */
 	bool queued;
 	bool retried;             /* redone once already */
+	/* Owner-side staging: the owner's landing chunk granted for it
+	 * (rdma_land.c), from the pump that matched it until Landed went
+	 * back; kept here, not in s, because it outlives the stream. */
+	bool lent;
+	uint32_t slot;
+	uint64_t land_id;
+	uint64_t raddr;
+	uint32_t nkeys;
+	uint32_t rkey[REGION_RDMA_KEYS];
+	uint8_t peer[LINK_ID_LEN];
 };
 TAILQ_HEAD(rdma_piece_list, rdma_piece);
+
+/* A landing chunk the owner granted a stream, not matched to a piece
+ * yet (rdma_land.c). */
+#define LAND_GRANTS_AHEAD 4       /* chunks an owner lends one stream */
+#define LAND_GRANTS 16            /* held at once by one stream, at most */
+#define LAND_STREAMS_PER_PEER 8   /* an owner's streams for one peer */
+struct land_grant {
+	uint32_t slot, len;
+	uint64_t at, addr;
+	uint32_t nkeys;
+	uint32_t rkey[REGION_RDMA_KEYS];
+};
 
 struct rdma_stream {
 	struct rdma *t;
@@ -301,6 +336,16 @@ struct rdma_stream {
 	int64_t result;           /* once ended */
 	bool ended;
 	bool reroute;             /* ended to go by another route */
+	/* Through the owner's landing chunks (rdma_land.c): its id on the
+	 * link, the grants not matched yet, and for a WRITE whether the
+	 * owner's LandDone came and whether this side's pipeline is over
+	 * (the operation ends when both are). */
+	bool owner, owner_done, pl_over;
+	uint64_t land_id;
+	uint32_t land_chunk;      /* bytes per chunk, the owner's cut too */
+	uint8_t peer[LINK_ID_LEN];
+	unsigned ngrants;
+	struct land_grant grant[LAND_GRANTS];
 };
 
 /* Made (or res's GPU pool taken) and registered on every device of t,
@@ -310,6 +355,9 @@ struct rdma_staging *rdma_staging_open(struct rdma *t,
 				       const struct rdma_stage_res *res);
 /* Every chunk is back (the queue pairs that held them are gone). */
 void rdma_staging_close(struct rdma_staging *s);
+/* The pool, and the GPU copies when it is the GPU's (else NULL). */
+struct staging_pool *rdma_staging_pool(const struct rdma_staging *s);
+struct gpu_copies *rdma_staging_gpu(const struct rdma_staging *s);
 /* The local key of the staging buffers on device dev. */
 bool rdma_staging_lkey(const struct rdma_staging *s, int dev,
 		       uint32_t *lkey);
@@ -332,5 +380,45 @@ void rdma_piece_retire(struct rdma *t, struct stage_chunk *c, int err,
 		       const struct xop *culprit);
 /* The operation of the piece in c, or NULL once its stream went. */
 struct xop *rdma_piece_op(struct stage_chunk *c);
+/* s's pipeline is over (or s failed) with result: the reap ends it. */
+void rdma_stream_end(struct rdma_stream *s, int64_t result);
+
+/* --- rdma_land.c: owner-side staging --- */
+struct rdma_land;
+/* The landing chunks (each registered alone, for remote access, over
+ * t->staging) and the owner's state: NULL without them (logged). */
+struct rdma_land *rdma_land_open(struct rdma *t,
+				 const struct rdma_stage_res *res);
+/* Every stream of peers ends, every lent chunk comes back (the queue
+ * pairs are gone), the registrations go. */
+void rdma_land_close(struct rdma *t);
+/* The bytes per landing chunk this node lends for peers' streams into
+ * or out of r (memory its NICs cannot reach), or 0: none. */
+uint32_t rdma_land_offer(const struct rdma *t, const struct region *r);
+/* A landing frame from peer id: true if it was one (handled). */
+bool rdma_land_frame(struct rdma *t, const uint8_t id[LINK_ID_LEN],
+		     const struct Xfer__Peer__PeerMsg *m);
+/* Peer id is gone (its queue pairs to us destroyed): its streams here
+ * end and every chunk lent to it comes back. */
+void rdma_land_peer_down(struct rdma *t, const uint8_t id[LINK_ID_LEN]);
+/* Owner streams past their deadline end; chunks a peer kept past
+ * LAND_RECLAIM_NS after their stream ended come back (its queue pairs
+ * to us closed first).  True if anything ended. */
+bool rdma_land_expire(struct rdma *t, uint64_t now);
+/* The requester's side: s (owner) starts, LandOpen to the owner. */
+void rdma_land_stream_open(struct rdma_stream *s);
+/* A grant of s for the piece pc (by its chunk's place in the stream),
+ * now pc's: false if none came yet. */
+bool rdma_land_match(struct rdma_stream *s, struct rdma_piece *pc,
+		     struct stage_chunk *c);
+/* pc's landing chunk goes back to the owner (Landed; err: unused or
+ * failed). */
+void rdma_land_piece_done(struct rdma *t, struct rdma_piece *pc, int err);
+/* s is being reaped: grants it did not use go back; LandAbort unless it
+ * ended well. */
+void rdma_land_stream_end(struct rdma_stream *s);
+/* Peer p's queue pairs toward us (passive) are destroyed: nothing of it
+ * reaches our memory any more (rdma.c). */
+void rdma_peer_close_passive(struct rdma *t, struct rpeer *p);
 
 #endif /* XFERD_RDMA_INT_H */

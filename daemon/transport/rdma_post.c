@@ -136,20 +136,27 @@ static struct rqp *next_qp(struct rdma *t, struct rpeer *p,
 	return NULL;
 }
 
-/* One work request of op's len bytes at at (of op) on q, from or into
- * local memory at addr, added to the chain its next post sends.  The
+/* Where byte at of op is in the owner's memory (its region's grant). */
+static uint64_t remote_at(const struct rdma *t, const struct xop *op,
+			  uint64_t at)
+{
+	return region_rdma(op->remote)->addr + region_token(op->remote)->offset +
+	       op->remote_off + at + (uint64_t)t->test_shift;
+}
+
+/* One work request of op's len bytes on q, between local memory at addr
+ * and the owner's at raddr, added to the chain its next post sends.  The
  * caller says whose it is in the entry returned. */
 static struct posted *chain_wr(struct rdma *t, struct rqp *q,
-			       const struct xop *op, uint64_t at, uint32_t len,
-			       uint64_t addr, uint32_t lkey, uint32_t rkey,
-			       bool signal)
+			       const struct xop *op, uint64_t raddr,
+			       uint32_t len, uint64_t addr, uint32_t lkey,
+			       uint32_t rkey, bool signal)
 {
 	bool read = op->opcode == XFER_OP_READ;
 	uint32_t pos = q->head++;
 	struct posted *e = &q->ring[pos % RDMA_QP_DEPTH];
 	struct ibv_sge *sge = &q->sge[q->nstaged];
 	struct ibv_send_wr *wr = &q->wr[q->nstaged];
-	const struct token *tok = region_token(op->remote);
 
 	*e = (struct posted){
 		.deadline_ns = op->deadline_ns,
@@ -163,9 +170,7 @@ static struct posted *chain_wr(struct rdma *t, struct rqp *q,
 		.num_sge = 1,
 		.opcode = read ? IBV_WR_RDMA_READ : IBV_WR_RDMA_WRITE,
 		.wr.rdma = {
-			.remote_addr = region_rdma(op->remote)->addr + tok->offset +
-				       op->remote_off + at +
-				       (uint64_t)t->test_shift,
+			.remote_addr = raddr,
 			.rkey = rkey,
 		},
 	};
@@ -200,8 +205,8 @@ static void chain_op(struct rdma *t, struct rqp *q, struct xop *op,
 		? region_gpu_ptr(op->local) + op->local_off + ro->posted
 		: (uint64_t)(uintptr_t)region_map_at(op->local,
 						     op->local_off + ro->posted);
-	struct posted *e = chain_wr(t, q, op, ro->posted, len, addr, lkey,
-				    rkey, false);
+	struct posted *e = chain_wr(t, q, op, remote_at(t, op, ro->posted), len,
+				    addr, lkey, rkey, false);
 
 	region_get(op->local);
 	e->op = op;
@@ -214,9 +219,10 @@ static void chain_op(struct rdma *t, struct rqp *q, struct xop *op,
  * each asks for one, so that chunks return one by one, not a batch
  * late. */
 static void chain_piece(struct rdma *t, struct rqp *q, struct rdma_stream *s,
-			struct stage_chunk *c, uint32_t lkey, uint32_t rkey)
+			struct stage_chunk *c, uint64_t raddr, uint32_t lkey,
+			uint32_t rkey)
 {
-	struct posted *e = chain_wr(t, q, s->op, c->at, c->len,
+	struct posted *e = chain_wr(t, q, s->op, raddr, c->len,
 				    (uint64_t)(uintptr_t)c->buf, lkey, rkey,
 				    true);
 
@@ -307,6 +313,40 @@ static bool connecting(const struct rdma *t, const struct rpeer *p)
 	return false;
 }
 
+/* The pieces of s, a stream through the owner's landing chunks, each
+ * into or out of the chunk the owner granted for its bytes; a piece
+ * whose grant has not come waits (and those after it: grants come in
+ * stream order). */
+static void post_owner_pieces(struct rdma *t, struct rdma_stream *s,
+			      struct rpeer *p)
+{
+	struct rdma_piece *pc;
+
+	while ((pc = TAILQ_FIRST(&s->queued))) {
+		struct stage_chunk *c = STAGE_CHUNK_OF_PRIV(pc);
+		if (!pc->lent && !rdma_land_match(s, pc, c))
+			return;
+		struct rqp *q = next_qp(t, p, s->op);
+		uint32_t lkey, theirs;
+		if (!q) {
+			p->full_in_pass = t->pass;
+			return;
+		}
+		theirs = p->pair[q->pair].theirs.device;
+		if (!rdma_staging_lkey(t->staging, q->dev, &lkey) ||
+		    theirs >= pc->nkeys || !pc->rkey[theirs]) {
+			/* The owner's chunk is not registered on that
+			 * device: the peer's rails disagree with it. */
+			rdma_stream_fail(s, -EIO);
+			return;
+		}
+		pc->queued = false;
+		TAILQ_REMOVE(&s->queued, pc, q);
+		t->pieces_queued--;
+		chain_piece(t, q, s, c, pc->raddr, lkey, pc->rkey[theirs]);
+	}
+}
+
 /* Chain the pieces the streams queued, oldest stream first, while
  * queue pairs have room.  Closing or failing a stream here leaves it in
  * t->streams (the reap removes it). */
@@ -338,6 +378,10 @@ static void post_streams(struct rdma *t)
 		}
 		if (connecting(t, p))
 			continue;
+		if (s->owner) {
+			post_owner_pieces(t, s, p);
+			continue;
+		}
 		while ((pc = TAILQ_FIRST(&s->queued))) {
 			struct rqp *q = next_qp(t, p, op);
 			uint32_t lkey, rkey;
@@ -355,10 +399,25 @@ static void post_streams(struct rdma *t)
 			pc->queued = false;
 			TAILQ_REMOVE(&s->queued, pc, q);
 			t->pieces_queued--;
-			chain_piece(t, q, s, STAGE_CHUNK_OF_PRIV(pc), lkey,
+			struct stage_chunk *c = STAGE_CHUNK_OF_PRIV(pc);
+			chain_piece(t, q, s, c, remote_at(t, op, c->at), lkey,
 				    rkey);
 		}
 	}
+}
+
+/* Streams through p's landing chunks under way: an owner serves at most
+ * LAND_STREAMS_PER_PEER of a peer at once, the others wait here. */
+static bool owner_streams_full(const struct rdma *t, const struct rpeer *p)
+{
+	const struct rdma_stream *s;
+	unsigned n = 0;
+
+	TAILQ_FOREACH(s, &t->streams, q)
+		if (s->owner && !s->ended &&
+		    memcmp(s->peer, p->id, LINK_ID_LEN) == 0)
+			n++;
+	return n >= LAND_STREAMS_PER_PEER;
 }
 
 /* Cut waiting operations into work requests while queue pairs have
@@ -387,6 +446,8 @@ void rdma_pump(struct rdma *t)
 		if (connecting(t, p))
 			continue;
 		if (ro->staged) {
+			if (ro->owner && owner_streams_full(t, p))
+				continue;  /* in order, after those */
 			/* Its pieces come as the pipeline fills chunks;
 			 * posted below. */
 			rdma_dequeue(t, op);

@@ -45,6 +45,11 @@
  * staged READ needs no queue pair closed.  A chunk never lacks: the
  * pipeline waits for one, in order, and never fails for it.
  *
+ * The owner's memory that its NICs cannot reach goes by the same
+ * streams toward chunks the owner lends (ROUTE_RDMA_OWNER_STAGED): the
+ * RDMA stages take their remote address from the owner's grants, and a
+ * WRITE ends when the owner says its copies are done (rdma_land.c).
+ *
  * Lifetime: a stream is freed, and its operation ended, only in
  * rdma_streams_reap (rdma_int.h says why).
  */
@@ -194,6 +199,16 @@ struct rdma_staging *rdma_staging_open(struct rdma *t,
 	return NULL;
 }
 
+struct staging_pool *rdma_staging_pool(const struct rdma_staging *s)
+{
+	return s->pool;
+}
+
+struct gpu_copies *rdma_staging_gpu(const struct rdma_staging *s)
+{
+	return s->gpu;
+}
+
 bool rdma_staging_lkey(const struct rdma_staging *s, int dev, uint32_t *lkey)
 {
 	const struct ibv_mr *mr = s && dev >= 0 && dev < RDMA_DEV_MAX
@@ -238,6 +253,17 @@ static int piece_start(void *arg, struct stage_chunk *c)
 	return 0;
 }
 
+/* A piece not posted ends with err; the owner's landing chunk it was
+ * matched to (a piece redone) goes back. */
+static void piece_end_queued(struct rdma_stream *s, struct rdma_piece *pc,
+			     int err)
+{
+	piece_unqueue(s, pc);
+	if (pc->lent)
+		rdma_land_piece_done(s->t, pc, err);
+	stage_done(STAGE_CHUNK_OF_PRIV(pc), err);
+}
+
 /* The stream goes: a piece not posted ends now; one on the wire is the
  * NIC's until its completion or its queue pair's teardown. */
 static void piece_cancel(void *arg, struct stage_chunk *c)
@@ -246,10 +272,8 @@ static void piece_cancel(void *arg, struct stage_chunk *c)
 	struct rdma_piece *pc = STAGE_PRIV(c, struct rdma_piece);
 
 	pc->s = NULL;
-	if (pc->queued) {
-		piece_unqueue(s, pc);
-		stage_done(c, -ECANCELED);
-	}
+	if (pc->queued)
+		piece_end_queued(s, pc, -ECANCELED);
 }
 
 static const struct stage_ops rdma_stage_write = {
@@ -286,6 +310,10 @@ void rdma_piece_retire(struct rdma *t, struct stage_chunk *c, int err,
 		piece_queue(s, pc);
 		return;
 	}
+	/* The owner's landing chunk: its bytes are in (or out), or it
+	 * comes back unused; before the chunk here is given back. */
+	if (pc->lent)
+		rdma_land_piece_done(t, pc, err);
 	stage_done(c, err ? err : (int64_t)c->len);
 	/* s is not freed before the reap: its other pieces not posted
 	 * end with it. */
@@ -295,14 +323,29 @@ void rdma_piece_retire(struct rdma *t, struct stage_chunk *c, int err,
 
 /* --- streams --- */
 
-/* The pipeline ended (every chunk back): the reap ends the operation. */
+void rdma_stream_end(struct rdma_stream *s, int64_t result)
+{
+	if (s->ended)
+		return;
+	s->ended = true;
+	s->result = result;
+	TAILQ_INSERT_TAIL(&s->t->ended, s, ended_q);
+}
+
+/* The pipeline ended (every chunk back): the reap ends the operation.
+ * A WRITE through the owner's landing chunks waits for the owner's
+ * copies out of them too (LandDone, rdma_land.c). */
 static void stream_done(void *arg, int64_t result)
 {
 	struct rdma_stream *s = arg;
 
-	s->ended = true;
-	s->result = result;
-	TAILQ_INSERT_TAIL(&s->t->ended, s, ended_q);
+	if (s->owner && result >= 0 && s->op->opcode == XFER_OP_WRITE &&
+	    !s->owner_done) {
+		s->pl_over = true;
+		s->result = result;
+		return;
+	}
+	rdma_stream_end(s, result);
 }
 
 int rdma_stream_open(struct rdma *t, struct xop *op)
@@ -311,6 +354,7 @@ int rdma_stream_open(struct rdma *t, struct xop *op)
 	bool gpu = region_kind(op->local) == REGION_CUDA;
 	struct rdma_stream *s = calloc(1, sizeof(*s));
 	uint32_t max = t->staging->chunk;
+	bool owner = rop(op)->owner;
 
 	if (!s)
 		return -ENOMEM;
@@ -336,13 +380,28 @@ int rdma_stream_open(struct rdma *t, struct xop *op)
 		near = &s->gpu;
 	}
 	TAILQ_INIT(&s->queued);
+	/* a work request per chunk, of a stripe at most; through the
+	 * owner's landing chunks, the same cut as the owner's (its chunk
+	 * at most), so that each of its grants matches one of ours */
+	uint32_t chunk = t->cfg.stripe < max ? (uint32_t)t->cfg.stripe : max;
+	if (owner) {
+		uint32_t lc = region_rdma(op->remote)->landing_chunk;
+		chunk = lc < chunk ? lc : chunk;
+		s->owner = true;
+		s->land_id = ++t->land_seq;
+		s->land_chunk = chunk;
+		memcpy(s->peer, region_token(op->remote)->instance_id,
+		       LINK_ID_LEN);
+	}
 	const struct pipeline_cfg cfg = {
 		.pool = t->staging->pool,
 		.half = read ? STAGING_RECV : STAGING_SEND,
 		.cls = op->cls,
 		.len = op->len,
-		/* a work request per chunk, of a stripe at most */
-		.chunk = t->cfg.stripe < max ? (uint32_t)t->cfg.stripe : max,
+		.chunk = chunk,
+		/* the owner lends a few chunks at once: more of ours out
+		 * would only wait for its grants */
+		.ahead = owner ? 2 * LAND_GRANTS_AHEAD : 0,
 		.fill = read ? &rdma_stage_read : near_fill,
 		.fill_arg = read ? (void *)s : near,
 		.drain = read ? near_drain : &rdma_stage_write,
@@ -359,6 +418,8 @@ int rdma_stream_open(struct rdma *t, struct xop *op)
 	}
 	rop(op)->stream = s;
 	TAILQ_INSERT_TAIL(&t->streams, s, q);
+	if (owner)
+		rdma_land_stream_open(s);
 	pipeline_start(s->pl);
 	return 0;
 }
@@ -383,12 +444,15 @@ void rdma_stream_fail(struct rdma_stream *s, int err)
 
 	if (s->ended)
 		return;
+	/* A WRITE whose pipeline is over waits only for the owner. */
+	if (s->pl_over) {
+		rdma_stream_end(s, err);
+		return;
+	}
 	pipeline_fail(s->pl, err);
 	/* s stays (only the reap frees it) while its pipeline ends. */
-	while ((pc = TAILQ_FIRST(&s->queued))) {
-		piece_unqueue(s, pc);
-		stage_done(STAGE_CHUNK_OF_PRIV(pc), err);
-	}
+	while ((pc = TAILQ_FIRST(&s->queued)))
+		piece_end_queued(s, pc, err);
 }
 
 bool rdma_streams_reap(struct rdma *t)
@@ -403,6 +467,8 @@ bool rdma_streams_reap(struct rdma *t)
 		struct xop *op = s->op;
 		int64_t result = s->result;
 		bool reroute = s->reroute;
+		if (s->owner)
+			rdma_land_stream_end(s);
 		free(s);
 		rop(op)->stream = NULL;
 		if (reroute)

@@ -61,7 +61,17 @@ GUEST_TESTS=(
 	single xferd_rdma_ranges 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" ranges'
 	pair xferd_rdma_data_pair 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" data'
 	pair xferd_rdma_stripe_pair 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" stripe'
+	single xferd_rdma_owner_staged 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" owner_staged'
 )
+# RDMA_TESTS="NAME ...": those tests only (exported: the guest sees it).
+if [ -n "${RDMA_TESTS:-}" ]; then
+	_keep=()
+	for ((_i = 0; _i < ${#GUEST_TESTS[@]}; _i += 3)); do
+		[[ " $RDMA_TESTS " == *" ${GUEST_TESTS[_i + 1]} "* ]] &&
+			_keep+=("${GUEST_TESTS[@]:_i:3}")
+	done
+	GUEST_TESTS=("${_keep[@]}")
+fi
 
 now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
 secs() { printf '%d.%d' $(($1 / 1000)) $(($1 % 1000 / 100)); }

@@ -60,6 +60,19 @@
 #               12 MiB region's registration fails (one log line) and its
 #               write and read go rdma-staged, verified.
 #
+#   owner_staged  xfer_reg'd (malloc, CMA) memory at the owner, which its
+#               NICs cannot reach: b lends landing chunks for it (its log
+#               says so).  Writes (notified) from a's memfd and malloc
+#               memory and reads back of 1 B and 256 KiB (the chunk) - 1,
+#               256 KiB, + 1 and 9 MiB + 3 (many chunks) at odd offsets,
+#               bytes checked at both ends, every completion on
+#               rdma-staged (never tcp); a prepared list of 200 blocks;
+#               then a's client writing a stream of 16 MiB writes is
+#               killed (SIGKILL) mid-stream: b takes every landing chunk
+#               back (a later write and read still verified, and at exit
+#               every staging chunk of b is back), both xferds stop
+#               cleanly.
+#
 #   ranges      the owner's NIC holds a peer to its token's range: b hands
 #               a the rkeys of a registration of the token's range alone
 #               (xferctl rails: token-mr, a grant made).  a runs with
@@ -81,7 +94,7 @@ set -u
 # shellcheck source-path=SCRIPTDIR source=guest_lib.sh
 . "$(dirname "$0")/guest_lib.sh"
 
-[ $# -ge 1 ] || { echo "usage: guest_xfer.sh data|stripe|errors|peer_death|fallback|staged|adaptive|ranges..." >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: guest_xfer.sh data|stripe|errors|peer_death|fallback|staged|adaptive|ranges|owner_staged..." >&2; exit 2; }
 
 # rails_json NODE: a's view of the rails, as JSON, shown compactly.
 rails_json() {
@@ -495,6 +508,78 @@ part_staged() {
 	done
 }
 
+# --- owner_staged ------------------------------------------------------------
+
+part_owner_staged() {
+	local KiB=1024
+	local C=$((256 * KiB)) REGION=$((24 * MiB)) i size off v seed kind
+	local CASES=("1@3" "$((C - 1))@4097" "$C@$((C + 5))" "$((C + 1))@12345"
+		"$((9 * MiB + 3))@$((2 * MiB + 1))")
+	local exp=()
+
+	start_xferd b
+	start_xferd a
+	xferd_log_has b 'RDMA landing chunks' ||
+		fail "b lends no landing chunks: $(xferd_log b | grep RDMA)"
+	for i in "${!CASES[@]}"; do
+		exp+=(--expect-notify "$((700 + i)):$((7000 + i)):${CASES[i]#*@}:${CASES[i]%@*}")
+	done
+	step "target: xfer_reg'd (malloc) region of $REGION bytes on b"
+	serve_start b t --name t --size $REGION --kind malloc "${exp[@]}"
+	for i in "${!CASES[@]}"; do
+		size=${CASES[i]%@*} off=${CASES[i]#*@}
+		v=$((700 + i)) seed=$((7000 + i))
+		kind=memfd
+		[ $((i % 2)) -eq 1 ] && kind=malloc
+		step "$size bytes at offset $off: a ($kind) -> b's CMA memory, read back"
+		xnode_ok a write --lookup "$(addr b)/t" --size "$size" --offset "$off" \
+			--seed $seed --kind $kind --notify $v --expect-path rdma-staged
+		expect_notified t $v
+		xnode_ok a read --lookup "$(addr b)/t" --size "$size" --offset "$off" \
+			--seed $seed --kind $kind --expect-path rdma-staged
+	done
+	step "200 blocks as one prepared-list descriptor into b's CMA memory"
+	xnode_ok a write --lookup "$(addr b)/t" --size $((200 * 4096)) \
+		--offset $((16 * MiB)) --vector 200 --dlist --seed 7100 --kind memfd \
+		--expect-path rdma-staged
+	xnode_ok a read --lookup "$(addr b)/t" --size $((200 * 4096)) \
+		--offset $((16 * MiB)) --vector 200 --dlist --seed 7100 --kind memfd \
+		--expect-path rdma-staged
+
+	step "a's client killed (SIGKILL) in the middle of a stream of writes"
+	bg_start w-kill "$XNODE" write --socket "${XD_SOCK[a]}" --lookup "$(addr b)/t" \
+		--size $((16 * MiB)) --seed 7200 --kind malloc --repeat 200 --depth 4 \
+		--expect-path rdma-staged
+	bg_wait_line w-kill '^op=2 result=16777216 ' 120
+	bg_stop w-kill KILL
+	note "killed; b must take every chunk it lent back"
+	# a gives its streams up (LandAbort); each chunk b lent comes back
+	# with the Landed of the piece on the wire or of the unused grant.
+	for i in $(seq 50); do
+		xferd_log b | grep -q 'landing stream [0-9]* given up' && break
+		sleep 0.2
+	done
+	xferd_log_has b 'landing stream [0-9]* given up' ||
+		fail "b saw no landing stream given up after a's client was killed"
+	xnode_ok a write --lookup "$(addr b)/t" --size $((3 * MiB + 1)) --offset 7 \
+		--seed 7300 --kind memfd --expect-path rdma-staged
+	xnode_ok a read --lookup "$(addr b)/t" --size $((3 * MiB + 1)) --offset 7 \
+		--seed 7300 --kind memfd --expect-path rdma-staged
+	serve_stop t
+	[ "$(status_path_ops a tcp)" -eq 0 ] ||
+		fail "a moved bytes over tcp: $(xferctl_on a --json status)"
+	# Every chunk b lent came back while the link was up: none is left
+	# for a's going (peer down) or b's exit to take back.
+	stop_xferd a
+	stop_xferd b
+	! xferd_log b | grep -E 'lent to a peer that went|still lent at exit|kept a landing chunk' ||
+		fail "b's landing chunks did not all come back from a"
+	for n in a b; do
+		xferd_log_has $n 'staging: all [0-9]* chunks back at exit' ||
+			fail "$n: staging chunks not all back: $(xferd_log $n | grep -E 'staging:|landing')"
+	done
+}
+
 # --- adaptive ----------------------------------------------------------------
 
 part_adaptive() {
@@ -660,7 +745,7 @@ part_fallback() {
 
 for part; do
 	case $part in
-	data | stripe | errors | peer_death | fallback | staged | adaptive | ranges) "part_$part" ;;
+	data | stripe | errors | peer_death | fallback | staged | adaptive | ranges | owner_staged) "part_$part" ;;
 	*) fail "unknown part '$part'" ;;
 	esac
 done

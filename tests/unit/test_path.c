@@ -89,12 +89,14 @@ START_TEST(other_node_every_combination)
 	for (int links = 0; links < 2; links++)
 	for (int rdma = 0; rdma < 2; rdma++)
 	for (int staged = 0; staged < 2; staged++)
-	for (int dmabuf = 0; dmabuf < 2; dmabuf++) {
+	for (int dmabuf = 0; dmabuf < 2; dmabuf++)
+	for (int owner = 0; owner < 2; owner++) {
 		struct path_facts f = {
 			.opcode = ops[o], .local = host_gpu[l],
 			.target = REGION_REMOTE, .owner_mem = host_gpu[m],
 			.gpus = gpus, .links = links, .rdma = rdma,
 			.rdma_staged = staged, .owner_dmabuf = dmabuf,
+			.rdma_owner_staged = owner,
 		};
 		enum path_route want = gpus ? other_node_gpus[l][m]
 					    : other_node_no_gpus[l][m];
@@ -103,23 +105,31 @@ START_TEST(other_node_every_combination)
 		 * dma-buf registration, or D2H/H2D copies into registered
 		 * chunks) that has GPUs where it needs them; the owner's
 		 * GPU memory only once the owner granted it (dma-buf),
-		 * else the owner stages it on the link. */
+		 * else the owner stages it: through the chunks it lends
+		 * over RDMA where it lends them, else on the link.  The
+		 * owner's landing chunks come last for any memory the
+		 * owner's NICs cannot reach (the facts say so). */
 		bool owner_gpu = host_gpu[m] == REGION_CUDA;
 		if (!links)
 			want = ROUTE_UNREACHABLE;
-		else if (want == ROUTE_NOTSUP || (owner_gpu && !dmabuf))
+		else if (want == ROUTE_NOTSUP)
 			;
+		else if (owner_gpu && !dmabuf)
+			want = owner ? ROUTE_RDMA_OWNER_STAGED
+				     : ROUTE_LINK_STAGED;
 		else if (rdma)
 			want = ROUTE_RDMA;
 		else if (staged)
 			want = ROUTE_RDMA_STAGED;
+		else if (owner)
+			want = ROUTE_RDMA_OWNER_STAGED;
 		enum path_route got = path_choose(&f);
 		ck_assert_msg(got == want,
 			      "%s %s -> remote %s, gpus %d links %d rdma %d "
-			      "staged %d dmabuf %d: %s, expected %s",
+			      "staged %d dmabuf %d owner %d: %s, expected %s",
 			      o ? "read" : "write", kind(host_gpu[l]),
 			      kind(host_gpu[m]), gpus, links, rdma, staged,
-			      dmabuf, path_route_name(got),
+			      dmabuf, owner, path_route_name(got),
 			      path_route_name(want));
 	}
 }
@@ -217,6 +227,60 @@ START_TEST(gpu_memory_over_rdma)
 }
 END_TEST
 
+/* Memory the owner's NICs cannot reach (xfer_reg'd there: CMA; GPU
+ * memory without a dma-buf grant), every kind here, with and without
+ * the owner's landing chunks (what the facts gather: the owner lends
+ * them, a rail pair reaches it, and this side's staging chunks reach its
+ * memory): RDMA through them, never TCP while they are there; the link
+ * otherwise, as before. */
+START_TEST(owner_memory_over_rdma)
+{
+	static const struct {
+		enum region_kind local, owner;
+		bool gpus, lends;
+		enum path_route want;
+	} cases[] = {
+		/* the owner's xfer_reg'd host memory */
+		{ REGION_MEMFD, REGION_CMA, 0, 1, ROUTE_RDMA_OWNER_STAGED },
+		{ REGION_MEMFD, REGION_CMA, 0, 0, ROUTE_LINK },
+		{ REGION_CMA, REGION_CMA, 0, 1, ROUTE_RDMA_OWNER_STAGED },
+		{ REGION_CMA, REGION_CMA, 1, 0, ROUTE_LINK },
+		{ REGION_CUDA, REGION_CMA, 1, 1, ROUTE_RDMA_OWNER_STAGED },
+		{ REGION_CUDA, REGION_CMA, 1, 0, ROUTE_LINK_STAGED },
+		{ REGION_CUDA, REGION_CMA, 0, 1, ROUTE_NOTSUP },
+		/* the owner's GPU memory, no dma-buf grant */
+		{ REGION_MEMFD, REGION_CUDA, 0, 1, ROUTE_RDMA_OWNER_STAGED },
+		{ REGION_MEMFD, REGION_CUDA, 0, 0, ROUTE_LINK_STAGED },
+		{ REGION_CMA, REGION_CUDA, 1, 1, ROUTE_RDMA_OWNER_STAGED },
+		{ REGION_CMA, REGION_CUDA, 0, 0, ROUTE_LINK_STAGED },
+		{ REGION_CUDA, REGION_CUDA, 1, 1, ROUTE_RDMA_OWNER_STAGED },
+		{ REGION_CUDA, REGION_CUDA, 1, 0, ROUTE_LINK_STAGED },
+		{ REGION_CUDA, REGION_CUDA, 0, 1, ROUTE_NOTSUP },
+	};
+	const uint8_t ops[] = { XFER_OP_WRITE, XFER_OP_READ };
+
+	for (unsigned o = 0; o < 2; o++)
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct path_facts f = {
+			.opcode = ops[o], .local = cases[i].local,
+			.target = REGION_REMOTE, .owner_mem = cases[i].owner,
+			.gpus = cases[i].gpus, .links = true,
+			.rdma_owner_staged = cases[i].lends,
+		};
+		enum path_route got = path_choose(&f);
+		ck_assert_msg(got == cases[i].want, "case %zu (%s): %s, "
+			      "expected %s", i, o ? "read" : "write",
+			      path_route_name(got),
+			      path_route_name(cases[i].want));
+		/* no links: nothing reaches the owner */
+		f.links = false;
+		ck_assert_int_eq(path_choose(&f), ROUTE_UNREACHABLE);
+	}
+	ck_assert_str_eq(path_route_name(ROUTE_RDMA_OWNER_STAGED),
+			 "rdma-owner-staged");
+}
+END_TEST
+
 /* A NOTIFY moves no bytes: the link carries it whatever the memory. */
 START_TEST(notify_goes_on_the_link)
 {
@@ -227,6 +291,7 @@ START_TEST(notify_goes_on_the_link)
 			.opcode = XFER_OP_NOTIFY, .target = REGION_REMOTE,
 			.owner_mem = host_gpu[m], .gpus = true,
 			.links = links, .rdma = rdma, .rdma_staged = rdma,
+			.rdma_owner_staged = rdma,
 		};
 		ck_assert_int_eq(path_choose(&f),
 				 links ? ROUTE_LINK : ROUTE_UNREACHABLE);
@@ -289,6 +354,7 @@ Suite *path_suite(void)
 	tcase_add_test(tc, other_node_every_combination);
 	tcase_add_test(tc, cma_to_rdma_peer_is_staged);
 	tcase_add_test(tc, gpu_memory_over_rdma);
+	tcase_add_test(tc, owner_memory_over_rdma);
 	tcase_add_test(tc, notify_goes_on_the_link);
 	tcase_add_test(tc, route_names);
 	suite_add_tcase(s, tc);

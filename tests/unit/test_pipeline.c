@@ -289,55 +289,52 @@ END_TEST
  * pipeline counts nothing. */
 START_TEST(stage_clocks_count_chunks)
 {
-	size_t len = 5 * CHUNK + 7;
-	uint8_t *src = pattern(len, 4), *dst = calloc(1, len);
-	struct staging_pool *sp = tiny_pool();
-	struct tstage f = filler(src), d = drainer(dst);
-	struct owner o = { 0 };
+	struct fixture x;
 	struct staging_stats st;
+
+	fixture_init(&x, 5 * CHUNK + 7, 4, 0);
+	/* Untimed first: nothing counted. */
+	make_fx(&x, 2, true);
+	pipeline_start(x.o.pl);
+	run_shuffled();
+	ck_assert_int_eq(x.o.dones, 1);
+	pipeline_destroy(x.o.pl);
+	staging_get_stats(x.sp, &st);
+	for (int k = 0; k < STAGING_CLOCK__N; k++)
+		ck_assert_uint_eq(st.clock_n[k], 0);
+
+	memset(x.dst, 0, x.len);
+	x.o = (struct owner){ 0 };
+	x.f = filler(x.src);
+	x.d = drainer(x.dst);
 	struct pipeline_cfg cfg = {
-		.pool = sp,
+		.pool = x.sp,
 		.half = STAGING_SEND,
-		.len = len,
+		.len = x.len,
 		.ahead = 2,
 		.ordered = true,
 		.fill = &fill_ops,
-		.fill_arg = &f,
+		.fill_arg = &x.f,
 		.drain = &drain_ops,
-		.drain_arg = &d,
+		.drain_arg = &x.d,
 		.fill_clock = STAGING_CLOCK_D2H,
 		.drain_clock = STAGING_CLOCK_H2D,
 		.done = on_done,
 		.wake = on_wake,
-		.arg = &o,
+		.arg = &x.o,
 	};
-
-	/* Untimed first: nothing counted. */
-	make(sp, len, &f, &d, &o, 2, true);
-	pipeline_start(o.pl);
-	run_shuffled();
-	ck_assert_int_eq(o.dones, 1);
-	pipeline_destroy(o.pl);
-	staging_get_stats(sp, &st);
-	for (int k = 0; k < STAGING_CLOCK__N; k++)
-		ck_assert_uint_eq(st.clock_n[k], 0);
-
-	memset(dst, 0, len);
-	o = (struct owner){ 0 };
-	f = filler(src);
-	d = drainer(dst);
-	o.pl = pipeline_create(&cfg);
-	ck_assert_ptr_nonnull(o.pl);
-	pipeline_start(o.pl);
+	x.o.pl = pipeline_create(&cfg);
+	ck_assert_ptr_nonnull(x.o.pl);
+	pipeline_start(x.o.pl);
 	struct timespec ms = { .tv_nsec = 1000000 };
 	while (npend) {
 		nanosleep(&ms, NULL);  /* every chunk stays >= 1 ms */
 		run_one(0);
 	}
-	ck_assert_int_eq(o.dones, 1);
-	ck_assert_int_eq(o.result, (int64_t)len);
-	ck_assert_mem_eq(src, dst, len);
-	staging_get_stats(sp, &st);
+	ck_assert_int_eq(x.o.dones, 1);
+	ck_assert_int_eq(x.o.result, (int64_t)x.len);
+	ck_assert_mem_eq(x.src, x.dst, x.len);
+	staging_get_stats(x.sp, &st);
 	ck_assert_uint_eq(st.clock_n[STAGING_CLOCK_D2H], 6);
 	ck_assert_uint_eq(st.clock_n[STAGING_CLOCK_H2D], 6);
 	ck_assert_uint_ge(st.clock_ns[STAGING_CLOCK_D2H], 6 * 1000000ull);
@@ -346,11 +343,8 @@ START_TEST(stage_clocks_count_chunks)
 	ck_assert_str_eq(staging_clock_name(STAGING_CLOCK_D2H), "d2h");
 	ck_assert_str_eq(staging_clock_name(STAGING_CLOCK_RECV_STALL),
 			 "recv_stall");
-	pipeline_destroy(o.pl);
-	assert_pool_whole(sp);
-	staging_destroy(sp);
-	free(src);
-	free(dst);
+	pipeline_destroy(x.o.pl);
+	fixture_fini(&x);
 }
 END_TEST
 

@@ -1,0 +1,822 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * rdma_land.c - owner-side staging over RDMA (ROUTE_RDMA_OWNER_STAGED):
+ * a region the owner's NICs cannot reach (another process's memory,
+ * xfer_reg'd there; GPU memory without a dma-buf registration) moves
+ * through chunks of the owner's staging pool that the owner lends the
+ * requester for one stream, with a copy on the owner's side.  No new
+ * staging: both sides run the staging pipeline (stage/pipeline.h) with
+ * stages that exist, and one more, the owner's lend stage, here.
+ *
+ *   requester (WRITE)  host_stage_read / gpu_stage_d2h -> RDMA WRITE
+ *                      into the granted chunk (rdma_staged.c's stage)
+ *   owner     (WRITE)  lend (grant, wait for Landed)   -> host_stage_write
+ *                                                       / gpu_stage_h2d
+ *   owner     (READ)   host_stage_read / gpu_stage_d2h -> lend (grant,
+ *                                                       wait for Landed)
+ *   requester (READ)   RDMA READ out of the granted chunk -> host_stage_write
+ *                                                       / gpu_stage_h2d
+ *
+ * Both cut the stream alike (chunks of the size the requester asked in
+ * LandOpen, at most the owner's landing chunk): each grant names the
+ * bytes [at, at + len) of the stream its chunk is for, and the
+ * requester's piece for those bytes takes it (rdma_land_match).  The
+ * frames (proto/peer.proto, LandOpen .. LandAbort) go on the link.
+ *
+ * Landing chunks.  The pool is registered whole for local access
+ * (rdma_staged.c); here each chunk is registered once more, alone, for
+ * remote access, so that the rkey a grant carries reaches that chunk
+ * only.  The rkey stays valid after the chunk came back (registering
+ * per grant costs as much as the copy it serves): a chunk is confined
+ * per peer in time, by the protocol, not by the NIC; a chunk that comes
+ * back without the peer's word (its stream ended here, the peer silent)
+ * is taken back only once the peer's queue pairs to us are destroyed.
+ *
+ * Credits.  A stream has at most LAND_GRANTS_AHEAD chunks out (the
+ * pipeline's ahead), a peer at most LAND_STREAMS_PER_PEER streams
+ * (LandOpen past it: LandDone -EBUSY, the requester goes by the link):
+ * a peer holds at most their product of the pool.
+ *
+ * Failure.  Every lent chunk comes back by exactly one of: the peer's
+ * Landed; the peer's link going down (its queue pairs to us destroyed
+ * first, rdma.c); LAND_RECLAIM_NS after its stream ended here without
+ * it (the peer's queue pairs to us destroyed first); the transport
+ * stopping.  A Landed that names a chunk the peer does not hold, or a
+ * LandOpen that names memory it may not reach, is refused with
+ * LandDone(-EPROTO or the error) and logged; the link stays.  An owner
+ * stream ends by its deadline (the requester's, at most LAND_MAX_MS, and
+ * LAND_GRACE_NS).  On the requester's side the stream is rdma_staged.c's
+ * with its RDMA stage's remote address taken from a grant: its deadline,
+ * cancel and peer loss are that file's; every grant it held goes back
+ * (Landed) when its piece completes or the stream is reaped.
+ *
+ * Past 800 lines: both ends of one protocol, its frames and the
+ * requester's mover table, read together; the requester's own stream is
+ * rdma_staged.c's already.
+ *
+ * Progress thread only; no lock (the staging pool's is a leaf).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+#include "common/clock.h"
+#include "core/log.h"
+#include "peer.pb-c.h"
+#include "stage/pipeline.h"
+#include "transport/rdma_int.h"
+#include "mem/staging.h"
+#include "xfer_ring.h"
+
+#define LAND_MAX_MS      (10u * 60 * 1000)       /* a stream's deadline */
+#define LAND_GRACE_NS    (2000ull * 1000000)      /* past the requester's */
+#define LAND_RECLAIM_NS  (10000ull * 1000000)     /* a silent peer's chunk */
+
+/* The owner's stream for a peer's LandOpen. */
+struct land_stream {
+	struct rdma *t;
+	uint8_t peer[LINK_ID_LEN];
+	uint64_t id;              /* the requester's, on its link */
+	struct region *r;         /* a reference, until freed */
+	bool read;
+	uint64_t deadline_ns;
+	struct pipeline *pl;
+	struct host_stage host;
+	struct gpu_stage gpu;
+	TAILQ_ENTRY(land_stream) q;
+};
+TAILQ_HEAD(land_stream_list, land_stream);
+
+/* A chunk while lent (its priv area, STAGE_PRIV): outlives its stream. */
+struct land_lend {
+	struct land_stream *ls;   /* NULL once its stream went */
+	uint8_t peer[LINK_ID_LEN];
+	uint64_t id;
+	uint64_t orphan_ns;       /* when its stream went */
+};
+
+struct rdma_land {
+	uint8_t *base;            /* the pool's one mapping */
+	uint32_t chunk, nslots;
+	int ndevs;
+	struct ibv_mr **mr;       /* [slot * ndevs + dev], NULL: not there */
+	struct stage_chunk **lent; /* [slot]: lent now, or NULL */
+	struct land_stream_list streams;
+	struct regtab *regs;
+	uint8_t self_id[LINK_ID_LEN];
+};
+
+/* --- frames --- */
+
+static void send_done(struct rdma *t, const uint8_t *peer, uint64_t id,
+		      int64_t result)
+{
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__LandDone d = XFER__PEER__LAND_DONE__INIT;
+
+	d.id = id;
+	d.result = result;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_LAND_DONE;
+	m.land_done = &d;
+	rdma_send_msg(t, peer, &m);
+}
+
+static void send_landed(struct rdma *t, const uint8_t *peer, uint64_t id,
+			uint32_t slot, int err)
+{
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__Landed l = XFER__PEER__LANDED__INIT;
+
+	l.id = id;
+	l.slot = slot;
+	l.error = err;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_LANDED;
+	m.landed = &l;
+	rdma_send_msg(t, peer, &m);
+}
+
+/* --- the landing chunks --- */
+
+struct rdma_land *rdma_land_open(struct rdma *t,
+				 const struct rdma_stage_res *res)
+{
+	struct staging_pool *pool = rdma_staging_pool(t->staging);
+	struct staging_chunk_list all = TAILQ_HEAD_INITIALIZER(all);
+	struct staging_chunk *c;
+	struct rdma_land *l = calloc(1, sizeof(*l));
+	uint8_t *lo = NULL;
+	uint32_t n = 0;
+	int err = 0;
+
+	if (!l || !res || !res->regs) {
+		free(l);
+		return NULL;
+	}
+	TAILQ_INIT(&l->streams);
+	l->regs = res->regs;
+	memcpy(l->self_id, res->self_id, LINK_ID_LEN);
+	l->chunk = staging_chunk_bytes(pool);
+	l->ndevs = t->ndevs;
+	/* Every chunk, to find the mapping's start and count them: the
+	 * pool is one mapping cut in equal chunks (mem/staging.c). */
+	for (int h = 0; h < 2; h++)
+		while ((c = staging_take(pool, (enum staging_half)h))) {
+			if (!lo || c->p < lo)
+				lo = c->p;
+			n++;
+			TAILQ_INSERT_TAIL(&all, c, q);
+		}
+	l->base = lo;
+	l->nslots = n;
+	l->mr = calloc((size_t)n * (size_t)(l->ndevs ? l->ndevs : 1),
+		       sizeof(*l->mr));
+	l->lent = calloc(n ? n : 1, sizeof(*l->lent));
+	if (!l->mr || !l->lent)
+		err = -ENOMEM;
+	TAILQ_FOREACH(c, &all, q) {
+		uint32_t slot = (uint32_t)((c->p - lo) / l->chunk);
+		for (int d = 0; d < l->ndevs && !err; d++) {
+			if (!t->dev[d].v.pd)
+				continue;
+			struct ibv_mr *mr = ibv_reg_mr(
+				t->dev[d].v.pd, c->p, c->cap,
+				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+					IBV_ACCESS_REMOTE_READ);
+			if (!mr)
+				err = errno ? -errno : -ENOMEM;
+			l->mr[(size_t)slot * l->ndevs + d] = mr;
+		}
+	}
+	while ((c = TAILQ_FIRST(&all))) {
+		TAILQ_REMOVE(&all, c, q);
+		staging_give(c);
+	}
+	if (err) {
+		log_warnx("RDMA: the staging chunks cannot be lent to peers "
+			  "(%s; memlock limit?): their writes and reads of "
+			  "memory the NICs cannot reach go over TCP",
+			  strerror(-err));
+		t->land = l;
+		rdma_land_close(t);
+		return NULL;
+	}
+	log_info("RDMA landing chunks: %u of %u KiB lent to peers for memory "
+		 "the NICs cannot reach", n, l->chunk >> 10);
+	return l;
+}
+
+uint32_t rdma_land_offer(const struct rdma *t, const struct region *r)
+{
+	enum region_kind k = region_kind(r);
+
+	if (!t->land)
+		return 0;
+	if (k == REGION_CMA || k == REGION_MEMFD ||
+	    (k == REGION_CUDA && rdma_staging_gpu(t->staging)))
+		return t->land->chunk;
+	return 0;
+}
+
+static uint32_t slot_of(const struct rdma_land *l, const struct stage_chunk *c)
+{
+	return (uint32_t)((c->buf - l->base) / l->chunk);
+}
+
+/* --- the owner's streams --- */
+
+static void stream_free(struct land_stream *ls)
+{
+	struct rdma_land *l = ls->t->land;
+	struct pipeline *pl = ls->pl;
+
+	TAILQ_REMOVE(&l->streams, ls, q);
+	ls->pl = NULL;
+	/* lend_cancel for each chunk lent: they stay lent */
+	pipeline_destroy(pl);
+	region_put(ls->r);
+	free(ls);
+}
+
+/* The pipeline ended: the requester hears the result (a WRITE's bytes
+ * are all in the region now). */
+static void stream_done(void *arg, int64_t result)
+{
+	struct land_stream *ls = arg;
+
+	send_done(ls->t, ls->peer, ls->id, result);
+	stream_free(ls);
+}
+
+static struct land_stream *find_stream(const struct rdma_land *l,
+				       const uint8_t *peer, uint64_t id)
+{
+	struct land_stream *ls;
+
+	TAILQ_FOREACH(ls, &l->streams, q)
+		if (ls->id == id && memcmp(ls->peer, peer, LINK_ID_LEN) == 0)
+			return ls;
+	return NULL;
+}
+
+/* The lend stage: c goes to the peer (LandGrant) and stays its until
+ * Landed. */
+static int lend_start(void *arg, struct stage_chunk *c)
+{
+	struct land_stream *ls = arg;
+	struct rdma_land *l = ls->t->land;
+	struct land_lend *ll = STAGE_PRIV(c, struct land_lend);
+	uint32_t slot = slot_of(l, c), keys[RDMA_DEV_MAX];
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__LandGrant g = XFER__PEER__LAND_GRANT__INIT;
+
+	if (slot >= l->nslots || l->lent[slot])
+		return -EIO;  /* not of the pool: cannot be */
+	*ll = (struct land_lend){ .ls = ls, .id = ls->id };
+	memcpy(ll->peer, ls->peer, LINK_ID_LEN);
+	l->lent[slot] = c;
+	for (int d = 0; d < l->ndevs; d++) {
+		const struct ibv_mr *mr = l->mr[(size_t)slot * l->ndevs + d];
+		keys[d] = mr ? mr->rkey : 0;
+	}
+	g.id = ls->id;
+	g.slot = slot;
+	g.at = c->at;
+	g.len = c->len;
+	g.addr = (uint64_t)(uintptr_t)c->buf;
+	g.rkeys = keys;
+	g.n_rkeys = (size_t)l->ndevs;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_LAND_GRANT;
+	m.land_grant = &g;
+	rdma_send_msg(ls->t, ls->peer, &m);
+	return 0;
+}
+
+/* The stream went: a lent chunk stays lent (the peer's NIC may still be
+ * at it) until Landed, its link going, or the reclaim. */
+static void lend_cancel(void *arg, struct stage_chunk *c)
+{
+	struct land_lend *ll = STAGE_PRIV(c, struct land_lend);
+	(void)arg;
+
+	ll->ls = NULL;
+	ll->orphan_ns = now_ns();
+}
+
+static const struct stage_ops land_stage_lend = {
+	.name = "rdma-lend",
+	.start = lend_start,
+	.cancel = lend_cancel,
+};
+
+/* Lent chunk in slot comes back (result: its stage's). */
+static void lend_back(struct rdma_land *l, uint32_t slot, int64_t result)
+{
+	struct stage_chunk *c = l->lent[slot];
+
+	l->lent[slot] = NULL;
+	stage_done(c, result);  /* may end (and free) its stream */
+}
+
+/* A peer's LandOpen: resolve its target, open the stream.  Refusals go
+ * back as LandDone. */
+static void on_open(struct rdma *t, const uint8_t *from,
+		    const Xfer__Peer__LandOpen *o)
+{
+	struct rdma_land *l = t->land;
+	const Xfer__Peer__Target *tg = o->target;
+	struct land_stream *ls;
+	struct region *r = NULL;
+	struct token tok;
+	uint64_t off;
+	unsigned n = 0;
+	int err;
+
+	if (!l) {
+		send_done(t, from, o->id, -ENOTSUP);
+		return;
+	}
+	if (!tg || link_target_valid(tg) || o->length == 0 || o->chunk == 0 ||
+	    o->chunk > l->chunk || find_stream(l, from, o->id)) {
+		log_warnx("RDMA: a peer's landing stream %llu is malformed; "
+			  "refused", (unsigned long long)o->id);
+		send_done(t, from, o->id, -EPROTO);
+		return;
+	}
+	TAILQ_FOREACH(ls, &l->streams, q)
+		n += memcmp(ls->peer, from, LINK_ID_LEN) == 0;
+	if (n >= LAND_STREAMS_PER_PEER) {
+		send_done(t, from, o->id, -EBUSY);
+		return;
+	}
+	memset(&tok, 0, sizeof(tok));
+	memcpy(tok.instance_id, l->self_id, TOKEN_INSTANCE_LEN);
+	memcpy(tok.key, tg->key.data, TOKEN_KEY_LEN);
+	tok.region = tg->region;
+	tok.offset = tg->offset;
+	tok.length = tg->length;
+	tok.region_length = tg->region_length;
+	tok.mem_kind = tg->mem_kind;
+	if ((err = regtab_resolve_token(l->regs, &tok, o->at, o->length, true,
+					&r, &off))) {
+		if (err == -EACCES || err == -ERANGE)
+			log_warnx("RDMA: a peer's landing stream names memory "
+				  "it may not reach (%s); refused",
+				  strerror(-err));
+		send_done(t, from, o->id, err);
+		return;
+	}
+	enum region_kind k = region_kind(r);
+	if (!(ls = calloc(1, sizeof(*ls)))) {
+		region_put(r);
+		send_done(t, from, o->id, -ENOMEM);
+		return;
+	}
+	*ls = (struct land_stream){
+		.t = t, .id = o->id, .r = r, .read = o->read,
+		.host = { .r = r, .off = off },
+	};
+	memcpy(ls->peer, from, LINK_ID_LEN);
+	uint32_t ms = o->timeout_ms < LAND_MAX_MS ? o->timeout_ms : LAND_MAX_MS;
+	ls->deadline_ns = now_ns() + (uint64_t)ms * 1000000 + LAND_GRACE_NS;
+	const struct stage_ops *fill = &host_stage_read, *drain = &host_stage_write;
+	void *near = &ls->host;
+	if (k == REGION_CUDA) {
+		if (!rdma_staging_gpu(t->staging)) {
+			free(ls);
+			region_put(r);
+			send_done(t, from, o->id, -ENOTSUP);
+			return;
+		}
+		ls->gpu = (struct gpu_stage){ .g = rdma_staging_gpu(t->staging),
+					      .addr = region_gpu_ptr(r) + off,
+					      .dev = region_gpu_dev(r) };
+		fill = &gpu_stage_d2h;
+		drain = &gpu_stage_h2d;
+		near = &ls->gpu;
+	}
+	const struct pipeline_cfg cfg = {
+		.pool = rdma_staging_pool(t->staging),
+		.half = o->read ? STAGING_SEND : STAGING_RECV,
+		.len = o->length,
+		.chunk = o->chunk,
+		.ahead = LAND_GRANTS_AHEAD,   /* the stream's credits */
+		.fill = o->read ? fill : &land_stage_lend,
+		.fill_arg = o->read ? near : (void *)ls,
+		.drain = o->read ? &land_stage_lend : drain,
+		.drain_arg = o->read ? (void *)ls : near,
+		.hold = { r, NULL },
+		.done = stream_done,
+		.arg = ls,
+	};
+	if (!(ls->pl = pipeline_create(&cfg))) {
+		free(ls);
+		region_put(r);
+		send_done(t, from, o->id, -ENOMEM);
+		return;
+	}
+	TAILQ_INSERT_TAIL(&l->streams, ls, q);
+	pipeline_start(ls->pl);  /* may end it (a first copy failed) */
+}
+
+/* The peer's word on a chunk lent to it. */
+static void on_landed(struct rdma *t, const uint8_t *from,
+		      const Xfer__Peer__Landed *m)
+{
+	struct rdma_land *l = t->land;
+	struct stage_chunk *c = l && m->slot < l->nslots ? l->lent[m->slot]
+							: NULL;
+	const struct land_lend *ll = c ? STAGE_PRIV(c, struct land_lend) : NULL;
+
+	if (!ll || ll->id != m->id ||
+	    memcmp(ll->peer, from, LINK_ID_LEN) != 0) {
+		/* Not a chunk it holds: refused; the stream it names, if
+		 * it has one, fails (its bytes can no longer be told). */
+		log_warnx("RDMA: a peer returned landing chunk %u of stream "
+			  "%llu, which it does not hold; refused", m->slot,
+			  (unsigned long long)m->id);
+		struct land_stream *ls = l ? find_stream(l, from, m->id) : NULL;
+		if (ls)
+			pipeline_fail(ls->pl, -EPROTO);  /* may free it */
+		else
+			send_done(t, from, m->id, -EPROTO);
+		return;
+	}
+	lend_back(l, m->slot, m->error < 0 ? m->error : (int64_t)c->len);
+}
+
+/* Chunks lent now (to peer; NULL: to anyone). */
+static unsigned lent_count(const struct rdma_land *l, const uint8_t *peer)
+{
+	unsigned n = 0;
+
+	for (uint32_t s = 0; s < l->nslots; s++) {
+		const struct stage_chunk *c = l->lent[s];
+		n += c && (!peer || memcmp(STAGE_PRIV(c, struct land_lend)->peer,
+					   peer, LINK_ID_LEN) == 0);
+	}
+	return n;
+}
+
+static void on_abort(struct rdma *t, const uint8_t *from, uint64_t id)
+{
+	struct land_stream *ls = t->land ? find_stream(t->land, from, id)
+					 : NULL;
+
+	if (!ls)
+		return;
+	stream_free(ls);  /* its lent chunks come back by Landed */
+	log_debug("RDMA: landing stream %llu given up by the peer; %u chunk(s) "
+		  "lent to it still", (unsigned long long)id,
+		  lent_count(t->land, from));
+}
+
+/* --- the requester's side --- */
+
+static struct rdma_stream *my_stream(struct rdma *t, const uint8_t *from,
+				     uint64_t id)
+{
+	struct rdma_stream *s;
+
+	TAILQ_FOREACH(s, &t->streams, q)
+		if (s->owner && s->land_id == id && !s->ended &&
+		    memcmp(s->peer, from, LINK_ID_LEN) == 0)
+			return s;
+	return NULL;
+}
+
+void rdma_land_stream_open(struct rdma_stream *s)
+{
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__LandOpen o = XFER__PEER__LAND_OPEN__INIT;
+	Xfer__Peer__Target tg = XFER__PEER__TARGET__INIT;
+	const struct xop *op = s->op;
+	const struct token *tok = region_token(op->remote);
+	uint64_t now = now_ns();
+	uint64_t ms = op->deadline_ns > now ? (op->deadline_ns - now) / 1000000
+					    : 0;
+
+	tg.region = tok->region;
+	tg.key.data = (uint8_t *)tok->key;
+	tg.key.len = TOKEN_KEY_LEN;
+	tg.offset = tok->offset;
+	tg.length = tok->length;
+	tg.region_length = tok->region_length;
+	tg.mem_kind = tok->mem_kind;
+	o.id = s->land_id;
+	o.target = &tg;
+	o.at = op->remote_off;
+	o.length = op->len;
+	o.read = op->opcode == XFER_OP_READ;
+	o.chunk = s->land_chunk;  /* the cut of our pipeline */
+	o.timeout_ms = ms < UINT32_MAX ? (uint32_t)ms : UINT32_MAX;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_LAND_OPEN;
+	m.land_open = &o;
+	rdma_send_msg(s->t, s->peer, &m);
+}
+
+/* A grant of the owner's: for a stream of ours, held until its piece
+ * comes; for none (it ended), straight back. */
+static void on_grant(struct rdma *t, const uint8_t *from,
+		     const Xfer__Peer__LandGrant *g)
+{
+	struct rdma_stream *s = my_stream(t, from, g->id);
+
+	if (!s) {
+		send_landed(t, from, g->id, g->slot, -ECANCELED);
+		return;
+	}
+	if (s->ngrants >= LAND_GRANTS || g->n_rkeys > REGION_RDMA_KEYS ||
+	    g->len == 0 || g->at >= s->op->len ||
+	    g->len > s->op->len - g->at) {
+		log_warnx("RDMA: %s lent a landing chunk that does not fit "
+			  "stream %llu; the stream fails",
+			  rdma_find_peer(t, from) ? rdma_find_peer(t, from)->name
+						  : "a peer",
+			  (unsigned long long)g->id);
+		send_landed(t, from, g->id, g->slot, -EPROTO);
+		rdma_stream_fail(s, -EPROTO);
+		return;
+	}
+	struct land_grant *lg = &s->grant[s->ngrants++];
+	*lg = (struct land_grant){ .slot = g->slot, .len = g->len, .at = g->at,
+				   .addr = g->addr,
+				   .nkeys = (uint32_t)g->n_rkeys };
+	memcpy(lg->rkey, g->rkeys, g->n_rkeys * sizeof(*g->rkeys));
+	t->submitted = true;  /* its piece may wait for it: pump */
+}
+
+static void on_done(struct rdma *t, const uint8_t *from,
+		    const Xfer__Peer__LandDone *d)
+{
+	struct rdma_stream *s = my_stream(t, from, d->id);
+
+	if (!s)
+		return;  /* ended here already (a READ's, an abort's) */
+	if (d->result < 0) {
+		/* The owner cannot serve it now: by the link, if nothing
+		 * of it moved yet. */
+		if (d->result == -EBUSY && s->posted == 0 && !s->pl_over)
+			rdma_stream_close(s, 0, true);
+		else
+			rdma_stream_fail(s, (int)d->result);
+		return;
+	}
+	if (s->op->opcode != XFER_OP_WRITE)
+		return;  /* a READ ends with its own pipeline */
+	s->owner_done = true;
+	if (s->pl_over)
+		rdma_stream_end(s, s->result);
+}
+
+bool rdma_land_match(struct rdma_stream *s, struct rdma_piece *pc,
+		     struct stage_chunk *c)
+{
+	for (unsigned i = 0; i < s->ngrants; i++) {
+		struct land_grant *g = &s->grant[i];
+		if (g->at != c->at)
+			continue;
+		if (g->len != c->len) {
+			/* The owner cut the stream otherwise: it fails. */
+			rdma_stream_fail(s, -EPROTO);
+			return false;
+		}
+		pc->lent = true;
+		pc->slot = g->slot;
+		pc->land_id = s->land_id;
+		pc->raddr = g->addr;
+		pc->nkeys = g->nkeys;
+		memcpy(pc->rkey, g->rkey, sizeof(pc->rkey));
+		memcpy(pc->peer, s->peer, LINK_ID_LEN);
+		s->grant[i] = s->grant[--s->ngrants];
+		return true;
+	}
+	return false;
+}
+
+void rdma_land_piece_done(struct rdma *t, struct rdma_piece *pc, int err)
+{
+	pc->lent = false;
+	send_landed(t, pc->peer, pc->land_id, pc->slot, err);
+}
+
+void rdma_land_stream_end(struct rdma_stream *s)
+{
+	while (s->ngrants) {
+		const struct land_grant *g = &s->grant[--s->ngrants];
+		send_landed(s->t, s->peer, s->land_id, g->slot, -ECANCELED);
+	}
+	if (s->result >= 0 && !s->reroute)
+		return;
+	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
+	Xfer__Peer__LandAbort a = XFER__PEER__LAND_ABORT__INIT;
+	a.id = s->land_id;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_LAND_ABORT;
+	m.land_abort = &a;
+	rdma_send_msg(s->t, s->peer, &m);
+}
+
+/* --- the frames, the peers, the deadlines --- */
+
+bool rdma_land_frame(struct rdma *t, const uint8_t id[LINK_ID_LEN],
+		     const struct Xfer__Peer__PeerMsg *m)
+{
+	switch (m->body_case) {
+	case XFER__PEER__PEER_MSG__BODY_LAND_OPEN:
+		on_open(t, id, m->land_open);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_LANDED:
+		on_landed(t, id, m->landed);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_LAND_ABORT:
+		on_abort(t, id, m->land_abort->id);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_LAND_GRANT:
+		on_grant(t, id, m->land_grant);
+		break;
+	case XFER__PEER__PEER_MSG__BODY_LAND_DONE:
+		on_done(t, id, m->land_done);
+		break;
+	default:
+		return false;
+	}
+	rdma_streams_reap(t);
+	return true;
+}
+
+/* Every chunk lent to peer comes back whose stream went (all: any). */
+static unsigned take_back(struct rdma_land *l, const uint8_t *peer, bool all,
+			  int64_t result)
+{
+	unsigned n = 0;
+
+	for (uint32_t s = 0; s < l->nslots; s++) {
+		struct stage_chunk *c = l->lent[s];
+		const struct land_lend *ll = c ? STAGE_PRIV(c, struct land_lend)
+					       : NULL;
+		if (!ll || (peer && memcmp(ll->peer, peer, LINK_ID_LEN)) ||
+		    (!all && ll->ls))
+			continue;
+		lend_back(l, s, result);
+		n++;
+	}
+	return n;
+}
+
+void rdma_land_peer_down(struct rdma *t, const uint8_t id[LINK_ID_LEN])
+{
+	struct rdma_land *l = t->land;
+	struct land_stream *ls, *next;
+
+	if (!l)
+		return;
+	for (ls = TAILQ_FIRST(&l->streams); ls; ls = next) {
+		next = TAILQ_NEXT(ls, q);
+		if (memcmp(ls->peer, id, LINK_ID_LEN) == 0)
+			stream_free(ls);
+	}
+	unsigned n = take_back(l, id, true, -ECONNRESET);
+	if (n)
+		log_info("RDMA: %u landing chunk%s lent to a peer that went "
+			 "are back", n, n == 1 ? "" : "s");
+}
+
+bool rdma_land_expire(struct rdma *t, uint64_t now)
+{
+	struct rdma_land *l = t->land;
+	struct land_stream *ls, *next;
+	bool any = false;
+
+	if (!l)
+		return false;
+	for (ls = TAILQ_FIRST(&l->streams); ls; ls = next) {
+		next = TAILQ_NEXT(ls, q);
+		if (ls->deadline_ns > now)
+			continue;
+		send_done(t, ls->peer, ls->id, -ETIMEDOUT);
+		stream_free(ls);
+		any = true;
+	}
+	/* A chunk whose stream went long ago and that its peer never gave
+	 * back: once that peer's queue pairs to us are gone, nothing of it
+	 * can reach the chunk any more. */
+	for (uint32_t s = 0; s < l->nslots; s++) {
+		struct stage_chunk *c = l->lent[s];
+		struct land_lend *ll = c ? STAGE_PRIV(c, struct land_lend) : NULL;
+		if (!ll || ll->ls || ll->orphan_ns + LAND_RECLAIM_NS > now)
+			continue;
+		uint8_t peer[LINK_ID_LEN];
+		memcpy(peer, ll->peer, LINK_ID_LEN);
+		struct rpeer *p = rdma_find_peer(t, peer);
+		log_warnx("RDMA: %s kept a landing chunk past its stream; its "
+			  "queue pairs to us are closed, the chunk taken back",
+			  p ? p->name : "a peer");
+		if (p)
+			rdma_peer_close_passive(t, p);
+		take_back(l, peer, false, -ETIMEDOUT);
+		any = true;
+	}
+	return any;
+}
+
+void rdma_land_close(struct rdma *t)
+{
+	struct rdma_land *l = t->land;
+	struct land_stream *ls;
+
+	if (!l)
+		return;
+	while ((ls = TAILQ_FIRST(&l->streams)))
+		stream_free(ls);
+	/* The queue pairs are gone: every chunk is ours. */
+	unsigned n = l->lent ? lent_count(l, NULL) : 0;
+	if (n)
+		log_warnx("RDMA: %u landing chunk(s) still lent at exit", n);
+	if (l->lent)
+		take_back(l, NULL, true, -ECONNRESET);
+	for (size_t i = 0; l->mr && i < (size_t)l->nslots * l->ndevs; i++)
+		if (l->mr[i])
+			ibv_dereg_mr(l->mr[i]);
+	free(l->mr);
+	free(l->lent);
+	free(l);
+	t->land = NULL;
+}
+
+/* --- as a mover (core/mover.h): the requester's way in --- */
+
+/* Memory here that the staging chunks reach (host memory by a CPU copy,
+ * GPU memory by the copy engines when the pool is the GPU's), toward a
+ * region whose owner lends landing chunks for it, on a rail pair to it
+ * with our staging chunks registered. */
+static bool land_accepts(void *impl, const struct xop *op)
+{
+	struct rdma *t = impl;
+	const struct region_rdma *rr;
+	uint32_t lkey;
+
+	if (!t->staging ||
+	    (op->opcode != XFER_OP_WRITE && op->opcode != XFER_OP_READ) ||
+	    op->len == 0 || !op->local || !(rr = region_rdma(op->remote)) ||
+	    !rr->landing_chunk || rr->nkeys)
+		return false;
+	enum region_kind k = region_kind(op->local);
+	if (!(k == REGION_CMA || k == REGION_MEMFD ||
+	      (k == REGION_CUDA && rdma_staging_gpu(t->staging))))
+		return false;
+	struct rpeer *p = rdma_peer_of(t, op);
+	if (!p || p->npairs == 0)
+		return false;
+	for (size_t i = 0; i < p->npairs; i++)
+		if (!p->pair[i].failed &&
+		    rdma_staging_lkey(t->staging, p->pair[i].mine.dev, &lkey))
+			return true;
+	return false;
+}
+
+static void land_submit(void *impl, struct xop *op)
+{
+	rdma_op_start(impl, op, true);
+	rop(op)->owner = true;
+}
+
+static void land_cancel_client(void *impl, const struct prog_client *pc)
+{
+	(void)impl, (void)pc;  /* rdma_cancel_client ends them */
+}
+
+static bool land_expire(void *impl, uint64_t now)
+{
+	(void)impl, (void)now;  /* rdma_expire does */
+	return false;
+}
+
+static void land_set_cfg(void *impl, const struct transport_cfg *cfg)
+{
+	(void)impl, (void)cfg;
+}
+
+static void land_destroy(void *impl)
+{
+	(void)impl;  /* rdma_destroy, through the first table */
+}
+
+const struct mover_ops rdma_owner_staged_mover_ops = {
+	.version = MOVER_OPS_VERSION,
+	.name = "rdma-owner-staged",
+	.move_now = mover_stub_move_now,
+	.move_list = mover_stub_move_list,
+	.accepts = land_accepts,
+	.submit = land_submit,
+	.cancel_client = land_cancel_client,
+	.expire = land_expire,
+	.poll = mover_stub_poll,
+	.arm = mover_stub_arm,
+	.needs_loop = mover_stub_needs_loop,
+	.peer_up = mover_stub_peer_up,
+	.peer_down = mover_stub_peer_down,
+	.frame = mover_stub_frame,
+	.describe = mover_stub_describe,
+	.set_cfg = land_set_cfg,
+	.destroy = land_destroy,
+};
