@@ -678,7 +678,7 @@ static int staged_main(const char *remote)
 static void usage(void)
 {
 	fprintf(stderr, "usage: gpubench [--socket PATH] [--remote-socket PATH] "
-		"[--reps N] [--iters N] [--out FILE] [--only ROW,...]\n");
+		"[--reps N] [--iters N] [--out FILE] [--only ROW,...] [--nnp]\n");
 	exit(2);
 }
 
@@ -691,6 +691,7 @@ int main(int argc, char **argv)
 		{ "out", required_argument, NULL, 'o' },
 		{ "remote-socket", required_argument, NULL, 'R' },
 		{ "only", required_argument, NULL, 'O' },
+		{ "nnp", no_argument, NULL, 'N' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *remote = NULL;
@@ -701,10 +702,17 @@ int main(int argc, char **argv)
 		owner_main(argv[2], atoi(argv[3]), atoi(argv[4]), 0x33);
 		return 0;
 	}
-	while ((c = getopt_long(argc, argv, "s:r:i:o:R:O:", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:r:i:o:R:O:N", lo, NULL)) != -1) {
 		switch (c) {
 		case 'R': remote = optarg; break;
 		case 'O': opt.only = optarg; break;
+		case 'N':
+			/* xferd reads the memory of a no_new_privs process
+			 * with process_vm_readv (mem/cma.c): the
+			 * xfer_reg'd rows measure that way. */
+			if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+				die("no_new_privs: %s", strerror(errno));
+			break;
 		case 's': opt.socket = optarg; break;
 		case 'r': opt.reps = (unsigned)atoi(optarg); break;
 		case 'i':
