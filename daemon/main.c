@@ -242,6 +242,7 @@ static struct transport_cfg net_cfg(const struct xferd *d)
 		.staging_mb = d->cfg.staging_mb,
 		.rdma_qps = d->cfg.rdma_qps,
 		.rdma_stripe = d->cfg.rdma_stripe,
+		.rdma_bulk_depth = d->cfg.rdma_bulk_depth,
 		.link_bulk_queue = d->cfg.link_bulk_queue,
 		.latency_max_bytes = d->cfg.latency_max_bytes,
 		.tenants = d->cfg.tenants,

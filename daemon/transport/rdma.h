@@ -68,6 +68,10 @@ struct rdma_peer_rail {
 struct rdma_cfg {
 	uint32_t qps;             /* per rail pair, 1..RDMA_QPS_MAX */
 	uint64_t stripe;          /* bytes per work request, at most */
+	/* Work requests of other classes than latency a queue pair holds
+	 * at most (1..RDMA_QP_DEPTH; latency ones may fill it): a latency
+	 * request waits behind no more bulk ones than this. */
+	uint32_t bulk_depth;
 };
 
 /* On a node with GPUs: the GPU staging pool (pinned for the GPUs) and
