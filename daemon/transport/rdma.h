@@ -18,7 +18,9 @@
  * RDMA_SIGNAL_EVERY, and the last of each post, asks for a completion
  * (RC completes in order, so it accounts for those before it); writes
  * up to the QP's inline size go inline.  A queue pair holds at most
- * RDMA_QP_DEPTH work requests: operations wait in order for room.
+ * RDMA_QP_DEPTH work requests: operations wait in order for room, the
+ * latency class's first, the rest for room below rdma_bulk_depth
+ * (rdma_post.c).
  *
  * Every completion's status is checked; a failed one (logged with
  * ibv_wc_status_str) fails its operation with -EIO and the queue pair
