@@ -74,8 +74,8 @@
 #               a write and read inside the range go on rdma, verified.
 #               A stream from a holds a grant; a's xferd killed (SIGKILL):
 #               b's grants end with the link.
-#   classes     a runs with rdma_bulk_depth=2 and rdma_stripe=64K: a bulk
-#               client queues 64 writes of 1 MiB (16 work requests each)
+#   classes     a runs with rdma_bulk_depth=2 and rdma_stripe=16K: a bulk
+#               client queues 64 writes of 1 MiB (64 work requests each)
 #               at once; then a latency client writes 64 KiB.  Of the bulk
 #               writes submitted before the latency one and not yet done
 #               when it was submitted (at least 8), most end after it
@@ -671,7 +671,7 @@ part_fallback() {
 part_classes() {
 	local N=64 lat_sub lat_done ahead passed
 	start_xferd b
-	start_xferd a rdma_bulk_depth=2 rdma_stripe=64K
+	start_xferd a rdma_bulk_depth=2 rdma_stripe=16K
 	serve_start b t --name t --size $((8 * MiB)) --kind memfd
 	step "a's queue pairs toward b opened"
 	xnode_ok a write --lookup "$(addr b)/t" --size 4096 --offset $((6 * MiB)) \
