@@ -670,3 +670,13 @@ void client_foreach(struct xferd *d,
 		fn(&v, arg);
 	}
 }
+
+void client_tenants_held(struct xferd *d, bool held[TENANT_MAX])
+{
+	struct client *c;
+
+	memset(held, 0, TENANT_MAX * sizeof(held[0]));
+	TAILQ_FOREACH(c, &d->clients, link)
+		if (c->pc.tenant < TENANT_MAX)
+			held[c->pc.tenant] = true;
+}

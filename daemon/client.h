@@ -11,6 +11,7 @@
 #ifndef XFERD_CLIENT_H
 #define XFERD_CLIENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -53,5 +54,9 @@ struct client_view {
 void client_foreach(struct xferd *d,
 		    void (*fn)(const struct client_view *v, void *arg),
 		    void *arg);
+
+/* held[t]: some client of tenant slot t is still in d's list (active,
+ * or dropped and not yet let go by the progress thread). */
+void client_tenants_held(struct xferd *d, bool held[TENANT_MAX]);
 
 #endif /* XFERD_CLIENT_H */

@@ -74,6 +74,7 @@ void config_defaults(struct xferd_config *cfg)
 		.rdma = true,
 		.rdma_qps = 2,
 		.rdma_stripe = 1u << 20,
+		.rdma_bulk_depth = 64,
 		/* Off: a TCP port is opened only when asked for (doc/operations.md). */
 		.metrics_listen = "off",
 		/* A few scrapers at once; a scrape takes milliseconds. */
@@ -526,6 +527,8 @@ static const struct config_key keys[] = {
 	     "a region's reply waits for its NIC registration, or not"),
 	SIZE(rdma_stripe, NULL, 4096, 1u << 30, "a size in 4K..1G",
 	     "bytes per RDMA work request, at most"),
+	COUNT(rdma_bulk_depth, 1, 256,
+	      "non-latency RDMA work requests a queue pair holds at most"),
 
 	/* where published names live (meta/meta_config.h) */
 	ENUM("metadata", meta.backend, meta_backends, "local or etcd",

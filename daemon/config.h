@@ -24,6 +24,15 @@
 #include "nic/hostport.h"
 
 void config_defaults(struct xferd_config *cfg);
+/* next (as just read) laid over cur (running): each tenant keeps its
+ * slot by name, with next's settings; one next lacks stays, marked
+ * removed, where held[slot] (clients or ops of it remain), else its
+ * slot is free for a new one (in fresh: its counters start again).
+ * 0, or -EINVAL with err when more slots would be needed. */
+int config_tenants_rebase(struct tenant_table *next,
+			  const struct tenant_table *cur,
+			  const bool held[TENANT_MAX], char *err,
+			  size_t errlen);
 /* The tenants (config_tenant.c): only "default", weight 1. */
 void config_tenants_default(struct tenant_table *tt);
 /* `[tenant NAME]`: the lines that follow set that tenant. */

@@ -5,7 +5,9 @@
  * one tenant each, and the one-line form of the same, the `tenant` key
  * (`tenant = NAME weight=3 uid=1000,1001 rate=200M`, for -o), which is
  * also how `xferctl config` shows them.  Called by config.c's parser
- * and key table.  Main thread only; no locks.
+ * and key table.  On a reload, config_tenants_rebase keeps each
+ * tenant's slot (its clients' tenant number, its counters) by name.
+ * Main thread only; no locks.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -56,6 +58,7 @@ static int tenant_open(struct tenant_table *tt, const char *name, char *err,
 	memset(t, 0, sizeof(*t));
 	snprintf(t->name, TENANT_NAME_MAX, "%s", name);
 	t->weight = 1;
+	t->rank = (uint8_t)tt->n;  /* a parsed table is in file order */
 	return (int)tt->n++;
 }
 
@@ -190,10 +193,18 @@ void config_tenant_get(const struct xferd_config *c, char *buf, size_t len)
 	size_t n = 0;
 
 	buf[0] = '\0';
-	for (uint32_t i = 0; i < c->tenants.n && n < len; i++) {
-		const struct tenant_cfg *t = &c->tenants.t[i];
+	/* In the file's order; removed tenants are not the configuration. */
+	for (uint32_t r = 0; r < TENANT_MAX && n < len; r++) {
+		const struct tenant_cfg *t = NULL;
+		for (uint32_t i = 0; i < c->tenants.n; i++)
+			if (tenant_slot_used(&c->tenants, i) &&
+			    !c->tenants.t[i].removed &&
+			    c->tenants.t[i].rank == r)
+				t = &c->tenants.t[i];
+		if (!t)
+			continue;
 		n += (size_t)snprintf(buf + n, len - n, "%s%s weight=%u",
-				      i ? "; " : "", t->name, t->weight);
+				      n ? "; " : "", t->name, t->weight);
 		if (n < len && t->nuids)
 			n += ids_text(buf + n, len - n, " uid=", t->uids,
 				      t->nuids);
@@ -204,4 +215,65 @@ void config_tenant_get(const struct xferd_config *c, char *buf, size_t len)
 			n += (size_t)snprintf(buf + n, len - n, " rate=%llu",
 					      (unsigned long long)t->rate);
 	}
+}
+
+static int find_name(const struct tenant_table *tt, const char *name)
+{
+	for (uint32_t i = 0; i < tt->n; i++)
+		if (tenant_slot_used(tt, i) && strcmp(tt->t[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+int config_tenants_rebase(struct tenant_table *next,
+			  const struct tenant_table *cur,
+			  const bool held[TENANT_MAX], char *err,
+			  size_t errlen)
+{
+	struct tenant_table out;
+	bool placed[TENANT_MAX] = { false };
+
+	memset(&out, 0, sizeof(out));
+	/* Every tenant still named keeps its slot, with its new settings;
+	 * one no longer named stays, removed, while held. */
+	for (uint32_t i = 0; i < cur->n; i++) {
+		if (!tenant_slot_used(cur, i))
+			continue;
+		int j = find_name(next, cur->t[i].name);
+		if (j >= 0) {
+			out.t[i] = next->t[j];
+			placed[j] = true;
+		} else if (held[i]) {
+			out.t[i] = cur->t[i];
+			out.t[i].removed = true;
+			out.t[i].nuids = out.t[i].ngids = 0;
+			out.t[i].rank = UINT8_MAX;
+		}
+	}
+	/* New tenants: the lowest slots nobody holds. */
+	for (uint32_t j = 0; j < next->n; j++) {
+		if (placed[j])
+			continue;
+		uint32_t k = 1;
+		while (k < TENANT_MAX && out.t[k].name[0])
+			k++;
+		if (k == TENANT_MAX)
+			return config_fail(err, errlen, "tenant %s: no free "
+					   "slot (%d at most; removed tenants "
+					   "keep theirs while their clients "
+					   "remain)", next->t[j].name,
+					   TENANT_MAX - 1);
+		out.t[k] = next->t[j];
+		/* Another tenant's counters until now, or never used. */
+		out.fresh |= 1u << k;
+	}
+	out.n = 1;
+	for (uint32_t i = 0; i < TENANT_MAX; i++) {
+		if (out.t[i].name[0])
+			out.n = i + 1;
+		else
+			out.t[i].weight = 1;  /* unused: never 0 to a queue */
+	}
+	*next = out;
+	return 0;
 }

@@ -242,6 +242,7 @@ static struct transport_cfg net_cfg(const struct xferd *d)
 		.staging_mb = d->cfg.staging_mb,
 		.rdma_qps = d->cfg.rdma_qps,
 		.rdma_stripe = d->cfg.rdma_stripe,
+		.rdma_bulk_depth = d->cfg.rdma_bulk_depth,
 		.link_bulk_queue = d->cfg.link_bulk_queue,
 		.latency_max_bytes = d->cfg.latency_max_bytes,
 		.tenants = d->cfg.tenants,
@@ -261,6 +262,26 @@ static void reload_metrics(struct runtime *rt, const char *old)
 	(void)metrics_open(&rt->d, &rt->metrics); /* a failure is logged */
 }
 
+/* The new tenants over the running ones (config_tenants_rebase): a
+ * slot is held while a client of it remains or ops of it are queued. */
+static int rebase_tenants(struct xferd *d, struct xferd_config *cfg)
+{
+	bool held[TENANT_MAX];
+	char err[256];
+
+	client_tenants_held(d, held);
+	const struct class_stats *cs = progress_class_stats(d->progress);
+	for (unsigned t = 0; t < TENANT_MAX; t++)
+		if (atomic_load_explicit(&cs->tenant[t].queued_ops,
+					 memory_order_relaxed))
+			held[t] = true;
+	int rc = config_tenants_rebase(&cfg->tenants, &d->cfg.tenants, held,
+				       err, sizeof(err));
+	if (rc)
+		log_warnx("reload: %s", err);
+	return rc;
+}
+
 static void on_reload(evutil_socket_t sig, short what, void *arg)
 {
 	struct runtime *rt = arg;
@@ -269,7 +290,8 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 	(void)sig, (void)what;
 
 	sdnotify_reloading();
-	if (load_settings(rt, &cfg, &src) == 0) {
+	if (load_settings(rt, &cfg, &src) == 0 &&
+	    rebase_tenants(&rt->d, &cfg) == 0) {
 		struct xferd_config *cur = &rt->d.cfg;
 		if (strcmp(cfg.socket_path, cur->socket_path) ||
 		    cfg.progress_cpu != cur->progress_cpu ||

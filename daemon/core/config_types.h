@@ -99,6 +99,7 @@ struct xferd_config {
 	char rdma_devices[CONFIG_HOST_MAX];
 	uint32_t rdma_qps;         /* RC queue pairs per peer and rail pair */
 	uint32_t rdma_stripe;      /* bytes per RDMA work request, at most */
+	uint32_t rdma_bulk_depth;  /* non-latency WRs a queue pair holds */
 	/* rdma_register = background: a memfd region's reply goes before
 	 * its NIC registration is done (staged until then) */
 	bool rdma_reg_background;

@@ -226,6 +226,17 @@ bool progress_apply_cmds(struct progress *p)
 			p->exec.latency_max_bytes = c->net.latency_max_bytes;
 			copy_workers_set_weights(p->res.workers,
 						 &c->net.tenants);
+			/* Slots a reload gave to another tenant: no op of
+			 * theirs is left (main.c held them otherwise), and
+			 * this thread is their counters' one writer. */
+			for (unsigned t = 0; t < TENANT_MAX; t++) {
+				if (!(c->net.tenants.fresh & (1u << t)))
+					continue;
+				class_counters_zero(&p->exec.classes.tenant[t]);
+				atomic_store_explicit(
+					&p->exec.classes.paced[t], 0,
+					memory_order_relaxed);
+			}
 			staging_set_reserve(p->res.staging,
 					    c->net.staging_latency_reserve);
 			break;

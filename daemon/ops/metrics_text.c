@@ -315,6 +315,11 @@ static void write_classes(struct writer *w, const struct stats_snapshot *s)
 	       "Times a tenant's rate cap held its frames back.");
 	class_rows(w, s->tenants, s->ntenants, "xferd_tenant_paced_total",
 		   "tenant", offsetof(struct stats_class, paced));
+	family(w, "xferd_tenant_removed", "gauge",
+	       "1: the tenant is gone from the configuration, kept while "
+	       "clients of it remain.");
+	class_rows(w, s->tenants, s->ntenants, "xferd_tenant_removed",
+		   "tenant", offsetof(struct stats_class, removed));
 }
 
 /* --- clients --- */

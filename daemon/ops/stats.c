@@ -103,10 +103,16 @@ static void collect_classes(struct xferd *d, struct stats_snapshot *s)
 
 	for (unsigned c = 0; c < XFER_CLASS__COUNT; c++)
 		fill_class(&s->classes[c], &cs->cls[c], class_name(c));
-	s->ntenants = tt->n < TENANT_MAX ? tt->n : TENANT_MAX;
-	for (unsigned t = 0; t < s->ntenants; t++) {
-		fill_class(&s->tenants[t], &cs->tenant[t], tt->t[t].name);
-		s->tenants[t].paced = load(&cs->paced[t]);
+	/* By slot: a tenant's counters are its slot's, whichever reloads
+	 * came between (config_tenants_rebase). */
+	s->ntenants = 0;
+	for (unsigned t = 0; t < tt->n && t < TENANT_MAX; t++) {
+		if (!tenant_slot_used(tt, t))
+			continue;
+		struct stats_class *o = &s->tenants[s->ntenants++];
+		fill_class(o, &cs->tenant[t], tt->t[t].name);
+		o->paced = load(&cs->paced[t]);
+		o->removed = tt->t[t].removed;
 	}
 	s->demoted = load(&cs->demoted);
 }

@@ -92,6 +92,8 @@ struct stats_class {
 	uint64_t wait[CLASS_WAIT_BUCKETS];
 	uint64_t wait_count, wait_sum_ns;
 	uint64_t paced;                     /* tenants: times a cap held back */
+	uint64_t removed;                   /* tenants: gone from the file,
+					     * kept while clients of it remain */
 };
 
 struct stats_snapshot {

@@ -485,6 +485,8 @@ void rdma_set_cfg(struct rdma *t, const struct rdma_cfg *cfg)
 		t->cfg.stripe = 4096;
 	if (t->cfg.stripe > (1u << 30))
 		t->cfg.stripe = 1u << 30;
+	if (t->cfg.bulk_depth < 1 || t->cfg.bulk_depth > RDMA_QP_DEPTH)
+		t->cfg.bulk_depth = RDMA_QP_DEPTH;
 }
 
 void rdma_destroy(struct rdma *t)
@@ -631,8 +633,10 @@ static void on_grant_made(void *arg, struct rdma_grant_job *j)
 
 static void tr_set_cfg(void *impl, const struct transport_cfg *cfg)
 {
-	rdma_set_cfg(impl, &(struct rdma_cfg){ .qps = cfg->rdma_qps,
-					       .stripe = cfg->rdma_stripe });
+	rdma_set_cfg(impl, &(struct rdma_cfg){
+				   .qps = cfg->rdma_qps,
+				   .stripe = cfg->rdma_stripe,
+				   .bulk_depth = cfg->rdma_bulk_depth });
 }
 
 static void tr_destroy(void *impl)

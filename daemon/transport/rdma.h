@@ -18,7 +18,9 @@
  * RDMA_SIGNAL_EVERY, and the last of each post, asks for a completion
  * (RC completes in order, so it accounts for those before it); writes
  * up to the QP's inline size go inline.  A queue pair holds at most
- * RDMA_QP_DEPTH work requests: operations wait in order for room.
+ * RDMA_QP_DEPTH work requests: operations wait in order for room, the
+ * latency class's first, the rest for room below rdma_bulk_depth
+ * (rdma_post.c).
  *
  * Every completion's status is checked; a failed one (logged with
  * ibv_wc_status_str) fails its operation with -EIO and the queue pair
@@ -68,6 +70,10 @@ struct rdma_peer_rail {
 struct rdma_cfg {
 	uint32_t qps;             /* per rail pair, 1..RDMA_QPS_MAX */
 	uint64_t stripe;          /* bytes per work request, at most */
+	/* Work requests of other classes than latency a queue pair holds
+	 * at most (1..RDMA_QP_DEPTH; latency ones may fill it): a latency
+	 * request waits behind no more bulk ones than this. */
+	uint32_t bulk_depth;
 };
 
 /* On a node with GPUs: the GPU staging pool (pinned for the GPUs) and

@@ -15,6 +15,13 @@
  * (rdma_staged.c): the pump starts it, and posts the pieces its RDMA
  * stage queued, one staging chunk each, each asking for its own
  * completion, which ends the piece (rdma_piece_retire).
+ *
+ * Classes (core/traffic_class.h): each pump posts the latency class's
+ * operations and pieces first, then the rest in order; a request of the
+ * rest goes only to a queue pair holding fewer than rdma_bulk_depth, a
+ * latency one to any with room in its RDMA_QP_DEPTH, so a latency
+ * request waits behind at most rdma_bulk_depth bulk ones on its queue
+ * pair (RC runs a queue pair's requests in order).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -105,11 +112,21 @@ bool rdma_pair_usable(const struct rdma *t, const struct rpeer *p,
 	return rdma_mr_keys(op->local, rp->mine.dev, lkey, NULL);
 }
 
-/* The next ready queue pair toward p with room, round-robin: first on
- * the rails closest to a GPU region's GPU (rdma_topo.h), then any. */
+/* Work requests a queue pair may hold when one of op's class is added:
+ * the whole ring for the latency class, rdma_bulk_depth for the rest. */
+static uint32_t class_depth(const struct rdma *t, const struct xop *op)
+{
+	return op->cls == XFER_CLASS_LATENCY ? RDMA_QP_DEPTH
+					     : t->cfg.bulk_depth;
+}
+
+/* The next ready queue pair toward p with room for op's class,
+ * round-robin: first on the rails closest to a GPU region's GPU
+ * (rdma_topo.h), then any. */
 static struct rqp *next_qp(struct rdma *t, struct rpeer *p,
 			   const struct xop *op)
 {
+	uint32_t depth = class_depth(t, op);
 	unsigned n = (unsigned)p->npairs * t->cfg.qps;
 	uint32_t prefer = region_kind(op->local) == REGION_CUDA ?
 				  rdma_topo_prefer(&t->topo,
@@ -127,7 +144,7 @@ static struct rqp *next_qp(struct rdma *t, struct rpeer *p,
 		    atomic_load_explicit(&q->state, memory_order_relaxed) !=
 			    QP_READY)
 			continue;
-		if (q->head - q->tail >= RDMA_QP_DEPTH ||
+		if (q->head - q->tail >= depth ||
 		    t->dev[q->dev].outstanding >=
 			    (uint32_t)t->dev[q->dev].v.cq_depth)
 			continue;
@@ -347,16 +364,17 @@ static void post_owner_pieces(struct rdma *t, struct rdma_stream *s,
 	}
 }
 
-/* Chain the pieces the streams queued, oldest stream first, while
- * queue pairs have room.  Closing or failing a stream here leaves it in
- * t->streams (the reap removes it). */
-static void post_streams(struct rdma *t)
+/* Chain the pieces the streams of one class (latency, or the rest)
+ * queued, oldest stream first, while queue pairs have room.  Closing or
+ * failing a stream here leaves it in t->streams (the reap removes it). */
+static void post_streams(struct rdma *t, bool latency)
 {
 	struct rdma_stream *s;
 	struct rdma_piece *pc;
 
 	TAILQ_FOREACH(s, &t->streams, q) {
-		if (s->ended || TAILQ_EMPTY(&s->queued))
+		if (s->ended || TAILQ_EMPTY(&s->queued) ||
+		    (s->op->cls == XFER_CLASS_LATENCY) != latency)
 			continue;
 		/* Its fill failed: what it queued goes nowhere. */
 		int err = pipeline_error(s->pl);
@@ -420,17 +438,17 @@ static bool owner_streams_full(const struct rdma *t, const struct rpeer *p)
 	return n >= LAND_STREAMS_PER_PEER;
 }
 
-/* Cut waiting operations into work requests while queue pairs have
- * room, start the staged ones' streams and chain their pieces; post
- * them. */
-void rdma_pump(struct rdma *t)
+/* Cut the waiting operations of one class (latency, or the rest) into
+ * work requests while queue pairs have room for them, and start the
+ * staged ones' streams. */
+static void pump_ops(struct rdma *t, bool latency)
 {
 	struct xop *op, *next;
 
-	t->pass++;
-	t->submitted = false;
 	for (op = TAILQ_FIRST(&t->waiting); op; op = next) {
 		next = TAILQ_NEXT(op, q);
+		if ((op->cls == XFER_CLASS_LATENCY) != latency)
+			continue;
 		struct rdma_op *ro = rop(op);
 		struct rpeer *p = rdma_peer_of(t, op);
 		if (!p) {
@@ -479,7 +497,19 @@ void rdma_pump(struct rdma *t)
 		if (!gone && ro->posted == op->len)
 			rdma_dequeue(t, op);
 	}
-	post_streams(t);
+}
+
+/* Post what waits, the latency class first (with the whole depth of a
+ * queue pair), then the rest (up to rdma_bulk_depth): a peer full for
+ * latency is full for the rest too, so one pass marker serves both. */
+void rdma_pump(struct rdma *t)
+{
+	t->pass++;
+	t->submitted = false;
+	pump_ops(t, true);
+	post_streams(t, true);
+	pump_ops(t, false);
+	post_streams(t, false);
 	flush(t);
 	rdma_streams_reap(t);
 }

@@ -8,7 +8,8 @@
 # boots it once per rxe setup that GUEST_TESTS uses, runs that setup's
 # tests there (this script again: rdma.sh --guest SETUP) and prints the
 # timings.  Exit 0 pass, 1 fail, 77 only when qemu cannot run here at all.
-# `rdma.sh --bench` runs bench/bench-rdma.sh on $XFER_BUILD instead (the
+# `rdma.sh NAME...` (or RDMA_TESTS="NAME ...") runs only the guest tests
+# named (GUEST_TESTS), and boots only the setups they need.  `rdma.sh --bench` runs bench/bench-rdma.sh on $XFER_BUILD instead (the
 # RDMA benchmark in the same kind of guest; not part of make check).
 #
 # Bounds: the stage ends within PER_TEST_TIMEOUT (run-tests.sh's limit
@@ -59,19 +60,12 @@ GUEST_TESTS=(
 	single xferd_rdma_staged 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" staged'
 	single xferd_rdma_adaptive 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" adaptive'
 	single xferd_rdma_ranges 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" ranges'
+	# latency work requests ahead of queued bulk ones (rdma_bulk_depth)
+	single xferd_rdma_classes 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" classes'
 	pair xferd_rdma_data_pair 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" data'
 	pair xferd_rdma_stripe_pair 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" stripe'
 	single xferd_rdma_owner_staged 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" owner_staged'
 )
-# RDMA_TESTS="NAME ...": those tests only (exported: the guest sees it).
-if [ -n "${RDMA_TESTS:-}" ]; then
-	_keep=()
-	for ((_i = 0; _i < ${#GUEST_TESTS[@]}; _i += 3)); do
-		[[ " $RDMA_TESTS " == *" ${GUEST_TESTS[_i + 1]} "* ]] &&
-			_keep+=("${GUEST_TESTS[@]:_i:3}")
-	done
-	GUEST_TESTS=("${_keep[@]}")
-fi
 
 now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
 secs() { printf '%d.%d' $(($1 / 1000)) $(($1 % 1000 / 100)); }
@@ -88,12 +82,16 @@ crossed_veth() {
 	[ "$rxe" -gt 0 ] && [ "$veth" -gt 0 ]
 }
 
+# chosen NAME: no names were given, or NAME is one of them.
+chosen() { [ ${#ONLY[@]} -eq 0 ] || [[ " ${ONLY[*]} " == *" $1 "* ]]; }
+
 guest_main() {
 	local setup=$1 i name cmd start rc fail=0
 	export -f crossed_veth
 	for ((i = 0; i < ${#GUEST_TESTS[@]}; i += 3)); do
 		[ "${GUEST_TESTS[i]}" = "$setup" ] || continue
 		name=${GUEST_TESTS[i + 1]} cmd=${GUEST_TESTS[i + 2]}
+		chosen "$name" || continue
 		echo "== $name"
 		start=$(now_ms)
 		timeout -k 5 "${RDMA_TEST_TIMEOUT:-240}" bash -c "$cmd" </dev/null
@@ -137,6 +135,7 @@ host_main() {
 	summary="build $(secs $(($(now_ms) - start)))s"
 
 	for ((i = 0; i < ${#GUEST_TESTS[@]}; i += 3)); do
+		chosen "${GUEST_TESTS[i + 1]}" || continue
 		[[ " ${setups[*]} " == *" ${GUEST_TESTS[i]} "* ]] ||
 			setups+=("${GUEST_TESTS[i]}")
 	done
@@ -152,7 +151,7 @@ host_main() {
 		start=$(now_ms)
 		# The host's shared daemon is no use in there.
 		env -u XFERD_SOCKET RXE_VM_SETUP="$setup" RXE_VM_TIMEOUT="$left" \
-			"$VM" run bash "$SELF" --guest "$setup" &
+			"$VM" run bash "$SELF" --guest "$setup" "${ONLY[@]}" &
 		vm_pid=$!
 		wait "$vm_pid"
 		rc=$?
@@ -170,11 +169,15 @@ host_main() {
 }
 
 if [ "${1:-}" = --guest ]; then
+	ONLY=("${@:3}")
 	guest_main "$2"
 elif [ "${1:-}" = --bench ]; then
 	# Not a test: xferd beside perftest in the same guest, into
 	# bench/results/ and BENCHMARKS.md (bench/bench-rdma.sh says how).
 	exec "$ROOT/bench/bench-rdma.sh" "$XFER_BUILD"
 else
+	ONLY=("$@")
+	# RDMA_TESTS="NAME ...": the same as naming them.
+	[ $# -eq 0 ] && [ -n "${RDMA_TESTS:-}" ] && read -ra ONLY <<< "$RDMA_TESTS"
 	host_main
 fi

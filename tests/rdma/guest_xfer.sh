@@ -87,6 +87,14 @@
 #               a write and read inside the range go on rdma, verified.
 #               A stream from a holds a grant; a's xferd killed (SIGKILL):
 #               b's grants end with the link.
+#   classes     a runs with rdma_bulk_depth=2 and rdma_stripe=16K: a bulk
+#               client queues 64 writes of 1 MiB (64 work requests each)
+#               at once; then a latency client writes 64 KiB.  Of the bulk
+#               writes submitted before the latency one and not yet done
+#               when it was submitted (at least 8), most end after it
+#               (order only: the clients' CLOCK_MONOTONIC stamps of
+#               submission and completion, compared, never timed); every
+#               write succeeds on rdma and reads back verified.
 #
 # Every part ends with both xferds stopping cleanly (SIGTERM, exit 0).
 # Exit 0 pass, 1 fail, 77 skip.
@@ -94,7 +102,7 @@ set -u
 # shellcheck source-path=SCRIPTDIR source=guest_lib.sh
 . "$(dirname "$0")/guest_lib.sh"
 
-[ $# -ge 1 ] || { echo "usage: guest_xfer.sh data|stripe|errors|peer_death|fallback|staged|adaptive|ranges|owner_staged..." >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: guest_xfer.sh data|stripe|errors|peer_death|fallback|staged|adaptive|ranges|owner_staged|classes..." >&2; exit 2; }
 
 # rails_json NODE: a's view of the rails, as JSON, shown compactly.
 rails_json() {
@@ -743,9 +751,57 @@ part_fallback() {
 	stop_xferd b
 }
 
+# --- classes -----------------------------------------------------------------
+
+part_classes() {
+	local N=64 lat_sub lat_done ahead passed
+	start_xferd b
+	start_xferd a rdma_bulk_depth=2 rdma_stripe=16K
+	serve_start b t --name t --size $((8 * MiB)) --kind memfd
+	step "a's queue pairs toward b opened"
+	xnode_ok a write --lookup "$(addr b)/t" --size 4096 --offset $((6 * MiB)) \
+		--seed 30 --kind memfd --expect-path rdma
+	step "a latency write among $N queued bulk writes of 1 MiB (bulk depth 2)"
+	bg_start bulk "$XNODE" write --socket "${XD_SOCK[a]}" \
+		--lookup "$(addr b)/t" --size "$MiB" --offset 0 --seed 31 \
+		--kind memfd --class bulk --repeat $N --depth $N --expect-path rdma \
+		--timeout-ms 120000
+	bg_wait_line bulk "^submitted op=$N " 120
+	bg_start lat "$XNODE" write --socket "${XD_SOCK[a]}" \
+		--lookup "$(addr b)/t" --size 65536 --offset $((4 * MiB)) --seed 32 \
+		--kind memfd --class latency --repeat 1 --expect-path rdma \
+		--timeout-ms 120000
+	bg_wait lat 200 || fail "the latency write failed: $(tail -n 3 "$TMP/bg-lat.out")"
+	bg_wait bulk 200 || fail "the bulk writes failed: $(tail -n 3 "$TMP/bg-bulk.out")"
+	[ "$(grep -c '^op=.* result=1048576 path=rdma ' "$TMP/bg-bulk.out")" = $N ] ||
+		fail "not $N bulk writes of 1 MiB on rdma"
+	lat_sub=$(sed -n 's/^op=1 result=65536 path=rdma submit_us=\([0-9]*\) .*/\1/p' "$TMP/bg-lat.out")
+	lat_done=$(sed -n 's/^op=1 result=65536 path=rdma .*complete_us=\([0-9]*\).*/\1/p' "$TMP/bg-lat.out")
+	[ -n "$lat_sub" ] && [ -n "$lat_done" ] || fail "no latency completion on rdma"
+	# Bulk writes submitted before the latency one and still out then;
+	# of those, the ones that ended after it.
+	read -r ahead passed < <(awk -v s="$lat_sub" -v d="$lat_done" '
+		/^op=/ { for (i = 1; i <= NF; i++) { split($i, kv, "=")
+			if (kv[1] == "submit_us") su = kv[2]
+			if (kv[1] == "complete_us") cu = kv[2] }
+		  if (su < s && cu > s) { a++; if (cu > d) p++ } }
+		END { print a + 0, p + 0 }' "$TMP/bg-bulk.out")
+	note "$ahead bulk writes were out when the latency write was submitted; $passed of them ended after it"
+	[ "$ahead" -ge 8 ] || fail "only $ahead bulk writes were queued ahead: nothing to tell"
+	[ $((passed * 2)) -gt "$ahead" ] ||
+		fail "the latency write waited behind most bulk writes: $passed of $ahead ended after it"
+	xnode_ok a read --lookup "$(addr b)/t" --size "$MiB" --offset 0 --seed 31 \
+		--kind memfd --expect-path rdma
+	xnode_ok a read --lookup "$(addr b)/t" --size 65536 --offset $((4 * MiB)) \
+		--seed 32 --kind memfd --expect-path rdma
+	serve_stop t
+	stop_xferd a
+	stop_xferd b
+}
+
 for part; do
 	case $part in
-	data | stripe | errors | peer_death | fallback | staged | adaptive | ranges | owner_staged) "part_$part" ;;
+	data | stripe | errors | peer_death | fallback | staged | adaptive | ranges | owner_staged | classes) "part_$part" ;;
 	*) fail "unknown part '$part'" ;;
 	esac
 done

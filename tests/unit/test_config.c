@@ -700,6 +700,94 @@ START_TEST(key_socket_group)
 }
 END_TEST
 
+/* tenants NAME...: a table read from `tenant = NAME uid=1000+i` lines. */
+static struct tenant_table tenants_of(const char *const *names, unsigned n)
+{
+	struct xferd_config c;
+	char err[256], line[64];
+
+	config_defaults(&c);
+	for (unsigned i = 0; i < n; i++) {
+		snprintf(line, sizeof(line), "%s uid=%u", names[i], 1000 + i);
+		ck_assert_int_eq(config_tenant_line(&c, line, err, sizeof(err)),
+				 0);
+	}
+	return c.tenants;
+}
+
+/* A reload keeps each tenant's slot by name; a removed one stays while
+ * held, else its slot goes to a new tenant with fresh counters. */
+START_TEST(tenant_rebase)
+{
+	static const char *const ab[] = { "a", "b" };
+	static const char *const b[] = { "b" };
+	static const char *const bc[] = { "b", "c" };
+	static const char *const cdb[] = { "c", "d", "b" };
+	bool held[TENANT_MAX] = { false };
+	char err[256];
+
+	struct tenant_table cur = tenants_of(ab, 2);  /* a: 1, b: 2 */
+	struct tenant_table next = tenants_of(b, 1);
+	held[1] = true;  /* a client of a remains */
+	ck_assert_int_eq(config_tenants_rebase(&next, &cur, held, err,
+					       sizeof(err)), 0);
+	ck_assert_uint_eq(next.n, 3);
+	ck_assert_str_eq(next.t[1].name, "a");
+	ck_assert(next.t[1].removed);
+	ck_assert_uint_eq(next.t[1].nuids, 0);
+	ck_assert_str_eq(next.t[2].name, "b");
+	ck_assert(!next.t[2].removed);
+	ck_assert_uint_eq(next.fresh, 0);
+	/* uid 1000 was a's: now default; b's uid 1000 (first in its file). */
+	ck_assert_uint_eq(tenant_match(&next, 1000, 1000), 2);
+
+	/* a's client gone: c takes slot 1, its counters from zero. */
+	cur = next;
+	held[1] = false;
+	next = tenants_of(bc, 2);
+	ck_assert_int_eq(config_tenants_rebase(&next, &cur, held, err,
+					       sizeof(err)), 0);
+	ck_assert_str_eq(next.t[1].name, "c");
+	ck_assert_str_eq(next.t[2].name, "b");
+	ck_assert_uint_eq(next.fresh, 1u << 1);
+
+	/* The file's order decides matching, not the slots': c d b with
+	 * uids 1000 1001 1002. */
+	cur = next;
+	next = tenants_of(cdb, 3);
+	ck_assert_int_eq(config_tenants_rebase(&next, &cur, held, err,
+					       sizeof(err)), 0);
+	ck_assert_str_eq(next.t[1].name, "c");
+	ck_assert_str_eq(next.t[2].name, "b");
+	ck_assert_str_eq(next.t[3].name, "d");
+	ck_assert_uint_eq(tenant_match(&next, 1000, 0), 1);
+	ck_assert_uint_eq(tenant_match(&next, 1001, 0), 3);
+	ck_assert_uint_eq(tenant_match(&next, 1002, 0), 2);
+	struct xferd_config c;
+	config_defaults(&c);
+	c.tenants = next;
+	char text[512];
+	config_tenant_get(&c, text, sizeof(text));
+	ck_assert_ptr_nonnull(strstr(text, "default weight=1; c weight=1 "
+					   "uid=1000; d weight=1 uid=1001; b"));
+
+	/* Every slot held by removed tenants: a new one fails. */
+	struct tenant_table full;
+	char names[TENANT_MAX - 1][8];
+	const char *np[TENANT_MAX - 1];
+	for (unsigned i = 0; i < TENANT_MAX - 1; i++) {
+		snprintf(names[i], sizeof(names[i]), "t%u", i);
+		np[i] = names[i];
+		held[i + 1] = true;
+	}
+	full = tenants_of(np, TENANT_MAX - 1);
+	next = tenants_of(b, 1);
+	ck_assert_int_eq(config_tenants_rebase(&next, &full, held, err,
+					       sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "no free slot"));
+}
+END_TEST
+
 Suite *config_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -718,6 +806,7 @@ Suite *config_suite(void)
 	tcase_add_test(tc, key_uid_limits);
 	tcase_add_test(tc, line_syntax);
 	tcase_add_test(tc, key_table);
+	tcase_add_test(tc, tenant_rebase);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("load");
