@@ -184,6 +184,15 @@ xferctl_table() {
 
 # --- the machine -------------------------------------------------------------
 
+# port_listening PORT: something listens on TCP PORT here (from /proc, so
+# that machines without iproute2's ss, as the GPU machines, work too).
+port_listening() {
+	local hex
+	hex=$(printf '%04X' "$1")
+	awk -v p=":$hex" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }' \
+		/proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
 cpu_model() { lscpu | sed -n 's/^Model name: *//p'; }
 # machine_cpu: "MODEL (N CPUs online, HYPERVISOR guest)".
 machine_cpu() {

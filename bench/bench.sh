@@ -113,14 +113,14 @@ ucx_once() {
 	local slog="$OUT/raw/ucx_server.log" clog="$OUT/raw/ucx_$test.$size.pass$pass.log"
 	for (( i = 0; i < 100; i++ )); do
 		UCX_PORT=$(( UCX_PORT >= 13999 ? 13500 : UCX_PORT + 1 ))
-		ss -Hltn "sport = :$UCX_PORT" | grep -q . || break
+		port_listening "$UCX_PORT" || break
 	done
 	: > "$slog"
 	env "${env[@]}" timeout "$RUN_TIMEOUT" stdbuf -oL ucx_perftest -p "$UCX_PORT" -c 0 > "$slog" 2>&1 &
 	UCX_SPID=$!
 	for (( i = 0; i < 200; i++ )); do
 		grep -q "Waiting for connection" "$slog" && break
-		ss -Hltn "sport = :$UCX_PORT" | grep -q . && break
+		port_listening "$UCX_PORT" && break
 		kill -0 "$UCX_SPID" 2>/dev/null || break
 		sleep 0.02
 	done
