@@ -29,8 +29,11 @@
  * buffer, a frame not sent yet), and each such read is checked
  * afterwards: the owner still alive (its pid not reused), the address
  * space the file is bound to still in use (no exec since: the file reads
- * nothing after one), its ids still the connected ones, still dumpable
- * (not an execute-only program).  A read that fails the check is refused
+ * nothing after one), its main thread still with no_new_privs (the flag
+ * is per thread: every thread has it at the open, threads made later
+ * inherit it, and one that lacked it and exec'd would be the main thread
+ * now), its ids still the connected ones, still dumpable (not an
+ * execute-only program).  A read that fails the check is refused
  * and its bytes never leave xferd.  Whatever ran at that pid in between,
  * under no_new_privs it had no more rights than the client.  What is
  * left: an owner that shares its address space with a process that is
@@ -41,6 +44,7 @@
  * go through the file: neither can be taken back after a failed check.
  */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <poll.h>
@@ -66,7 +70,8 @@ struct cma_owner {
 	gid_t gid;
 	int pidfd;             /* exit, and the ids it has now */
 	int mem;               /* /proc/PID/mem, of the address space then */
-	bool vm_read;          /* no_new_privs: reads by process_vm_readv */
+	int status;            /* no_new_privs: /proc/PID/status, reads by
+				* process_vm_readv; else -1 */
 };
 
 /* PIDFD_GET_INFO (Linux 6.13): the ids a process has now, by pidfd.
@@ -82,6 +87,10 @@ struct owner_info {
 _Static_assert(sizeof(struct owner_info) == 64, "pidfd_info version 0");
 #define OWNER_INFO_CREDS (1ull << 1)
 #define OWNER_GET_INFO _IOWR(0xFF, 11, struct owner_info)
+
+/* Reads by process_vm_readv since start: done, and refused by the check
+ * after them.  Any thread adds; ctl reads them (relaxed: counts). */
+static _Atomic uint64_t fast_reads_done, fast_reads_refused;
 
 /* Set once the kernel has said it has no PIDFD_GET_INFO (logged once). */
 static atomic_bool no_owner_info;
@@ -207,25 +216,59 @@ restore:
 	return fd < 0 ? err : fd;
 }
 
-/* Does pid run with no_new_privs?  Read after /proc/PID/mem is open and
- * before pidfd is checked alive (so the answer is that process's); the
- * flag is never cleared, so the answer holds for its life. */
-static bool no_new_privs(pid_t pid)
+/* NoNewPrivs of the task a /proc/.../status descriptor shows (it follows
+ * the pid: after an exec by another thread, the thread that exec'd). */
+static bool status_nnp(int fd)
 {
-	char path[32], line[128];
-	bool on = false;
+	char buf[4096];
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
+	if (n <= 0)
 		return false;
-	while (fgets(line, sizeof(line), f))
-		if (strncmp(line, "NoNewPrivs:", 11) == 0) {
-			on = atoi(line + 11) == 1;
-			break;
-		}
-	fclose(f);
-	return on;
+	buf[n] = '\0';
+	const char *at = strstr(buf, "\nNoNewPrivs:");
+	return at && atoi(at + 13) == 1;
+}
+
+/*
+ * Does every thread of pid run with no_new_privs?  The flag is per
+ * thread and inherited by the threads a thread makes, never cleared: if
+ * each has it, no thread of the process ever lacks it (vm_read checks
+ * the process again after each read, for one made meanwhile).  Read
+ * after /proc/PID/mem is open and before pidfd is checked alive, so the
+ * answer is that process's.  Returns the main thread's status
+ * descriptor, or -1 (not every thread has it, or it cannot be read).
+ */
+static int no_new_privs(pid_t pid)
+{
+	char path[64];
+	bool all = true;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return -1;
+	struct dirent *e;
+	while (all && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/status",
+			 (int)pid, e->d_name);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		all = fd >= 0 && status_nnp(fd);
+		if (fd >= 0)
+			close(fd);
+	}
+	closedir(d);
+	if (!all)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 && !status_nnp(fd)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
 }
 
 int cma_owner_open(pid_t pid, int pidfd, uid_t uid, gid_t gid,
@@ -244,10 +287,12 @@ int cma_owner_open(pid_t pid, int pidfd, uid_t uid, gid_t gid,
 		free(o);
 		return mem == -ENOENT ? -ESRCH : mem;
 	}
-	bool vm_read = no_new_privs(pid);
+	int status = no_new_privs(pid);
 	/* pid named the process of pidfd if that one is still alive after
 	 * the open: a pid is never reused while its process exists. */
 	if (!pidfd_alive(pidfd)) {
+		if (status >= 0)
+			close(status);
 		close(mem);
 		free(o);
 		return -ESRCH;
@@ -258,8 +303,8 @@ int cma_owner_open(pid_t pid, int pidfd, uid_t uid, gid_t gid,
 	o->gid = gid;
 	o->pidfd = pidfd;
 	o->mem = mem;
-	o->vm_read = vm_read;
-	if (vm_read)
+	o->status = status;
+	if (status >= 0)
 		log_debug("cma: pid %d runs with no_new_privs: reads by "
 			  "process_vm_readv", (int)pid);
 	*out = o;
@@ -280,6 +325,8 @@ void cma_owner_put(struct cma_owner *o)
 		return;
 	close(o->mem);
 	close(o->pidfd);
+	if (o->status >= 0)
+		close(o->status);
 	free(o);
 }
 
@@ -293,7 +340,6 @@ bool cma_owner_alive(const struct cma_owner *o)
 	return pidfd_alive(o->pidfd);
 }
 
-/* len bytes between local and addr of the owner's address space. */
 /* Still dumpable: /proc/PID belongs to root while it is not (an
  * execute-only program, a set-id one).  Root owners are trusted. */
 static bool owner_dumpable(const struct cma_owner *o)
@@ -315,9 +361,11 @@ static int64_t vm_read(const struct cma_owner *o, void *local, uint64_t addr,
 	uint64_t done = 0;
 
 	while (done < len) {
+		/* Calls of at most 4 MiB: the checks below see the state
+		 * the last one ran in. */
 		uint64_t n = len - done;
-		if (n > (1ull << 30))
-			n = 1ull << 30;
+		if (n > (4ull << 20))
+			n = 4ull << 20;
 		struct iovec l = { (char *)local + done, n };
 		struct iovec r = { (void *)(uintptr_t)(addr + done), n };
 		ssize_t got = process_vm_readv(o->pid, &l, 1, &r, 1, 0);
@@ -338,21 +386,29 @@ static int64_t vm_read(const struct cma_owner *o, void *local, uint64_t addr,
 	ssize_t got = pread(o->mem, &byte, 1, (off_t)addr);
 	if (got != 1)
 		return got == 0 ? -EPERM : -EFAULT;
+	/* The process's main thread now: a thread that ran without
+	 * no_new_privs (made while the open looked) and exec'd is it. */
+	if (!status_nnp(o->status))
+		return -EPERM;
 	int err = owner_ids_same(o);
 	if (err)
 		return err;
 	return owner_dumpable(o) ? (int64_t)done : -EPERM;
 }
 
-/* private: local is xferd's own memory, seen by no client before the
+/* len bytes between local and addr of the owner's address space.
+ * private: local is xferd's own memory, seen by no client before the
  * call returns (the fast read is checked only afterwards). */
 static int64_t mem_copy(const struct cma_owner *o, bool write, bool private,
 			void *local, uint64_t addr, uint64_t len)
 {
 	uint64_t done = 0;
 
-	if (!write && private && o->vm_read) {
+	if (!write && private && o->status >= 0) {
 		int64_t got = vm_read(o, local, addr, len);
+		atomic_fetch_add_explicit(got < 0 ? &fast_reads_refused
+						  : &fast_reads_done, 1,
+					  memory_order_relaxed);
 		if (got < 0)
 			return got;
 		done = (uint64_t)got;
@@ -433,4 +489,11 @@ int64_t cma_copyv(const struct region *r, bool to_region,
 		sum += v[i].len;
 	}
 	return (int64_t)sum;
+}
+
+void cma_fast_read_counts(uint64_t *done, uint64_t *refused)
+{
+	*done = atomic_load_explicit(&fast_reads_done, memory_order_relaxed);
+	*refused = atomic_load_explicit(&fast_reads_refused,
+					memory_order_relaxed);
 }

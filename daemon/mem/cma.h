@@ -92,4 +92,8 @@ struct cma_range {
 int64_t cma_copyv(const struct region *r, bool to_region,
 		  const struct cma_range *v, uint32_t n);
 
+/* cma_read_private's reads by process_vm_readv since start: those done
+ * and those its check refused (their bytes dropped). */
+void cma_fast_read_counts(uint64_t *done, uint64_t *refused);
+
 #endif /* XFERD_CMA_H */

@@ -157,6 +157,8 @@ struct status_parts {
 	Xfer__Ctl__KindCount *etcd_errp[CLUSTER_ERR__COUNT];
 	Xfer__Ctl__KindCount refusals[QUOTA_LIMIT__COUNT];
 	Xfer__Ctl__KindCount *refusalp[QUOTA_LIMIT__COUNT];
+	Xfer__Ctl__KindCount cma_fast[2];
+	Xfer__Ctl__KindCount *cma_fastp[2];
 };
 
 static int64_t age_or_never(uint64_t ms)
@@ -184,6 +186,16 @@ static void fill_health(const struct stats_snapshot *s,
 	}
 	st->n_quota_refusals = QUOTA_LIMIT__COUNT;
 	st->quota_refusals = o->refusalp;
+	static const char *const fast_kind[2] = { "done", "refused" };
+	const uint64_t fast[2] = { s->cma_fast_done, s->cma_fast_refused };
+	for (int k = 0; k < 2; k++) {
+		xfer__ctl__kind_count__init(&o->cma_fast[k]);
+		o->cma_fast[k].kind = (char *)fast_kind[k];
+		o->cma_fast[k].count = fast[k];
+		o->cma_fastp[k] = &o->cma_fast[k];
+	}
+	st->n_cma_fast_reads = 2;
+	st->cma_fast_reads = o->cma_fastp;
 	if (!s->etcd)
 		return;
 	xfer__ctl__etcd_health__init(&o->etcd);

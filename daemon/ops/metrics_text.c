@@ -387,6 +387,13 @@ static void write_clients(struct writer *w, const struct stats_snapshot *s)
 	counter(w, "xferd_notifications_refused_total",
 		"Notifications refused to their senders (-ENOBUFS), of "
 		"clients connected now.", s->notify_refused);
+	family(w, "xferd_cma_fast_reads_total", "counter",
+	       "Reads of xfer_reg'd memory by process_vm_readv (owners with "
+	       "no_new_privs): done, and refused by the check after them.");
+	put(w, "xferd_cma_fast_reads_total{result=\"done\"} %llu\n",
+	    (unsigned long long)s->cma_fast_done);
+	put(w, "xferd_cma_fast_reads_total{result=\"refused\"} %llu\n",
+	    (unsigned long long)s->cma_fast_refused);
 	family(w, "xferd_quota_refusals_total", "counter",
 	       "Requests refused by a limit of xferd.conf(5), by limit.");
 	for (unsigned l = 0; l < QUOTA_LIMIT__COUNT; l++)

@@ -22,6 +22,7 @@
 #include "engine/progress.h"
 #include "gpu/gpu.h"
 #include "core/rcache.h"
+#include "mem/cma.h"
 #include "mem/region.h"
 #include "mem/regworker.h"
 #include "mem/staging.h"
@@ -428,6 +429,7 @@ void stats_collect(struct xferd *d, struct stats_snapshot *s)
 	collect_rails(d, s);
 	collect_memory(d, s);
 	memcpy(s->refusals, d->refusals.by_limit, sizeof(s->refusals));
+	cma_fast_read_counts(&s->cma_fast_done, &s->cma_fast_refused);
 	s->etcd = d->cluster != NULL;
 	cluster_health_get(d->cluster, &s->meta);
 }

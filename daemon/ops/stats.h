@@ -149,6 +149,9 @@ struct stats_snapshot {
 
 	/* Requests refused by a limit of quota.h, per limit. */
 	uint64_t refusals[QUOTA_LIMIT__COUNT];
+	/* CMA reads by process_vm_readv (no_new_privs owners): done, and
+	 * refused by the check after them. */
+	uint64_t cma_fast_done, cma_fast_refused;
 
 	bool etcd;                   /* metadata = etcd */
 	struct cluster_health meta;

@@ -11,7 +11,8 @@
  *    its memory is unchanged); the same for a client that runs with
  *    no_new_privs (xferd reads its memory with process_vm_readv and
  *    checks each read afterwards), whose exec'd program reads a file of
- *    its own into the range;
+ *    its own into the range; and one whose thread made before it set
+ *    no_new_privs (so without it) exec's the set-uid program;
  * 2. a root client that drops its uid (setresuid) or its gid (setresgid)
  *    after registering: the token holder is refused from then on;
  * 3. one client registering one buffer 20 000 times: xferd's descriptors
@@ -29,6 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -213,7 +215,11 @@ static void bystander_check(pid_t pid, int *stop_w, int result_r,
 /* The thief: imports the token, shows the range is reachable while its
  * owner is still the unprivileged client, then, on 'a', tries to read and
  * write it and reports both results and what it read. */
-static pid_t thief_start(int *cmd_w, int *res_r, uid_t uid, uint64_t len)
+/* kind: its own buffer's (TL_HOST: xferd copies straight into it;
+ * TL_MALLOC: through xferd's bounce buffer, where an owner with
+ * no_new_privs is read by process_vm_readv and checked afterwards). */
+static pid_t thief_start(int *cmd_w, int *res_r, uid_t uid, uint64_t len,
+			 int kind)
 {
 	int cmd[2], res[2];
 
@@ -235,7 +241,7 @@ static pid_t thief_start(int *cmd_w, int *res_r, uid_t uid, uint64_t len)
 	struct xfer_remote *rem;
 	T_OK(xfer_import(ctx, tok, tok_len, &rem));
 	struct tl_buf buf;
-	tl_buf_alloc(ctx, TL_HOST, len, &buf);
+	tl_buf_alloc(ctx, kind, len, &buf);
 	/* Before: the owner's public pattern, seed 1. */
 	int64_t r = rw(ctx, XFER_OP_READ, buf.handle, xfer_remote_handle(rem),
 		       len);
@@ -293,9 +299,42 @@ static void thief_attack(int cmd_w, int res_r, const uint8_t *secret,
 /* filecaps: the program gets cap_dac_read_search by file capabilities
  * instead of being set-uid: its ids stay the client's, only its address
  * space (and its capabilities) are new. */
-static void setuid_exec(const char *dir, bool filecaps, bool nnp)
+/* The exec of setuid_exec, from the thread that runs it. */
+struct exec_args {
+	const char *prog, *secret_path;
+	int cmd, reply, go;     /* go: a byte there starts it (a thread) */
+};
+
+static void *exec_victim(void *arg)
 {
-	const char *what = nnp ? "exec by a no_new_privs client"
+	struct exec_args *a = arg;
+
+	if (a->go >= 0)
+		recv_byte(a->go);
+	/* Keep the connection (and so the registration) across the
+	 * exec: clear close-on-exec on every descriptor. */
+	for (int i = 3; i < 1024; i++) {
+		int fl = fcntl(i, F_GETFD);
+		if (fl >= 0)
+			fcntl(i, F_SETFD, fl & ~FD_CLOEXEC);
+	}
+	char a1[16], a2[16];
+	snprintf(a1, sizeof(a1), "%d", a->cmd);
+	snprintf(a2, sizeof(a2), "%d", a->reply);
+	execl(a->prog, a->prog, "--victim", a->secret_path, a1, a2,
+	      (char *)NULL);
+	fprintf(stderr, "exec %s: %s\n", a->prog, strerror(errno));
+	_exit(1);
+}
+
+/* nnp: the client sets no_new_privs before it registers; nnp_thread: a
+ * thread it made before that (so without the flag) runs the exec. */
+static void setuid_exec(const char *dir, bool filecaps, bool nnp,
+			bool nnp_thread)
+{
+	const char *what = nnp_thread
+		? "exec by a thread without no_new_privs of a no_new_privs client"
+		: nnp ? "exec by a no_new_privs client"
 		: filecaps ? "exec of a program with file capabilities"
 		: "exec of a set-uid-root program";
 	char prog[256], secret_path[256];
@@ -304,7 +343,8 @@ static void setuid_exec(const char *dir, bool filecaps, bool nnp)
 	    go[2];
 
 	/* The set-uid program: a copy of this one. */
-	const char *tag = nnp ? "nnp" : filecaps ? "caps" : "setuid";
+	const char *tag = nnp_thread ? "nnp-thread" : nnp ? "nnp"
+			  : filecaps ? "caps" : "setuid";
 	snprintf(prog, sizeof(prog), "%s/%s-victim", dir, tag);
 	snprintf(secret_path, sizeof(secret_path), "%s/%s-secret", dir, tag);
 	char cmd[1100];
@@ -336,7 +376,7 @@ static void setuid_exec(const char *dir, bool filecaps, bool nnp)
 	/* no_new_privs: the program runs as the client, and reads a file
 	 * the client may read. */
 	int fd = open(secret_path, O_WRONLY | O_CREAT | O_EXCL,
-		      nnp ? 0644 : 0600);
+		      nnp && !nnp_thread ? 0644 : 0600);
 	T_ASSERT(fd >= 0 && write(fd, secret, sizeof(secret)) ==
 		 sizeof(secret), "writing the secret");
 	close(fd);
@@ -350,6 +390,16 @@ static void setuid_exec(const char *dir, bool filecaps, bool nnp)
 		close(victim_cmd[1]);
 		close(victim_reply[0]);
 		become(ATTACKER_UID, ATTACKER_UID);
+		struct exec_args ea = { prog, secret_path, victim_cmd[0],
+					victim_reply[1], -1 };
+		int tgo[2];
+		pthread_t th;
+		if (nnp_thread) {
+			T_ASSERT(pipe(tgo) == 0, "pipe");
+			ea.go = tgo[0];
+			T_ASSERT(pthread_create(&th, NULL, exec_victim, &ea) ==
+				 0, "pthread_create");
+		}
 		if (nnp)
 			T_ASSERT(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0,
 				 "no_new_privs: %s", strerror(errno));
@@ -367,20 +417,11 @@ static void setuid_exec(const char *dir, bool filecaps, bool nnp)
 		T_OK(xfer_export(xm, 0, SECRET_LEN, tok, &tok_len));
 		tl_send_blob(tokp[1], tok, tok_len);
 		recv_byte(go[0]);
-		/* Keep the connection (and so the registration) across the
-		 * exec: clear close-on-exec on every descriptor. */
-		for (int i = 3; i < 1024; i++) {
-			int fl = fcntl(i, F_GETFD);
-			if (fl >= 0)
-				fcntl(i, F_SETFD, fl & ~FD_CLOEXEC);
-		}
-		char a1[16], a2[16];
-		snprintf(a1, sizeof(a1), "%d", victim_cmd[0]);
-		snprintf(a2, sizeof(a2), "%d", victim_reply[1]);
-		execl(prog, prog, "--victim", secret_path, a1, a2,
-		      (char *)NULL);
-		fprintf(stderr, "exec %s: %s\n", prog, strerror(errno));
-		_exit(1);
+		if (!nnp_thread)
+			exec_victim(&ea);
+		send_byte(tgo[1], 'x');
+		for (;;)
+			pause();  /* until the thread's exec replaces us */
 	}
 	close(tokp[1]);
 	close(go[0]);
@@ -390,7 +431,7 @@ static void setuid_exec(const char *dir, bool filecaps, bool nnp)
 	size_t tok_len = tl_recv_blob(tokp[0], tok, sizeof(tok));
 
 	pid_t thief = thief_start(&to_thief, &from_thief, THIEF_UID,
-				  SECRET_LEN);
+				  SECRET_LEN, nnp ? TL_MALLOC : TL_HOST);
 	tl_send_blob(to_thief, tok, tok_len);
 	T_ASSERT(recv_byte(from_thief) == 'k', "thief");
 	printf("%s: the token holder read the unprivileged owner's range "
@@ -417,6 +458,30 @@ static void setuid_exec(const char *dir, bool filecaps, bool nnp)
 	close(victim_reply[0]);
 	close(tokp[0]);
 	close(go[1]);
+}
+
+/* xferd's count of process_vm_readv reads: done, and refused by the
+ * check after them (xferctl status --json). */
+static void fast_reads(uint64_t *done, uint64_t *refused)
+{
+	const char *ctl = getenv("XFERCTL_BIN");
+	char cmd[512];
+
+	*done = *refused = UINT64_MAX;
+	if (!ctl)
+		return;
+	snprintf(cmd, sizeof(cmd), "%s -s %s status --json | jq -r "
+		 "'.cma_fast_reads | \"\\(.done) \\(.refused)\"'", ctl,
+		 sock_path);
+	FILE *f = popen(cmd, "r");
+	if (!f)
+		return;
+	unsigned long long d, r;
+	if (fscanf(f, "%llu %llu", &d, &r) == 2) {
+		*done = d;
+		*refused = r;
+	}
+	pclose(f);
 }
 
 /* --- 2. a root client that drops its uid or its gid --- */
@@ -462,7 +527,8 @@ static void drop_ids(bool uid_too)
 	close(done[1]);
 	uint8_t tok[XFER_TOKEN_MAX];
 	size_t tok_len = tl_recv_blob(tokp[0], tok, sizeof(tok));
-	pid_t thief = thief_start(&to_thief, &from_thief, THIEF_UID, len);
+	pid_t thief = thief_start(&to_thief, &from_thief, THIEF_UID, len,
+				  TL_HOST);
 	tl_send_blob(to_thief, tok, tok_len);
 	T_ASSERT(recv_byte(from_thief) == 'k', "thief");
 	printf("%s: the token holder read the range before the change\n",
@@ -551,15 +617,30 @@ int main(int argc, char **argv)
 	pid_t by = bystander_start(&stop_w, &result_r, false);
 
 	/* An argument runs one part only (by hand): setuid, caps, nnp,
-	 * drop-uid, drop-gid, many. */
+	 * nnp-thread, drop-uid, drop-gid, many. */
 	const char *only = argc == 2 ? argv[1] : NULL;
 #define PART(name) (!only || strcmp(only, name) == 0)
 	if (PART("setuid"))
-		setuid_exec(d.dir, false, false);
+		setuid_exec(d.dir, false, false, false);
 	if (PART("caps"))
-		setuid_exec(d.dir, true, false);
-	if (PART("nnp"))
-		setuid_exec(d.dir, false, true);
+		setuid_exec(d.dir, true, false, false);
+	if (PART("nnp")) {
+		uint64_t d0, r0, d1, r1;
+		fast_reads(&d0, &r0);
+		setuid_exec(d.dir, false, true, false);
+		fast_reads(&d1, &r1);
+		printf("process_vm_readv reads: %llu done, %llu refused by "
+		       "their check\n", (unsigned long long)(d1 - d0),
+		       (unsigned long long)(r1 - r0));
+		if (d0 != UINT64_MAX) {
+			/* The read before the exec went the fast way; the
+			 * one after it was refused by the check. */
+			T_ASSERT(d1 > d0, "no read by process_vm_readv");
+			T_ASSERT(r1 > r0, "no fast read refused");
+		}
+	}
+	if (PART("nnp-thread"))
+		setuid_exec(d.dir, false, true, true);
 	if (PART("drop-uid"))
 		drop_ids(true);
 	if (PART("drop-gid"))

@@ -71,6 +71,10 @@ void health_text(struct table *kv, const Xfer__Ctl__StatusReply *st)
 	table_kv(kv, "quota refusals", "%s",
 		 kinds_text(e, sizeof(e), st->quota_refusals,
 			    st->n_quota_refusals));
+	if (st->n_cma_fast_reads)
+		table_kv(kv, "CMA fast reads", "%s",
+			 kinds_text(e, sizeof(e), st->cma_fast_reads,
+				    st->n_cma_fast_reads));
 	if (st->max_fds)
 		table_kv(kv, "fds", "%" PRIu64 " of %" PRIu64, st->open_fds,
 			 st->max_fds);
@@ -119,6 +123,8 @@ void health_json(json_object *o, const Xfer__Ctl__StatusReply *st)
 	jv_set(o, "notifications", n);
 	jv_set(o, "quota_refusals",
 	       kinds_json(st->quota_refusals, st->n_quota_refusals));
+	jv_set(o, "cma_fast_reads",
+	       kinds_json(st->cma_fast_reads, st->n_cma_fast_reads));
 	jv_set(o, "open_fds", jv_u64(st->open_fds));
 	jv_set(o, "max_fds", st->max_fds ? jv_u64(st->max_fds) : NULL);
 }
