@@ -33,7 +33,8 @@
  * The process behind a client's CMA regions, once per client connection
  * and shared by its regions (refcounted: regions outlive the connection
  * while copies hold them).  Holds two descriptors, whatever the number
- * of regions: the pidfd and /proc/PID/mem.
+ * of regions: the pidfd and /proc/PID/mem (three with no_new_privs: and
+ * /proc/PID/status).
  */
 struct cma_owner;
 
