@@ -10,7 +10,10 @@
 #                              gpubench and stagebench, run every
 #                              $BUILD/tests/gpu_*, then stagebench (the
 #                              GPU stages alone, no xferd) and gpubench
-#                              against xferd; print a summary
+#                              against xferd; print a summary.
+#                              It builds xnode too, the client of
+#                              bench/bench-classes.sh (NETNS=0 there:
+#                              these machines have no iproute2)
 #
 # Its results are recorded by hand in bench/results/device-results.md
 # (BENCHMARKS.md summarises them); the logs stay in BUILD or OUT.
@@ -110,7 +113,7 @@ build() {
 	cp "$CARRY"/gen/* "$BUILD/gen/"
 	# Newer than the .proto files, so that make never wants protoc-c.
 	touch "$BUILD"/gen/*
-	targets="$BUILD/xferd $BUILD/xferctl $BUILD/gpubench $BUILD/stagebench $BUILD/kvbench $BUILD/dlistbench $BUILD/xferbench $BUILD/tcpbase"
+	targets="$BUILD/xferd $BUILD/xferctl $BUILD/gpubench $BUILD/stagebench $BUILD/kvbench $BUILD/dlistbench $BUILD/xferbench $BUILD/tcpbase $BUILD/test-tools/xnode"
 	for src in tests/gpu/gpu_*.c; do
 		targets="$targets $BUILD/tests/$(basename "$src" .c)"
 	done
