@@ -54,6 +54,8 @@ struct xop {
 	uint8_t cls;
 	uint8_t tenant;
 	bool class_counted;       /* in the executor's class counters */
+	/* Bytes counted in pc's latency_inflight while it is out. */
+	uint64_t latency_charged;
 	uint64_t start_ns;        /* handed to its mover (wait times) */
 
 	uint64_t deadline_ns;     /* CLOCK_MONOTONIC */

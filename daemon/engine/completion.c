@@ -237,6 +237,10 @@ struct xop *exec_xop_get(struct progress *p)
 
 void exec_xop_put(struct progress *p, struct xop *op)
 {
+	/* Its client outlives its ops (ops_out): no dangling pc here. */
+	if (op->latency_charged && op->pc)
+		op->pc->latency_inflight -= op->latency_charged;
+	op->latency_charged = 0;
 	free(op->notify_msg);
 	op->notify_msg = NULL;
 	if (p->exec.nxop_cache >= XOP_CACHE_MAX) {

@@ -46,9 +46,10 @@ static bool rdma_can_move(struct progress *p, enum path_route how,
 /*
  * op's class and tenant: the SQE's class bits, else its context's
  * default.  The latency class is bounded: a descriptor whose bytes, with
- * those of its batch's latency entries before it, pass
- * latency_max_bytes goes as bulk (marking everything latency gains
- * nothing); its bytes count against its tenant's share either way.
+ * those of its batch's latency entries before it, or with those of its
+ * client's latency operations still out, pass latency_max_bytes goes as
+ * bulk (marking everything latency gains nothing, in one batch or
+ * across many); its bytes count against its tenant's share either way.
  */
 void exec_op_set_class(struct progress *p, struct prog_client *pc,
 		       const struct xfer_sqe *sqe, struct xop *op, uint64_t len)
@@ -60,9 +61,14 @@ void exec_op_set_class(struct progress *p, struct prog_client *pc,
 		cls = pc->cls;
 	if (cls == XFER_CLASS_LATENCY) {
 		pc->batch.latency_bytes += len;
-		if (pc->batch.latency_bytes > p->exec.latency_max_bytes) {
+		if (pc->batch.latency_bytes > p->exec.latency_max_bytes ||
+		    pc->latency_inflight + len > p->exec.latency_max_bytes) {
 			cls = XFER_CLASS_BULK;
 			stat_add(&p->exec.classes.demoted, 1);
+		} else if (!op->latency_charged) {
+			/* Given back when the op is freed (exec_xop_put). */
+			op->latency_charged = len;
+			pc->latency_inflight += len;
 		}
 	}
 	op->cls = (uint8_t)cls;

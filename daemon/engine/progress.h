@@ -112,6 +112,9 @@ struct prog_client {
 	uint32_t cq_reserved;     /* CQ slots promised to async batches */
 	uint32_t ops_out;         /* its operations out (op_begin), against
 				   * max_inflight */
+	/* Bytes of its latency-class operations out now, against
+	 * latency_max_bytes (exec_op_set_class). */
+	uint64_t latency_inflight;
 	/* Notifications for it that wait for CQ room, oldest first. */
 	struct notify_queue notify;
 

@@ -15,9 +15,16 @@
  * end after all of them.  Then every bulk write must end with its bytes
  * there.  Counts and order only, no clocks.
  *
+ * Then the latency class's bound across batches: the latency client
+ * submits LAT_MANY unlinked writes of LAT_LEN at once (each alone within
+ * latency_max_bytes, together far over it) while the bulk client keeps
+ * the workers busy: those submitted while the first is still out must go
+ * as bulk (xferd's demoted count), and every byte still arrives.
+ *
  * Exit 0 pass, 1 fail, 77 skip (fewer than two CPUs: one worker).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -27,6 +34,26 @@
 #define BULK_OPS  16u
 #define BULK_LEN  (16u << 20)
 #define LAT_LEN   (4u << 20)
+#define LAT_MANY  4u
+
+/* xferd's count of latency descriptors moved as bulk (xferctl). */
+static long long demoted(const char *socket)
+{
+	const char *ctl = getenv("XFERCTL_BIN");
+	char cmd[512];
+	long long n = -1;
+
+	if (!ctl)
+		return -1;
+	snprintf(cmd, sizeof(cmd), "%s -s %s stats --json | jq .demoted",
+		 ctl, socket);
+	FILE *f = popen(cmd, "r");
+	if (f && fscanf(f, "%lld", &n) != 1)
+		n = -1;
+	if (f)
+		pclose(f);
+	return n;
+}
 
 /* Bulk CQEs there now, without waiting; each must be the whole write. */
 static unsigned reap(struct xfer_ctx *ctx)
@@ -101,6 +128,46 @@ int main(void)
 	}
 	printf("latency writes ended after at most %u of %u bulk writes "
 	       "queued before them\n", early_max, BULK_OPS);
+
+	/* Many latency writes out at once: over the bound, demoted. */
+	long long before = demoted(xd.socket);
+	for (unsigned i = 0; i < BULK_OPS; i++)
+		xfer_prep_write(tl_get_sqe(bulk), bsrc.handle, 0, bdst.handle,
+				0, BULK_LEN, i);
+	T_ASSERT(xfer_submit(bulk) == (int)BULK_OPS, "bulk submit");
+	struct tl_buf many;
+	tl_buf_alloc(lat, TL_MALLOC, LAT_MANY * LAT_LEN, &many);
+	memset(many.ptr, 0, LAT_MANY * LAT_LEN);
+	for (unsigned i = 0; i < LAT_MANY; i++)
+		xfer_prep_write(tl_get_sqe(lat), lsrc.handle, 0, many.handle,
+				(uint64_t)i * LAT_LEN, LAT_LEN, i);
+	T_ASSERT(xfer_submit(lat) == (int)LAT_MANY, "latency submit");
+	for (unsigned got = 0; got < LAT_MANY; got++) {
+		struct xfer_cqe *cqe;
+		T_OK(xfer_wait_cqe(lat, &cqe, 120000));
+		T_ASSERT(cqe->result == LAT_LEN, "latency write %u: %lld",
+			 got, (long long)cqe->result);
+		xfer_cq_advance(lat, 1);
+	}
+	for (unsigned i = 0; i < LAT_MANY; i++) {
+		size_t bad = tl_check((uint8_t *)many.ptr + (size_t)i * LAT_LEN,
+				      LAT_LEN, 200 + ROUNDS - 1);
+		T_ASSERT(!bad, "latency write %u: byte %zu", i, bad - 1);
+	}
+	for (unsigned ended = 0; ended < BULK_OPS;) {
+		struct xfer_cqe *cqe;
+		(void)xfer_wait_cqe(bulk, &cqe, 200);
+		ended += reap(bulk);
+	}
+	long long after = demoted(xd.socket);
+	if (before >= 0 && after >= 0) {
+		printf("%u latency writes out at once: %lld moved as bulk\n",
+		       LAT_MANY, after - before);
+		T_ASSERT(after - before >= 1, "none of %u latency writes of "
+			 "%u bytes out at once was moved as bulk", LAT_MANY,
+			 LAT_LEN);
+	}
+	tl_buf_free(lat, &many);
 
 	tl_buf_free(lat, &lsrc);
 	tl_buf_free(lat, &ldst);
