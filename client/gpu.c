@@ -321,9 +321,11 @@ static int host_register(void *p, size_t len)
 	CUresult r = cu.mem_host_register(p, len,
 					  CU_MEMHOSTREGISTER_PORTABLE);
 
-	if (r == CUDA_SUCCESS ||
-	    r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+	if (r == CUDA_SUCCESS)
 		return 0;
+	/* The application pinned it itself: its to undo, not ours. */
+	if (r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+		return 1;
 	return r == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
 }
 

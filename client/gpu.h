@@ -51,6 +51,7 @@ int gpu_probe(const void *ptr, size_t len, struct gpu_alloc *a);
  * (the driver's pinned memory limit), -EIO (any other refusal).  Blocks
  * while the driver pins the pages.
  */
+/* 1: the range was pinned already (by the application: leave it be). */
 int client_cuda_host_register(void *ptr, size_t len);
 int client_cuda_host_unregister(void *ptr);
 

@@ -161,9 +161,11 @@ XFER_EXPORT int xfer_mem_cuda_register(struct xfer_mem *mem)
 	if (mem->cuda_registered)
 		return 0;
 	int err = client_cuda_host_register(mem->ptr, mem->map_len);
-	if (!err)
-		mem->cuda_registered = true;
-	return err;
+	if (err < 0)
+		return err;
+	/* Pinned by the application already: xfer_free_host leaves it. */
+	mem->cuda_registered = err == 0;
+	return 0;
 }
 
 XFER_EXPORT int xfer_reg(struct xfer_ctx *ctx, void *ptr, size_t len,

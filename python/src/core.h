@@ -134,6 +134,7 @@ typedef struct RegionObject {
 struct local_view {
 	RegionObject *r;
 	uint64_t base, len;
+	bool readonly;   /* the view is (a read-only memoryview, say) */
 };
 /* region.c: 0 with *v when o views c's host memory; 1 when o is no such
  * view (nothing set); -1 with an error set. */

@@ -384,6 +384,7 @@ int region_view_of(ContextObject *c, PyObject *o, struct local_view *v)
 {
 	void *ptr;
 	size_t len;
+	bool ro = false;
 
 	if (PyObject_CheckBuffer(o)) {
 		Py_buffer b;
@@ -393,6 +394,7 @@ int region_view_of(ContextObject *c, PyObject *o, struct local_view *v)
 		}
 		ptr = b.buf;
 		len = (size_t)b.len;
+		ro = b.readonly != 0;
 		/* The caller keeps o, and so the memory, alive. */
 		PyBuffer_Release(&b);
 	} else if (PyObject_HasAttrString(o, "data_ptr")) {
@@ -411,6 +413,7 @@ int region_view_of(ContextObject *c, PyObject *o, struct local_view *v)
 		v->r = r;
 		v->base = p - lo;
 		v->len = len;
+		v->readonly = ro || r->readonly;
 		return 0;
 	}
 	return 1;

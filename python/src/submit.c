@@ -100,7 +100,8 @@ static int local_of(ContextObject *c, PyObject *o, struct local_view *out)
 				       : "local: the Region is closed");
 		return -1;
 	}
-	*out = (struct local_view){ .r = r, .base = 0, .len = r->len };
+	*out = (struct local_view){ .r = r, .base = 0, .len = r->len,
+				    .readonly = r->readonly };
 	return 0;
 }
 
@@ -239,7 +240,7 @@ static PyObject *rw_one(ContextObject *c, unsigned op, PyObject *args,
 	} else if (arg_u64(o_len, "length", &len)) {
 		return NULL;
 	}
-	if (op == XFER_OP_READ ? local.r->readonly : rro)
+	if (op == XFER_OP_READ ? local.readonly : rro)
 		return readonly_error(fn, op == XFER_OP_READ ? "local" : "remote");
 	if (!range_ok(loff, len, local.len) || !range_ok(roff, len, rlen))
 		return raise_xfer(-ERANGE, fn);
@@ -322,7 +323,7 @@ static PyObject *rw_vec(ContextObject *c, unsigned op, PyObject *args,
 	    target_of(c, o_remote, "remote", &rhandle, &rlen, &rro) ||
 	    (o_notify != Py_None && arg_notify(o_notify, "notify", &notify)))
 		return NULL;
-	if (op == XFER_OP_READ ? local.r->readonly : rro)
+	if (op == XFER_OP_READ ? local.readonly : rro)
 		return readonly_error(fn, op == XFER_OP_READ ? "local" : "remote");
 	if (u64_array_get(o_loffs, "local_offs", false, &lo))
 		return NULL;

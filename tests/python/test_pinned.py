@@ -157,3 +157,22 @@ def test_other_process_cannot_reach_it(daemon, ctx):
         env=dict(os.environ))
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("refused"), out.stdout
+
+
+def test_readonly_view_is_no_destination(ctx, ctx2):
+    """A read-only view (memoryview.toreadonly(), a numpy array with
+    writeable=False) of writable memory is refused as a read's local,
+    and still serves as a write's source."""
+    a = ctx.alloc_pinned_array(4096, "uint8")
+    a[:] = pattern(4096, 21)
+    dst = ctx2.alloc_host(4096)
+    remote = ctx.import_token(dst.export())
+    ro = memoryview(a).toreadonly()
+    with pytest.raises(ValueError, match="read-only"):
+        ctx.read(ro, remote)
+    frozen = a.view()
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        ctx.read_vec(frozen, [0], remote, [0], 16)
+    assert ctx.write(ro, remote).wait(10) == 4096
+    assert bytes(memoryview(dst)) == a.tobytes()
