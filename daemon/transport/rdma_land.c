@@ -26,11 +26,13 @@
  * Landing chunks.  The pool is registered whole for local access
  * (rdma_staged.c); here each chunk is registered once more, alone, for
  * remote access, so that the rkey a grant carries reaches that chunk
- * only.  The rkey stays valid after the chunk came back (registering
- * per grant costs as much as the copy it serves): a chunk is confined
- * per peer in time, by the protocol, not by the NIC; a chunk that comes
- * back without the peer's word (its stream ended here, the peer silent)
- * is taken back only once the peer's queue pairs to us are destroyed.
+ * only.  The rkey stays valid after the chunk came back, on any queue
+ * pair of the peer (registering per grant costs as much as the copy it
+ * serves; memory windows do not fit yet: doc/design.md says why): a
+ * chunk is confined per peer in time by the protocol, not by the NIC;
+ * a chunk that comes back without the peer's word (its stream ended
+ * here, the peer silent) is taken back only once the peer's queue pairs
+ * to us are destroyed, so that nothing it had on the wire lands after.
  *
  * Credits.  A stream has at most LAND_GRANTS_AHEAD chunks out (the
  * pipeline's ahead), a peer at most LAND_STREAMS_PER_PEER streams
