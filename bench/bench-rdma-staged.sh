@@ -4,13 +4,19 @@
 # in the Soft-RoCE guest of tests/rdma/vm.sh (single setup: two xferds
 # on rxe0, as in the RDMA tests).
 #
-# xferbench bw against a, its target process at b (a memfd region, which
-# b registers), in one run: the initiator's memory is malloc'd and
-# xfer_reg'd (CMA: path rdma-staged, through a's staging buffers) or
-# memfd (path rdma, zero-copy), WRITE and READ, at SIZES.  ROUNDS
-# interleaved rounds; the table shows each row's median over them, and
-# the ratio staged / zero-copy.  Prints markdown on stdout (the numbers
-# for bench/results/); not part of make check.
+# xferbench bw against a, its target process at b, in one run, three
+# pairings, WRITE and READ, at SIZES:
+#   staged        a's memory malloc'd and xfer_reg'd (CMA), b's memfd
+#                 (registered there): path rdma-staged, through a's
+#                 staging buffers
+#   zero-copy     both memfd: path rdma
+#   owner-staged  a's memory memfd, b's malloc'd and xfer_reg'd (CMA,
+#                 which b's NIC cannot reach): path rdma-staged, through
+#                 the landing chunks b lends (transport/rdma_land.c), a
+#                 copy on b's side
+# ROUNDS interleaved rounds; the table shows each row's median over
+# them, and each staged row / zero-copy.  Prints markdown on stdout (the
+# numbers for bench/results/); not part of make check.
 #
 # Under TCG every number is the emulation's (Soft-RoCE on emulated CPUs);
 # the ratio is what carries over: the cost of the copy on this side.
@@ -44,27 +50,33 @@ res=$TMP/bench.res
 : >"$res"
 for ((r = 1; r <= ROUNDS; r++)); do
 	for op in write read; do
-		for lk in malloc memfd; do
-			out=$TMP/xb.$op.$lk.$r
+		# pairing: a's memory (--local-kind), b's (--kind)
+		for pk in staged:malloc:memfd zero:memfd:memfd owner:memfd:malloc; do
+			IFS=: read -r pr lk tk <<<"$pk"
+			out=$TMP/xb.$op.$pr.$r
 			"$XFER_BUILD/xferbench" --socket "$TMP/a.sock" \
-				--target-socket "$TMP/b.sock" bw --op $op --kind memfd \
+				--target-socket "$TMP/b.sock" bw --op $op --kind $tk \
 				--local-kind $lk --sizes "$SIZES" --time-ms "$TIME_MS" \
 				--reps "$REPS" >"$out" 2>&1 ||
-				fail "xferbench $op $lk: $(tail -n 3 "$out")"
+				fail "xferbench $op $pr: $(tail -n 3 "$out")"
 			grep '^RES xferbench_bw .* bw_median ' "$out" |
-				awk -v op=$op -v lk=$lk '{ print op, lk, $4, $6 }' >>"$res"
+				awk -v op=$op -v pr=$pr '{ print op, pr, $4, $6 }' >>"$res"
 			# every row's path, as xferbench prints it
 			grep -Eo '^  [0-9]+[KMG]?i?B .* ([a-z-]+),' "$out" |
 				sed -E 's/.* ([a-z-]+),$/\1/' | sort -u |
-				sed "s/^/$op $lk path /" >>"$TMP/paths"
+				sed "s/^/$op $pr path /" >>"$TMP/paths"
 		done
 	done
 done
 echo "paths seen: $(sort -u "$TMP/paths" | tr '\n' ';')" >&2
-{ grep -q 'malloc path rdma-staged' "$TMP/paths" && grep -q 'memfd path rdma$' "$TMP/paths"; } ||
-	fail "not the paths compared: $(sort -u "$TMP/paths" | tr '\n' ';')"
-echo "| op | size | CMA, rdma-staged (GB/s) | memfd, rdma (GB/s) | staged / zero-copy |"
-echo "|---|---|---:|---:|---:|"
+for want in 'staged path rdma-staged$' 'zero path rdma$' 'owner path rdma-staged$'; do
+	grep -q "$want" "$TMP/paths" && ! grep "${want% path*} path" "$TMP/paths" |
+		grep -vq "$want" ||
+		fail "not the paths compared: $(sort -u "$TMP/paths" | tr '\n' ';')"
+done
+xferd_log_has b 'RDMA landing chunks' || fail "b lends no landing chunks"
+echo "| op | size | a CMA, rdma-staged (GB/s) | memfd, rdma (GB/s) | b CMA, owner-staged (GB/s) | staged ÷ zero-copy | owner-staged ÷ zero-copy |"
+echo "|---|---|---:|---:|---:|---:|---:|"
 # medians over the rounds
 sort -k1,1 -k3,3 -k2,2 "$res" | awk '
 	function median(s,   a, n, i, j, t) {
@@ -77,9 +89,11 @@ sort -k1,1 -k3,3 -k2,2 "$res" | awk '
 	END {
 		for (k in keys) {
 			split(k, p, " ")
-			s = median(v[k, "malloc"]); z = median(v[k, "memfd"])
-			printf "| %s | %s | %.3f | %.3f | %.2f |\n", p[1], p[2], s, z,
-			       (z > 0 ? s / z : 0)
+			s = median(v[k, "staged"]); z = median(v[k, "zero"])
+			o = median(v[k, "owner"])
+			printf "| %s | %s | %.3f | %.3f | %.3f | %.2f | %.2f |\n",
+			       p[1], p[2], s, z, o, (z > 0 ? s / z : 0),
+			       (z > 0 ? o / z : 0)
 		}
 	}' | sort
 stop_xferd a

@@ -26,16 +26,19 @@
  * Landing chunks.  The pool is registered whole for local access
  * (rdma_staged.c); here each chunk is registered once more, alone, for
  * remote access, so that the rkey a grant carries reaches that chunk
- * only.  The rkey stays valid after the chunk came back (registering
- * per grant costs as much as the copy it serves): a chunk is confined
- * per peer in time, by the protocol, not by the NIC; a chunk that comes
- * back without the peer's word (its stream ended here, the peer silent)
- * is taken back only once the peer's queue pairs to us are destroyed.
+ * only.  The rkey stays valid after the chunk came back, on any queue
+ * pair of the peer (registering per grant costs as much as the copy it
+ * serves; memory windows do not fit yet: doc/design.md says why): a
+ * chunk is confined per peer in time by the protocol, not by the NIC;
+ * a chunk that comes back without the peer's word (its stream ended
+ * here, the peer silent) is taken back only once the peer's queue pairs
+ * to us are destroyed, so that nothing it had on the wire lands after.
  *
  * Credits.  A stream has at most LAND_GRANTS_AHEAD chunks out (the
  * pipeline's ahead), a peer at most LAND_STREAMS_PER_PEER streams
- * (LandOpen past it: LandDone -EBUSY, the requester goes by the link):
- * a peer holds at most their product of the pool.
+ * and at most their product of chunks, those of streams it gave up
+ * (LandAbort) but did not return counted (LandOpen past either:
+ * LandDone -EBUSY, the requester goes by the link).
  *
  * Failure.  Every lent chunk comes back by exactly one of: the peer's
  * Landed; the peer's link going down (its queue pairs to us destroyed
@@ -318,6 +321,19 @@ static void lend_back(struct rdma_land *l, uint32_t slot, int64_t result)
 	stage_done(c, result);  /* may end (and free) its stream */
 }
 
+/* Chunks lent now (to peer; NULL: to anyone). */
+static unsigned lent_count(const struct rdma_land *l, const uint8_t *peer)
+{
+	unsigned n = 0;
+
+	for (uint32_t s = 0; s < l->nslots; s++) {
+		const struct stage_chunk *c = l->lent[s];
+		n += c && (!peer || memcmp(STAGE_PRIV(c, struct land_lend)->peer,
+					   peer, LINK_ID_LEN) == 0);
+	}
+	return n;
+}
+
 /* A peer's LandOpen: resolve its target, open the stream.  Refusals go
  * back as LandDone. */
 static void on_open(struct rdma *t, const uint8_t *from,
@@ -345,7 +361,11 @@ static void on_open(struct rdma *t, const uint8_t *from,
 	}
 	TAILQ_FOREACH(ls, &l->streams, q)
 		n += memcmp(ls->peer, from, LINK_ID_LEN) == 0;
-	if (n >= LAND_STREAMS_PER_PEER) {
+	/* Chunks of streams it gave up count too: a peer that opens and
+	 * aborts streams without giving their chunks back holds no more
+	 * than its streams could. */
+	if (n >= LAND_STREAMS_PER_PEER ||
+	    lent_count(l, from) >= LAND_STREAMS_PER_PEER * LAND_GRANTS_AHEAD) {
 		send_done(t, from, o->id, -EBUSY);
 		return;
 	}
@@ -443,19 +463,6 @@ static void on_landed(struct rdma *t, const uint8_t *from,
 		return;
 	}
 	lend_back(l, m->slot, m->error < 0 ? m->error : (int64_t)c->len);
-}
-
-/* Chunks lent now (to peer; NULL: to anyone). */
-static unsigned lent_count(const struct rdma_land *l, const uint8_t *peer)
-{
-	unsigned n = 0;
-
-	for (uint32_t s = 0; s < l->nslots; s++) {
-		const struct stage_chunk *c = l->lent[s];
-		n += c && (!peer || memcmp(STAGE_PRIV(c, struct land_lend)->peer,
-					   peer, LINK_ID_LEN) == 0);
-	}
-	return n;
 }
 
 static void on_abort(struct rdma *t, const uint8_t *from, uint64_t id)

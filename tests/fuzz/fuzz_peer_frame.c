@@ -5,7 +5,8 @@
  * (daemon/transport/link_frame.c), which runs the link's own length-prefix
  * check and PeerMsg unpack (link_frame_prefix, link_frame_unpack, as
  * consume() and dispatch() do) and the state-free checks of data
- * frames' fields (link_target_valid, chunk size).
+ * frames' fields (link_target_valid, chunk size), landing streams'
+ * targets among them.
  *
  * Invariants: a dropped link says why; an accepted frame lies inside
  * what was received and within the protocol's bounds, carries a payload
@@ -41,6 +42,10 @@ static void check_accepted(const uint8_t *frame, int hsize, uint32_t plen)
 		t = m->notify->target;
 		break;
 	case XFER__PEER__PEER_MSG__BODY_READ_DATA:
+		break;
+	case XFER__PEER__PEER_MSG__BODY_LAND_OPEN:
+		FUZZ_ASSERT(plen == 0);
+		t = m->land_open->target;
 		break;
 	default:
 		FUZZ_ASSERT(plen == 0);

@@ -211,6 +211,11 @@ static void peer_frames(void)
 	Xfer__Peer__Lookup lk = XFER__PEER__LOOKUP__INIT;
 	Xfer__Peer__LookupReply lr = XFER__PEER__LOOKUP_REPLY__INIT;
 	Xfer__Peer__Error er = XFER__PEER__ERROR__INIT;
+	Xfer__Peer__LandOpen lo = XFER__PEER__LAND_OPEN__INIT;
+	Xfer__Peer__LandGrant lg = XFER__PEER__LAND_GRANT__INIT;
+	Xfer__Peer__Landed ld = XFER__PEER__LANDED__INIT;
+	Xfer__Peer__LandDone ldn = XFER__PEER__LAND_DONE__INIT;
+	Xfer__Peer__LandAbort la = XFER__PEER__LAND_ABORT__INIT;
 	uint8_t key[TOKEN_KEY_LEN] = { 0x3c, 0x91, 7 }, gid[16] = { 0xfe, 0x80 };
 	uint8_t tok[512];
 	uint32_t rkeys[2] = { 0x1234, 0x5678 };
@@ -302,6 +307,39 @@ static void peer_frames(void)
 					  tok };
 	MSG(lookup_reply, &lr, LOOKUP_REPLY);
 	frame_put("lookup_reply", &m, 0);
+	/* Owner-side staging (transport/rdma_land.c): a stream opened,
+	 * a chunk lent, landed and returned, the stream done, one given
+	 * up. */
+	lo.id = 7;
+	lo.target = &tgt;
+	lo.at = 0;
+	lo.length = 8192;
+	lo.read = 1;
+	lo.chunk = 4096;
+	lo.timeout_ms = 5000;
+	MSG(land_open, &lo, LAND_OPEN);
+	frame_put("land_open", &m, 0);
+	lg.id = 7;
+	lg.slot = 3;
+	lg.at = 4096;
+	lg.len = 4096;
+	lg.addr = 0x7f0000100000;
+	lg.n_rkeys = 2;
+	lg.rkeys = rkeys;
+	MSG(land_grant, &lg, LAND_GRANT);
+	frame_put("land_grant", &m, 0);
+	ld.id = 7;
+	ld.slot = 3;
+	ld.error = 0;
+	MSG(landed, &ld, LANDED);
+	frame_put("landed", &m, 0);
+	ldn.id = 7;
+	ldn.result = 8192;
+	MSG(land_done, &ldn, LAND_DONE);
+	frame_put("land_done", &m, 0);
+	la.id = 8;
+	MSG(land_abort, &la, LAND_ABORT);
+	frame_put("land_abort", &m, 0);
 	/* The rest in one stream, then an Error that ends it. */
 	put("fuzz_peer_frame", "stream", stream, nstream);
 	er.code = -EPROTO;

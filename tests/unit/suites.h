@@ -34,5 +34,6 @@ Suite *metrics_suite(void);
 Suite *quota_suite(void);
 Suite *http_request_suite(void);
 Suite *fairq_suite(void);
+Suite *rdma_land_suite(void);
 
 #endif /* XFER_UNIT_SUITES_H */
