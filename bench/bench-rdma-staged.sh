@@ -44,7 +44,7 @@ fi
 # --- in the guest: two xferds as in the RDMA tests ---
 # shellcheck source-path=SCRIPTDIR source=../tests/rdma/guest_lib.sh
 . "$ROOT/tests/rdma/guest_lib.sh"
-start_xferd b
+start_xferd b rdma_landing=on  # b lends landing chunks (off by default)
 start_xferd a
 res=$TMP/bench.res
 : >"$res"

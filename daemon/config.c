@@ -529,6 +529,8 @@ static const struct config_key keys[] = {
 	     "bytes per RDMA work request, at most"),
 	COUNT(rdma_bulk_depth, 1, 256,
 	      "non-latency RDMA work requests a queue pair holds at most"),
+	ENUM("rdma_landing", rdma_landing, on_off, "on or off",
+	     "lend peers staging chunks for memory the NICs cannot reach"),
 
 	/* where published names live (meta/meta_config.h) */
 	ENUM("metadata", meta.backend, meta_backends, "local or etcd",

@@ -243,6 +243,7 @@ static struct transport_cfg net_cfg(const struct xferd *d)
 		.rdma_qps = d->cfg.rdma_qps,
 		.rdma_stripe = d->cfg.rdma_stripe,
 		.rdma_bulk_depth = d->cfg.rdma_bulk_depth,
+		.rdma_landing = d->cfg.rdma_landing,
 		.link_bulk_queue = d->cfg.link_bulk_queue,
 		.latency_max_bytes = d->cfg.latency_max_bytes,
 		.tenants = d->cfg.tenants,

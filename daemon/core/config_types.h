@@ -100,6 +100,7 @@ struct xferd_config {
 	uint32_t rdma_qps;         /* RC queue pairs per peer and rail pair */
 	uint32_t rdma_stripe;      /* bytes per RDMA work request, at most */
 	uint32_t rdma_bulk_depth;  /* non-latency WRs a queue pair holds */
+	bool rdma_landing;         /* lend landing chunks to peers (off) */
 	/* rdma_register = background: a memfd region's reply goes before
 	 * its NIC registration is done (staged until then) */
 	bool rdma_reg_background;

@@ -597,7 +597,8 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 				.stats = &p->exec.classes };
 	const struct rdma_cfg rcfg = { .qps = cfg->rdma_qps,
 				       .stripe = cfg->rdma_stripe,
-				       .bulk_depth = cfg->rdma_bulk_depth };
+				       .bulk_depth = cfg->rdma_bulk_depth,
+				       .landing = cfg->rdma_landing };
 	/* Up from the movers to the executor, and from the links' session
 	 * to the main thread and the movers' own frames. */
 	const struct mover_hooks hooks = {

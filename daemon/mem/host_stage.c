@@ -20,6 +20,7 @@ struct host_job {
 	struct region *r;       /* held by the chunk */
 	uint64_t off;
 	bool to_region;
+	bool shared;            /* host_stage.shared */
 };
 
 static int64_t job_run(struct copy_job *j)
@@ -28,8 +29,9 @@ static int64_t job_run(struct copy_job *j)
 	struct stage_chunk *c = STAGE_CHUNK_OF_PRIV(hj);
 
 	if (region_kind(hj->r) == REGION_CMA)
-		return hj->to_region
-			? cma_copy(hj->r, true, c->buf, hj->off, c->len)
+		return hj->to_region || hj->shared
+			? cma_copy(hj->r, hj->to_region, c->buf, hj->off,
+				   c->len)
 			: cma_read_private(hj->r, c->buf, hj->off, c->len);
 	/* A memfd region: xferd's own mapping. */
 	if (hj->to_region)
@@ -57,6 +59,7 @@ static int start_copy(const struct host_stage *s, struct stage_chunk *c,
 		.r = s->r,
 		.off = s->off + c->at,
 		.to_region = to_region,
+		.shared = s->shared,
 	};
 	if (s->submit) {
 		s->submit(s->submit_ctx, &hj->job);

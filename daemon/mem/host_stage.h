@@ -36,6 +36,9 @@ struct host_stage {
 	/* Whose copies they are (the operation's class and tenant, core/
 	 * traffic_class.h): how the copy workers queue them. */
 	uint8_t cls, tenant;
+	/* Its chunks are seen by others while they fill (landing chunks
+	 * lent to a peer): CMA reads take no fast path (cma_read_private). */
+	bool shared;
 };
 
 /* Fill: the region -> chunk.  Drain: chunk -> the region. */

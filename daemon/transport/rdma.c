@@ -467,7 +467,7 @@ struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 		 t->cfg.qps, t->cfg.qps == 1 ? "" : "s",
 		 (unsigned long long)t->cfg.stripe);
 	t->staging = rdma_staging_open(t, res);
-	if (t->staging)
+	if (t->staging && t->cfg.landing)
 		t->land = rdma_land_open(t, res);
 	return t;
 }
@@ -636,7 +636,9 @@ static void tr_set_cfg(void *impl, const struct transport_cfg *cfg)
 	rdma_set_cfg(impl, &(struct rdma_cfg){
 				   .qps = cfg->rdma_qps,
 				   .stripe = cfg->rdma_stripe,
-				   .bulk_depth = cfg->rdma_bulk_depth });
+				   .bulk_depth = cfg->rdma_bulk_depth,
+				   /* read at start only (rdma_land_open) */
+				   .landing = cfg->rdma_landing });
 }
 
 static void tr_destroy(void *impl)

@@ -74,6 +74,10 @@ struct rdma_cfg {
 	 * at most (1..RDMA_QP_DEPTH; latency ones may fill it): a latency
 	 * request waits behind no more bulk ones than this. */
 	uint32_t bulk_depth;
+	/* Lend peers landing chunks (rdma_land.c) for this node's memory
+	 * its NICs cannot reach.  Off by default: a chunk's rkey outlives
+	 * its grant (doc/security.md, "Landing chunks"). */
+	bool landing;
 };
 
 /* On a node with GPUs: the GPU staging pool (pinned for the GPUs) and

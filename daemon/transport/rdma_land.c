@@ -352,8 +352,11 @@ static void on_open(struct rdma *t, const uint8_t *from,
 		send_done(t, from, o->id, -ENOTSUP);
 		return;
 	}
-	if (!tg || link_target_valid(tg) || o->length == 0 || o->chunk == 0 ||
-	    o->chunk > l->chunk || find_stream(l, from, o->id)) {
+	/* Chunks of at least a page: a grant and its Landed per byte
+	 * would make a slow stream of a small one. */
+	if (!tg || link_target_valid(tg) || o->length == 0 ||
+	    o->chunk < 4096 || o->chunk > l->chunk ||
+	    find_stream(l, from, o->id)) {
 		log_warnx("RDMA: a peer's landing stream %llu is malformed; "
 			  "refused", (unsigned long long)o->id);
 		send_done(t, from, o->id, -EPROTO);
@@ -394,7 +397,10 @@ static void on_open(struct rdma *t, const uint8_t *from,
 	}
 	*ls = (struct land_stream){
 		.t = t, .id = o->id, .r = r, .read = o->read,
-		.host = { .r = r, .off = off },
+		/* Lent chunks are the peer's to read while they fill: the
+		 * owner's memory goes in through the checked file, never a
+		 * read checked only afterwards (mem/cma.h). */
+		.host = { .r = r, .off = off, .shared = true },
 	};
 	memcpy(ls->peer, from, LINK_ID_LEN);
 	uint32_t ms = o->timeout_ms < LAND_MAX_MS ? o->timeout_ms : LAND_MAX_MS;

@@ -525,7 +525,8 @@ part_owner_staged() {
 		"$((9 * MiB + 3))@$((2 * MiB + 1))")
 	local exp=()
 
-	start_xferd b
+	# Lending is off by default (doc/security.md, "Landing chunks").
+	start_xferd b rdma_landing=on
 	start_xferd a
 	xferd_log_has b 'RDMA landing chunks' ||
 		fail "b lends no landing chunks: $(xferd_log b | grep RDMA)"
