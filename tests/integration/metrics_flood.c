@@ -278,7 +278,13 @@ int main(void)
 		slow[i] = connect_nb();
 		T_ASSERT(slow[i] >= 0, "slow connection %d", i);
 	}
-	usleep(200000);
+	/* Each connect done before its first byte (under load the
+	 * backlog may still hold the flood's: wait for it, not a time). */
+	for (int i = 0; i < SLOW; i++) {
+		struct pollfd pw = { .fd = slow[i], .events = POLLOUT };
+		T_ASSERT(poll(&pw, 1, 10000) == 1,
+			 "slow connection %d: not connected in 10 s", i);
+	}
 	static const char head[] = "GET /metrics HTTP/1.1\r\nX-Slow: ";
 	for (int i = 0; i < SLOW; i++)
 		T_ASSERT(write(slow[i], head, sizeof(head) - 1) > 0,
