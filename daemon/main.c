@@ -278,9 +278,14 @@ static int rebase_tenants(struct xferd *d, struct xferd_config *cfg)
 			held[t] = true;
 	int rc = config_tenants_rebase(&cfg->tenants, &d->cfg.tenants, held,
 				       err, sizeof(err));
-	if (rc)
-		log_warnx("reload: %s", err);
-	return rc;
+	if (rc) {
+		/* The rest of the reload still applies: a tenant that keeps
+		 * its slot (its clients still connected) must not hold every
+		 * other setting back. */
+		log_warnx("reload: %s; the tenants stay as they were", err);
+		cfg->tenants = d->cfg.tenants;
+	}
+	return 0;
 }
 
 static void on_reload(evutil_socket_t sig, short what, void *arg)
@@ -297,17 +302,21 @@ static void on_reload(evutil_socket_t sig, short what, void *arg)
 		if (strcmp(cfg.socket_path, cur->socket_path) ||
 		    cfg.progress_cpu != cur->progress_cpu ||
 		    cfg.rdma != cur->rdma ||
+		    cfg.rdma_landing != cur->rdma_landing ||
 		    strcmp(cfg.rdma_devices, cur->rdma_devices))
-			log_warnx("reload: socket, progress_cpu, rdma and "
-				  "rdma_devices change only on restart");
+			log_warnx("reload: socket, progress_cpu, rdma, "
+				  "rdma_devices and rdma_landing change only "
+				  "on restart");
 		memcpy(cfg.socket_path, cur->socket_path, sizeof(cfg.socket_path));
 		cfg.progress_cpu = cur->progress_cpu;
 		cfg.rdma = cur->rdma;
+		cfg.rdma_landing = cur->rdma_landing;
 		memcpy(cfg.rdma_devices, cur->rdma_devices,
 		       sizeof(cfg.rdma_devices));
 		/* Those kept: their sources too. */
 		static const char *const kept[] = { "socket", "progress_cpu",
-						    "rdma", "rdma_devices" };
+						    "rdma", "rdma_devices",
+						    "rdma_landing" };
 		for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
 			int k = config_key_index(kept[i]);
 			if (k >= 0)
