@@ -11,7 +11,9 @@
  * move_now() says MOVER_SUBMIT and the executor makes the op and
  * submit()s it (go_remote).  The executor keeps no mover's state: it
  * routes, and completion.c tracks batches, completions and
- * notifications; prepared lists are exec_dlist.c's.
+ * notifications; prepared lists are exec_dlist.c's.  A linked WRITE/READ
+ * that went to the memcpy route arms a run (exec_run.h): drain() moves
+ * the next SQEs naming the same two handles without coming here.
  *
  * Runs in the progress thread only.
  */
