@@ -11,7 +11,9 @@
  * move_now() says MOVER_SUBMIT and the executor makes the op and
  * submit()s it (go_remote).  The executor keeps no mover's state: it
  * routes, and completion.c tracks batches, completions and
- * notifications; prepared lists are exec_dlist.c's.
+ * notifications; prepared lists are exec_dlist.c's.  A linked WRITE/READ
+ * that went to the memcpy route arms a run (exec_run.h): drain() moves
+ * the next SQEs naming the same two handles without coming here.
  *
  * Runs in the progress thread only.
  */
@@ -20,6 +22,7 @@
 
 #include "core/path.h"
 #include "engine/exec_int.h"
+#include "engine/exec_run.h"
 #include "mem/region.h"
 
 /* Could RDMA move this descriptor now: zero-copy (ROUTE_RDMA: both ends
@@ -253,6 +256,49 @@ int64_t exec_move_range(struct progress *p, struct prog_client *pc,
 			  target, async);
 }
 
+/* The memo's slot that resolved handle of client (as
+ * regtab_resolve_memo matched it), or -1. */
+static int memo_slot_of(const struct regtab_memo *m, uint64_t client,
+			uint64_t handle, bool allow_import)
+{
+	for (int i = 0; i < REGTAB_MEMO_SLOTS; i++)
+		if (m->slot[i].region && m->slot[i].handle == handle &&
+		    m->slot[i].client == client &&
+		    (allow_import || !m->slot[i].is_import))
+			return i;
+	return -1;
+}
+
+void exec_run_arm(struct progress *p, struct prog_client *pc,
+		  const struct xfer_sqe *sqe, const struct region *local,
+		  const struct region *remote)
+{
+	const struct regtab_memo *m = &p->exec.memo;
+	struct exec_run *r = &p->exec.run;
+
+	/* Only what the run's step would take again: a linked, plain
+	 * descriptor of a batch that has not failed and waits for no op;
+	 * two regions (one region at both ends is memmove's). */
+	if (sqe->flags != XFER_SQE_F_LINK || sqe->msg_len || local == remote ||
+	    pc->batch.error || pc->batch.ab ||
+	    (sqe->opcode != XFER_OP_WRITE && sqe->opcode != XFER_OP_READ))
+		return;
+	int ls = memo_slot_of(m, pc->id, sqe->local, false);
+	int rs = memo_slot_of(m, pc->id, sqe->remote, true);
+	if (ls < 0 || rs < 0 || m->slot[ls].region != local ||
+	    m->slot[rs].region != remote)
+		return;
+	r->pc = pc;
+	r->gen = m->gen;
+	r->opcode = sqe->opcode;
+	r->local = sqe->local;
+	r->remote = sqe->remote;
+	r->llimit = m->slot[ls].limit;
+	r->rlimit = m->slot[rs].limit;
+	r->lmap = region_map_at(local, m->slot[ls].base);
+	r->rmap = region_map_at(remote, m->slot[rs].base);
+}
+
 static int64_t exec_copy(struct progress *p, struct prog_client *pc,
 			 const struct xfer_sqe *sqe, uint16_t *path,
 			 struct region **target, bool *async)
@@ -272,8 +318,12 @@ static int64_t exec_copy(struct progress *p, struct prog_client *pc,
 	if (rc)
 		return rc;
 	struct path_facts f = facts_of(p, sqe, local, remote);
-	return move_range(p, pc, sqe, path_choose(&f), local, loff, remote,
-			  roff, path, target, async);
+	enum path_route route = path_choose(&f);
+	rc = move_range(p, pc, sqe, route, local, loff, remote, roff, path,
+			target, async);
+	if (route == ROUTE_MEMCPY && rc >= 0 && !*async)
+		exec_run_arm(p, pc, sqe, local, remote);
+	return rc;
 }
 
 static int64_t exec_notify_only(struct progress *p, struct prog_client *pc,
@@ -351,6 +401,7 @@ void exec_sqe(struct progress *p, struct prog_client *pc,
 	bool async = false;
 	int64_t rc = sqe_check(sqe);
 
+	exec_run_end(p);  /* this descriptor may arm the next */
 	if (!rc)
 		rc = take_msg(p, pc, sqe);
 	else

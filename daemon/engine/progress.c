@@ -24,6 +24,7 @@
 #include <event2/event.h>
 
 #include "core/xop.h"
+#include "engine/exec_run.h"
 #include "engine/progress_int.h"
 #include "gpu/gpu.h"
 #include "local/local.h"
@@ -111,10 +112,12 @@ static bool drain(struct progress *p, struct prog_client *pc)
 #endif
 		ring_sqe_copy(&pc->ring, pc->sq_head + i, &sqe);
 		p->exec.sqe_index = pc->sq_head + i;  /* its message's slot */
-		exec_sqe(p, pc, &sqe);
+		if (!exec_run_step(p, pc, &sqe))
+			exec_sqe(p, pc, &sqe);
 		if (sqe.len >= PUBLISH_EARLY_BYTES)
 			exec_publish(pc);
 	}
+	exec_run_end(p);  /* the memo is another client's next */
 	pc->sq_head += i;
 	ring_sq_release(&pc->ring, pc->sq_head);
 	/* The GPU copies queued so far are launched after this pass and may

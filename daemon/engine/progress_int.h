@@ -62,6 +62,16 @@ struct exec_state {
 	/* A prepared-list descriptor's ranges, checked (exec_dlist). */
 	struct dl_seg *segs;
 	size_t segs_cap;
+	/* A run of linked memcpy writes or reads (engine/exec_run.h). */
+	struct exec_run {
+		struct prog_client *pc;   /* NULL: no run armed */
+		uint64_t gen;             /* of the memo it was armed under */
+		uint64_t local, remote;   /* the handles the SQEs name */
+		uint64_t llimit, rlimit;  /* the ranges those handles grant */
+		char *lmap, *rmap;        /* byte 0 of each range, mapped */
+		uint64_t bytes, ops;      /* moved, not yet in paths */
+		uint8_t opcode;
+	} run;
 };
 
 struct progress {
