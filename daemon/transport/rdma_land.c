@@ -100,7 +100,6 @@ TAILQ_HEAD(land_stream_list, land_stream);
 /* A chunk while lent (its priv area, STAGE_PRIV): outlives its stream. */
 struct land_lend {
 	struct land_stream *ls;   /* NULL once its stream went */
-	struct land_pool *pool;
 	uint8_t peer[LINK_ID_LEN];
 	uint64_t id;
 	uint64_t orphan_ns;       /* when its stream went */
@@ -158,7 +157,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 	rdma_streams_reap(t);
 }
 
-/* The tick runs while any pool lives (or a stream is open on one). */
+/* The tick runs while any pool lives (every owner stream is on one). */
 static void tick_arm(struct rdma_land *l)
 {
 	struct timeval tv = { .tv_sec = LAND_TICK_MS / 1000,
@@ -294,7 +293,7 @@ static int lend_start(void *arg, struct stage_chunk *c)
 
 	if (slot >= p->nslots || p->lent[slot])
 		return -EIO;  /* not of the peer's pool: cannot be */
-	*ll = (struct land_lend){ .ls = ls, .pool = p, .id = ls->id };
+	*ll = (struct land_lend){ .ls = ls, .id = ls->id };
 	memcpy(ll->peer, ls->peer, LINK_ID_LEN);
 	land_pool_lend(&l->pools, p, slot, c);
 	for (int d = 0; d < ndevs; d++) {
