@@ -75,6 +75,12 @@ void config_defaults(struct xferd_config *cfg)
 		.rdma_qps = 2,
 		.rdma_stripe = 1u << 20,
 		.rdma_bulk_depth = 64,
+		/* Each peer lent chunks of a pool of its own, so a kept
+		 * rkey reaches only its own streams (doc/security.md,
+		 * "Landing chunks"); two streams' worth each way. */
+		.rdma_landing = true,
+		.rdma_landing_chunks = 16,
+		.rdma_landing_peers = 16,
 		/* Off: a TCP port is opened only when asked for (doc/operations.md). */
 		.metrics_listen = "off",
 		/* A few scrapers at once; a scrape takes milliseconds. */
@@ -531,6 +537,10 @@ static const struct config_key keys[] = {
 	      "non-latency RDMA work requests a queue pair holds at most"),
 	ENUM("rdma_landing", rdma_landing, on_off, "on or off",
 	     "lend peers staging chunks for memory the NICs cannot reach"),
+	COUNT(rdma_landing_chunks, 4, 64,
+	      "chunks of the landing pool each peer is lent from"),
+	COUNT(rdma_landing_peers, 1, 1024,
+	      "peers lent landing chunks at once"),
 
 	/* where published names live (meta/meta_config.h) */
 	ENUM("metadata", meta.backend, meta_backends, "local or etcd",

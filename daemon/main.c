@@ -244,6 +244,8 @@ static struct transport_cfg net_cfg(const struct xferd *d)
 		.rdma_stripe = d->cfg.rdma_stripe,
 		.rdma_bulk_depth = d->cfg.rdma_bulk_depth,
 		.rdma_landing = d->cfg.rdma_landing,
+		.rdma_landing_chunks = d->cfg.rdma_landing_chunks,
+		.rdma_landing_peers = d->cfg.rdma_landing_peers,
 		.link_bulk_queue = d->cfg.link_bulk_queue,
 		.latency_max_bytes = d->cfg.latency_max_bytes,
 		.tenants = d->cfg.tenants,

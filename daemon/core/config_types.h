@@ -100,7 +100,9 @@ struct xferd_config {
 	uint32_t rdma_qps;         /* RC queue pairs per peer and rail pair */
 	uint32_t rdma_stripe;      /* bytes per RDMA work request, at most */
 	uint32_t rdma_bulk_depth;  /* non-latency WRs a queue pair holds */
-	bool rdma_landing;         /* lend landing chunks to peers (off) */
+	bool rdma_landing;         /* lend landing chunks to peers (on) */
+	uint32_t rdma_landing_chunks; /* chunks of one peer's landing pool */
+	uint32_t rdma_landing_peers;  /* peers' landing pools at once */
 	/* rdma_register = background: a memfd region's reply goes before
 	 * its NIC registration is done (staged until then) */
 	bool rdma_reg_background;

@@ -70,6 +70,8 @@ struct transport_cfg {
 	uint64_t rdma_stripe;     /* bytes per RDMA work request, at most */
 	uint32_t rdma_bulk_depth; /* non-latency WRs a queue pair holds */
 	bool rdma_landing;        /* lend landing chunks to peers */
+	uint32_t rdma_landing_chunks; /* per peer's landing pool */
+	uint32_t rdma_landing_peers;  /* landing pools at once */
 	/* Classes and tenants (core/traffic_class.h): bulk bytes that may
 	 * wait ahead of a latency frame on a link, and the tenants'
 	 * weights and caps. */

@@ -601,7 +601,9 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 	const struct rdma_cfg rcfg = { .qps = cfg->rdma_qps,
 				       .stripe = cfg->rdma_stripe,
 				       .bulk_depth = cfg->rdma_bulk_depth,
-				       .landing = cfg->rdma_landing };
+				       .landing = cfg->rdma_landing,
+				       .landing_chunks = cfg->rdma_landing_chunks,
+				       .landing_peers = cfg->rdma_landing_peers };
 	/* Up from the movers to the executor, and from the links' session
 	 * to the main thread and the movers' own frames. */
 	const struct mover_hooks hooks = {

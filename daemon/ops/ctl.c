@@ -152,6 +152,7 @@ struct status_parts {
 	Xfer__Ctl__StagingClock clk[STAGING_CLOCK__N];
 	Xfer__Ctl__StagingClock *clkp[STAGING_CLOCK__N];
 	Xfer__Ctl__RcacheStats rs;
+	Xfer__Ctl__LandingPools land;
 	Xfer__Ctl__EtcdHealth etcd;
 	Xfer__Ctl__KindCount etcd_errs[CLUSTER_ERR__COUNT];
 	Xfer__Ctl__KindCount *etcd_errp[CLUSTER_ERR__COUNT];
@@ -252,6 +253,19 @@ static void fill_status(struct xferd *d, const struct stats_snapshot *s,
 		st->staging = &o->sp;
 	} else {
 		st->staging_none = (char *)s->staging_none;
+	}
+	if (s->landing.lending) {
+		xfer__ctl__landing_pools__init(&o->land);
+		o->land.chunk_bytes = s->landing.chunk_bytes;
+		o->land.pools = s->landing.pools;
+		o->land.max_pools = s->landing.max_pools;
+		o->land.chunks = s->landing.chunks;
+		o->land.lent = s->landing.lent;
+		o->land.bytes = s->landing.bytes;
+		o->land.made = s->landing.made;
+		o->land.freed = s->landing.freed;
+		o->land.refused = s->landing.refused;
+		st->landing = &o->land;
 	}
 	xfer__ctl__rcache_stats__init(&o->rs);
 	o->rs.entries = s->rcache.entries;

@@ -576,6 +576,24 @@ static void write_memory(struct writer *w, const struct stats_snapshot *s)
 	      s->gpu_imports);
 	gauge(w, "xferd_gpu_import_refs", "Regions using those imports.",
 	      s->gpu_import_refs);
+	if (s->landing.lending) {
+		/* Pinned, registered memory beside the staging pool: one
+		 * pool per peer lent to (transport/rdma_land_pool.h). */
+		gauge(w, "xferd_staging_landing_pools",
+		      "Peers lent landing chunks from a pool of their own now.",
+		      s->landing.pools);
+		gauge(w, "xferd_staging_landing_bytes",
+		      "Memory of the landing pools.", s->landing.bytes);
+		gauge(w, "xferd_staging_landing_chunks_lent",
+		      "Landing chunks lent to peers now.", s->landing.lent);
+		counter(w, "xferd_staging_landing_pools_made_total",
+			"Landing pools made.", s->landing.made);
+		counter(w, "xferd_staging_landing_pools_freed_total",
+			"Landing pools freed.", s->landing.freed);
+		counter(w, "xferd_staging_landing_refused_total",
+			"Landing streams refused for the cap on pools.",
+			s->landing.refused);
+	}
 	if (!s->staging)
 		return;   /* no pool: no GPUs, or no memory for it */
 	gauge(w, "xferd_staging_chunk_bytes",

@@ -322,6 +322,7 @@ static void collect_memory(struct xferd *d, struct stats_snapshot *s)
 	s->rcache.max_entries = rcs.max_entries;
 	s->rcache.max_bytes = rcs.max_bytes;
 	s->rcache.pending = regworker_pending(d->regworker);
+	rdma_land_stats(progress_rdma(d->progress), &s->landing);
 	s->staging = progress_staging_stats(d->progress, &ss);
 	if (s->staging) {
 		s->pool.chunk_bytes = ss.chunk_bytes;

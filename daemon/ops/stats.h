@@ -21,6 +21,7 @@
 #include "mem/staging.h"
 #include "meta/cluster.h"
 #include "quota.h"
+#include "transport/rdma.h"
 #include "xfer_ring.h"
 
 struct xferd;
@@ -136,6 +137,9 @@ struct stats_snapshot {
 		/* enum staging_clock: events and their ns, since start */
 		uint64_t clock_n[STAGING_CLOCK__N], clock_ns[STAGING_CLOCK__N];
 	} pool;
+
+	/* The landing pools (transport/rdma.h); lending false: none. */
+	struct rdma_land_stats landing;
 
 	uint32_t gpus, gpu_imports, gpu_import_refs;
 

@@ -638,7 +638,9 @@ static void tr_set_cfg(void *impl, const struct transport_cfg *cfg)
 				   .stripe = cfg->rdma_stripe,
 				   .bulk_depth = cfg->rdma_bulk_depth,
 				   /* read at start only (rdma_land_open) */
-				   .landing = cfg->rdma_landing });
+				   .landing = cfg->rdma_landing,
+				   .landing_chunks = cfg->rdma_landing_chunks,
+				   .landing_peers = cfg->rdma_landing_peers });
 }
 
 static void tr_destroy(void *impl)

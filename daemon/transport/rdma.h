@@ -75,10 +75,16 @@ struct rdma_cfg {
 	 * request waits behind no more bulk ones than this. */
 	uint32_t bulk_depth;
 	/* Lend peers landing chunks (rdma_land.c) for this node's memory
-	 * its NICs cannot reach.  Off by default: a chunk's rkey outlives
-	 * its grant (doc/security.md, "Landing chunks"). */
+	 * its NICs cannot reach, each peer from a pool of its own
+	 * (rdma_land_pool.h): landing_chunks chunks per pool, pools for at
+	 * most landing_peers peers at once (0: the defaults below). */
 	bool landing;
+	uint32_t landing_chunks;
+	uint32_t landing_peers;
 };
+
+#define RDMA_LANDING_CHUNKS 16   /* per peer: two streams each way */
+#define RDMA_LANDING_PEERS  16   /* peers lent to at once */
 
 /* On a node with GPUs: the GPU staging pool (pinned for the GPUs) and
  * the copy engines.  The transport registers that pool with its NICs
@@ -168,6 +174,20 @@ struct rdma_rail_stats {
 };
 void rdma_rail_stats(const struct rdma *t, int rail,
 		     struct rdma_rail_stats *out);
+
+/* The landing pools (rdma_land_pool.h), for xferctl status and
+ * /metrics; zeros (lending false) when this node lends none.  Main
+ * thread. */
+struct rdma_land_stats {
+	bool lending;
+	uint32_t chunk_bytes;
+	uint32_t pools, max_pools;   /* peers lent to now, at most */
+	uint32_t chunks, lent;       /* in those pools, lent of them now */
+	uint64_t bytes;              /* their memory */
+	uint64_t made, freed;        /* pools, since start */
+	uint64_t refused;            /* LandOpens past max_pools */
+};
+void rdma_land_stats(const struct rdma *t, struct rdma_land_stats *out);
 
 struct rdma_qp_info {
 	int rail;

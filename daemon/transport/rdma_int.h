@@ -21,6 +21,7 @@
  *                  chunks the owner lends; both sides of it (the
  *                  owner's streams and lend stage, the requester's
  *                  grants) and its frames
+ *   rdma_land_pool.c  the owner's landing pools, one per peer lent to
  *
  * Everything here runs in the progress thread, except the tables'
  * readers (rdma_rail_stats, rdma_qp_list: the main thread), which take
@@ -385,12 +386,12 @@ void rdma_stream_end(struct rdma_stream *s, int64_t result);
 
 /* --- rdma_land.c: owner-side staging --- */
 struct rdma_land;
-/* The landing chunks (each registered alone, for remote access, over
- * t->staging) and the owner's state: NULL without them (logged). */
+/* The owner's state: peers' landing pools (rdma_land_pool.h, made as
+ * peers need them, chunks the size of t->staging's) and streams. */
 struct rdma_land *rdma_land_open(struct rdma *t,
 				 const struct rdma_stage_res *res);
 /* Every stream of peers ends, every lent chunk comes back (the queue
- * pairs are gone), the registrations go. */
+ * pairs are gone), every pool goes. */
 void rdma_land_close(struct rdma *t);
 /* The bytes per landing chunk this node lends for peers' streams into
  * or out of r (memory its NICs cannot reach), or 0: none. */
@@ -399,11 +400,12 @@ uint32_t rdma_land_offer(const struct rdma *t, const struct region *r);
 bool rdma_land_frame(struct rdma *t, const uint8_t id[LINK_ID_LEN],
 		     const struct Xfer__Peer__PeerMsg *m);
 /* Peer id is gone (its queue pairs to us destroyed): its streams here
- * end and every chunk lent to it comes back. */
+ * end, every chunk lent to it comes back and its pool goes. */
 void rdma_land_peer_down(struct rdma *t, const uint8_t id[LINK_ID_LEN]);
 /* Owner streams past their deadline end; chunks a peer kept past
  * LAND_RECLAIM_NS after their stream ended come back (its queue pairs
- * to us closed first).  True if anything ended. */
+ * to us closed first); pools drained or unused go.  True if anything
+ * ended. */
 bool rdma_land_expire(struct rdma *t, uint64_t now);
 /* The requester's side: s (owner) starts, LandOpen to the owner. */
 void rdma_land_stream_open(struct rdma_stream *s);

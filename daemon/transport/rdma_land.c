@@ -23,16 +23,18 @@
  * requester's piece for those bytes takes it (rdma_land_match).  The
  * frames (proto/peer.proto, LandOpen .. LandAbort) go on the link.
  *
- * Landing chunks.  The pool is registered whole for local access
- * (rdma_staged.c); here each chunk is registered once more, alone, for
- * remote access, so that the rkey a grant carries reaches that chunk
- * only.  The rkey stays valid after the chunk came back, on any queue
- * pair of the peer (registering per grant costs as much as the copy it
- * serves; memory windows do not fit yet: doc/design.md says why): a
- * chunk is confined per peer in time by the protocol, not by the NIC;
- * a chunk that comes back without the peer's word (its stream ended
- * here, the peer silent) is taken back only once the peer's queue pairs
- * to us are destroyed, so that nothing it had on the wire lands after.
+ * Landing chunks.  Each peer is lent chunks of a landing pool of its
+ * own (rdma_land_pool.c), never of the node's staging pool: each chunk
+ * is registered alone for remote access, so that the rkey a grant
+ * carries reaches that chunk only.  The rkey stays valid after the chunk
+ * came back, on any queue pair of the peer, as long as the pool lives
+ * (registering per grant costs as much as the copy it serves; memory
+ * windows do not fit yet: doc/design.md says why), but the chunk only
+ * ever carries that peer's own streams, whose bytes it moves anyway.
+ * Within the pool a chunk is confined in time by the protocol: one that
+ * comes back without the peer's word (its stream ended here, the peer
+ * silent) is taken back only once the peer's queue pairs to us are
+ * destroyed, so that nothing it had on the wire lands after.
  *
  * Credits.  A stream has at most LAND_GRANTS_AHEAD chunks out (the
  * pipeline's ahead), a peer at most LAND_STREAMS_PER_PEER streams
@@ -57,11 +59,12 @@
  * requester's mover table, read together; the requester's own stream is
  * rdma_staged.c's already.
  *
- * Progress thread only; no lock (the staging pool's is a leaf).
+ * Progress thread only; no lock (the staging pools' are leaves).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <event2/event.h>
 #include <infiniband/verbs.h>
 
 #include "common/clock.h"
@@ -69,12 +72,14 @@
 #include "peer.pb-c.h"
 #include "stage/pipeline.h"
 #include "transport/rdma_int.h"
+#include "transport/rdma_land_pool.h"
 #include "mem/staging.h"
 #include "xfer_ring.h"
 
 #define LAND_MAX_MS      (10u * 60 * 1000)       /* a stream's deadline */
 #define LAND_GRACE_NS    (2000ull * 1000000)      /* past the requester's */
 #define LAND_RECLAIM_NS  (10000ull * 1000000)     /* a silent peer's chunk */
+#define LAND_TICK_MS     1000                     /* deadlines, pools */
 
 /* The owner's stream for a peer's LandOpen. */
 struct land_stream {
@@ -82,6 +87,7 @@ struct land_stream {
 	uint8_t peer[LINK_ID_LEN];
 	uint64_t id;              /* the requester's, on its link */
 	struct region *r;         /* a reference, until freed */
+	struct land_pool *pool;   /* the peer's: its chunks */
 	bool read;
 	uint64_t deadline_ns;
 	struct pipeline *pl;
@@ -100,11 +106,12 @@ struct land_lend {
 };
 
 struct rdma_land {
-	uint8_t *base;            /* the pool's one mapping */
-	uint32_t chunk, nslots;
-	int ndevs;
-	struct ibv_mr **mr;       /* [slot * ndevs + dev], NULL: not there */
-	struct stage_chunk **lent; /* [slot]: lent now, or NULL */
+	uint32_t chunk;           /* bytes per landing chunk */
+	struct land_pools pools;  /* one per peer lent to */
+	/* Runs while a pool lives: owner streams' deadlines, chunks kept,
+	 * pools to free, whether or not this node has operations of its
+	 * own out (rdma_expire runs only then). */
+	struct event *tick;
 	struct land_stream_list streams;
 	struct regtab *regs;
 	uint8_t self_id[LINK_ID_LEN];
@@ -141,16 +148,34 @@ static void send_landed(struct rdma *t, const uint8_t *peer, uint64_t id,
 
 /* --- the landing chunks --- */
 
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct rdma *t = arg;
+	(void)fd, (void)what;
+
+	rdma_land_expire(t, now_ns());
+	rdma_streams_reap(t);
+}
+
+/* The tick runs while any pool lives (every owner stream is on one). */
+static void tick_arm(struct rdma_land *l)
+{
+	struct timeval tv = { .tv_sec = LAND_TICK_MS / 1000,
+			      .tv_usec = (LAND_TICK_MS % 1000) * 1000 };
+
+	if (!l->tick)
+		return;
+	if (l->pools.n == 0)
+		event_del(l->tick);
+	else if (!event_pending(l->tick, EV_TIMEOUT, NULL))
+		event_add(l->tick, &tv);
+}
+
 struct rdma_land *rdma_land_open(struct rdma *t,
 				 const struct rdma_stage_res *res)
 {
 	struct staging_pool *pool = rdma_staging_pool(t->staging);
-	struct staging_chunk_list all = TAILQ_HEAD_INITIALIZER(all);
-	struct staging_chunk *c;
 	struct rdma_land *l = calloc(1, sizeof(*l));
-	uint8_t *lo = NULL;
-	uint32_t n = 0;
-	int err = 0;
 
 	if (!l || !res || !res->regs) {
 		free(l);
@@ -159,54 +184,49 @@ struct rdma_land *rdma_land_open(struct rdma *t,
 	TAILQ_INIT(&l->streams);
 	l->regs = res->regs;
 	memcpy(l->self_id, res->self_id, LINK_ID_LEN);
+	/* Chunks the size of the node's: the requesters cut their
+	 * streams alike whichever node's pool they stage through. */
 	l->chunk = staging_chunk_bytes(pool);
-	l->ndevs = t->ndevs;
-	/* Every chunk, to find the mapping's start and count them: the
-	 * pool is one mapping cut in equal chunks (mem/staging.c). */
-	for (int h = 0; h < 2; h++)
-		while ((c = staging_take(pool, (enum staging_half)h))) {
-			if (!lo || c->p < lo)
-				lo = c->p;
-			n++;
-			TAILQ_INSERT_TAIL(&all, c, q);
-		}
-	l->base = lo;
-	l->nslots = n;
-	l->mr = calloc((size_t)n * (size_t)(l->ndevs ? l->ndevs : 1),
-		       sizeof(*l->mr));
-	l->lent = calloc(n ? n : 1, sizeof(*l->lent));
-	if (!l->mr || !l->lent)
-		err = -ENOMEM;
-	TAILQ_FOREACH(c, &all, q) {
-		uint32_t slot = (uint32_t)((c->p - lo) / l->chunk);
-		for (int d = 0; d < l->ndevs && !err; d++) {
-			if (!t->dev[d].v.pd)
-				continue;
-			struct ibv_mr *mr = ibv_reg_mr(
-				t->dev[d].v.pd, c->p, c->cap,
-				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-					IBV_ACCESS_REMOTE_READ);
-			if (!mr)
-				err = errno ? -errno : -ENOMEM;
-			l->mr[(size_t)slot * l->ndevs + d] = mr;
-		}
-	}
-	while ((c = TAILQ_FIRST(&all))) {
-		TAILQ_REMOVE(&all, c, q);
-		staging_give(c);
-	}
-	if (err) {
-		log_warnx("RDMA: the staging chunks cannot be lent to peers "
-			  "(%s; memlock limit?): their writes and reads of "
-			  "memory the NICs cannot reach go over TCP",
-			  strerror(-err));
-		t->land = l;
-		rdma_land_close(t);
-		return NULL;
-	}
-	log_info("RDMA landing chunks: %u of %u KiB lent to peers for memory "
-		 "the NICs cannot reach", n, l->chunk >> 10);
+	land_pools_init(&l->pools, l->chunk,
+			t->cfg.landing_chunks ? t->cfg.landing_chunks
+					      : RDMA_LANDING_CHUNKS,
+			t->cfg.landing_peers ? t->cfg.landing_peers
+					     : RDMA_LANDING_PEERS,
+			rdma_staging_gpu(t->staging) != NULL);
+	if (t->base)
+		l->tick = event_new(t->base, -1, EV_PERSIST, on_tick, t);
+	log_info("RDMA landing chunks: each peer lent chunks of a pool of "
+		 "its own (%u of %u KiB; at most %u peers at once) for "
+		 "memory the NICs cannot reach", l->pools.per_peer,
+		 l->chunk >> 10, l->pools.max);
 	return l;
+}
+
+void rdma_land_stats(const struct rdma *t, struct rdma_land_stats *out)
+{
+	const struct rdma_land *l = t ? t->land : NULL;
+
+	memset(out, 0, sizeof(*out));
+	if (!l)
+		return;
+	/* Relaxed: counters for ctl, ordered with nothing. */
+	out->lending = true;
+	out->max_pools = l->pools.max;
+	out->chunk_bytes = l->chunk;
+	out->pools = atomic_load_explicit(&l->pools.a_pools,
+					  memory_order_relaxed);
+	out->chunks = atomic_load_explicit(&l->pools.a_chunks,
+					   memory_order_relaxed);
+	out->lent = atomic_load_explicit(&l->pools.a_lent,
+					 memory_order_relaxed);
+	out->bytes = atomic_load_explicit(&l->pools.a_bytes,
+					  memory_order_relaxed);
+	out->made = atomic_load_explicit(&l->pools.a_made,
+					 memory_order_relaxed);
+	out->freed = atomic_load_explicit(&l->pools.a_freed,
+					  memory_order_relaxed);
+	out->refused = atomic_load_explicit(&l->pools.a_refused,
+					    memory_order_relaxed);
 }
 
 uint32_t rdma_land_offer(const struct rdma *t, const struct region *r)
@@ -221,11 +241,6 @@ uint32_t rdma_land_offer(const struct rdma *t, const struct region *r)
 	return 0;
 }
 
-static uint32_t slot_of(const struct rdma_land *l, const struct stage_chunk *c)
-{
-	return (uint32_t)((c->buf - l->base) / l->chunk);
-}
-
 /* --- the owner's streams --- */
 
 static void stream_free(struct land_stream *ls)
@@ -234,6 +249,7 @@ static void stream_free(struct land_stream *ls)
 	struct pipeline *pl = ls->pl;
 
 	TAILQ_REMOVE(&l->streams, ls, q);
+	ls->pool->nstreams--;
 	ls->pl = NULL;
 	/* lend_cancel for each chunk lent: they stay lent */
 	pipeline_destroy(pl);
@@ -268,18 +284,21 @@ static int lend_start(void *arg, struct stage_chunk *c)
 {
 	struct land_stream *ls = arg;
 	struct rdma_land *l = ls->t->land;
+	struct land_pool *p = ls->pool;
 	struct land_lend *ll = STAGE_PRIV(c, struct land_lend);
-	uint32_t slot = slot_of(l, c), keys[RDMA_DEV_MAX];
+	uint32_t slot = land_pool_slot(p, c), keys[RDMA_DEV_MAX];
+	int ndevs = ls->t->ndevs;
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__LandGrant g = XFER__PEER__LAND_GRANT__INIT;
 
-	if (slot >= l->nslots || l->lent[slot])
-		return -EIO;  /* not of the pool: cannot be */
+	if (slot >= p->nslots || p->lent[slot])
+		return -EIO;  /* not of the peer's pool: cannot be */
 	*ll = (struct land_lend){ .ls = ls, .id = ls->id };
 	memcpy(ll->peer, ls->peer, LINK_ID_LEN);
-	l->lent[slot] = c;
-	for (int d = 0; d < l->ndevs; d++) {
-		const struct ibv_mr *mr = l->mr[(size_t)slot * l->ndevs + d];
+	land_pool_lend(&l->pools, p, slot, c);
+	for (int d = 0; d < ndevs; d++) {
+		const struct ibv_mr *mr = p->mr[(size_t)slot * (size_t)ndevs +
+						(size_t)d];
 		keys[d] = mr ? mr->rkey : 0;
 	}
 	g.id = ls->id;
@@ -288,7 +307,7 @@ static int lend_start(void *arg, struct stage_chunk *c)
 	g.len = c->len;
 	g.addr = (uint64_t)(uintptr_t)c->buf;
 	g.rkeys = keys;
-	g.n_rkeys = (size_t)l->ndevs;
+	g.n_rkeys = (size_t)ndevs;
 	m.body_case = XFER__PEER__PEER_MSG__BODY_LAND_GRANT;
 	m.land_grant = &g;
 	rdma_send_msg(ls->t, ls->peer, &m);
@@ -312,26 +331,13 @@ static const struct stage_ops land_stage_lend = {
 	.cancel = lend_cancel,
 };
 
-/* Lent chunk in slot comes back (result: its stage's). */
-static void lend_back(struct rdma_land *l, uint32_t slot, int64_t result)
+/* p's lent chunk in slot comes back (result: its stage's). */
+static void lend_back(struct rdma_land *l, struct land_pool *p, uint32_t slot,
+		      int64_t result)
 {
-	struct stage_chunk *c = l->lent[slot];
+	struct stage_chunk *c = land_pool_back(&l->pools, p, slot, now_ns());
 
-	l->lent[slot] = NULL;
 	stage_done(c, result);  /* may end (and free) its stream */
-}
-
-/* Chunks lent now (to peer; NULL: to anyone). */
-static unsigned lent_count(const struct rdma_land *l, const uint8_t *peer)
-{
-	unsigned n = 0;
-
-	for (uint32_t s = 0; s < l->nslots; s++) {
-		const struct stage_chunk *c = l->lent[s];
-		n += c && (!peer || memcmp(STAGE_PRIV(c, struct land_lend)->peer,
-					   peer, LINK_ID_LEN) == 0);
-	}
-	return n;
 }
 
 /* A peer's LandOpen: resolve its target, open the stream.  Refusals go
@@ -342,6 +348,7 @@ static void on_open(struct rdma *t, const uint8_t *from,
 	struct rdma_land *l = t->land;
 	const Xfer__Peer__Target *tg = o->target;
 	struct land_stream *ls;
+	struct land_pool *pool;
 	struct region *r = NULL;
 	struct token tok;
 	uint64_t off;
@@ -367,8 +374,9 @@ static void on_open(struct rdma *t, const uint8_t *from,
 	/* Chunks of streams it gave up count too: a peer that opens and
 	 * aborts streams without giving their chunks back holds no more
 	 * than its streams could. */
+	pool = land_pool_of(&l->pools, from);
 	if (n >= LAND_STREAMS_PER_PEER ||
-	    lent_count(l, from) >= LAND_STREAMS_PER_PEER * LAND_GRANTS_AHEAD) {
+	    (pool && pool->nlent >= LAND_STREAMS_PER_PEER * LAND_GRANTS_AHEAD)) {
 		send_done(t, from, o->id, -EBUSY);
 		return;
 	}
@@ -389,6 +397,14 @@ static void on_open(struct rdma *t, const uint8_t *from,
 		send_done(t, from, o->id, err);
 		return;
 	}
+	/* Its own pool, made now if it has none yet: only once the token
+	 * says the peer may reach the memory. */
+	if ((err = land_pool_get(&l->pools, t, from, now_ns(), &pool))) {
+		region_put(r);
+		send_done(t, from, o->id, err);
+		return;
+	}
+	tick_arm(l);
 	enum region_kind k = region_kind(r);
 	if (!(ls = calloc(1, sizeof(*ls)))) {
 		region_put(r);
@@ -396,7 +412,7 @@ static void on_open(struct rdma *t, const uint8_t *from,
 		return;
 	}
 	*ls = (struct land_stream){
-		.t = t, .id = o->id, .r = r, .read = o->read,
+		.t = t, .id = o->id, .r = r, .pool = pool, .read = o->read,
 		/* Lent chunks are the peer's to read while they fill: the
 		 * owner's memory goes in through the checked file, never a
 		 * read checked only afterwards (mem/cma.h). */
@@ -422,7 +438,7 @@ static void on_open(struct rdma *t, const uint8_t *from,
 		near = &ls->gpu;
 	}
 	const struct pipeline_cfg cfg = {
-		.pool = rdma_staging_pool(t->staging),
+		.pool = pool->sp,   /* the peer's alone */
 		.half = o->read ? STAGING_SEND : STAGING_RECV,
 		.len = o->length,
 		.chunk = o->chunk,
@@ -442,6 +458,8 @@ static void on_open(struct rdma *t, const uint8_t *from,
 		return;
 	}
 	TAILQ_INSERT_TAIL(&l->streams, ls, q);
+	pool->nstreams++;
+	pool->used_ns = now_ns();
 	pipeline_start(ls->pl);  /* may end it (a first copy failed) */
 }
 
@@ -450,8 +468,9 @@ static void on_landed(struct rdma *t, const uint8_t *from,
 		      const Xfer__Peer__Landed *m)
 {
 	struct rdma_land *l = t->land;
-	struct stage_chunk *c = l && m->slot < l->nslots ? l->lent[m->slot]
-							: NULL;
+	struct land_pool *p = l ? land_pool_of(&l->pools, from) : NULL;
+	struct stage_chunk *c = p && m->slot < p->nslots ? p->lent[m->slot]
+							 : NULL;
 	const struct land_lend *ll = c ? STAGE_PRIV(c, struct land_lend) : NULL;
 
 	if (!ll || ll->id != m->id ||
@@ -468,20 +487,20 @@ static void on_landed(struct rdma *t, const uint8_t *from,
 			send_done(t, from, m->id, -EPROTO);
 		return;
 	}
-	lend_back(l, m->slot, m->error < 0 ? m->error : (int64_t)c->len);
+	lend_back(l, p, m->slot, m->error < 0 ? m->error : (int64_t)c->len);
 }
 
 static void on_abort(struct rdma *t, const uint8_t *from, uint64_t id)
 {
 	struct land_stream *ls = t->land ? find_stream(t->land, from, id)
 					 : NULL;
+	struct land_pool *p = ls ? ls->pool : NULL;
 
 	if (!ls)
 		return;
 	stream_free(ls);  /* its lent chunks come back by Landed */
 	log_debug("RDMA: landing stream %llu given up by the peer; %u chunk(s) "
-		  "lent to it still", (unsigned long long)id,
-		  lent_count(t->land, from));
+		  "lent to it still", (unsigned long long)id, p->nlent);
 }
 
 /* --- the requester's side --- */
@@ -657,20 +676,19 @@ bool rdma_land_frame(struct rdma *t, const uint8_t id[LINK_ID_LEN],
 	return true;
 }
 
-/* Every chunk lent to peer comes back whose stream went (all: any). */
-static unsigned take_back(struct rdma_land *l, const uint8_t *peer, bool all,
+/* Every chunk of p lent whose stream went comes back (all: any). */
+static unsigned take_back(struct rdma_land *l, struct land_pool *p, bool all,
 			  int64_t result)
 {
 	unsigned n = 0;
 
-	for (uint32_t s = 0; s < l->nslots; s++) {
-		struct stage_chunk *c = l->lent[s];
+	for (uint32_t s = 0; s < p->nslots; s++) {
+		struct stage_chunk *c = p->lent[s];
 		const struct land_lend *ll = c ? STAGE_PRIV(c, struct land_lend)
 					       : NULL;
-		if (!ll || (peer && memcmp(ll->peer, peer, LINK_ID_LEN)) ||
-		    (!all && ll->ls))
+		if (!ll || (!all && ll->ls))
 			continue;
-		lend_back(l, s, result);
+		lend_back(l, p, s, result);
 		n++;
 	}
 	return n;
@@ -680,6 +698,7 @@ void rdma_land_peer_down(struct rdma *t, const uint8_t id[LINK_ID_LEN])
 {
 	struct rdma_land *l = t->land;
 	struct land_stream *ls, *next;
+	struct land_pool *p;
 
 	if (!l)
 		return;
@@ -688,16 +707,23 @@ void rdma_land_peer_down(struct rdma *t, const uint8_t id[LINK_ID_LEN])
 		if (memcmp(ls->peer, id, LINK_ID_LEN) == 0)
 			stream_free(ls);
 	}
-	unsigned n = take_back(l, id, true, -ECONNRESET);
+	if (!(p = land_pool_of(&l->pools, id)))
+		return;
+	unsigned n = take_back(l, p, true, -ECONNRESET);
 	if (n)
 		log_info("RDMA: %u landing chunk%s lent to a peer that went "
 			 "are back", n, n == 1 ? "" : "s");
+	/* Its pool goes with it (now, or once its last copy ended): a
+	 * later link of the peer gets a new one, new keys. */
+	land_pool_gone(&l->pools, p, t);
+	tick_arm(l);
 }
 
 bool rdma_land_expire(struct rdma *t, uint64_t now)
 {
 	struct rdma_land *l = t->land;
 	struct land_stream *ls, *next;
+	struct land_pool *p;
 	bool any = false;
 
 	if (!l)
@@ -713,22 +739,26 @@ bool rdma_land_expire(struct rdma *t, uint64_t now)
 	/* A chunk whose stream went long ago and that its peer never gave
 	 * back: once that peer's queue pairs to us are gone, nothing of it
 	 * can reach the chunk any more. */
-	for (uint32_t s = 0; s < l->nslots; s++) {
-		struct stage_chunk *c = l->lent[s];
-		struct land_lend *ll = c ? STAGE_PRIV(c, struct land_lend) : NULL;
-		if (!ll || ll->ls || ll->orphan_ns + LAND_RECLAIM_NS > now)
-			continue;
-		uint8_t peer[LINK_ID_LEN];
-		memcpy(peer, ll->peer, LINK_ID_LEN);
-		struct rpeer *p = rdma_find_peer(t, peer);
-		log_warnx("RDMA: %s kept a landing chunk past its stream; its "
-			  "queue pairs to us are closed, the chunk taken back",
-			  p ? p->name : "a peer");
-		if (p)
-			rdma_peer_close_passive(t, p);
-		take_back(l, peer, false, -ETIMEDOUT);
-		any = true;
+	TAILQ_FOREACH(p, &l->pools.all, q) {
+		for (uint32_t s = 0; s < p->nslots; s++) {
+			struct stage_chunk *c = p->lent[s];
+			struct land_lend *ll = c ? STAGE_PRIV(c, struct land_lend)
+						 : NULL;
+			if (!ll || ll->ls || ll->orphan_ns + LAND_RECLAIM_NS > now)
+				continue;
+			struct rpeer *rp = rdma_find_peer(t, p->peer);
+			log_warnx("RDMA: %s kept a landing chunk past its "
+				  "stream; its queue pairs to us are closed, the "
+				  "chunk taken back", p->name);
+			if (rp)
+				rdma_peer_close_passive(t, rp);
+			take_back(l, p, false, -ETIMEDOUT);
+			any = true;
+			break;
+		}
 	}
+	any |= land_pools_sweep(&l->pools, t, now);
+	tick_arm(l);
 	return any;
 }
 
@@ -736,22 +766,21 @@ void rdma_land_close(struct rdma *t)
 {
 	struct rdma_land *l = t->land;
 	struct land_stream *ls;
+	struct land_pool *p;
+	unsigned n = 0;
 
 	if (!l)
 		return;
 	while ((ls = TAILQ_FIRST(&l->streams)))
 		stream_free(ls);
 	/* The queue pairs are gone: every chunk is ours. */
-	unsigned n = l->lent ? lent_count(l, NULL) : 0;
+	TAILQ_FOREACH(p, &l->pools.all, q)
+		n += take_back(l, p, true, -ECONNRESET);
 	if (n)
 		log_warnx("RDMA: %u landing chunk(s) still lent at exit", n);
-	if (l->lent)
-		take_back(l, NULL, true, -ECONNRESET);
-	for (size_t i = 0; l->mr && i < (size_t)l->nslots * l->ndevs; i++)
-		if (l->mr[i])
-			ibv_dereg_mr(l->mr[i]);
-	free(l->mr);
-	free(l->lent);
+	land_pools_fini(&l->pools, t);
+	if (l->tick)
+		event_free(l->tick);
 	free(l);
 	t->land = NULL;
 }

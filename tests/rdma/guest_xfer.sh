@@ -65,13 +65,15 @@
 #               says so).  Writes (notified) from a's memfd and malloc
 #               memory and reads back of 1 B and 256 KiB (the chunk) - 1,
 #               256 KiB, + 1 and 9 MiB + 3 (many chunks) at odd offsets,
+#               through a landing pool b makes for a alone (its log and
+#               xferctl status say so; lending is on by default),
 #               bytes checked at both ends, every completion on
 #               rdma-staged (never tcp); a prepared list of 200 blocks;
 #               then a's client writing a stream of 16 MiB writes is
 #               killed (SIGKILL) mid-stream: b takes every landing chunk
 #               back (a later write and read still verified, and at exit
-#               every staging chunk of b is back), both xferds stop
-#               cleanly.
+#               every staging chunk of b is back); a stopped, b frees a's
+#               pool (log, xferctl status), both xferds stop cleanly.
 #
 #   ranges      the owner's NIC holds a peer to its token's range: b hands
 #               a the rkeys of a registration of the token's range alone
@@ -136,6 +138,13 @@ qp_bytes() {
 	jq -c --arg p "$2" '[.rails[] | .device as $d | (.qp // [])[] |
 		select(.peer == $p and (.initiator // true)) |
 		{key: "\($d)/\(.qpn)", value: .bytes}] | from_entries' <<<"$out"
+}
+
+# landing_pools NODE: the landing pools NODE lends from now (xferctl status).
+landing_pools() {
+	local out
+	out=$(xferctl_on "$1" --json status) || fail "xferctl status on $1"
+	jq -r '.landing.pools // "none"' <<<"$out"
 }
 
 # no_link_up NODE PEER: NODE's xferctl shows no link to PEER that is up.
@@ -525,11 +534,13 @@ part_owner_staged() {
 		"$((9 * MiB + 3))@$((2 * MiB + 1))")
 	local exp=()
 
-	# Lending is off by default (doc/security.md, "Landing chunks").
-	start_xferd b rdma_landing=on
+	# Lending is on by default, each peer from a pool of its own
+	# (doc/security.md, "Landing chunks").
+	start_xferd b
 	start_xferd a
 	xferd_log_has b 'RDMA landing chunks' ||
 		fail "b lends no landing chunks: $(xferd_log b | grep RDMA)"
+	[ "$(landing_pools b)" = 0 ] || fail "b has a landing pool before any stream"
 	for i in "${!CASES[@]}"; do
 		exp+=(--expect-notify "$((700 + i)):$((7000 + i)):${CASES[i]#*@}:${CASES[i]%@*}")
 	done
@@ -547,6 +558,11 @@ part_owner_staged() {
 		xnode_ok a read --lookup "$(addr b)/t" --size "$size" --offset "$off" \
 			--seed $seed --kind $kind --expect-path rdma-staged
 	done
+	xferd_log_has b 'landing pool for .* made' ||
+		fail "b made no landing pool for a: $(xferd_log b | grep -i landing)"
+	[ "$(landing_pools b)" = 1 ] ||
+		fail "b does not show one landing pool: $(xferctl_on b --json status)"
+	note "b: $(xferctl_on b status | grep 'staging landing')"
 	step "200 blocks as one prepared-list descriptor into b's CMA memory"
 	xnode_ok a write --lookup "$(addr b)/t" --size $((200 * 4096)) \
 		--offset $((16 * MiB)) --vector 200 --dlist --seed 7100 --kind memfd \
@@ -578,8 +594,18 @@ part_owner_staged() {
 	[ "$(status_path_ops a tcp)" -eq 0 ] ||
 		fail "a moved bytes over tcp: $(xferctl_on a --json status)"
 	# Every chunk b lent came back while the link was up: none is left
-	# for a's going (peer down) or b's exit to take back.
+	# for a's going (peer down) or b's exit to take back.  a's pool goes
+	# with a's link.
 	stop_xferd a
+	for i in $(seq 100); do
+		[ "$(landing_pools b)" = 0 ] && break
+		sleep 0.2
+	done
+	[ "$(landing_pools b)" = 0 ] ||
+		fail "b kept a's landing pool after a went: $(xferctl_on b --json status)"
+	xferd_log_has b 'landing pool for .* freed \(its peer went\)' ||
+		fail "b did not free a's landing pool: $(xferd_log b | grep -i landing)"
+	note "b: $(xferctl_on b status | grep 'staging landing')"
 	stop_xferd b
 	! xferd_log b | grep -E 'lent to a peer that went|still lent at exit|kept a landing chunk' ||
 		fail "b's landing chunks did not all come back from a"

@@ -17,6 +17,11 @@
  * cap) must end in LandDone or Landed with an error, keep the link up,
  * and leave every chunk back in the pool once the honest frames that
  * follow are done; honest streams beside them move their bytes intact.
+ *
+ * Each peer is lent chunks of a pool of its own: two peers' chunks never
+ * meet, a peer's pool goes once its link went and its chunks are back
+ * (or once unused), and no more than rdma_cfg.landing_peers pools live
+ * at once (a further peer's LandOpen: -EBUSY).
  */
 #include <check.h>
 #include <errno.h>
@@ -34,7 +39,9 @@
 #include "mem/staging.h"
 #include "peer.pb-c.h"
 #include "transport/link.h"
+#include "common/clock.h"
 #include "transport/rdma_int.h"
+#include "transport/rdma_land_pool.h"
 #include "transport/tcp.h"
 #include "xfer_ring.h"
 #include "suites.h"
@@ -263,6 +270,18 @@ static void send_grant(struct fx *x, int p, uint64_t id, uint32_t slot,
 	send_frame(x, p, &m);
 }
 
+static struct rdma_land_stats land_stats(struct fx *x)
+{
+	struct rdma_land_stats ls;
+
+	rdma_land_stats(x->t, &ls);
+	ck_assert(ls.lending);
+	return ls;
+}
+
+/* Every chunk is back: the node's pool whole, no landing chunk lent,
+ * and each peer's pool (whole, or it would stay) goes when the peer's
+ * link does (a next stream of it gets a new one). */
 static void assert_pool_whole(struct fx *x)
 {
 	struct staging_stats st;
@@ -270,6 +289,14 @@ static void assert_pool_whole(struct fx *x)
 	staging_get_stats(rdma_staging_pool(x->t->staging), &st);
 	for (int h = 0; h < 2; h++)
 		ck_assert_uint_eq(st.free[h], st.chunks[h]);
+	ck_assert_uint_eq(land_stats(x).lent, 0);
+	for (int p = 0; p < NPEERS; p++)
+		rdma_land_peer_down(x->t, peer_id[p]);
+	struct rdma_land_stats ls = land_stats(x);
+	ck_assert_uint_eq(ls.pools, 0);
+	ck_assert_uint_eq(ls.chunks, 0);
+	ck_assert_uint_eq(ls.bytes, 0);
+	ck_assert_uint_eq(ls.freed, ls.made);
 }
 
 /* A token of [off, off + len) of x->mem, as the owner gives it out. */
@@ -288,7 +315,8 @@ static struct token token_of(struct fx *x, uint64_t off, uint64_t len)
 	return tk;
 }
 
-static void fx_init(struct fx *x)
+/* max_pools: peers lent to at once (rdma_landing_peers). */
+static void fx_init_pools(struct fx *x, uint32_t max_pools)
 {
 	const struct linkset_cfg lcfg = { .keepalive_ms = 60000,
 					  .peer_timeout_ms = 120000 };
@@ -298,7 +326,12 @@ static void fx_init(struct fx *x)
 	const struct mover_hooks mh = { .op_done = hook_op_done,
 					.reroute = hook_reroute, .arg = x };
 	struct tcp_cfg tcfg = { .tcp_chunk = 1u << 20 };
-	const struct rdma_cfg rcfg = { .qps = 1, .stripe = 1u << 20 };
+	/* Pools that hold every chunk the credits allow each way: the
+	 * flood below holds LAND_STREAMS_PER_PEER streams' chunks. */
+	const struct rdma_cfg rcfg = {
+		.qps = 1, .stripe = 1u << 20, .landing = true,
+		.landing_chunks = 2 * LAND_STREAMS_PER_PEER * LAND_GRANTS_AHEAD,
+		.landing_peers = max_pools };
 
 	memset(x, 0, sizeof(*x));
 	g_fx = x;
@@ -349,6 +382,11 @@ static void fx_init(struct fx *x)
 	for (uint32_t i = 0; i < MEM_LEN; i++)
 		x->src[i] = (uint8_t)(i * 7 + 3);
 	pump(x);
+}
+
+static void fx_init(struct fx *x)
+{
+	fx_init_pools(x, NPEERS);
 }
 
 static void fx_fini(struct fx *x)
@@ -738,6 +776,179 @@ START_TEST(forged_grants_refused)
 }
 END_TEST
 
+/* Grants of stream id on peer p, n of them, their chunks noted in
+ * at[] (each a whole landing chunk of bytes chunk). */
+static void note_chunks(struct fx *x, int p, uint64_t id, uint64_t *at,
+			Xfer__Peer__PeerMsg **g, unsigned n)
+{
+	take_grants(x, p, id, g, n);
+	for (unsigned i = 0; i < n; i++)
+		at[i] = g[i]->land_grant->addr;
+}
+
+static bool overlaps(uint64_t a, uint64_t b, uint32_t len)
+{
+	return a < b + len && b < a + len;
+}
+
+/* Two peers, each with a WRITE and a READ stream out at once: no chunk
+ * of one is a chunk of the other (nor of the node's staging pool), and
+ * every stream still moves its bytes. */
+START_TEST(peers_disjoint_chunks)
+{
+	struct fx x;
+	enum { N = LAND_GRANTS_AHEAD };
+	Xfer__Peer__PeerMsg *g[NPEERS][2][N];
+	uint64_t at[NPEERS][2][N];
+	const uint64_t len = N * CH;
+	struct staging_chunk *sc[64];
+	unsigned nsc = 0;
+
+	fx_init(&x);
+	uint32_t chunk = rdma_land_offer(x.t, x.mem);
+	for (int p = 0; p < NPEERS; p++) {
+		uint64_t off = (uint64_t)p * 2 * len;
+		send_open(&x, p, 10, &x.tok, off, len, false, CH);
+		note_chunks(&x, p, 10, at[p][0], g[p][0], N);
+		send_open(&x, p, 11, &x.tok, off + len, len, true, CH);
+		note_chunks(&x, p, 11, at[p][1], g[p][1], N);
+	}
+	struct rdma_land_stats ls = land_stats(&x);
+	ck_assert_uint_eq(ls.pools, NPEERS);
+	ck_assert_uint_eq(ls.made, NPEERS);
+	ck_assert_uint_eq(ls.lent, NPEERS * 2 * N);
+	ck_assert_uint_eq(ls.bytes, (uint64_t)ls.chunks * chunk);
+	/* The node's own staging chunks, all of them. */
+	struct staging_pool *node = rdma_staging_pool(x.t->staging);
+	for (int h = 0; h < 2; h++)
+		while (nsc < 64 && (sc[nsc] = staging_take(node, h)))
+			nsc++;
+	for (int p = 0; p < NPEERS; p++)
+		for (int d = 0; d < 2; d++)
+			for (unsigned i = 0; i < N; i++) {
+				uint64_t a = at[p][d][i];
+				for (unsigned k = 0; k < nsc; k++)
+					ck_assert(!overlaps(a, (uintptr_t)sc[k]->p,
+							    chunk));
+				for (int q = 0; q < NPEERS; q++)
+					for (int e = 0; e < 2; e++)
+						for (unsigned j = 0; j < N; j++)
+							if (q != p || e != d || j != i)
+								ck_assert(!overlaps(
+									a, at[q][e][j], chunk));
+			}
+	for (unsigned k = 0; k < nsc; k++)
+		staging_give(sc[k]);
+	/* The streams end honestly, bytes checked. */
+	for (int p = 0; p < NPEERS; p++) {
+		uint64_t off = (uint64_t)p * 2 * len;
+		for (unsigned i = 0; i < N; i++) {
+			const Xfer__Peer__LandGrant *w = g[p][0][i]->land_grant;
+			const Xfer__Peer__LandGrant *r = g[p][1][i]->land_grant;
+			memcpy((void *)(uintptr_t)w->addr, x.src + off + w->at,
+			       w->len);
+			send_landed(&x, p, 10, w->slot, 0);
+			ck_assert_mem_eq((void *)(uintptr_t)r->addr,
+					 region_map_at(x.mem, off + len + r->at),
+					 r->len);
+			send_landed(&x, p, 11, r->slot, 0);
+		}
+		free_grants(g[p][0], N);
+		free_grants(g[p][1], N);
+	}
+	for (int p = 0; p < NPEERS; p++) {
+		/* WRITE's LandDone and READ's, in the order they ended. */
+		for (int k = 0; k < 2; k++) {
+			Xfer__Peer__PeerMsg *m = next_frame(
+				&x, p, XFER__PEER__PEER_MSG__BODY_LAND_DONE);
+			ck_assert(m->land_done->id == 10 || m->land_done->id == 11);
+			ck_assert_int_eq(m->land_done->result, (int64_t)len);
+			xfer__peer__peer_msg__free_unpacked(m, NULL);
+		}
+		ck_assert_mem_eq(region_map_at(x.mem, (uint64_t)p * 2 * len),
+				 x.src + (uint64_t)p * 2 * len, len);
+	}
+	assert_pool_whole(&x);
+	fx_fini(&x);
+}
+END_TEST
+
+/* A peer's pool goes once its link went and every chunk is back; a
+ * stale Landed for it is refused; the peer's next stream gets a new
+ * pool; an unused pool goes after LAND_POOL_IDLE_NS. */
+START_TEST(pool_freed_with_peer)
+{
+	struct fx x;
+	Xfer__Peer__PeerMsg *g[LAND_GRANTS_AHEAD];
+	const uint64_t len = 8 * CH;
+
+	fx_init(&x);
+	send_open(&x, 0, 40, &x.tok, 0, len, false, CH);
+	take_grants(&x, 0, 40, g, LAND_GRANTS_AHEAD);
+	struct rdma_land_stats ls = land_stats(&x);
+	ck_assert_uint_eq(ls.pools, 1);
+	ck_assert_uint_eq(ls.lent, LAND_GRANTS_AHEAD);
+	ck_assert_uint_gt(ls.bytes, 0);
+	/* Its link goes: chunks back, the pool with them. */
+	rdma_land_peer_down(x.t, peer_id[0]);
+	ls = land_stats(&x);
+	ck_assert_uint_eq(ls.pools, 0);
+	ck_assert_uint_eq(ls.lent, 0);
+	ck_assert_uint_eq(ls.bytes, 0);
+	ck_assert_uint_eq(ls.freed, 1);
+	send_landed(&x, 0, 40, g[0]->land_grant->slot, 0);
+	expect_done(&x, 0, 40, -EPROTO);
+	free_grants(g, LAND_GRANTS_AHEAD);
+	/* A new link of it: a new pool, an honest stream. */
+	send_open(&x, 0, 41, &x.tok, 4096, 300000, false, CH);
+	serve_grants(&x, 0, 41, 4096, 300000, false);
+	ck_assert_mem_eq(region_map_at(x.mem, 4096), x.src + 4096, 300000);
+	ls = land_stats(&x);
+	ck_assert_uint_eq(ls.pools, 1);
+	ck_assert_uint_eq(ls.made, 2);
+	/* Unused: it stays a while, then goes. */
+	rdma_land_expire(x.t, now_ns());
+	ck_assert_uint_eq(land_stats(&x).pools, 1);
+	rdma_land_expire(x.t, now_ns() + LAND_POOL_IDLE_NS + 1000000000ull);
+	ls = land_stats(&x);
+	ck_assert_uint_eq(ls.pools, 0);
+	ck_assert_uint_eq(ls.freed, 2);
+	assert_pool_whole(&x);
+	fx_fini(&x);
+}
+END_TEST
+
+/* One pool at most: a second peer's LandOpen is refused -EBUSY while
+ * the first peer's pool lives, served once it went. */
+START_TEST(pool_cap)
+{
+	struct fx x;
+
+	fx_init_pools(&x, 1);
+	send_open(&x, 0, 50, &x.tok, 0, 100000, true, CH);
+	serve_grants(&x, 0, 50, 0, 100000, true);
+	send_open(&x, 1, 51, &x.tok, 0, 100000, true, CH);
+	expect_done(&x, 1, 51, -EBUSY);
+	send_open(&x, 1, 52, &x.tok, 0, 4096, false, CH);
+	expect_done(&x, 1, 52, -EBUSY);
+	struct rdma_land_stats ls = land_stats(&x);
+	ck_assert_uint_eq(ls.pools, 1);
+	ck_assert_uint_eq(ls.max_pools, 1);
+	ck_assert_uint_eq(ls.refused, 2);
+	/* The first peer is not held back by the cap. */
+	send_open(&x, 0, 53, &x.tok, 0, 4096, false, CH);
+	serve_grants(&x, 0, 53, 0, 4096, false);
+	rdma_land_peer_down(x.t, peer_id[0]);
+	send_open(&x, 1, 54, &x.tok, 0, 100000, true, CH);
+	serve_grants(&x, 1, 54, 0, 100000, true);
+	ck_assert_uint_eq(land_stats(&x).made, 2);
+	send_open(&x, 0, 55, &x.tok, 0, 4096, true, CH);
+	expect_done(&x, 0, 55, -EBUSY);
+	assert_pool_whole(&x);
+	fx_fini(&x);
+}
+END_TEST
+
 Suite *rdma_land_suite(void)
 {
 	Suite *s = suite_create("rdma_land");
@@ -748,6 +959,9 @@ Suite *rdma_land_suite(void)
 	tcase_add_test(tc, forged_landed_refused);
 	tcase_add_test(tc, stream_flood_capped);
 	tcase_add_test(tc, forged_grants_refused);
+	tcase_add_test(tc, peers_disjoint_chunks);
+	tcase_add_test(tc, pool_freed_with_peer);
+	tcase_add_test(tc, pool_cap);
 	suite_add_tcase(s, tc);
 	return s;
 }

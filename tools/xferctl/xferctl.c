@@ -194,6 +194,14 @@ static void print_status_text(const Xfer__Ctl__CtlMsg *r)
 			 st->staging_none && *st->staging_none
 				 ? st->staging_none : "no GPUs");
 	}
+	const Xfer__Ctl__LandingPools *lp = st->landing;
+	if (lp)
+		table_kv(&kv, "staging landing", "%" PRIu32 " of %" PRIu32
+			 " peers' pools, %" PRIu32 " chunks (%s), %" PRIu32
+			 " lent; made %" PRIu64 ", freed %" PRIu64
+			 ", refused %" PRIu64, lp->pools, lp->max_pools,
+			 lp->chunks, fmt_bytes(b, sizeof(b), lp->bytes),
+			 lp->lent, lp->made, lp->freed, lp->refused);
 	const Xfer__Ctl__RcacheStats *rc = st->rcache;
 	if (rc) {
 		char ent[32] = "no entry limit", byt[48] = "no byte limit";
@@ -286,6 +294,20 @@ static void print_status_json(const Xfer__Ctl__CtlMsg *r)
 		jv_set(o, "staging_none",
 		       jv_str(st->staging_none && *st->staging_none
 				      ? st->staging_none : "no GPUs"));
+	}
+	if (st->landing) {
+		const Xfer__Ctl__LandingPools *lp = st->landing;
+		json_object *l = jv_obj();
+		jv_set(l, "chunk_bytes", jv_u64(lp->chunk_bytes));
+		jv_set(l, "pools", jv_u64(lp->pools));
+		jv_set(l, "max_pools", jv_u64(lp->max_pools));
+		jv_set(l, "chunks", jv_u64(lp->chunks));
+		jv_set(l, "lent", jv_u64(lp->lent));
+		jv_set(l, "bytes", jv_u64(lp->bytes));
+		jv_set(l, "made", jv_u64(lp->made));
+		jv_set(l, "freed", jv_u64(lp->freed));
+		jv_set(l, "refused", jv_u64(lp->refused));
+		jv_set(o, "landing", l);
 	}
 	if (st->rcache) {
 		const Xfer__Ctl__RcacheStats *rc = st->rcache;
