@@ -14,8 +14,12 @@
  * the jobs' bytes (core/fairq.h), each tenant's weight taken when its
  * queue starts.  So a latency job waits for a worker to finish the job
  * in hand, never behind queued bulk jobs, and a tenant queueing many
- * jobs cannot hold the others' back.  The fair queue is under the same
- * lock as the rest: the workers pick from it, the progress thread adds.
+ * jobs cannot hold the others' back.  Latency is first but not alone:
+ * after LATENCY_RUN_MAX latency jobs in a row while others waited, the
+ * others get one turn, so latency jobs that never stop coming (many
+ * clients, each within latency_max_bytes) slow the rest, never stop
+ * them.  The fair queue is under the same lock as the rest: the workers
+ * pick from it, the progress thread adds.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,6 +33,10 @@
 /* Bytes a tenant's turn is worth per unit of weight: about one staging
  * chunk or one split part, so that turns alternate job by job. */
 #define COPY_QUANTUM (1u << 20)
+
+/* Latency jobs in a row while others wait, before the others get a
+ * turn. */
+#define LATENCY_RUN_MAX 8u
 
 struct job_fifo {
 	struct copy_job *head, **tail;
@@ -47,7 +55,8 @@ struct copy_workers {
 	struct tenant_jobs tenant[TENANT_MAX];
 	struct fairq fq;
 	uint32_t weight[TENANT_MAX];            /* copy_workers_set_weights */
-	unsigned nqueued;
+	unsigned nqueued, nlatency;             /* queued: all, latency */
+	unsigned latency_run;                   /* in a row, others waiting */
 	struct copy_job *finished;              /* done() not called yet */
 	_Atomic unsigned nfinished;
 	bool stop;
@@ -84,6 +93,7 @@ static void queue_job(struct copy_workers *w, struct copy_job *j)
 {
 	w->nqueued++;
 	if (j->cls == XFER_CLASS_LATENCY) {
+		w->nlatency++;
 		fifo_push(&w->latency, j);
 		return;
 	}
@@ -100,8 +110,16 @@ static void queue_job(struct copy_workers *w, struct copy_job *j)
 /* Under w->lock: the job to run next, or NULL when none is queued. */
 static struct copy_job *next_job(struct copy_workers *w)
 {
-	struct copy_job *j = fifo_pop(&w->latency);
+	bool others = w->nqueued > w->nlatency;
+	struct copy_job *j = NULL;
 
+	if (w->nlatency && !(others && w->latency_run >= LATENCY_RUN_MAX)) {
+		j = fifo_pop(&w->latency);
+		w->nlatency--;
+		w->latency_run = others ? w->latency_run + 1 : 0;
+	} else {
+		w->latency_run = 0;
+	}
 	if (!j) {
 		struct fq_flow *f = fairq_next(&w->fq, NULL, NULL);
 		if (!f)

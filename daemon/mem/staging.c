@@ -21,6 +21,12 @@
 
 TAILQ_HEAD(waiter_list, staging_waiter);
 
+/* Chunks in a row a latency waiter gets while bulk ones wait, before a
+ * bulk waiter gets one: latency first, not alone, so streams of many
+ * latency clients (each within latency_max_bytes) slow bulk streams,
+ * never stop them. */
+#define LATENCY_RUN_MAX 8u
+
 struct staging_pool {
 	uint8_t *mem;
 	size_t mem_len;
@@ -36,6 +42,9 @@ struct staging_pool {
 		_Atomic uint32_t reserve;   /* written here, read by ctl */
 		_Atomic uint32_t nfree;     /* read by ctl */
 		_Atomic uint32_t nwaiting;  /* read by ctl */
+		/* Chunks handed to latency waiters in a row while bulk
+		 * ones waited (LATENCY_RUN_MAX). */
+		uint32_t latency_run;
 	} half[2];
 	_Atomic uint64_t waits;
 	_Atomic uint64_t reserve_used;
@@ -237,17 +246,20 @@ void staging_give(struct staging_chunk *c)
 
 	if (!c->taken)
 		return;
-	/* Straight to a waiter, it never shows as free: latency first,
-	 * bulk once the reserve is whole. */
-	if (w) {
+	/* Straight to a waiter, it never shows as free: latency first
+	 * (a bulk waiter's turn after LATENCY_RUN_MAX of them), bulk once
+	 * the reserve is whole. */
+	struct staging_waiter *b = TAILQ_FIRST(&sp->half[h].waiters);
+	if (w && !(b && sp->half[h].latency_run >= LATENCY_RUN_MAX)) {
+		sp->half[h].latency_run = b ? sp->half[h].latency_run + 1 : 0;
 		atomic_fetch_add_explicit(&sp->reserve_used, 1,
 					  memory_order_relaxed);
 		hand(sp, w, c);
 		return;
 	}
-	w = TAILQ_FIRST(&sp->half[h].waiters);
-	if (w && nfree(sp, h) >= reserve(sp, h)) {
-		hand(sp, w, c);
+	if (b && (w || nfree(sp, h) >= reserve(sp, h))) {
+		sp->half[h].latency_run = 0;
+		hand(sp, b, c);
 		return;
 	}
 	c->taken = false;

@@ -244,6 +244,43 @@ START_TEST(latency_first_tenants_by_weight)
 }
 END_TEST
 
+/* Latency first, not alone: with more latency jobs queued than a run
+ * allows, the others get a turn after each run of them. */
+START_TEST(latency_runs_let_others_in)
+{
+	struct ojob gate = { .id = -1 }, jobs[22];
+
+	atomic_store(&gate_open, 0);
+	atomic_store(&gate_started, 0);
+	atomic_store(&nran, 0);
+	cw = copy_workers_create(1);
+	ck_assert_ptr_nonnull(cw);
+	gate.job = (struct copy_job){ .run = gate_run, .done = order_done };
+	gate.id = 0;
+	copy_workers_submit(cw, &gate.job);
+	while (!atomic_load(&gate_started))
+		usleep(1000);
+	/* Two bulk jobs (100, 101), then 20 latency ones (1..20). */
+	order_submit(&jobs[0], 100, XFER_CLASS_BULK, 1);
+	order_submit(&jobs[1], 101, XFER_CLASS_BULK, 1);
+	for (int i = 0; i < 20; i++)
+		order_submit(&jobs[2 + i], 1 + i, XFER_CLASS_LATENCY, 2);
+	atomic_store(&gate_open, 1);
+	while (copy_workers_busy(cw))
+		copy_workers_poll(cw);
+	static const int want[22] = {
+		1, 2, 3, 4, 5, 6, 7, 8, 100,
+		9, 10, 11, 12, 13, 14, 15, 16, 101,
+		17, 18, 19, 20,
+	};
+	ck_assert_int_eq(atomic_load(&nran), 22);
+	for (int i = 0; i < 22; i++)
+		ck_assert_int_eq(ran[i], want[i]);
+	copy_workers_destroy(cw);
+	cw = NULL;
+}
+END_TEST
+
 /* A job of a tenant past the table, or no weights given: weight 1,
  * round robin job by job. */
 START_TEST(tenants_without_weights_alternate)
@@ -299,6 +336,7 @@ Suite *copy_workers_suite(void)
 	tcase_add_test(tc, no_workers_run_inline);
 	tcase_add_test(tc, cma_split_parts_bounds);
 	tcase_add_test(tc, latency_first_tenants_by_weight);
+	tcase_add_test(tc, latency_runs_let_others_in);
 	tcase_add_test(tc, tenants_without_weights_alternate);
 	suite_add_tcase(s, tc);
 	return s;

@@ -15,8 +15,8 @@
 
 #define CHUNK 65536u
 
-static struct staging_chunk *handed[16];
-static int order[16], nhanded;
+static struct staging_chunk *handed[32];
+static int order[32], nhanded;
 
 struct test_waiter {
 	struct staging_waiter w;
@@ -294,6 +294,43 @@ START_TEST(latency_reserve)
 }
 END_TEST
 
+/* Latency first, not alone: with latency waiters queued all along, a
+ * bulk waiter gets every ninth chunk back (after 8 in a row). */
+START_TEST(latency_runs_let_bulk_in)
+{
+	struct staging_pool *sp = staging_create(1u << 20, CHUNK, false);
+	struct staging_chunk *held[8];
+	struct test_waiter bw = { .w.ready = on_ready, .id = 1 }, lw[12];
+	struct staging_stats st;
+
+	nhanded = 0;
+	for (int i = 0; i < 8; i++)
+		ck_assert_ptr_nonnull(held[i] = staging_take(sp, STAGING_SEND));
+	staging_wait(sp, STAGING_SEND, &bw.w);
+	for (int i = 0; i < 12; i++) {
+		lw[i] = (struct test_waiter){ .w.ready = on_ready,
+					      .id = 10 + i,
+					      .w.latency = true };
+		staging_wait(sp, STAGING_SEND, &lw[i].w);
+	}
+	/* Each chunk back goes on at once; the ones handed come back too. */
+	for (int i = 0; i < 8; i++)
+		staging_give(held[i]);
+	for (int i = 0; nhanded < 13; i++)
+		staging_give(handed[i]);
+	static const int want[13] = { 10, 11, 12, 13, 14, 15, 16, 17, 1,
+				      18, 19, 20, 21 };
+	for (int i = 0; i < 13; i++)
+		ck_assert_int_eq(order[i], want[i]);
+	for (int i = 5; i < 13; i++)
+		staging_give(handed[i]);
+	staging_get_stats(sp, &st);
+	ck_assert_uint_eq(st.free[STAGING_SEND], 8);
+	ck_assert_uint_eq(st.waiting[STAGING_SEND], 0);
+	staging_destroy(sp);
+}
+END_TEST
+
 Suite *staging_suite(void)
 {
 	Suite *s = suite_create("staging");
@@ -305,6 +342,7 @@ Suite *staging_suite(void)
 	tcase_add_test(tc, destroy_ends_copies);
 	tcase_add_test(tc, same_node_shares_the_halves);
 	tcase_add_test(tc, latency_reserve);
+	tcase_add_test(tc, latency_runs_let_bulk_in);
 	suite_add_tcase(s, tc);
 	return s;
 }
