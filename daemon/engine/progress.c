@@ -14,6 +14,11 @@
  * eventfd only the main thread writes) and every client's SQ doorbell,
  * edge-triggered, never read (progress.h); no client holds a file
  * description the thread reads or writes.
+ *
+ * Past 800 lines because the thread's life is one piece: the movers'
+ * set-up (each route's table filled, the transports' shared resources)
+ * sits beside the loop that drives them; the commands it applies are
+ * already progress_cmd.c's.
  */
 #include <sched.h>
 #include <stdlib.h>
