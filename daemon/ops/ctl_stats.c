@@ -43,6 +43,7 @@ static Xfer__Ctl__ClassStats **fill_classes(Xfer__Ctl__ClassStats *o,
 		o[i].wait = c[i].wait;
 		o[i].wait_sum_ns = c[i].wait_sum_ns;
 		o[i].paced = c[i].paced;
+		o[i].removed = c[i].removed != 0;
 		op[i] = &o[i];
 	}
 	return op;

@@ -128,6 +128,11 @@ grep -E '^xferd_tenant_(bytes_total|queued_ops|removed)\{' "$TMP/metrics" |
 	fail "first is not marked removed"
 [ "$(metric xferd_tenant_removed second)" = 0 ] ||
 	fail "second is marked removed"
+# xferctl stats says so too.
+[ "$(xferctl_on a -j stats | jq -r '.tenants[] | select(.name == "first") | .removed')" = true ] ||
+	fail "xferctl stats does not mark first removed"
+[ "$(xferctl_on a -j stats | jq -r '.tenants[] | select(.name == "second") | .removed')" = false ] ||
+	fail "xferctl stats marks second removed"
 for t in default first second; do
 	[ "$(metric xferd_tenant_queued_ops $t)" = 0 ] ||
 		fail "$t: ops left queued"

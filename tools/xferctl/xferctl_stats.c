@@ -121,7 +121,8 @@ static void print_classes_text(const Xfer__Ctl__StatsReply *s)
 		for (size_t w = 0; w < k->n_wait; w++)
 			n += k->wait[w];
 		table_row(&t);
-		table_set(&t, 0, "%s %s", tenant ? "tenant" : "class", k->name);
+		table_set(&t, 0, "%s %s%s", tenant ? "tenant" : "class", k->name,
+			  k->removed ? " (removed)" : "");
 		table_set(&t, 1, "%" PRIu64, k->queued_ops);
 		table_set(&t, 2, "%s", fmt_bytes(b, sizeof(b), k->queued_bytes));
 		table_set(&t, 3, "%" PRIu64, k->ops);
@@ -148,8 +149,10 @@ static json_object *class_json(const Xfer__Ctl__ClassStats *k, bool tenant)
 		jv_push(w, jv_u64(k->wait[i]));
 	jv_set(j, "wait", w);
 	jv_set(j, "wait_sum_ns", jv_u64(k->wait_sum_ns));
-	if (tenant)
+	if (tenant) {
 		jv_set(j, "paced", jv_u64(k->paced));
+		jv_set(j, "removed", jv_bool(k->removed));
+	}
 	return j;
 }
 
@@ -512,7 +515,7 @@ static void top_classes(const Xfer__Ctl__StatsReply *cur,
 		const Xfer__Ctl__ClassStats *q = prev ? find_class(
 			prev->tenants, prev->n_tenants, k->name) : NULL;
 		table_row(&t);
-		table_set(&t, 0, "%s", k->name);
+		table_set(&t, 0, "%s%s", k->name, k->removed ? " (removed)" : "");
 		table_set(&t, 1, "%.0f", per_s(k->ops, q ? q->ops : 0, secs));
 		table_set(&t, 2, "%s", fmt_rate(b, sizeof(b), per_s(k->bytes,
 				 q ? q->bytes : 0, secs)));
