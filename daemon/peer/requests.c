@@ -353,13 +353,7 @@ void peers_check_token(struct peers *ps, const struct token *tok,
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__CheckToken ck = XFER__PEER__CHECK_TOKEN__INIT;
 	Xfer__Peer__Target t = XFER__PEER__TARGET__INIT;
-	t.region = tok->region;
-	t.key.data = (uint8_t *)tok->key;
-	t.key.len = TOKEN_KEY_LEN;
-	t.offset = tok->offset;
-	t.length = tok->length;
-	t.region_length = tok->region_length;
-	t.mem_kind = tok->mem_kind;
+	link_target_of(tok, &t);
 	ck.id = r->id;
 	ck.target = &t;
 	m.body_case = XFER__PEER__PEER_MSG__BODY_CHECK;

@@ -146,6 +146,10 @@ int link_frame_check(const uint8_t *buf, size_t have, uint32_t *plen,
 /* A data frame's target as the token it stands for: a 16-byte key, a
  * range inside the region.  0 or -EPROTO. */
 int link_target_valid(const struct Xfer__Peer__Target *t);
+/* The Target naming tok's range on the wire (its key not copied: *out
+ * points at tok's, so tok outlives the frame's packing). */
+struct token;
+void link_target_of(const struct token *tok, struct Xfer__Peer__Target *out);
 /* A notification's sender name and message as received: within their
  * bounds (XFER_SENDER_NAME_MAX, XFER_NOTIFY_MSG_MAX), the name printable
  * ASCII.  0 or -EPROTO (an honest peer checked them). */

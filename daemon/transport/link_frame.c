@@ -42,6 +42,18 @@ int link_frame_header(const ProtobufCMessage *msg, uint32_t payload_len,
 
 /* A Target received from the peer, as a token of ours; -EPROTO if it is
  * malformed. */
+void link_target_of(const struct token *tok, Xfer__Peer__Target *out)
+{
+	xfer__peer__target__init(out);
+	out->region = tok->region;
+	out->key.data = (uint8_t *)tok->key;
+	out->key.len = TOKEN_KEY_LEN;
+	out->offset = tok->offset;
+	out->length = tok->length;
+	out->region_length = tok->region_length;
+	out->mem_kind = tok->mem_kind;
+}
+
 int link_target_valid(const Xfer__Peer__Target *t)
 {
 	if (!t || t->key.len != TOKEN_KEY_LEN || t->offset > t->region_length ||

@@ -528,13 +528,7 @@ void rdma_land_stream_open(struct rdma_stream *s)
 	uint64_t ms = op->deadline_ns > now ? (op->deadline_ns - now) / 1000000
 					    : 0;
 
-	tg.region = tok->region;
-	tg.key.data = (uint8_t *)tok->key;
-	tg.key.len = TOKEN_KEY_LEN;
-	tg.offset = tok->offset;
-	tg.length = tok->length;
-	tg.region_length = tok->region_length;
-	tg.mem_kind = tok->mem_kind;
+	link_target_of(tok, &tg);
 	o.id = s->land_id;
 	o.target = &tg;
 	o.at = op->remote_off;

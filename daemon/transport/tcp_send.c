@@ -27,18 +27,6 @@
 #include "mem/region.h"
 #include "transport/tcp_int.h"
 
-static void target_from(const struct token *t, Xfer__Peer__Target *out)
-{
-	xfer__peer__target__init(out);
-	out->region = t->region;
-	out->key.data = (uint8_t *)t->key;
-	out->key.len = TOKEN_KEY_LEN;
-	out->offset = t->offset;
-	out->length = t->length;
-	out->region_length = t->region_length;
-	out->mem_kind = t->mem_kind;
-}
-
 /* --- sending this side's operations --- */
 
 static int add_cma(struct evbuffer *out, const struct region *r,
@@ -143,7 +131,7 @@ static bool send_frame(struct tcp_link *tl, struct xop *op)
 	struct tcp_op *to = tcp_op(op);
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__Target t;
-	target_from(tok, &t);
+	link_target_of(tok, &t);
 
 	/* In the hash before any frame: if the link fails while we queue,
 	 * failing the link ends this operation too. */
