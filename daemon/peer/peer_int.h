@@ -88,6 +88,7 @@ struct conn {
 	/* Its RDMA rails (Hello or Welcome), for the progress thread. */
 	struct rdma_peer_rail their_rails[RDMA_PEER_RAILS];
 	size_t their_nrails;
+	bool their_lanes;             /* its Hello: it dials latency lanes */
 	struct event *timeout;
 	size_t attempt;               /* which of the peer's addresses */
 	char remote[80];
