@@ -351,6 +351,12 @@ static void conn_established(struct conn *c, struct peer *pe)
 	request_resolve_waiting(ps);
 }
 
+bool peer_lane_hello_valid(const Xfer__Peer__LaneHello *h)
+{
+	return h->instance_id.len == LINK_ID_LEN &&
+	       h->secret.len == LINK_LANE_SECRET;
+}
+
 /*
  * Acceptor: the connection opened with LaneHello, so it is the latency
  * lane of a link (transport/link_lane.c), not a link: the progress
@@ -364,8 +370,7 @@ static int on_lane_hello(struct conn *c, const Xfer__Peer__LaneHello *h)
 	size_t left;
 	int fd;
 
-	if (h->instance_id.len != LINK_ID_LEN ||
-	    h->secret.len != LINK_LANE_SECRET)
+	if (!peer_lane_hello_valid(h))
 		return -EPROTO;
 	int err = conn_take_socket(c, &fd, &pending, &left);
 	if (err)
