@@ -20,6 +20,10 @@
 #     FAIR_S seconds: the writes of each, Jain's fairness index.
 #  3. (link) two tenants of weights 1 and 3, FAIR_S seconds: the share
 #     of each.
+#  4. (link) step 1's latency client behind bulk with classes on, both
+#     xferds restarted with link_lanes=off: the latency class on the
+#     link itself, under its own scheduling, without the lane
+#     (transport/link_lane.c) - what the lane adds.
 #
 # Where the nodes live (NETNS):
 #   1     network namespaces a and b and a veth pair (tests/netns/lib.sh);
@@ -391,6 +395,18 @@ w1=$(ops_of "$OUT/raw/bg-w1.out") w3=$(ops_of "$OUT/raw/bg-w3.out")
 ratio13=$(awk -v a="$w1" -v b="$w3" 'BEGIN { if (a) printf "%.2f", b / a; else print "-" }')
 note "w1 $w1, w3 $w3 ops of $FAIR_SIZE: 1:$ratio13"
 
+step "4. classes on without the latency lane (link_lanes=off)"
+bg_stop tgt
+stop_xferd a
+stop_xferd b
+link_up "${PIN_A[@]}" link_lanes=off -- "${PIN_B[@]}" link_lanes=off
+chmod 0666 "${XD_SOCK[a]}"
+serve_start b tgt --name tgt --size $REGION --kind memfd
+bulk_start link-bulk-nolane bulk
+lat_run link-nolane latency
+bulk_stop link-bulk-nolane
+note "no lane: 64 KiB p50/p99 us $(lat_of link-nolane), bulk MB/s $(rate_of link-bulk-nolane)"
+
 # --- the report -------------------------------------------------------------
 
 HEADING="## Classes and tenants, one node and over the link ($MODE_SHORT)"
@@ -433,6 +449,8 @@ rate_row() { echo "| $1 | $(rate_of "node-$2") | $(rate_of "link-$2") |"; }
 	lat_row "behind $BULK_SIZE writes, classes off" off
 	lat_row "behind $BULK_SIZE writes, classes on (latency vs bulk)" on
 	ratio_row "classes on ÷ alone (goal: p99 ≤ 2×)" on idle
+	read -r nl50 nl99 < <(lat_of link-nolane)
+	echo "| behind $BULK_SIZE writes, classes on, no latency lane (link_lanes=off) | - | - | $nl50 | $nl99 |"
 	echo
 	echo "| the bulk client ($BULK_SIZE writes back to back) | one node MB/s | over the link MB/s |"
 	echo "|---|---|---|"
@@ -440,6 +458,7 @@ rate_row() { echo "| $1 | $(rate_of "node-$2") | $(rate_of "link-$2") |"; }
 	rate_row "alone, bulk class" bulk-alone-on
 	rate_row "beside the latency client, classes off" bulk-off
 	rate_row "beside the latency client, classes on" bulk-on
+	echo "| beside the latency client, classes on, no latency lane | - | $(rate_of link-bulk-nolane) |"
 	echo "| classes on ÷ alone in the bulk class (goal ≥ 0.9×) |" \
 		"$(ratio "$(rate_of node-bulk-on)" "$(rate_of node-bulk-alone-on)") |" \
 		"$(ratio "$(rate_of link-bulk-on)" "$(rate_of link-bulk-alone-on)") |"

@@ -79,6 +79,7 @@ void config_defaults(struct xferd_config *cfg)
 		 * rkey reaches only its own streams (doc/security.md,
 		 * "Landing chunks"); two streams' worth each way. */
 		.rdma_landing = true,
+		.link_lanes = true,
 		.rdma_landing_chunks = 16,
 		.rdma_landing_peers = 16,
 		/* Off: a TCP port is opened only when asked for (doc/operations.md). */
@@ -516,6 +517,8 @@ static const struct config_key keys[] = {
 	     "latency-class descriptors up to this size; larger go as bulk"),
 	COUNT(link_bulk_queue, 16384, 16u << 20,
 	      "bulk bytes queued ahead of a latency frame on a link"),
+	ENUM("link_lanes", link_lanes, on_off, "on or off",
+	     "a second connection per link for the latency class"),
 	SETG("tenant", config_tenant_line, config_tenant_get,
 	     "NAME weight=N [uid=A,B] [gid=C] [rate=SIZE]",
 	     "a tenant (also a [tenant NAME] section)"),

@@ -247,6 +247,7 @@ static struct transport_cfg net_cfg(const struct xferd *d)
 		.rdma_landing_chunks = d->cfg.rdma_landing_chunks,
 		.rdma_landing_peers = d->cfg.rdma_landing_peers,
 		.link_bulk_queue = d->cfg.link_bulk_queue,
+		.link_lanes = d->cfg.link_lanes,
 		.latency_max_bytes = d->cfg.latency_max_bytes,
 		.tenants = d->cfg.tenants,
 		.staging_latency_reserve = d->cfg.staging_latency_reserve,

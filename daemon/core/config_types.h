@@ -157,6 +157,7 @@ struct xferd_config {
 	/* Classes and tenants (core/traffic_class.h). */
 	uint64_t latency_max_bytes;  /* latency descriptors up to this */
 	uint32_t link_bulk_queue;    /* bulk bytes ahead of a latency frame */
+	bool link_lanes;             /* a latency lane per link (on) */
 	struct tenant_table tenants;
 };
 

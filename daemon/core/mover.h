@@ -49,6 +49,7 @@
 
 #define MOVER_OPS_VERSION 2
 #define LINK_ID_LEN 16            /* an xferd instance id */
+#define LINK_LANE_SECRET 16       /* a latency lane's secret (transport/link_lane.c) */
 
 struct xop;
 struct prog_client;
@@ -76,6 +77,7 @@ struct transport_cfg {
 	 * wait ahead of a latency frame on a link, and the tenants'
 	 * weights and caps. */
 	uint32_t link_bulk_queue;
+	bool link_lanes;          /* a latency lane per link */
 	uint64_t latency_max_bytes;
 	struct tenant_table tenants;
 	/* Staging chunks per half held back for the latency class

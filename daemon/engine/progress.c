@@ -594,9 +594,10 @@ err_doorbell:
 int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 			uint32_t op_timeout_ms)
 {
-	const struct linkset_cfg lcfg = {
+	struct linkset_cfg lcfg = {
 		.keepalive_ms = cfg->keepalive_ms,
 		.peer_timeout_ms = cfg->peer_timeout_ms,
+		.lanes = cfg->link_lanes,
 	};
 	struct tcp_cfg tcfg = { .tcp_chunk = cfg->tcp_chunk,
 				.stage_ahead = cfg->tcp_stage_ahead,
@@ -627,6 +628,7 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 	};
 
 	memcpy(tcfg.self_id, cfg->self_id, LINK_ID_LEN);
+	memcpy(lcfg.self_id, cfg->self_id, LINK_ID_LEN);
 	/* TCP moves data on the links as their data client. */
 	struct tcp_mover *tcp = tcp_mover_create(p->regs, &tcfg, &hooks);
 	if (!tcp)

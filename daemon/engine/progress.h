@@ -224,7 +224,14 @@ void progress_link_attach(struct progress *p, int fd,
 			  const uint8_t id[LINK_ID_LEN], uint64_t gen,
 			  struct link_stats *stats, const void *pending,
 			  size_t pending_len, const char *name,
-			  const struct rdma_peer_rail *rails, size_t nrails);
+			  const struct rdma_peer_rail *rails, size_t nrails,
+			  bool initiator, bool offer_lane);
+/* A connection that opened with LaneHello: the latency lane of the link
+ * to id if that link offered one with secret (link_lane.c). */
+void progress_lane_attach(struct progress *p, int fd,
+			  const uint8_t id[LINK_ID_LEN],
+			  const uint8_t secret[LINK_LANE_SECRET],
+			  const void *pending, size_t pending_len);
 void progress_link_close(struct progress *p, const uint8_t id[LINK_ID_LEN],
 			 int err, const char *why);
 void progress_link_send(struct progress *p, const uint8_t id[LINK_ID_LEN],

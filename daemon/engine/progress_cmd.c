@@ -34,7 +34,8 @@
 
 enum cmd_kind {
 	CMD_ATTACH, CMD_DETACH, CMD_STOP,
-	CMD_LINK_ATTACH, CMD_LINK_CLOSE, CMD_LINK_SEND, CMD_NET_CFG,
+	CMD_LINK_ATTACH, CMD_LANE_ATTACH, CMD_LINK_CLOSE, CMD_LINK_SEND,
+	CMD_NET_CFG,
 };
 
 struct cmd {
@@ -53,6 +54,8 @@ struct cmd {
 	char name[64];                     /* the peer's node name */
 	struct rdma_peer_rail *rails;      /* its RDMA rails */
 	size_t nrails;
+	bool initiator, offer_lane;        /* linkset_attach's */
+	uint8_t secret[LINK_LANE_SECRET];  /* a lane's (LaneHello) */
 	struct cmd *next;
 };
 
@@ -209,9 +212,14 @@ bool progress_apply_cmds(struct progress *p)
 				p->movers[i].ops->peer_up(
 					p->movers[i].impl, &peer);
 			linkset_attach(p->links, c->fd, c->id, c->gen, c->stats,
-				       c->data, c->len);
+				       c->data, c->len, c->initiator,
+				       c->offer_lane);
 			break;
 		}
+		case CMD_LANE_ATTACH:
+			linkset_attach_lane(p->links, c->fd, c->id, c->secret,
+					    c->data, c->len);
+			break;
 		case CMD_LINK_CLOSE:
 			linkset_close(p->links, c->id, c->err, c->why);
 			break;
@@ -295,9 +303,13 @@ void progress_link_attach(struct progress *p, int fd,
 			  const uint8_t id[LINK_ID_LEN], uint64_t gen,
 			  struct link_stats *stats, const void *pending,
 			  size_t pending_len, const char *name,
-			  const struct rdma_peer_rail *rails, size_t nrails)
+			  const struct rdma_peer_rail *rails, size_t nrails,
+			  bool initiator, bool offer_lane)
 {
 	struct cmd *c = new_cmd(CMD_LINK_ATTACH);
+
+	c->initiator = initiator;
+	c->offer_lane = offer_lane;
 
 	snprintf(c->name, sizeof(c->name), "%s", name);
 	if (nrails) {
@@ -311,6 +323,26 @@ void progress_link_attach(struct progress *p, int fd,
 	c->gen = gen;
 	memcpy(c->id, id, LINK_ID_LEN);
 	c->stats = stats;
+	if (pending_len) {
+		c->data = malloc(pending_len);
+		if (!c->data)
+			abort();
+		memcpy(c->data, pending, pending_len);
+		c->len = pending_len;
+	}
+	push(p, c);
+}
+
+void progress_lane_attach(struct progress *p, int fd,
+			  const uint8_t id[LINK_ID_LEN],
+			  const uint8_t secret[LINK_LANE_SECRET],
+			  const void *pending, size_t pending_len)
+{
+	struct cmd *c = new_cmd(CMD_LANE_ATTACH);
+
+	c->fd = fd;
+	memcpy(c->id, id, LINK_ID_LEN);
+	memcpy(c->secret, secret, LINK_LANE_SECRET);
 	if (pending_len) {
 		c->data = malloc(pending_len);
 		if (!c->data)
@@ -467,7 +499,7 @@ void progress_free_queues(struct progress *p)
 	/* Commands queued behind STOP were never applied. */
 	for (struct cmd *c = p->cmds, *next; c; c = next) {
 		next = c->next;
-		if (c->kind == CMD_LINK_ATTACH)
+		if (c->kind == CMD_LINK_ATTACH || c->kind == CMD_LANE_ATTACH)
 			close(c->fd);
 		free_cmd(c);
 	}

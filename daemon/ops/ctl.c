@@ -542,6 +542,8 @@ static void add_peer(const struct peer_view *v, void *arg)
 	pi->state = item_strdup(it, v->state);
 	pi->initiated = v->initiated != 0;
 	pi->rtt_ns = v->rtt_ns;
+	pi->lane_up = v->lane_up;
+	pi->lane_ops = v->lane_ops;
 	pi->bytes_tx = v->bytes_tx;
 	pi->bytes_rx = v->bytes_rx;
 	pi->ops = v->ops;

@@ -19,6 +19,11 @@
  * link remains.  The side that receives that Error ends its connect
  * quietly (-EEXIST): not a failure, the other link carries the peer.
  *
+ * A connection that opens with LaneHello instead of Hello is a link's
+ * latency lane (transport/link_lane.c): it is handed to the progress
+ * thread as it is, which keeps it only if its secret is the one that
+ * link offered; no peer record changes.
+ *
  * Main thread only, no locks; never blocks (the bufferevent reads and
  * writes in the event loop; conn_write_out sends a few hundred bytes to a
  * socket buffer).
@@ -249,6 +254,8 @@ static int conn_send_intro(struct conn *c)
 	} while (0)
 	if (c->initiator) {
 		INTRO_FILL(h);
+		/* We dial a lane when offered one (link_lane.c). */
+		h.lanes = ps->ctx.cfg->link_lanes;
 		m.body_case = XFER__PEER__PEER_MSG__BODY_HELLO;
 		m.hello = &h;
 	} else {
@@ -280,28 +287,40 @@ void conn_free(struct conn *c)
 	free(c);
 }
 
+/* c's socket for the progress thread, and the bytes already read past
+ * the handshake (*pending, malloc'd or NULL): 0 or -errno. */
+static int conn_take_socket(struct conn *c, int *fd, uint8_t **pending,
+			    size_t *left)
+{
+	struct evbuffer *in = bufferevent_get_input(c->bev);
+
+	*left = evbuffer_get_length(in);
+	*pending = *left ? malloc(*left) : NULL;
+	if (*left && !*pending)
+		return -ENOMEM;
+	evbuffer_remove(in, *pending, *left);
+	/* Hand the descriptor over: the bufferevent must not close it. */
+	*fd = fcntl(bufferevent_getfd(c->bev), F_DUPFD_CLOEXEC, 0);
+	if (*fd < 0) {
+		int err = -errno;
+		free(*pending);
+		return err;
+	}
+	return 0;
+}
+
 /* The handshake is done: the progress thread takes the socket over. */
 static void conn_established(struct conn *c, struct peer *pe)
 {
 	struct peers *ps = c->ps;
-	struct evbuffer *in = bufferevent_get_input(c->bev);
-	size_t left = evbuffer_get_length(in);
-	uint8_t *pending = left ? malloc(left) : NULL;
+	uint8_t *pending;
+	size_t left;
 	char label[128];
+	int dup_fd, err = conn_take_socket(c, &dup_fd, &pending, &left);
 
-	if (left && !pending) {
+	if (err) {
 		conn_free(c);
-		connect_failed(ps, pe, -ENOMEM, "out of memory");
-		return;
-	}
-	evbuffer_remove(in, pending, left);
-	int fd = bufferevent_getfd(c->bev);
-	/* Hand the descriptor over: the bufferevent must not close it. */
-	int dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	if (dup_fd < 0) {
-		free(pending);
-		conn_free(c);
-		connect_failed(ps, pe, -errno, "cannot hand the link over");
+		connect_failed(ps, pe, err, "cannot hand the link over");
 		return;
 	}
 	/* Our own connect lost the race: drop it quietly. */
@@ -311,6 +330,7 @@ static void conn_established(struct conn *c, struct peer *pe)
 	struct rdma_peer_rail rails[RDMA_PEER_RAILS];
 	size_t nrails = c->their_nrails;
 	memcpy(rails, c->their_rails, nrails * sizeof(rails[0]));
+	bool initiator = c->initiator, offer_lane = !initiator && c->their_lanes;
 	conn_free(c);
 	pe->state = PEER_UP;
 	pe->links_up++;
@@ -320,7 +340,7 @@ static void conn_established(struct conn *c, struct peer *pe)
 	pe->link_gen = ++ps->next_link_gen;
 	progress_link_attach(ps->ctx.progress, dup_fd, pe->id, pe->link_gen,
 			     &pe->stats, pending, left, pe->node_name, rails,
-			     nrails);
+			     nrails, initiator, offer_lane);
 	free(pending);
 	log_info_f(&((struct log_fields){ .peer = peer_log_name(pe) }),
 		   "peer %s: link up via %s (%s, %s)",
@@ -329,6 +349,37 @@ static void conn_established(struct conn *c, struct peer *pe)
 
 	request_send_waiting(ps, pe);
 	request_resolve_waiting(ps);
+}
+
+bool peer_lane_hello_valid(const Xfer__Peer__LaneHello *h)
+{
+	return h->instance_id.len == LINK_ID_LEN &&
+	       h->secret.len == LINK_LANE_SECRET;
+}
+
+/*
+ * Acceptor: the connection opened with LaneHello, so it is the latency
+ * lane of a link (transport/link_lane.c), not a link: the progress
+ * thread compares its secret with that link's offer, and keeps or
+ * closes it.  Returns 1 (handed over, c is gone) or -errno.
+ */
+static int on_lane_hello(struct conn *c, const Xfer__Peer__LaneHello *h)
+{
+	struct peers *ps = c->ps;
+	uint8_t *pending;
+	size_t left;
+	int fd;
+
+	if (!peer_lane_hello_valid(h))
+		return -EPROTO;
+	int err = conn_take_socket(c, &fd, &pending, &left);
+	if (err)
+		return err;
+	progress_lane_attach(ps->ctx.progress, fd, h->instance_id.data,
+			     h->secret.data, pending, left);
+	free(pending);
+	conn_free(c);
+	return 1;
 }
 
 static bool auth_ok(struct peers *ps, bool their_auth, struct conn *c)
@@ -383,6 +434,7 @@ static int on_hello(struct conn *c, const Xfer__Peer__Hello *h)
 		 h->node_name ? h->node_name : "");
 	peer_addrs_from_pb(&c->their_addrs, h->addresses, h->n_addresses);
 	conn_set_rails(c, h->rails, h->n_rails);
+	c->their_lanes = h->lanes;
 	return conn_send_intro(c);  /* Welcome */
 }
 
@@ -553,6 +605,9 @@ static int conn_step(struct conn *c, const Xfer__Peer__PeerMsg *m)
 		return -EPROTO;
 	if (m->body_case == XFER__PEER__PEER_MSG__BODY_ERROR)
 		return on_error(c, m->error);
+	if (!c->initiator && c->step == 0 &&
+	    m->body_case == XFER__PEER__PEER_MSG__BODY_LANE_HELLO)
+		return on_lane_hello(c, m->lane_hello);
 	int expect = peer_hs_expect(c->initiator, c->step);
 	if ((int)m->body_case != expect) {
 		log_debug("peer %s: handshake step %d: got message %d, expected %d",

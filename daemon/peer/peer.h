@@ -133,6 +133,8 @@ struct peer_view {
 	uint64_t up_ms;               /* since the link came up */
 	const char *last_error;
 	uint64_t links_up;            /* times a link came up: 1 + reconnects */
+	bool lane_up;                 /* its latency lane is up */
+	uint64_t lane_ops;            /* operations that ended on the lane */
 };
 void peers_foreach(struct peers *p,
 		   void (*fn)(const struct peer_view *v, void *arg), void *arg);

@@ -88,6 +88,7 @@ struct conn {
 	/* Its RDMA rails (Hello or Welcome), for the progress thread. */
 	struct rdma_peer_rail their_rails[RDMA_PEER_RAILS];
 	size_t their_nrails;
+	bool their_lanes;             /* its Hello: it dials latency lanes */
 	struct event *timeout;
 	size_t attempt;               /* which of the peer's addresses */
 	char remote[80];
@@ -228,6 +229,8 @@ void peer_set_addrs(struct peer *pe, const struct addr_set *a);
  * -EPROTO (no header, too long, or a payload: handshakes carry none).
  * peer_hs_expect: the message the side expects at this step.
  * peer_intro_valid: Hello's or Welcome's instance id and challenge.
+ * peer_lane_hello_valid: a LaneHello's instance id and secret sizes
+ * (the secret itself is the progress thread's to check).
  * peer_rails_from_pb: the well-formed rails of a Hello or Welcome into
  * out (RDMA_PEER_RAILS at most); the others are logged and left out.
  */
@@ -236,6 +239,7 @@ int peer_hs_prefix(const uint8_t prefix[8], uint32_t *hlen, uint32_t *plen);
 int peer_hs_expect(bool initiator, int step);
 bool peer_intro_valid(const ProtobufCBinaryData *id,
 		      const ProtobufCBinaryData *challenge);
+bool peer_lane_hello_valid(const Xfer__Peer__LaneHello *h);
 size_t peer_rails_from_pb(struct rdma_peer_rail *out,
 			  Xfer__Peer__Rail *const *in, size_t n,
 			  const char *remote);

@@ -43,62 +43,13 @@
 #include "mem/region.h"
 #include "common/wire.h"
 #include "peer.pb-c.h"
-#include "transport/link_client.h"
+#include "transport/link_int.h"
 
 #define OUT_LOW      (1u << 20)        /* queue frames again below this */
 #define SMALL_PAYLOAD 4096u            /* copied rather than referenced */
 #define OUT_CAP      (4 * LINK_OUT_HIGH) /* stop reading the peer above this */
 #define READS_PER_CALL 32
 #define RXBUF        (LINK_FRAME_PREFIX + PEER_MAX_HEADER + (256u << 10))
-
-struct link {
-	struct linkset *ls;
-	struct rpeer *peer;
-	void *cl;                    /* the data client's state for it */
-	uint64_t gen;                /* the main thread's name for it */
-	bool read_paused;            /* backpressure: the peer reads too slowly */
-	bool corked;                 /* link_cork: no send yet */
-	bool lowat_failed;           /* link_set_notsent_lowat: logged */
-	bool cork_used;              /* ... and one went by (send_now) */
-	struct bufferevent *bev;     /* NULL once the link failed */
-	struct link_stats *stats;
-	uint64_t last_rx_ns;
-	struct event *tick;
-
-	/* Receiving is done here, not by the bufferevent: payloads go from
-	 * the socket straight to where the client lands them (one copy, by
-	 * the kernel). */
-	int fd;
-	struct event *ev_read;
-	uint8_t *rxbuf;              /* headers and small payloads */
-	size_t rx_off, rx_len;       /* unparsed bytes: [rx_off, rx_len) */
-	/* No room for the payload (link_rx_stall): not read until then. */
-	bool rx_stalled;
-	/* The client's fill() from the event loop (link_kick). */
-	struct event *ev_kick;
-	struct link *next_dead;      /* failed, waiting to be freed */
-};
-
-/* Another xferd with a link (or had one). */
-struct rpeer {
-	uint8_t id[LINK_ID_LEN];
-	struct link *link;           /* NULL until attached */
-	struct rpeer *next;
-};
-
-struct linkset {
-	struct event_base *base;
-	struct linkset_cfg cfg;
-	struct linkset_hooks hooks;
-	const struct link_client_ops *client;
-	void *client_arg;
-	struct rpeer *peers;
-	size_t nlinks;
-	uint64_t events;
-	/* Failed links are freed from the event loop (see link_fail). */
-	struct link *dead;
-	struct event *ev_reap;
-};
 
 /* Control headers are small: a 1 KiB stack buffer holds them. */
 #define HEADER_ROOM 1024u
@@ -138,7 +89,7 @@ static size_t send_now(struct link *l, struct iovec *iov, int iovcnt)
 /* Queue bytes for the peer: sent now if they can be, what does not fit
  * follows through the bufferevent, behind them, so the order on the wire
  * is kept. */
-static int link_queue_bytes(struct link *l, const uint8_t *p, size_t n)
+int link_queue_bytes(struct link *l, const uint8_t *p, size_t n)
 {
 	struct iovec iov = { .iov_base = (void *)p, .iov_len = n };
 	size_t k = send_now(l, &iov, 1);
@@ -256,8 +207,13 @@ uint64_t link_gen(const struct link *l)
 	return l->gen;
 }
 
-static struct rpeer *find_peer(struct linkset *ls, const uint8_t *id,
-			       bool create)
+bool link_is_lane(const struct link *l)
+{
+	return l->is_lane;
+}
+
+struct rpeer *link_find_peer(struct linkset *ls, const uint8_t *id,
+			     bool create)
 {
 	struct rpeer *rp;
 
@@ -335,6 +291,10 @@ static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
 		 * own frames. */
 		if (!l->ls->hooks.frame(l->ls->hooks.arg, l->peer->id, m))
 			log_debug("queue pair frame with no transport for it");
+		break;
+	case XFER__PEER__PEER_MSG__BODY_LANE_OFFER:
+	case XFER__PEER__PEER_MSG__BODY_LANE_READY:
+		err = lane_frame(l, m, why);
 		break;
 	case XFER__PEER__PEER_MSG__BODY_ERROR:
 		log_warnx("peer says: %s (%d)",
@@ -634,6 +594,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 static void free_link(struct link *l)
 {
+	lane_link_free(l);
 	if (l->cl)
 		l->ls->client->link_free(l->cl);
 	if (l->ev_kick)
@@ -663,24 +624,12 @@ static void on_reap(evutil_socket_t fd, short what, void *arg)
 	reap_dead(arg);
 }
 
-/* Setting the link up failed half-way: take it back. */
-static void fail_link_setup(struct link *l)
-{
-	struct linkset *ls = l->ls;
-	struct rpeer *rp = l->peer;
-
-	rp->link = NULL;
-	ls->nlinks--;
-	ls->client->peer_failed(ls->client_arg, rp->id, -ENOMEM);
-	ls->hooks.link_down(ls->hooks.arg, rp->id, l->gen, -ENOMEM,
-			    "cannot set the link up");
-	free_link(l);
-}
-
 /*
- * The link is gone: every operation on it ends with err.  The struct
- * itself is freed from the event loop later, so that callers up the
- * stack may still look at l->bev (NULL now) after calling this.
+ * The link (or lane) is gone: every operation on it ends with err.  The
+ * struct itself is freed from the event loop later, so that callers up
+ * the stack may still look at l->bev (NULL now) after calling this.  A
+ * link's lane goes with it; a lane's link stays (the latency class goes
+ * on it again).
  */
 void link_fail(struct link *l, int err, const char *why)
 {
@@ -692,7 +641,7 @@ void link_fail(struct link *l, int err, const char *why)
 		return;
 	snprintf(id, sizeof(id), "%02x%02x%02x%02x", rp->id[0], rp->id[1],
 		 rp->id[2], rp->id[3]);
-	log_info("link to %s: %s", id, why);
+	log_info("%s to %s: %s", l->is_lane ? "latency lane" : "link", id, why);
 	/* No more frames: Aborts are pointless now. */
 	event_free(l->ev_read);
 	l->ev_read = NULL;
@@ -700,60 +649,53 @@ void link_fail(struct link *l, int err, const char *why)
 	l->bev = NULL;
 	event_free(l->tick);
 	l->tick = NULL;
-	rp->link = NULL;
-	ls->nlinks--;
+	lane_link_failed(l, err);
+	if (!l->is_lane) {
+		rp->link = NULL;
+		ls->nlinks--;
+	}
 	if (l->cl)
 		ls->client->link_failed(l->cl, err);
-	ls->hooks.link_down(ls->hooks.arg, rp->id, l->gen, err, why);
+	if (!l->is_lane)
+		ls->hooks.link_down(ls->hooks.arg, rp->id, l->gen, err, why);
 	l->next_dead = ls->dead;
 	ls->dead = l;
 	event_active(ls->ev_reap, EV_TIMEOUT, 0);
 }
 
-void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
-		    uint64_t gen, struct link_stats *stats, const void *pending,
-		    size_t pending_len)
+struct link *link_open(struct linkset *ls, struct rpeer *rp, int fd,
+		       uint64_t gen, struct link_stats *stats, bool is_lane,
+		       const void *pending, size_t pending_len)
 {
-	struct rpeer *rp = find_peer(ls, id, true);
 	struct link *l = calloc(1, sizeof(*l));
 
-	if (!rp || !l) {
-		free(l);
+	if (!l) {
 		close(fd);
-		/* The main thread must learn this link never came up. */
-		ls->hooks.link_down(ls->hooks.arg, id, gen, -ENOMEM,
-				    "out of memory");
-		return;
+		return NULL;
 	}
-	if (rp->link)  /* replaced: the peer evidently lost the old one */
-		link_fail(rp->link, -ECONNRESET, "replaced by a new link");
 	l->ls = ls;
 	l->peer = rp;
 	l->gen = gen;
 	l->stats = stats;
-	l->cl = ls->client->link_new(ls->client_arg, l, id);
+	l->is_lane = is_lane;
+	l->dial_fd = -1;
+	l->cl = ls->client->link_new(ls->client_arg, l, rp->id);
 	l->last_rx_ns = now_ns();
 	l->fd = fd;
 	l->rxbuf = pending_len <= RXBUF ? malloc(RXBUF) : NULL;
 	l->bev = bufferevent_socket_new(ls->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (!l->bev)
+		close(fd);
 	l->tick = event_new(ls->base, -1, EV_PERSIST, on_tick, l);
 	l->ev_read = event_new(ls->base, fd, EV_READ | EV_PERSIST, on_fd_read,
 			       l);
 	l->ev_kick = event_new(ls->base, -1, 0, on_kick, l);
 	struct timeval tv = ms_to_timeval(ls->cfg.keepalive_ms);
-	/* From here the link is the peer's: a failure goes through
-	 * fail_link, which undoes all of this and tells the main thread. */
-	rp->link = l;
-	ls->nlinks++;
-	if (!l->bev) {
-		close(fd);
-		l->bev = NULL;
-	}
 	if (!l->cl || !l->bev || !l->tick || !l->ev_read || !l->ev_kick ||
 	    !l->rxbuf ||
 	    event_add(l->tick, &tv) || event_add(l->ev_read, NULL)) {
-		fail_link_setup(l);
-		return;
+		free_link(l);
+		return NULL;
 	}
 	/* The bufferevent only writes; on_fd_read receives. */
 	bufferevent_setcb(l->bev, NULL, on_writable, on_event, l);
@@ -763,19 +705,54 @@ void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
 	bufferevent_setwatermark(l->bev, EV_WRITE, OUT_LOW, 0);
 	bufferevent_disable(l->bev, EV_READ);
 	bufferevent_enable(l->bev, EV_WRITE);
-
-	ls->client->link_up(l->cl);
 	if (pending_len) {
 		memcpy(l->rxbuf, pending, pending_len);
 		l->rx_len = pending_len;
 	}
-	on_fd_read(fd, EV_READ, l);
+	return l;
+}
+
+void link_read_now(struct link *l)
+{
+	on_fd_read(l->fd, EV_READ, l);
+}
+
+void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
+		    uint64_t gen, struct link_stats *stats, const void *pending,
+		    size_t pending_len, bool initiator, bool offer_lane)
+{
+	struct rpeer *rp = link_find_peer(ls, id, true);
+
+	if (!rp) {
+		close(fd);
+		/* The main thread must learn this link never came up. */
+		ls->hooks.link_down(ls->hooks.arg, id, gen, -ENOMEM,
+				    "out of memory");
+		return;
+	}
+	if (rp->link)  /* replaced: the peer evidently lost the old one */
+		link_fail(rp->link, -ECONNRESET, "replaced by a new link");
+	struct link *l = link_open(ls, rp, fd, gen, stats, false, pending,
+				   pending_len);
+	if (!l) {
+		ls->client->peer_failed(ls->client_arg, id, -ENOMEM);
+		ls->hooks.link_down(ls->hooks.arg, id, gen, -ENOMEM,
+				    "cannot set the link up");
+		return;
+	}
+	l->initiator = initiator;
+	rp->link = l;
+	ls->nlinks++;
+	ls->client->link_up(l->cl);
+	if (offer_lane && ls->cfg.lanes)
+		lane_offer(l);
+	link_read_now(l);
 }
 
 void linkset_close(struct linkset *ls, const uint8_t id[LINK_ID_LEN], int err,
 		   const char *why)
 {
-	struct rpeer *rp = find_peer(ls, id, false);
+	struct rpeer *rp = link_find_peer(ls, id, false);
 
 	/* Without a link, operations may still wait for one. */
 	if (rp && rp->link)
@@ -787,7 +764,7 @@ void linkset_close(struct linkset *ls, const uint8_t id[LINK_ID_LEN], int err,
 void linkset_send_ctl(struct linkset *ls, const uint8_t id[LINK_ID_LEN],
 		      const uint8_t *msg, size_t len)
 {
-	struct rpeer *rp = find_peer(ls, id, false);
+	struct rpeer *rp = link_find_peer(ls, id, false);
 	uint8_t prefix[LINK_FRAME_PREFIX];
 	uint32_t h = (uint32_t)len, p = 0;
 

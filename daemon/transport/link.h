@@ -38,6 +38,10 @@ struct link_stats {
 	_Atomic uint64_t bytes_tx, bytes_rx;
 	_Atomic uint64_t ops, errors;
 	_Atomic uint64_t rtt_ns;
+	/* The latency lane (link_lane.c): up now, and the operations that
+	 * ended on it. */
+	_Atomic bool lane_up;
+	_Atomic uint64_t lane_ops;
 };
 
 /* How the session reaches the rest of the progress thread and the main
@@ -62,6 +66,10 @@ struct linkset_hooks {
 struct linkset_cfg {
 	uint32_t keepalive_ms;
 	uint32_t peer_timeout_ms;
+	/* Offer and dial latency lanes (link_lanes; link_lane.c), as this
+	 * xferd (self_id) names itself on them. */
+	bool lanes;
+	uint8_t self_id[LINK_ID_LEN];
 };
 
 /*
@@ -83,10 +91,19 @@ void linkset_set_cfg(struct linkset *ls, const struct linkset_cfg *cfg);
 /* --- from the main thread (applied in the progress thread) --- */
 
 /* Take over connected socket fd to instance id; `pending` holds bytes
- * already read past the handshake.  gen names this link in link_down. */
+ * already read past the handshake.  gen names this link in link_down.
+ * initiator: we connected it.  offer_lane: we accepted it and its peer
+ * dials latency lanes (its Hello said so): offer one (link_lane.c). */
 void linkset_attach(struct linkset *ls, int fd, const uint8_t id[LINK_ID_LEN],
 		    uint64_t gen, struct link_stats *stats, const void *pending,
-		    size_t pending_len);
+		    size_t pending_len, bool initiator, bool offer_lane);
+/* Take over connected socket fd that opened with LaneHello (instance
+ * id, secret): the latency lane of our link to id if that link offered
+ * one with this secret, else it is closed. */
+void linkset_attach_lane(struct linkset *ls, int fd,
+			 const uint8_t id[LINK_ID_LEN],
+			 const uint8_t secret[LINK_LANE_SECRET],
+			 const void *pending, size_t pending_len);
 /* Close the link to id (if any) and fail what waits for it with err. */
 void linkset_close(struct linkset *ls, const uint8_t id[LINK_ID_LEN], int err,
 		   const char *why);

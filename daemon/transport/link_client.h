@@ -129,5 +129,8 @@ struct link_stats *link_stats(const struct link *l);
  * name of this link (its gen). */
 const uint8_t *link_peer_id(const struct link *l);
 uint64_t link_gen(const struct link *l);
+/* Is l a latency lane (link_lane.c: a second connection to its peer
+ * that carries only the latency class)?  Known from link_new on. */
+bool link_is_lane(const struct link *l);
 
 #endif /* XFERD_LINK_CLIENT_H */

@@ -159,6 +159,13 @@ int link_frame_check(const uint8_t *buf, size_t have, uint32_t *plen,
 	case XFER__PEER__PEER_MSG__BODY_LAND_DONE:
 	case XFER__PEER__PEER_MSG__BODY_LAND_ABORT:
 		break;
+	case XFER__PEER__PEER_MSG__BODY_LANE_READY:
+		break;
+	case XFER__PEER__PEER_MSG__BODY_LANE_OFFER:
+		*why = "bad lane offer";
+		if (m->lane_offer->secret.len != LINK_LANE_SECRET)
+			rc = -EPROTO;
+		break;
 	case XFER__PEER__PEER_MSG__BODY_LAND_OPEN:
 		*why = "bad landing stream (key or range)";
 		if (link_target_valid(m->land_open->target))

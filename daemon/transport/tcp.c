@@ -104,6 +104,8 @@ void tcp_op_end(struct tcp_link *tl, struct xop *op, int64_t result)
 	}
 	stat_add(result < 0 ? &link_stats(tl->l)->errors
 			    : &link_stats(tl->l)->ops, 1);
+	if (link_is_lane(tl->l))
+		stat_add(&link_stats(tl->l)->lane_ops, 1);
 	tm->hooks.op_done(tm->hooks.arg, op, result);
 }
 
@@ -149,8 +151,12 @@ static void tcp_submit_op(struct tcp_mover *tm, struct xop *op)
 		return;
 	}
 	if (tp->tl) {
-		tcp_start_op(tp->tl, op);
-		tcp_fill(tp->tl);
+		/* The latency class on its own connection where there is
+		 * one: no bulk byte waits ahead of it in a socket buffer. */
+		struct tcp_link *tl = op->cls == XFER_CLASS_LATENCY && tp->lane
+					      ? tp->lane : tp->tl;
+		tcp_start_op(tl, op);
+		tcp_fill(tl);
 		return;
 	}
 	tcp_op(op)->sent_all = true;  /* not in a send queue */
@@ -159,6 +165,39 @@ static void tcp_submit_op(struct tcp_mover *tm, struct xop *op)
 		tp->asked = true;
 		tm->hooks.need_peer(tm->hooks.arg, tok);
 	}
+}
+
+/* each_op() on the operations of one link (or lane; NULL: none). */
+static unsigned each_link_op(struct tcp_link *tl,
+			     bool (*want)(const struct xop *op,
+					  const void *arg),
+			     const void *arg, int64_t result)
+{
+	struct xop *op, *next;
+	struct xop_list *sq;
+	unsigned n = 0;
+
+	if (!tl)
+		return 0;
+	for (unsigned i = 0; (sq = tcp_sched_queue(tl, i)); i++) {
+		for (op = TAILQ_FIRST(sq); op; op = next) {
+			next = TAILQ_NEXT(op, q);
+			if (want(op, arg)) {
+				tcp_op_end(tl, op, result);
+				n++;
+			}
+		}
+	}
+	for (unsigned b = 0; b < OP_HASH; b++) {
+		for (op = tl->hash[b]; op; op = next) {
+			next = tcp_op(op)->hnext;
+			if (want(op, arg)) {
+				tcp_op_end(tl, op, result);
+				n++;
+			}
+		}
+	}
+	return n;
 }
 
 /*
@@ -183,28 +222,8 @@ static unsigned each_op(struct tcp_mover *tm,
 				n++;
 			}
 		}
-		struct tcp_link *tl = tp->tl;
-		if (!tl)
-			continue;
-		struct xop_list *sq;
-		for (unsigned i = 0; (sq = tcp_sched_queue(tl, i)); i++) {
-			for (op = TAILQ_FIRST(sq); op; op = next) {
-				next = TAILQ_NEXT(op, q);
-				if (want(op, arg)) {
-					tcp_op_end(tl, op, result);
-					n++;
-				}
-			}
-		}
-		for (unsigned b = 0; b < OP_HASH; b++) {
-			for (op = tl->hash[b]; op; op = next) {
-				next = tcp_op(op)->hnext;
-				if (want(op, arg)) {
-					tcp_op_end(tl, op, result);
-					n++;
-				}
-			}
-		}
+		n += each_link_op(tp->tl, want, arg, result);
+		n += each_link_op(tp->lane, want, arg, result);
 	}
 	return n;
 }
@@ -246,6 +265,12 @@ static void tcp_link_up(void *cl)
 	struct tcp_peer *tp = tl->peer;
 	struct xop *op;
 
+	if (link_is_lane(tl->l)) {
+		/* Ready: the latency class's from now on.  What waits
+		 * for a link waits for the link itself. */
+		tp->lane = tl;
+		return;
+	}
 	tp->tl = tl;
 	tp->asked = false;
 	while ((op = TAILQ_FIRST(&tp->pending))) {
@@ -259,8 +284,12 @@ static void tcp_link_failed(void *cl, int err)
 	struct tcp_link *tl = cl;
 	struct xop *op;
 
+	bool lane = link_is_lane(tl->l);
+
 	if (tl->peer->tl == tl)
 		tl->peer->tl = NULL;
+	if (tl->peer->lane == tl)
+		tl->peer->lane = NULL;
 	struct xop_list *sq;
 	for (unsigned i = 0; (sq = tcp_sched_queue(tl, i)); i++)
 		while ((op = TAILQ_FIRST(sq)))
@@ -268,7 +297,9 @@ static void tcp_link_failed(void *cl, int err)
 	for (unsigned b = 0; b < OP_HASH; b++)
 		while ((op = tl->hash[b]))
 			tcp_op_end(tl, op, err);
-	fail_pending(tl->tm, tl->peer, err);
+	/* What waits for a link waits for the link, not its lane. */
+	if (!lane)
+		fail_pending(tl->tm, tl->peer, err);
 }
 
 static void tcp_link_free(void *cl)
@@ -419,9 +450,10 @@ static void tcp_caps_set(struct tcp_mover *tm)
 static void tcp_set_cfg(void *impl, const struct transport_cfg *cfg)
 {
 	struct tcp_mover *tm = impl;
-	const struct linkset_cfg c = {
+	struct linkset_cfg c = {
 		.keepalive_ms = cfg->keepalive_ms,
 		.peer_timeout_ms = cfg->peer_timeout_ms,
+		.lanes = cfg->link_lanes,
 	};
 
 	tm->cfg.tcp_chunk = cfg->tcp_chunk;
@@ -429,6 +461,7 @@ static void tcp_set_cfg(void *impl, const struct transport_cfg *cfg)
 	tm->cfg.bulk_queue = cfg->link_bulk_queue;
 	tm->cfg.tenants = cfg->tenants;
 	memcpy(tm->cfg.self_id, cfg->self_id, LINK_ID_LEN);
+	memcpy(c.self_id, cfg->self_id, LINK_ID_LEN);
 	tcp_caps_set(tm);
 	linkset_set_cfg(tm->ls, &c);
 }

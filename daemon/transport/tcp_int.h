@@ -188,6 +188,9 @@ struct tcp_link {
 struct tcp_peer {
 	uint8_t id[LINK_ID_LEN];
 	struct tcp_link *tl;         /* NULL while it has no link up */
+	/* The link's latency lane, while one is up (link_lane.c): where
+	 * the latency class's operations go. */
+	struct tcp_link *lane;
 	/* Operations waiting for a link, and whether the main thread was
 	 * asked for one (need_peer) without an answer yet. */
 	struct xop_list pending;

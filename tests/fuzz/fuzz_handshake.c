@@ -4,7 +4,8 @@
  * before its link is up, as the handshake (daemon/peer/handshake.c)
  * reads them: the frame prefix (peer_hs_prefix), the PeerMsg unpack, the
  * version, the message each step expects (peer_hs_expect), then for
- * Hello and Welcome the identity fields (peer_intro_valid) and the
+ * Hello and Welcome the identity fields (peer_intro_valid), for a
+ * lane's LaneHello its fields (peer_lane_hello_valid), and the
  * advertised addresses and rails (peer_addrs_from_pb,
  * peer_rails_from_pb), what on_conn_read, conn_step, on_hello and
  * on_welcome run.
@@ -57,6 +58,10 @@ static int step_one(const Xfer__Peer__PeerMsg *m, bool initiator, int step)
 	if (m->proto_version != XFER_PROTO_VERSION ||
 	    m->body_case == XFER__PEER__PEER_MSG__BODY_ERROR)
 		return -EPROTO;
+	/* A link's latency lane instead of a link: handed over as it is. */
+	if (!initiator && step == 0 &&
+	    m->body_case == XFER__PEER__PEER_MSG__BODY_LANE_HELLO)
+		return peer_lane_hello_valid(m->lane_hello) ? 1 : -EPROTO;
 	if ((int)m->body_case != peer_hs_expect(initiator, step))
 		return -EPROTO;
 	switch (m->body_case) {

@@ -340,6 +340,16 @@ static void peer_frames(void)
 	la.id = 8;
 	MSG(land_abort, &la, LAND_ABORT);
 	frame_put("land_abort", &m, 0);
+	/* A link's latency lane (transport/link_lane.c): offered, ready. */
+	uint8_t secret[LINK_LANE_SECRET];
+	memset(secret, 0x5e, sizeof(secret));
+	Xfer__Peer__LaneOffer lof = XFER__PEER__LANE_OFFER__INIT;
+	Xfer__Peer__LaneReady lrd = XFER__PEER__LANE_READY__INIT;
+	lof.secret = (ProtobufCBinaryData){ sizeof(secret), secret };
+	MSG(lane_offer, &lof, LANE_OFFER);
+	frame_put("lane_offer", &m, 0);
+	MSG(lane_ready, &lrd, LANE_READY);
+	frame_put("lane_ready", &m, 0);
 	/* The rest in one stream, then an Error that ends it. */
 	put("fuzz_peer_frame", "stream", stream, nstream);
 	er.code = -EPROTO;
@@ -527,6 +537,17 @@ static void handshakes(void)
 	m.established = &e;
 	n += hs_frame(buf + n, &m);
 	put("fuzz_handshake", "initiator", buf, n);
+
+	/* A latency lane's first frame, on the acceptor's side. */
+	Xfer__Peer__LaneHello lh = XFER__PEER__LANE_HELLO__INIT;
+	lh.instance_id = h.instance_id;
+	lh.secret = (ProtobufCBinaryData){ 16, chal };
+	buf[0] = 0;
+	m = (Xfer__Peer__PeerMsg)XFER__PEER__PEER_MSG__INIT;
+	m.body_case = XFER__PEER__PEER_MSG__BODY_LANE_HELLO;
+	m.lane_hello = &lh;
+	n = 1 + hs_frame(buf + 1, &m);
+	put("fuzz_handshake", "lane", buf, n);
 }
 
 /* etcd records (meta/record.h), as xferd writes them, and a kv of a

@@ -11,8 +11,9 @@
 #     round both first connects are held (each node's neighbour entry for
 #     the other points nowhere until both sockets are in SYN-SENT), so
 #     that both handshakes run at once.  Each round: both show the other
-#     up, exactly one of them initiated the link, one TCP connection
-#     remains, a -> b and b -> a transfers are verified, and both exit 0
+#     up, exactly one of them initiated the link, one link remains (two
+#     TCP connections: the link and its latency lane, which both show
+#     up), a -> b and b -> a transfers are verified, and both exit 0
 #     on SIGTERM with no allocator or sanitizer report in their logs.
 #  2. an address b does not advertise (added after b started, b listens
 #     on *:7474): a knows b by id; xferctl ping 10.0.1.22:7474 and a lookup
@@ -88,7 +89,17 @@ tcp_links() {
 	ns_exec "$1" ss -Htn state established \
 		"( sport = :$XD_PORT or dport = :$XD_PORT )" | grep -c .
 }
-one_tcp_link() { [ "$(tcp_links a)" -eq 1 ] && [ "$(tcp_links b)" -eq 1 ]; }
+# lane_up NODE PEER: NODE shows PEER's link with its latency lane up.
+lane_up() {
+	peers_json "$1" | jq -e --arg p "$2" \
+		'any(.peers[]; .node_name == $p and .state == "up" and .lane_up)' \
+		>/dev/null
+}
+# One link: its connection and its latency lane's (transport/link_lane.c).
+one_tcp_link() {
+	lane_up a b && lane_up b a &&
+		[ "$(tcp_links a)" -eq 2 ] && [ "$(tcp_links b)" -eq 2 ]
+}
 
 # syn_sent NODE: a connect of NODE's to the xferd port waits in SYN-SENT.
 syn_sent() {
@@ -336,7 +347,7 @@ case_1() {
 		wait_for 20 peer_up a b || fail "round $round: a does not show b up: $(peers_json a)"
 		wait_for 20 peer_up b a || fail "round $round: b does not show a up: $(peers_json b)"
 		wait_for 20 one_tcp_link ||
-			fail "round $round: not one TCP connection between a and b" \
+			fail "round $round: not one link (and its lane) between a and b" \
 				"($(tcp_links a) on a, $(tcp_links b) on b)"
 		only_record_up a b || fail "round $round: a's records for b: $(peers_json a)"
 		only_record_up b a || fail "round $round: b's records for a: $(peers_json b)"

@@ -365,7 +365,7 @@ static void fx_init_pools(struct fx *x, uint32_t max_pools)
 		ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK,
 					    0, sv), 0);
 		linkset_attach(x->ls, sv[0], peer_id[p], 1, &x->stats[p], NULL,
-			       0);
+			       0, false, false);
 		x->fd[p] = sv[1];
 	}
 

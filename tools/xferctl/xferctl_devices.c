@@ -48,8 +48,8 @@ static void set_instance(struct table *t, unsigned col,
 void print_peers_text(const Xfer__Ctl__CtlMsg *r)
 {
 	static const char *const head[] = {
-		"INSTANCE", "NODE", "STATE", "ADDRESS", "WHY", "RTT", "TX",
-		"RX", "OPS", "ERRORS", "UP", NULL
+		"INSTANCE", "NODE", "STATE", "ADDRESS", "WHY", "LANE", "RTT",
+		"TX", "RX", "OPS", "ERRORS", "UP", NULL
 	};
 	const Xfer__Ctl__PeersReply *rep = r->peers_reply;
 	struct table t;
@@ -59,8 +59,8 @@ void print_peers_text(const Xfer__Ctl__CtlMsg *r)
 		printf("no peers\n");
 		return;
 	}
-	/* The first five columns are text, the rest numbers. */
-	table_init(&t, 0x1f, head);
+	/* The first six columns are text, the rest numbers. */
+	table_init(&t, 0x3f, head);
 	for (size_t i = 0; i < rep->n_peers; i++) {
 		const Xfer__Ctl__PeerInfo *p = rep->peers[i];
 		bool up = !strcmp(p->state, "up");
@@ -71,13 +71,14 @@ void print_peers_text(const Xfer__Ctl__CtlMsg *r)
 		table_set(&t, 2, "%s", *p->state ? p->state : "-");
 		table_set(&t, 3, "%s", *p->address ? p->address : "-");
 		table_set(&t, 4, "%s", *p->why ? p->why : "-");
-		table_set(&t, 5, "%s", p->rtt_ns ?
+		table_set(&t, 5, "%s", p->lane_up ? "up" : "-");
+		table_set(&t, 6, "%s", p->rtt_ns ?
 			  fmt_rtt(b, sizeof(b), p->rtt_ns) : "-");
-		table_set(&t, 6, "%s", fmt_bytes(b, sizeof(b), p->bytes_tx));
-		table_set(&t, 7, "%s", fmt_bytes(b, sizeof(b), p->bytes_rx));
-		table_set(&t, 8, "%" PRIu64, p->ops);
-		table_set(&t, 9, "%" PRIu64, p->errors);
-		table_set(&t, 10, "%s", up || p->up_ms ?
+		table_set(&t, 7, "%s", fmt_bytes(b, sizeof(b), p->bytes_tx));
+		table_set(&t, 8, "%s", fmt_bytes(b, sizeof(b), p->bytes_rx));
+		table_set(&t, 9, "%" PRIu64, p->ops);
+		table_set(&t, 10, "%" PRIu64, p->errors);
+		table_set(&t, 11, "%s", up || p->up_ms ?
 			  fmt_age(b, sizeof(b), p->up_ms) : "-");
 	}
 	table_print(&t);
@@ -103,6 +104,8 @@ void print_peers_json(const Xfer__Ctl__CtlMsg *r)
 		jv_set(j, "state", jv_str(p->state));
 		jv_set(j, "initiated", jv_bool(p->initiated));
 		jv_set(j, "rtt_ns", jv_u64(p->rtt_ns));
+		jv_set(j, "lane_up", jv_bool(p->lane_up));
+		jv_set(j, "lane_ops", jv_u64(p->lane_ops));
 		jv_set(j, "bytes_tx", jv_u64(p->bytes_tx));
 		jv_set(j, "bytes_rx", jv_u64(p->bytes_rx));
 		jv_set(j, "ops", jv_u64(p->ops));
