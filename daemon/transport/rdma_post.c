@@ -17,11 +17,15 @@
  * completion, which ends the piece (rdma_piece_retire).
  *
  * Classes (core/traffic_class.h): each pump posts the latency class's
- * operations and pieces first, then the rest in order; a request of the
- * rest goes only to a queue pair holding fewer than rdma_bulk_depth, a
- * latency one to any with room in its RDMA_QP_DEPTH, so a latency
- * request waits behind at most rdma_bulk_depth bulk ones on its queue
- * pair (RC runs a queue pair's requests in order).
+ * operations and pieces first, first come first served, then the rest
+ * by tenant: the tenants' shares and caps are rdma_sched.c's decision,
+ * this file's steps (post_op_step, post_stream_step) what each turn
+ * posts, a tenant's operations and then its streams' pieces in arrival
+ * order.  A request of the rest goes only to a queue pair holding fewer
+ * than rdma_bulk_depth, a latency one to any with room in its
+ * RDMA_QP_DEPTH, so a latency request waits behind at most
+ * rdma_bulk_depth bulk ones on its queue pair (RC runs a queue pair's
+ * requests in order).  A tenant over its cap waits for pace_ev.
  */
 #include <errno.h>
 #include <stdatomic.h>

@@ -88,14 +88,45 @@ void rdma_sched_bulk(struct rdma_sched *s, uint32_t waiting,
 			fairq_activate(&s->fq, g);
 		}
 	}
-	while ((f = fairq_next(&s->fq, eligible, s))) {
+	/*
+	 * A tenant that can post nothing more is out of room, not of
+	 * share: the queue pairs fill in most passes.  Its turn did not
+	 * happen, so the quantum fairq_next just gave it is taken back,
+	 * and the first one stuck in a pass is where the next pass starts,
+	 * its turn as it was: otherwise whoever is at the head when room
+	 * runs out would lose its turn in every pass (shares would follow
+	 * the order of completions, not the weights).
+	 */
+	struct fq_flow *first = NULL;
+	int64_t deficit[TENANT_MAX];
+	bool in_turn[TENANT_MAX], first_in_turn = false;
+
+	for (;;) {
+		for (unsigned i = 0; i < TENANT_MAX; i++) {
+			deficit[i] = s->flow[i].deficit;
+			in_turn[i] = s->flow[i].in_turn;
+		}
+		if (!(f = fairq_next(&s->fq, eligible, s)))
+			break;
 		unsigned i = tenant_of(s, f);
 		int64_t bytes = post(arg, i);
 
-		if (bytes < 0)
-			s->stuck |= 1u << i;
-		else if (bytes > 0)
+		if (bytes > 0)
 			rdma_sched_charge(s, i, (uint64_t)bytes);
+		if (bytes >= 0)
+			continue;
+		s->stuck |= 1u << i;
+		f->deficit = deficit[i];
+		f->in_turn = in_turn[i];
+		if (!first) {
+			first = f;
+			first_in_turn = in_turn[i];
+		}
+	}
+	if (first) {
+		TAILQ_REMOVE(&s->fq.active, first, ring);
+		TAILQ_INSERT_HEAD(&s->fq.active, first, ring);
+		first->in_turn = first_in_turn;
 	}
 }
 

@@ -132,6 +132,35 @@ START_TEST(weights_one_to_three)
 }
 END_TEST
 
+START_TEST(weights_hold_when_room_runs_out)
+{
+	struct rdma_sched s;
+	struct script sc;
+
+	/* The queue pairs take one or two requests a pump (a completion
+	 * or two frees them): the shares are still 1:3, in every window. */
+	for (unsigned room = 1; room <= 3; room++) {
+		memset(&sc, 0, sizeof(sc));
+		tenants(&s, 1, 3);
+		sc.left[1] = 1000;
+		sc.left[2] = 1000;
+		for (int pump = 0; pump < 400 / (int)room; pump++) {
+			sc.room = room;
+			rdma_sched_begin(&s, 0);
+			rdma_sched_bulk(&s, waiting(&sc), post, &sc);
+		}
+		ck_assert_uint_eq(sc.n, 400 / room * room);
+		for (unsigned k = 0; k + 4 <= sc.n; k += 4) {
+			unsigned one = 0;
+			for (unsigned j = k; j < k + 4; j++)
+				one += sc.order[j] == 1;
+			ck_assert_msg(one == 1, "room %u, window at %u: %u of 4",
+				      room, k, one);
+		}
+	}
+}
+END_TEST
+
 START_TEST(shares_are_in_bytes)
 {
 	struct rdma_sched s;
@@ -267,6 +296,7 @@ Suite *rdma_sched_suite(void)
 
 	tcase_add_test(tc, one_tenant_is_arrival_order);
 	tcase_add_test(tc, weights_one_to_three);
+	tcase_add_test(tc, weights_hold_when_room_runs_out);
 	tcase_add_test(tc, shares_are_in_bytes);
 	tcase_add_test(tc, a_tenant_that_leaves_gives_its_share);
 	tcase_add_test(tc, a_capped_tenant_is_paced_not_failed);
