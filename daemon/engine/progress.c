@@ -604,12 +604,15 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 				.bulk_queue = cfg->link_bulk_queue,
 				.tenants = cfg->tenants,
 				.stats = &p->exec.classes };
+	/* The TCP mover's tenant buckets are RDMA's too (rdma_share_tenants):
+	 * a cap holds over all links. */
 	const struct rdma_cfg rcfg = { .qps = cfg->rdma_qps,
 				       .stripe = cfg->rdma_stripe,
 				       .bulk_depth = cfg->rdma_bulk_depth,
 				       .landing = cfg->rdma_landing,
 				       .landing_chunks = cfg->rdma_landing_chunks,
-				       .landing_peers = cfg->rdma_landing_peers };
+				       .landing_peers = cfg->rdma_landing_peers,
+				       .tenants = cfg->tenants };
 	/* Up from the movers to the executor, and from the links' session
 	 * to the main thread and the movers' own frames. */
 	const struct mover_hooks hooks = {
@@ -656,6 +659,7 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 				       .gpu = p->res.gpu, .regs = p->regs };
 	memcpy(sres.self_id, cfg->self_id, LINK_ID_LEN);
 	p->rdma = rdma_create(p->base, p->links, &rcfg, &hooks, &sres);
+	rdma_share_tenants(p->rdma, tcp_tenant_caps(tcp), &p->exec.classes);
 	if (p->rdma) {
 		p->movers[p->nmovers++] = (struct mover){
 			route_ops(p, ROUTE_RDMA, &rdma_mover_ops), p->rdma,

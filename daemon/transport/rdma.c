@@ -423,7 +423,13 @@ struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 	TAILQ_INIT(&t->streams);
 	TAILQ_INIT(&t->ended);
 	rdma_tables_init(t);
+	rdma_sched_init(&t->sched, (uint32_t)cfg->stripe);
 	rdma_set_cfg(t, cfg);
+	/* Without it a paced tenant waits for the next completion or
+	 * deadline pass to be pumped again. */
+	t->pace_ev = evtimer_new(base, rdma_on_pace, t);
+	if (!t->pace_ev)
+		log_warnx("RDMA: no pacing timer: capped tenants resume late");
 	rdma_topo_probe(&t->topo, "/");
 	const char *shift = getenv("XFERD_TEST_RDMA_SHIFT");
 	if (shift && *shift) {
@@ -487,6 +493,18 @@ void rdma_set_cfg(struct rdma *t, const struct rdma_cfg *cfg)
 		t->cfg.stripe = 1u << 30;
 	if (t->cfg.bulk_depth < 1 || t->cfg.bulk_depth > RDMA_QP_DEPTH)
 		t->cfg.bulk_depth = RDMA_QP_DEPTH;
+	/* A turn of weight 1 is one stripe, a request at most. */
+	rdma_sched_set_tenants(&t->sched, &t->cfg.tenants,
+			       (uint32_t)t->cfg.stripe);
+}
+
+void rdma_share_tenants(struct rdma *t, struct rate_cap *caps,
+			struct class_stats *stats)
+{
+	if (!t)
+		return;
+	t->sched.caps = caps;
+	t->sched.stats = stats;
 }
 
 void rdma_destroy(struct rdma *t)
@@ -517,6 +535,8 @@ void rdma_destroy(struct rdma *t)
 		while (ibv_get_cq_event(t->dev[d].v.channel, &cq, &ctx) == 0)
 			ibv_ack_cq_events(cq, 1);
 	}
+	if (t->pace_ev)
+		event_free(t->pace_ev);
 	rdma_tables_fini(t);
 	free(t);
 }
@@ -640,7 +660,8 @@ static void tr_set_cfg(void *impl, const struct transport_cfg *cfg)
 				   /* read at start only (rdma_land_open) */
 				   .landing = cfg->rdma_landing,
 				   .landing_chunks = cfg->rdma_landing_chunks,
-				   .landing_peers = cfg->rdma_landing_peers });
+				   .landing_peers = cfg->rdma_landing_peers,
+				   .tenants = cfg->tenants });
 }
 
 static void tr_destroy(void *impl)

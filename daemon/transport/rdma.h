@@ -45,6 +45,7 @@
 #include "nic/netaddr.h"
 #include "transport/link.h"
 #include "core/mover.h"
+#include "core/traffic_class.h"
 
 #define RDMA_QP_DEPTH      256   /* work requests a queue pair holds */
 #define RDMA_SIGNAL_EVERY  16    /* a completion every so many */
@@ -81,6 +82,9 @@ struct rdma_cfg {
 	bool landing;
 	uint32_t landing_chunks;
 	uint32_t landing_peers;
+	/* The tenants' weights, for the bulk class's shares of the send
+	 * queues (rdma_sched.h). */
+	struct tenant_table tenants;
 };
 
 #define RDMA_LANDING_CHUNKS 16   /* per peer: two streams each way */
@@ -118,6 +122,14 @@ struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 /* Ends what is left (-ECONNRESET), destroys every queue pair. */
 void rdma_destroy(struct rdma *t);
 void rdma_set_cfg(struct rdma *t, const struct rdma_cfg *cfg);
+/* The tenants' byte-rate buckets over all links (caps[TENANT_MAX], the
+ * TCP mover's: tcp_tenant_caps), charged by every request posted, and
+ * the class counters (paced, wait times); both outlive t, and either
+ * may be NULL.  Before the progress thread starts. */
+struct rate_cap;
+struct class_stats;
+void rdma_share_tenants(struct rdma *t, struct rate_cap *caps,
+			struct class_stats *stats);
 
 /* A link to peer id (generation gen) is up: its rails. */
 void rdma_peer_up(struct rdma *t, const uint8_t id[LINK_ID_LEN], uint64_t gen,

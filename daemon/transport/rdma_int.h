@@ -11,6 +11,8 @@
  *   rdma_post.c    posting: cutting operations into striped work
  *                  requests, one chain per queue pair and pump, reaping
  *                  completions, retiring what they account for
+ *   rdma_sched.c   the order of posting: tenants' shares and caps
+ *                  (no verbs; rdma_post.c drives it)
  *   rdma_staged.c  the staged route (ROUTE_RDMA_STAGED): memory that
  *                  no NIC registration covers, through registered
  *                  staging chunks and a CPU or GPU copy on this side, on the
@@ -55,6 +57,7 @@
 #include "mem/region.h"
 #include "transport/rdma.h"
 #include "transport/rdma_dev.h"
+#include "transport/rdma_sched.h"
 #include "transport/rdma_topo.h"
 
 #define QP_SLOTS       1024    /* queue pairs at once, both directions */
@@ -76,6 +79,7 @@ struct rdma_op {
 	bool cancelled;
 	bool redo;                /* flushed by another's error: again */
 	bool retried;             /* was redone once already */
+	bool waited;              /* its wait to a first request counted */
 	/* Through the staging buffers (ROUTE_RDMA_STAGED): its local
 	 * memory is not registered. */
 	bool staged;
@@ -204,6 +208,10 @@ struct rdma {
 	/* Makes the grants of token ranges that peers check (rdma_grant.h). */
 	struct rdma_grant_worker *grants;
 	uint64_t pass;            /* pumps so far */
+	/* The bulk class's tenant shares and every class's caps
+	 * (rdma_sched.h); a pump when a paced tenant may go again. */
+	struct rdma_sched sched;
+	struct event *pace_ev;
 	bool submitted;           /* operations came since the last pump */
 	/* A queue pair was taken down: its completions may still sit in a
 	 * CQ, taking room there until polled away. */
@@ -276,6 +284,8 @@ void rdma_pump(struct rdma *t);
 void rdma_retire(struct rdma *t, struct rqp *q, uint32_t upto, int err,
 		 const struct xop *culprit);
 void rdma_on_channel(evutil_socket_t fd, short what, void *arg);
+/* pace_ev: a tenant a cap held back may go again. */
+void rdma_on_pace(evutil_socket_t fd, short what, void *arg);
 
 /* --- rdma_staged.c: the staged route on the staging pipeline ---
  *

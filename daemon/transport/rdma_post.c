@@ -17,11 +17,15 @@
  * completion, which ends the piece (rdma_piece_retire).
  *
  * Classes (core/traffic_class.h): each pump posts the latency class's
- * operations and pieces first, then the rest in order; a request of the
- * rest goes only to a queue pair holding fewer than rdma_bulk_depth, a
- * latency one to any with room in its RDMA_QP_DEPTH, so a latency
- * request waits behind at most rdma_bulk_depth bulk ones on its queue
- * pair (RC runs a queue pair's requests in order).
+ * operations and pieces first, first come first served, then the rest
+ * by tenant: the tenants' shares and caps are rdma_sched.c's decision,
+ * this file's steps (post_op_step, post_stream_step) what each turn
+ * posts, a tenant's operations and then its streams' pieces in arrival
+ * order.  A request of the rest goes only to a queue pair holding fewer
+ * than rdma_bulk_depth, a latency one to any with room in its
+ * RDMA_QP_DEPTH, so a latency request waits behind at most
+ * rdma_bulk_depth bulk ones on its queue pair (RC runs a queue pair's
+ * requests in order).  A tenant over its cap waits for pace_ev.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -30,9 +34,11 @@
 #include <event2/event.h>
 #include <infiniband/verbs.h>
 
+#include "common/clock.h"
 #include "core/log.h"
 #include "transport/rdma_int.h"
 #include "transport/rdma_mr.h"
+#include "transport/rdma_sched.h"
 #include "mem/region.h"
 #include "stage/pipeline.h"
 #include "xfer_ring.h"
@@ -225,6 +231,10 @@ static void chain_op(struct rdma *t, struct rqp *q, struct xop *op,
 	struct posted *e = chain_wr(t, q, op, remote_at(t, op, ro->posted), len,
 				    addr, lkey, rkey, false);
 
+	if (!ro->waited) {
+		ro->waited = true;
+		rdma_sched_waited(&t->sched, op->cls, op->tenant, op->start_ns);
+	}
 	region_get(op->local);
 	e->op = op;
 	e->hold = op->local;
@@ -245,6 +255,11 @@ static void chain_piece(struct rdma *t, struct rqp *q, struct rdma_stream *s,
 
 	e->piece = c;  /* the chunk holds the local region */
 	s->posted++;
+	if (!rop(s->op)->waited) {
+		rop(s->op)->waited = true;
+		rdma_sched_waited(&t->sched, s->op->cls, s->op->tenant,
+				  s->op->start_ns);
+	}
 }
 
 /* Post what q has staged, as one chain; its last work request asks for
@@ -330,100 +345,6 @@ static bool connecting(const struct rdma *t, const struct rpeer *p)
 	return false;
 }
 
-/* The pieces of s, a stream through the owner's landing chunks, each
- * into or out of the chunk the owner granted for its bytes; a piece
- * whose grant has not come waits (and those after it: grants come in
- * stream order). */
-static void post_owner_pieces(struct rdma *t, struct rdma_stream *s,
-			      struct rpeer *p)
-{
-	struct rdma_piece *pc;
-
-	while ((pc = TAILQ_FIRST(&s->queued))) {
-		struct stage_chunk *c = STAGE_CHUNK_OF_PRIV(pc);
-		if (!pc->lent && !rdma_land_match(s, pc, c))
-			return;
-		struct rqp *q = next_qp(t, p, s->op);
-		uint32_t lkey, theirs;
-		if (!q) {
-			p->full_in_pass = t->pass;
-			return;
-		}
-		theirs = p->pair[q->pair].theirs.device;
-		if (!rdma_staging_lkey(t->staging, q->dev, &lkey) ||
-		    theirs >= pc->nkeys || !pc->rkey[theirs]) {
-			/* The owner's chunk is not registered on that
-			 * device: the peer's rails disagree with it. */
-			rdma_stream_fail(s, -EIO);
-			return;
-		}
-		pc->queued = false;
-		TAILQ_REMOVE(&s->queued, pc, q);
-		t->pieces_queued--;
-		chain_piece(t, q, s, c, pc->raddr, lkey, pc->rkey[theirs]);
-	}
-}
-
-/* Chain the pieces the streams of one class (latency, or the rest)
- * queued, oldest stream first, while queue pairs have room.  Closing or
- * failing a stream here leaves it in t->streams (the reap removes it). */
-static void post_streams(struct rdma *t, bool latency)
-{
-	struct rdma_stream *s;
-	struct rdma_piece *pc;
-
-	TAILQ_FOREACH(s, &t->streams, q) {
-		if (s->ended || TAILQ_EMPTY(&s->queued) ||
-		    (s->op->cls == XFER_CLASS_LATENCY) != latency)
-			continue;
-		/* Its fill failed: what it queued goes nowhere. */
-		int err = pipeline_error(s->pl);
-		if (err) {
-			rdma_stream_fail(s, err);
-			continue;
-		}
-		struct xop *op = s->op;
-		struct rpeer *p = rdma_peer_of(t, op);
-		if (!p) {
-			rdma_stream_close(s, -ECONNRESET, false);
-			continue;
-		}
-		if (p->full_in_pass == t->pass)
-			continue;
-		if (!rdma_ensure_qps(t, p)) {
-			stream_to_tcp_or_fail(s);
-			continue;
-		}
-		if (connecting(t, p))
-			continue;
-		if (s->owner) {
-			post_owner_pieces(t, s, p);
-			continue;
-		}
-		while ((pc = TAILQ_FIRST(&s->queued))) {
-			struct rqp *q = next_qp(t, p, op);
-			uint32_t lkey, rkey;
-			if (!q) {
-				p->full_in_pass = t->pass;
-				break;
-			}
-			if (!rdma_pair_usable(t, p, &p->pair[q->pair], op,
-					      true, &lkey, &rkey)) {
-				/* As for zero-copy: the owner must be asked
-				 * over TCP. */
-				stream_to_tcp_or_fail(s);
-				break;
-			}
-			pc->queued = false;
-			TAILQ_REMOVE(&s->queued, pc, q);
-			t->pieces_queued--;
-			struct stage_chunk *c = STAGE_CHUNK_OF_PRIV(pc);
-			chain_piece(t, q, s, c, remote_at(t, op, c->at), lkey,
-				    rkey);
-		}
-	}
-}
-
 /* Streams through p's landing chunks under way: an owner serves at most
  * LAND_STREAMS_PER_PEER of a peer at once, the others wait here. */
 static bool owner_streams_full(const struct rdma *t, const struct rpeer *p)
@@ -438,80 +359,335 @@ static bool owner_streams_full(const struct rdma *t, const struct rpeer *p)
 	return n >= LAND_STREAMS_PER_PEER;
 }
 
-/* Cut the waiting operations of one class (latency, or the rest) into
- * work requests while queue pairs have room for them, and start the
- * staged ones' streams. */
-static void pump_ops(struct rdma *t, bool latency)
+/* What one step of posting did to an operation or stream. */
+enum step {
+	STEP_POSTED,   /* one request of it went; more wait */
+	STEP_LAST,     /* its last went (or its stream started), or it
+			* has nothing queued: out of the waiting */
+	STEP_WAIT,     /* nothing can go now (no room toward its peer,
+			* queue pairs connecting, no grant yet) */
+	STEP_GONE,     /* it failed or went to another route: others
+			* may have ended with it */
+};
+
+/* One work request of op, or its stream started (staged); *bytes: what
+ * the request moves. */
+static enum step post_op_step(struct rdma *t, struct xop *op,
+			      uint64_t *bytes)
+{
+	struct rdma_op *ro = rop(op);
+	struct rpeer *p = rdma_peer_of(t, op);
+	uint32_t lkey, rkey;
+
+	*bytes = 0;
+	if (!p) {
+		rdma_op_fail(t, op, -ECONNRESET);
+		return STEP_GONE;
+	}
+	if (p->full_in_pass == t->pass)
+		return STEP_WAIT;  /* no room toward p: its later ops wait too */
+	if (!rdma_ensure_qps(t, p)) {
+		to_tcp_or_fail(t, op);
+		return STEP_GONE;
+	}
+	if (connecting(t, p))
+		return STEP_WAIT;
+	if (ro->staged) {
+		if (ro->owner && owner_streams_full(t, p))
+			return STEP_WAIT;  /* in order, after those */
+		/* Its pieces come as the pipeline fills chunks; posted as
+		 * its stream's. */
+		rdma_dequeue(t, op);
+		int err = rdma_stream_open(t, op);
+		if (err) {
+			rdma_op_fail(t, op, err);
+			return STEP_GONE;
+		}
+		return STEP_LAST;
+	}
+	struct rqp *q = next_qp(t, p, op);
+	if (!q) {
+		p->full_in_pass = t->pass;
+		return STEP_WAIT;
+	}
+	if (!rdma_pair_usable(t, p, &p->pair[q->pair], op, false, &lkey,
+			      &rkey)) {
+		/* Its import lost its keys (a remote access error): the
+		 * owner must be asked over TCP. */
+		to_tcp_or_fail(t, op);
+		return STEP_GONE;
+	}
+	uint64_t left = op->len - ro->posted;
+	uint64_t len = left < t->cfg.stripe ? left : t->cfg.stripe;
+	chain_op(t, q, op, lkey, rkey, (uint32_t)len);
+	*bytes = len;
+	if (ro->posted < op->len)
+		return STEP_POSTED;
+	rdma_dequeue(t, op);
+	return STEP_LAST;
+}
+
+static bool stream_has_piece(const struct rdma_stream *s)
+{
+	return !s->ended && !TAILQ_EMPTY(&s->queued);
+}
+
+/* The next piece s queued, into or out of the owner's memory, or
+ * (owner-side staging) the landing chunk the owner granted for its
+ * bytes: a piece whose grant has not come waits, and those after it
+ * (grants come in stream order).  Failing or closing s leaves it in
+ * t->streams (the reap removes it). */
+static enum step post_stream_step(struct rdma *t, struct rdma_stream *s,
+				  uint64_t *bytes)
+{
+	struct xop *op = s->op;
+	uint32_t lkey, rkey;
+
+	*bytes = 0;
+	if (!stream_has_piece(s))
+		return STEP_LAST;
+	/* Its fill failed: what it queued goes nowhere. */
+	int err = pipeline_error(s->pl);
+	if (err) {
+		rdma_stream_fail(s, err);
+		return STEP_GONE;
+	}
+	struct rpeer *p = rdma_peer_of(t, op);
+	if (!p) {
+		rdma_stream_close(s, -ECONNRESET, false);
+		return STEP_GONE;
+	}
+	if (p->full_in_pass == t->pass)
+		return STEP_WAIT;
+	if (!rdma_ensure_qps(t, p)) {
+		stream_to_tcp_or_fail(s);
+		return STEP_GONE;
+	}
+	if (connecting(t, p))
+		return STEP_WAIT;
+	struct rdma_piece *pc = TAILQ_FIRST(&s->queued);
+	struct stage_chunk *c = STAGE_CHUNK_OF_PRIV(pc);
+	if (s->owner && !pc->lent && !rdma_land_match(s, pc, c))
+		return STEP_WAIT;
+	struct rqp *q = next_qp(t, p, op);
+	if (!q) {
+		p->full_in_pass = t->pass;
+		return STEP_WAIT;
+	}
+	uint64_t raddr;
+	if (s->owner) {
+		uint32_t theirs = p->pair[q->pair].theirs.device;
+		if (!rdma_staging_lkey(t->staging, q->dev, &lkey) ||
+		    theirs >= pc->nkeys || !pc->rkey[theirs]) {
+			/* The owner's chunk is not registered on that
+			 * device: the peer's rails disagree with it. */
+			rdma_stream_fail(s, -EIO);
+			return STEP_GONE;
+		}
+		rkey = pc->rkey[theirs];
+		raddr = pc->raddr;
+	} else {
+		if (!rdma_pair_usable(t, p, &p->pair[q->pair], op, true,
+				      &lkey, &rkey)) {
+			/* As for zero-copy: the owner must be asked over
+			 * TCP. */
+			stream_to_tcp_or_fail(s);
+			return STEP_GONE;
+		}
+		raddr = remote_at(t, op, c->at);
+	}
+	pc->queued = false;
+	TAILQ_REMOVE(&s->queued, pc, q);
+	t->pieces_queued--;
+	chain_piece(t, q, s, c, raddr, lkey, rkey);
+	*bytes = c->len;
+	return stream_has_piece(s) ? STEP_POSTED : STEP_LAST;
+}
+
+static bool is_latency(const struct xop *op)
+{
+	return op->cls == XFER_CLASS_LATENCY;
+}
+
+/* The latency class, first come first served: each operation, then
+ * each stream's pieces, while queue pairs have room (the whole depth)
+ * and its tenant is within its cap. */
+static void post_latency(struct rdma *t)
 {
 	struct xop *op, *next;
+	struct rdma_stream *s;
+	uint64_t bytes;
+	enum step st = STEP_WAIT;
 
 	for (op = TAILQ_FIRST(&t->waiting); op; op = next) {
 		next = TAILQ_NEXT(op, q);
-		if ((op->cls == XFER_CLASS_LATENCY) != latency)
+		if (!is_latency(op))
 			continue;
-		struct rdma_op *ro = rop(op);
-		struct rpeer *p = rdma_peer_of(t, op);
-		if (!p) {
-			rdma_op_fail(t, op, -ECONNRESET);
-			continue;
-		}
-		if (p->full_in_pass == t->pass)
-			continue;  /* no room toward p: its later ops wait too */
-		if (!rdma_ensure_qps(t, p)) {
-			to_tcp_or_fail(t, op);
-			continue;
-		}
-		if (connecting(t, p))
-			continue;
-		if (ro->staged) {
-			if (ro->owner && owner_streams_full(t, p))
-				continue;  /* in order, after those */
-			/* Its pieces come as the pipeline fills chunks;
-			 * posted below. */
-			rdma_dequeue(t, op);
-			int err = rdma_stream_open(t, op);
-			if (err)
-				rdma_op_fail(t, op, err);
-			continue;
-		}
-		bool gone = false;
-		while (ro->posted < op->len) {
-			struct rqp *q = next_qp(t, p, op);
-			uint32_t lkey, rkey;
-			if (!q) {
-				p->full_in_pass = t->pass;
+		while (rdma_sched_may(&t->sched, op->tenant)) {
+			st = post_op_step(t, op, &bytes);
+			rdma_sched_charge(&t->sched, op->tenant, bytes);
+			if (st != STEP_POSTED)
 				break;
-			}
-			if (!rdma_pair_usable(t, p, &p->pair[q->pair], op,
-					      false, &lkey, &rkey)) {
-				/* Its import lost its keys (a remote access
-				 * error): the owner must be asked over TCP. */
-				to_tcp_or_fail(t, op);
-				gone = true;
-				break;
-			}
-			uint64_t left = op->len - ro->posted;
-			uint64_t len = left < t->cfg.stripe ? left : t->cfg.stripe;
-			chain_op(t, q, op, lkey, rkey, (uint32_t)len);
 		}
-		if (!gone && ro->posted == op->len)
-			rdma_dequeue(t, op);
+		/* Others may have ended with it: from the head again (each
+		 * time one fewer waits). */
+		if (st == STEP_GONE)
+			next = TAILQ_FIRST(&t->waiting);
+		st = STEP_WAIT;
+	}
+	TAILQ_FOREACH(s, &t->streams, q) {
+		if (!is_latency(s->op))
+			continue;
+		while (stream_has_piece(s) &&
+		       rdma_sched_may(&t->sched, s->op->tenant)) {
+			st = post_stream_step(t, s, &bytes);
+			rdma_sched_charge(&t->sched, s->op->tenant, bytes);
+			if (st != STEP_POSTED)
+				break;
+		}
 	}
 }
 
+/*
+ * The bulk class's pass: where each tenant is in the waiting
+ * operations and then the streams, in arrival order.  A cursor only
+ * moves forward, so a pass walks each list once per tenant at most; an
+ * operation that failed or went to another route may have taken
+ * others with it (their clients' ends), so then the tenants' cursors
+ * start again from the head (ops_fresh).
+ */
+struct bulk_pass {
+	struct rdma *t;
+	struct xop *op[TENANT_MAX];
+	struct rdma_stream *s[TENANT_MAX];
+	bool ops_fresh[TENANT_MAX], s_fresh[TENANT_MAX];
+};
+
+static struct xop *bulk_op_from(struct xop *op, unsigned tenant)
+{
+	while (op && (is_latency(op) || op->tenant != tenant))
+		op = TAILQ_NEXT(op, q);
+	return op;
+}
+
+static struct rdma_stream *bulk_stream_from(struct rdma_stream *s,
+					    unsigned tenant)
+{
+	while (s && (is_latency(s->op) || s->op->tenant != tenant ||
+		     !stream_has_piece(s)))
+		s = TAILQ_NEXT(s, q);
+	return s;
+}
+
+/* rdma_sched_post_fn: one request of tenant's, its operations first. */
+static int64_t bulk_post(void *arg, unsigned tenant)
+{
+	struct bulk_pass *b = arg;
+	struct rdma *t = b->t;
+	uint64_t bytes;
+
+	for (;;) {
+		if (b->ops_fresh[tenant]) {
+			b->ops_fresh[tenant] = false;
+			b->op[tenant] = bulk_op_from(TAILQ_FIRST(&t->waiting),
+						     tenant);
+		}
+		struct xop *op = b->op[tenant];
+		if (!op)
+			break;
+		struct xop *next = bulk_op_from(TAILQ_NEXT(op, q), tenant);
+		switch (post_op_step(t, op, &bytes)) {
+		case STEP_POSTED:
+			return (int64_t)bytes;
+		case STEP_LAST:
+			b->op[tenant] = next;
+			/* A stream it started may have pieces already. */
+			b->s_fresh[tenant] = true;
+			return (int64_t)bytes;
+		case STEP_WAIT:
+			b->op[tenant] = next;
+			continue;
+		case STEP_GONE:
+			for (unsigned i = 0; i < TENANT_MAX; i++)
+				b->ops_fresh[i] = true;
+			return 0;
+		}
+	}
+	for (;;) {
+		if (b->s_fresh[tenant]) {
+			b->s_fresh[tenant] = false;
+			b->s[tenant] = bulk_stream_from(TAILQ_FIRST(&t->streams),
+							tenant);
+		}
+		struct rdma_stream *s = b->s[tenant];
+		if (!s)
+			return -1;
+		switch (post_stream_step(t, s, &bytes)) {
+		case STEP_POSTED:
+			return (int64_t)bytes;
+		case STEP_LAST:
+			b->s[tenant] = bulk_stream_from(TAILQ_NEXT(s, q), tenant);
+			return (int64_t)bytes;
+		case STEP_WAIT:
+		case STEP_GONE:
+			/* Streams stay listed until the reap: the walk goes
+			 * on from s. */
+			b->s[tenant] = bulk_stream_from(TAILQ_NEXT(s, q), tenant);
+			continue;
+		}
+	}
+}
+
+/* The rest (default and bulk) by tenant shares (rdma_sched.h), each
+ * request only to a queue pair holding fewer than rdma_bulk_depth. */
+static void post_bulk(struct rdma *t)
+{
+	struct bulk_pass b = { .t = t };
+	uint32_t waiting = 0;
+	struct xop *op;
+	struct rdma_stream *s;
+
+	TAILQ_FOREACH(op, &t->waiting, q)
+		if (!is_latency(op))
+			waiting |= 1u << op->tenant;
+	TAILQ_FOREACH(s, &t->streams, q)
+		if (!is_latency(s->op) && stream_has_piece(s))
+			waiting |= 1u << s->op->tenant;
+	for (unsigned i = 0; i < TENANT_MAX; i++)
+		b.ops_fresh[i] = b.s_fresh[i] = true;
+	rdma_sched_bulk(&t->sched, waiting, bulk_post, &b);
+}
+
 /* Post what waits, the latency class first (with the whole depth of a
- * queue pair), then the rest (up to rdma_bulk_depth): a peer full for
- * latency is full for the rest too, so one pass marker serves both. */
+ * queue pair), then the rest (up to rdma_bulk_depth) by tenant: a peer
+ * full for latency is full for the rest too, so one pass marker serves
+ * both.  A tenant a cap held back is pumped for again once its bucket
+ * refills (pace_ev). */
 void rdma_pump(struct rdma *t)
 {
 	t->pass++;
 	t->submitted = false;
-	pump_ops(t, true);
-	post_streams(t, true);
-	pump_ops(t, false);
-	post_streams(t, false);
+	rdma_sched_begin(&t->sched, now_ns());
+	post_latency(t);
+	post_bulk(t);
 	flush(t);
+	uint64_t wait = rdma_sched_pace_ns(&t->sched);
+	if (wait && t->pace_ev) {
+		uint64_t us = (wait + 999) / 1000;
+		struct timeval tv = { .tv_sec = (time_t)(us / 1000000),
+				      .tv_usec = (suseconds_t)(us % 1000000) };
+		event_add(t->pace_ev, &tv);
+	}
 	rdma_streams_reap(t);
+}
+
+void rdma_on_pace(evutil_socket_t fd, short what, void *arg)
+{
+	struct rdma *t = arg;
+	(void)fd, (void)what;
+
+	if (!TAILQ_EMPTY(&t->waiting) || t->pieces_queued)
+		rdma_pump(t);
 }
 
 /* --- completions --- */

@@ -447,6 +447,11 @@ static void tcp_caps_set(struct tcp_mover *tm)
 	}
 }
 
+struct rate_cap *tcp_tenant_caps(struct tcp_mover *tm)
+{
+	return tm->caps;
+}
+
 static void tcp_set_cfg(void *impl, const struct transport_cfg *cfg)
 {
 	struct tcp_mover *tm = impl;

@@ -62,6 +62,8 @@ GUEST_TESTS=(
 	single xferd_rdma_ranges 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" ranges'
 	# latency work requests ahead of queued bulk ones (rdma_bulk_depth)
 	single xferd_rdma_classes 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" classes'
+	# tenants' shares (weights 1:3) and a capped tenant on the send queues
+	single xferd_rdma_tenants 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" tenants'
 	pair xferd_rdma_data_pair 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" data'
 	pair xferd_rdma_stripe_pair 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" stripe'
 	single xferd_rdma_owner_staged 'bash "$XFER_ROOT/tests/rdma/guest_xfer.sh" owner_staged'

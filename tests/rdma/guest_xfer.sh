@@ -97,6 +97,19 @@
 #               (order only: the clients' CLOCK_MONOTONIC stamps of
 #               submission and completion, compared, never timed); every
 #               write succeeds on rdma and reads back verified.
+#   tenants     a runs with rdma_bulk_depth=2, rdma_stripe=16K and the
+#               tenants heavy (uid 1001, weight 3), light (uid 1002,
+#               weight 1) and capped (uid 1003, 1 MiB a second).  light
+#               keeps 32 bulk writes of 1 MiB queued (160 in all), then
+#               heavy queues 16: heavy's all end before light's last,
+#               light keeps progressing meanwhile, and at most 2/3 as
+#               many of light's writes end while heavy's run as heavy's
+#               (weights 1:3: about 1/3; arrival order: 32, the ones
+#               queued ahead; order and counts from the clients' stamps,
+#               never timed); a's per-tenant wait counts (xferctl stats)
+#               have heavy's RDMA writes.  capped writes 4 MiB
+#               in 4: every write succeeds on rdma and a counts it paced.
+#               Every write reads back verified.
 #
 # Every part ends with both xferds stopping cleanly (SIGTERM, exit 0).
 # Exit 0 pass, 1 fail, 77 skip.
@@ -104,7 +117,7 @@ set -u
 # shellcheck source-path=SCRIPTDIR source=guest_lib.sh
 . "$(dirname "$0")/guest_lib.sh"
 
-[ $# -ge 1 ] || { echo "usage: guest_xfer.sh data|stripe|errors|peer_death|fallback|staged|adaptive|ranges|owner_staged|classes..." >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: guest_xfer.sh data|stripe|errors|peer_death|fallback|staged|adaptive|ranges|owner_staged|classes|tenants..." >&2; exit 2; }
 
 # rails_json NODE: a's view of the rails, as JSON, shown compactly.
 rails_json() {
@@ -826,9 +839,99 @@ part_classes() {
 	stop_xferd b
 }
 
+# --- tenants -----------------------------------------------------------------
+
+# as_uid UID CMD...: CMD as a plain numeric uid (no user entry needed).
+as_uid() {
+	local uid=$1
+	shift
+	setpriv --reuid="$uid" --regid="$uid" --clear-groups "$@"
+}
+
+# stamps TAG FIELD: FIELD (submit_us, complete_us) of each op of bg TAG.
+stamps() {
+	sed -n "s/^op=.* $2=\([0-9]*\).*/\1/p" "$TMP/bg-$1.out"
+}
+
+# tenant_stat NODE TENANT JQ: JQ of TENANT's entry in NODE's stats.
+tenant_stat() {
+	local out
+	out=$(xferctl_on "$1" --json stats) || fail "xferctl stats on $1"
+	jq -r --arg t "$2" "[.tenants[] | select(.name == \$t) | $3] | add // 0" <<<"$out"
+}
+
+part_tenants() {
+	local N=16 h_sub h_end l_end h l w paced
+	command -v setpriv >/dev/null || skip "setpriv missing (util-linux)"
+	start_xferd b
+	start_xferd a rdma_bulk_depth=2 rdma_stripe=16K \
+		"tenant=heavy weight=3 uid=1001" "tenant=light weight=1 uid=1002" \
+		"tenant=capped uid=1003 rate=1M"
+	# Clients of other users (the tenants) reach a's socket.
+	chmod 0755 "$TMP"
+	chmod 0666 "${XD_SOCK[a]}"
+	serve_start b t --name t --size $((8 * MiB)) --kind memfd
+	step "a's queue pairs toward b opened"
+	xnode_ok a write --lookup "$(addr b)/t" --size 4096 --offset $((6 * MiB)) \
+		--seed 40 --kind memfd --expect-path rdma
+	# light keeps 2N writes queued, 10N in all: it still has writes
+	# waiting when heavy's all ended, whatever heavy's start-up took.
+	step "light (weight 1) keeps $((2 * N)) bulk writes of 1 MiB queued, then heavy (weight 3) queues $N"
+	bg_start light as_uid 1002 "$XNODE" write --socket "${XD_SOCK[a]}" \
+		--lookup "$(addr b)/t" --size "$MiB" --offset 0 --seed 41 \
+		--kind memfd --class bulk --repeat $((10 * N)) --depth $((2 * N)) \
+		--expect-path rdma --timeout-ms 200000
+	bg_wait_line light "^submitted op=$((2 * N)) " 120
+	bg_start heavy as_uid 1001 "$XNODE" write --socket "${XD_SOCK[a]}" \
+		--lookup "$(addr b)/t" --size "$MiB" --offset $((2 * MiB)) --seed 42 \
+		--kind memfd --class bulk --repeat $N --depth $N --expect-path rdma \
+		--timeout-ms 200000
+	bg_wait heavy 300 || fail "heavy's writes failed: $(tail -n 3 "$TMP/bg-heavy.out")"
+	bg_wait light 300 || fail "light's writes failed: $(tail -n 3 "$TMP/bg-light.out")"
+	[ "$(grep -c '^op=.* result=1048576 path=rdma ' "$TMP/bg-heavy.out")" = $N ] ||
+		fail "not $N writes of 1 MiB on rdma by heavy"
+	[ "$(grep -c '^op=.* result=1048576 path=rdma ' "$TMP/bg-light.out")" = $((10 * N)) ] ||
+		fail "not $((10 * N)) writes of 1 MiB on rdma by light"
+	h_sub=$(stamps heavy submit_us | sort -n | head -n 1)
+	h_end=$(stamps heavy complete_us | sort -n | tail -n 1)
+	l_end=$(stamps light complete_us | sort -n | tail -n 1)
+	[ -n "$h_sub" ] && [ -n "$h_end" ] && [ -n "$l_end" ] || fail "no stamps"
+	h=$N
+	l=$(stamps light complete_us | awk -v s="$h_sub" -v e="$h_end" \
+		'$1 > s && $1 <= e { n++ } END { print n + 0 }')
+	note "light's writes ending while heavy's $N ran: $l; light's last ended $((l_end - h_end)) us after heavy's"
+	[ "$h_end" -lt "$l_end" ] ||
+		fail "heavy (weight 3) ended after light, which came first: arrival order, not shares"
+	[ "$l" -ge 1 ] || fail "light made no progress while heavy ran"
+	[ $((l * 3)) -le $((h * 2)) ] ||
+		fail "light got $l writes to heavy's $h: not near 1:3"
+	w=$(tenant_stat a heavy '(.wait | add)')
+	[ "$w" -ge "$N" ] || fail "a counts $w waits of heavy's RDMA writes, not $N"
+	xnode_ok a read --lookup "$(addr b)/t" --size "$MiB" --offset 0 --seed 41 \
+		--kind memfd --expect-path rdma
+	xnode_ok a read --lookup "$(addr b)/t" --size "$MiB" --offset $((2 * MiB)) \
+		--seed 42 --kind memfd --expect-path rdma
+	step "a capped tenant (1 MiB a second) is paced, not failed"
+	as_uid 1003 "$XNODE" write --socket "${XD_SOCK[a]}" \
+		--lookup "$(addr b)/t" --size "$MiB" --offset $((4 * MiB)) --seed 43 \
+		--kind memfd --class bulk --repeat 4 --expect-path rdma \
+		--timeout-ms 60000 >"$TMP/capped.out" 2>&1 ||
+		fail "the capped tenant's writes failed: $(tail -n 3 "$TMP/capped.out")"
+	[ "$(grep -c '^op=.* result=1048576 path=rdma ' "$TMP/capped.out")" = 4 ] ||
+		fail "not 4 writes of 1 MiB on rdma by capped"
+	paced=$(tenant_stat a capped .paced)
+	note "capped: paced $paced times"
+	[ "$paced" -gt 0 ] || fail "the capped tenant was never paced"
+	xnode_ok a read --lookup "$(addr b)/t" --size "$MiB" --offset $((4 * MiB)) \
+		--seed 43 --kind memfd --expect-path rdma
+	serve_stop t
+	stop_xferd a
+	stop_xferd b
+}
+
 for part; do
 	case $part in
-	data | stripe | errors | peer_death | fallback | staged | adaptive | ranges | owner_staged | classes) "part_$part" ;;
+	data | stripe | errors | peer_death | fallback | staged | adaptive | ranges | owner_staged | classes | tenants) "part_$part" ;;
 	*) fail "unknown part '$part'" ;;
 	esac
 done

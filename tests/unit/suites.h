@@ -35,5 +35,6 @@ Suite *quota_suite(void);
 Suite *http_request_suite(void);
 Suite *fairq_suite(void);
 Suite *rdma_land_suite(void);
+Suite *rdma_sched_suite(void);
 
 #endif /* XFER_UNIT_SUITES_H */
