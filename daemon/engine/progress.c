@@ -562,7 +562,9 @@ struct progress *progress_create(struct regtab *regs, uint32_t spin_us,
 	event_config_set_flag(ecfg, EVENT_BASE_FLAG_IGNORE_ENV);
 	p->base = event_base_new_with_config(ecfg);
 	event_config_free(ecfg);
-	if (!p->base)
+	/* Two priorities: a link's latency lane (transport/link_lane.c)
+	 * runs before the rest in each turn of the loop. */
+	if (!p->base || event_base_priority_init(p->base, 2))
 		goto err_base;
 	p->ev_doorbell = event_new(p->base, p->doorbell, EV_READ | EV_PERSIST,
 				   on_doorbell, p);

@@ -49,6 +49,10 @@
 #define SMALL_PAYLOAD 4096u            /* copied rather than referenced */
 #define OUT_CAP      (4 * LINK_OUT_HIGH) /* stop reading the peer above this */
 #define READS_PER_CALL 32
+/* Bytes read per call at most: the event loop then comes back to the
+ * clients' rings and the other links (a latency lane's frame, most of
+ * all) after about as long as one write call takes (LINK_SINGLE_IO). */
+#define READ_BUDGET  LINK_SINGLE_IO
 #define RXBUF        (LINK_FRAME_PREFIX + PEER_MAX_HEADER + (256u << 10))
 
 /* Control headers are small: a 1 KiB stack buffer holds them. */
@@ -453,10 +457,11 @@ static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 		l->ls->client->fill(l->cl);
 		return;
 	}
-	/* A bounded number of reads per call: the event is level-triggered
-	 * and fires again, and rings, timers and other links get their turn
-	 * in between. */
-	for (int round = 0; round < READS_PER_CALL; round++) {
+	/* A bounded number of reads and bytes per call: the event is
+	 * level-triggered and fires again, and rings, timers and other
+	 * links get their turn in between. */
+	size_t budget = READ_BUDGET;
+	for (int round = 0; round < READS_PER_CALL && budget; round++) {
 		if (!consume(l))
 			return;
 		if (output_full(l)) {
@@ -488,7 +493,7 @@ static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 			dst = l->rxbuf + l->rx_len;
 			room = RXBUF - l->rx_len;
 		}
-		ssize_t n = recv(fd, dst, room, 0);
+		ssize_t n = recv(fd, dst, room < budget ? room : budget, 0);
 		if (n == 0) {
 			link_fail(l, -ECONNRESET, "connection closed by the peer");
 			return;
@@ -500,6 +505,7 @@ static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 				link_fail(l, -ECONNRESET, "connection error");
 			break;
 		}
+		budget -= (size_t)n;
 		if (direct) {
 			l->ls->client->sink_landed(l->cl, (size_t)n);
 		} else {
@@ -691,6 +697,8 @@ struct link *link_open(struct linkset *ls, struct rpeer *rp, int fd,
 			       l);
 	l->ev_kick = event_new(ls->base, -1, 0, on_kick, l);
 	struct timeval tv = ms_to_timeval(ls->cfg.keepalive_ms);
+	if (is_lane)
+		lane_events_first(l);
 	if (!l->cl || !l->bev || !l->tick || !l->ev_read || !l->ev_kick ||
 	    !l->rxbuf ||
 	    event_add(l->tick, &tv) || event_add(l->ev_read, NULL)) {

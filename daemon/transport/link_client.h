@@ -28,7 +28,9 @@ struct evbuffer;
 struct Xfer__Peer__PeerMsg;
 
 #define LINK_OUT_HIGH   (4u << 20)   /* stop queueing frames above this */
-#define LINK_SINGLE_IO  (1u << 20)   /* bytes per write call */
+/* Bytes per write call, and per read call: each is about as long as a
+ * frame of a latency lane waits for the progress thread (link_lane.c). */
+#define LINK_SINGLE_IO  (256u << 10)
 
 /*
  * What the session calls of its data client.  arg is the client_arg of

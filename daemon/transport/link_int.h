@@ -118,6 +118,9 @@ int lane_frame(struct link *l, const struct Xfer__Peer__PeerMsg *m,
 /* l failed with err: its lane (a link's) fails too, its dial stops; a
  * lane leaves its link. */
 void lane_link_failed(struct link *l, int err);
+/* A lane's events (reads, writes, kicks) run before a link's in each
+ * turn of the event loop (where the base has priorities). */
+void lane_events_first(struct link *l);
 /* l is freed: what the lane code holds of it goes. */
 void lane_link_free(struct link *l);
 

@@ -47,6 +47,7 @@
 #include <netinet/tcp.h>
 #include <unistd.h>
 
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 
 #include "common/clock.h"
@@ -291,6 +292,18 @@ void lane_link_failed(struct link *l, int err)
 		lane->of = NULL;
 		link_fail(lane, err, "its link is gone");
 	}
+}
+
+void lane_events_first(struct link *l)
+{
+	/* 0 is the first of the progress thread's two priorities; a base
+	 * without priorities (a unit test's) refuses it, harmlessly. */
+	if (l->ev_read)
+		(void)event_priority_set(l->ev_read, 0);
+	if (l->ev_kick)
+		(void)event_priority_set(l->ev_kick, 0);
+	if (l->bev)
+		(void)bufferevent_priority_set(l->bev, 0);
 }
 
 void lane_link_free(struct link *l)

@@ -360,6 +360,7 @@ void tcp_fill(void *cl)
 	struct tcp_link *tl = cl;
 	bool was_filling = tl->filling;
 	uint64_t now = now_ns(), wait = 0;
+	bool flushed = false;
 
 	/* A staged owner unparked meanwhile (its chunk came back inside a
 	 * buffer's cleanup, say) is picked up by this loop, or kicked. */
@@ -368,8 +369,16 @@ void tcp_fill(void *cl)
 	link_cork(tl->l);
 	while (link_alive(tl->l) && link_out_bytes(tl->l) < LINK_OUT_HIGH) {
 		size_t out = link_out_bytes(tl->l);
-		if (out >= LINK_SINGLE_IO)
+		if (out >= LINK_SINGLE_IO) {
+			/* One write call here, one at the uncork: the rest
+			 * goes as the socket drains (on_writable), so the
+			 * thread is back at the rings and the other links
+			 * (a latency lane) soon. */
+			if (flushed)
+				break;
 			link_flush(tl->l);
+			flushed = true;
+		}
 		struct serve *s = TAILQ_FIRST(&tl->serveq);
 		struct xop *op = tcp_sched_latency(tl, now);
 		tl->frame_max = tl->tm->cfg.tcp_chunk;
