@@ -61,6 +61,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "xfer_ring.h"
 
@@ -301,9 +302,11 @@ static inline uint16_t ring_cq_seq(const struct ring_view *v, uint32_t index)
 }
 
 /*
- * Write the entry at index (room checked by the caller).  With phase the
- * fields go in one by one and seq last (G): a copy of the whole struct
- * would store a seq of its own first, and 0 is lap 65535's.
+ * Write the entry at index (room checked by the caller).  With phase seq
+ * goes in last (G), in one store with flags and path (the 8 bytes at
+ * offset 16): a copy of the whole struct would store a seq of its own
+ * first (0 is lap 65535's), and fewer stores into a line the client
+ * polls take it from the client fewer times.
  */
 static inline void ring_cqe_write(const struct ring_view *v, uint32_t index,
 				  const struct xfer_cqe *cqe)
@@ -314,13 +317,19 @@ static inline void ring_cqe_write(const struct ring_view *v, uint32_t index,
 		*e = *cqe;
 		return;
 	}
+	struct xfer_cqe stamped = *cqe;
+	uint64_t word;
+
+	_Static_assert(offsetof(struct xfer_cqe, flags) == 16 &&
+		       offsetof(struct xfer_cqe, seq) == 22 &&
+		       offsetof(struct xfer_cqe, handle) == 24, "CQE layout");
+	stamped.seq = ring_cq_seq(v, index);
+	memcpy(&word, &stamped.flags, sizeof(word));
 	e->user_data = cqe->user_data;
 	e->result = cqe->result;
-	e->flags = cqe->flags;
-	e->path = cqe->path;
 	e->handle = cqe->handle;
 	/* (G) pairs with the acquire in ring_cqe_ready(). */
-	__atomic_store_n(&e->seq, ring_cq_seq(v, index), __ATOMIC_RELEASE);
+	__atomic_store_n((uint64_t *)&e->flags, word, __ATOMIC_RELEASE);
 }
 
 /* Publish completions up to tail; true if the client asked for a wake-up. */
