@@ -176,6 +176,11 @@ static int handshake(struct xfer_ctx *ctx, const char *sender_name,
 	/* An xferd that predates classes ignores it: its order is the
 	 * default class's. */
 	hello.traffic_class = cls;
+	/* Per-entry phase ((F), (G) of common/ring.h), unless the
+	 * environment says to speak the tails-only protocol of ring 4
+	 * (to compare the two, or to test an xferd with an older client). */
+	const char *phase = getenv("XFER_RING_PHASE");
+	hello.ring_phase = !phase || strcmp(phase, "0") != 0;
 	m.body_case = XFER__CLIENT__CLIENT_MSG__BODY_HELLO;
 	m.hello = &hello;
 	err = ctx_call_fds(ctx, &m, NULL, 0, &r, fds, &nfds);
@@ -199,6 +204,8 @@ static int handshake(struct xfer_ctx *ctx, const char *sender_name,
 	err = ring_view_init(&ctx->ring, ctx->ring_map, ctx->ring_len, &off);
 	if (err)
 		goto out;
+	/* An xferd that predates phase leaves the field false. */
+	ctx->ring.phase = hello.ring_phase && hr->ring_phase;
 	close(fds[0]);
 	ctx->sq_efd = fds[1];
 	ctx->cq_efd = fds[2];

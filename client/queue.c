@@ -102,6 +102,10 @@ XFER_EXPORT int xfer_submit(struct xfer_ctx *ctx)
 		return -ENOTCONN;
 	if (n == 0)
 		return 0;
+	/* (F): each entry by its phase, then sq_tail as always. */
+	if (ctx->ring.phase)
+		for (uint32_t i = ctx->sq_published; i != tail; i++)
+			ring_sqe_stamp(&ctx->ring, i);
 	ctx->sq_published = tail;
 	if (ring_sq_publish(&ctx->ring, tail))
 		ring_doorbell(ctx->sq_efd);
@@ -124,9 +128,18 @@ static void check_socket(struct xfer_ctx *ctx)
 		ctx->gone = true;
 }
 
+/* Is the entry at our head there?  With phase by its seq (G), the line
+ * we then read; else by cq_tail (C), a line of its own. */
+static bool cqe_there(const struct xfer_ctx *ctx)
+{
+	if (ctx->ring.phase)
+		return ring_cqe_ready(&ctx->ring, ctx->cq_head);
+	return ring_cq_avail(&ctx->ring, ctx->cq_head) != 0;
+}
+
 XFER_EXPORT int xfer_peek_cqe(struct xfer_ctx *ctx, struct xfer_cqe **cqe)
 {
-	if (ring_cq_avail(&ctx->ring, ctx->cq_head) == 0) {
+	if (!cqe_there(ctx)) {
 		if (++ctx->empty_peeks >= PEEKS_PER_SOCKET_CHECK) {
 			ctx->empty_peeks = 0;
 			check_socket(ctx);

@@ -199,6 +199,8 @@ int ring_view_init(struct ring_view *v, void *base, size_t map_len,
 		.cqes = (struct xfer_cqe *)(b + off->cqes),
 		.sq_entries = off->sq_entries,
 		.cq_entries = off->cq_entries,
+		.sq_shift = (uint8_t)__builtin_ctz(off->sq_entries),
+		.cq_shift = (uint8_t)__builtin_ctz(off->cq_entries),
 		.idx = off->idx_size ? (struct xfer_dlist_pair *)(b + off->idx)
 				     : NULL,
 		.idx_size = off->idx_size,

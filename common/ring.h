@@ -24,6 +24,32 @@
  *                  tail; the producer stores its tail, full fence, reads
  *                  the flag.  With both fences at least one side sees the
  *                  other's store, so a wake-up is never lost.
+ *   (F) SQ phase:  (ring 5, when the hello negotiated it) the client
+ *                  writes an entry (and its message), then store-release
+ *                  the entry's flags byte with its lap's phase
+ *                  (ring_sqe_stamp); xferd load-acquires the flags byte
+ *                  of the slot at its head (ring_sqe_ready), then copies
+ *                  the entry.  sq_tail is still stored after the
+ *                  stamps, for (E) and for xferds that poll it.
+ *   (G) CQ phase:  xferd writes an entry (and its records) except seq,
+ *                  then store-release seq = its lap + 1
+ *                  (ring_cqe_write); the client load-acquires seq of the
+ *                  slot at its head (ring_cqe_ready), then reads the
+ *                  entry.  cq_tail is still published after, for (E).
+ *
+ * Why phase: polling the tail and then reading the entry crosses two
+ * cache lines per hand-over; polling the entry crosses one.  Why a
+ * stale stamp never matches: a slot is written once per lap, in index
+ * order, so what it holds before index's entry arrives is the previous
+ * lap's stamp or, in lap 0, zero.  The SQ stamp is 1 in even laps and 3
+ * in odd ones, never 0, and consecutive laps differ in parity even
+ * where the 32-bit index wraps (2^32 / sq_entries laps is even).  The
+ * CQ stamp is (lap + 1) mod 2^16: consecutive laps differ by 1 mod 2^16
+ * across the wrap too (2^32 / cq_entries laps is a multiple of 2^16
+ * since cq_entries <= 2^16), and 0 arrives only in lap 65535, whose
+ * slots lap 65534 has written.  A stamp that lies (a client writing its
+ * own ring) lies to that client only: xferd never reads more than
+ * sq_entries past its head and treats the copy as untrusted as ever.
  *
  * xferd treats every value it reads from the ring as untrusted: a client
  * can only corrupt its own ring, and xferd checks indices before use.
@@ -35,6 +61,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "xfer_ring.h"
 
@@ -49,6 +76,11 @@ struct ring_view {
 	struct xfer_sqe *sqes;
 	struct xfer_cqe *cqes;
 	uint32_t sq_entries, cq_entries;
+	/* log2 of the entry counts: the lap of index i is i >> shift. */
+	uint8_t sq_shift, cq_shift;
+	/* Both sides agreed on per-entry phase ((F), (G)); set after
+	 * ring_view_init() by whoever negotiated it. */
+	bool phase;
 	/* The index area of prepared-list descriptors (NULL, 0: none). */
 	struct xfer_dlist_pair *idx;
 	uint32_t idx_size;
@@ -102,6 +134,26 @@ static inline struct xfer_sqe *ring_sqe_at(const struct ring_view *v,
 	return &v->sqes[index & (v->sq_entries - 1)];
 }
 
+/* The phase an entry at index carries when published: 1 in even laps,
+ * 3 in odd ones, in the flags bits XFER_SQE_F_PHASE_MASK. */
+static inline uint8_t ring_sq_phase(const struct ring_view *v, uint32_t index)
+{
+	return (uint8_t)((1u | ((index >> v->sq_shift) & 1u) << 1)
+			 << XFER_SQE_PHASE_SHIFT);
+}
+
+/* Publish one written entry by its phase (F); before ring_sq_publish(). */
+static inline void ring_sqe_stamp(const struct ring_view *v, uint32_t index)
+{
+	struct xfer_sqe *e = ring_sqe_at(v, index);
+	uint8_t flags = (uint8_t)(e->flags & ~XFER_SQE_F_PHASE_MASK);
+
+	/* (F) pairs with the acquire in ring_sqe_ready(): the entry's other
+	 * bytes and its message are written before its phase. */
+	__atomic_store_n(&e->flags, (uint8_t)(flags | ring_sq_phase(v, index)),
+			 __ATOMIC_RELEASE);
+}
+
 /* Publish entries up to tail; true if xferd asked to be woken. */
 static inline bool ring_sq_publish(const struct ring_view *v, uint32_t tail)
 {
@@ -121,6 +173,31 @@ static inline uint32_t ring_sq_avail(const struct ring_view *v,
 {
 	/* (A) pairs with the release in ring_sq_publish(). */
 	return atomic_load_explicit(v->sq_tail, memory_order_acquire) - head;
+}
+
+/* With phase: is the entry at index published (F)?  Untrusted like all
+ * the ring: true only means "the client says so". */
+static inline bool ring_sqe_ready(const struct ring_view *v, uint32_t index)
+{
+	/* (F) pairs with the release in ring_sqe_stamp(). */
+	uint8_t flags = __atomic_load_n(&ring_sqe_at(v, index)->flags,
+					__ATOMIC_ACQUIRE);
+	return (flags & XFER_SQE_F_PHASE_MASK) == ring_sq_phase(v, index);
+}
+
+/* With phase: how many entries from head on are published, at most max
+ * and never more than the ring holds (so never an entry past what the
+ * client may have written since xferd released head). */
+static inline uint32_t ring_sq_ready_run(const struct ring_view *v,
+					 uint32_t head, uint32_t max)
+{
+	uint32_t n = 0;
+
+	if (max > v->sq_entries)
+		max = v->sq_entries;
+	while (n < max && ring_sqe_ready(v, head + n))
+		n++;
+	return n;
 }
 
 /*
@@ -218,6 +295,43 @@ static inline uint8_t *ring_sq_msg_at(const struct ring_view *v,
 	       (size_t)(index & (v->sq_entries - 1)) * v->sq_msg_size;
 }
 
+/* The seq the entry at index carries once written (G): its lap + 1. */
+static inline uint16_t ring_cq_seq(const struct ring_view *v, uint32_t index)
+{
+	return (uint16_t)((index >> v->cq_shift) + 1u);
+}
+
+/*
+ * Write the entry at index (room checked by the caller).  With phase seq
+ * goes in last (G), in one store with flags and path (the 8 bytes at
+ * offset 16): a copy of the whole struct would store a seq of its own
+ * first (0 is lap 65535's), and fewer stores into a line the client
+ * polls take it from the client fewer times.
+ */
+static inline void ring_cqe_write(const struct ring_view *v, uint32_t index,
+				  const struct xfer_cqe *cqe)
+{
+	struct xfer_cqe *e = ring_cqe_at(v, index);
+
+	if (!v->phase) {
+		*e = *cqe;
+		return;
+	}
+	struct xfer_cqe stamped = *cqe;
+	uint64_t word;
+
+	_Static_assert(offsetof(struct xfer_cqe, flags) == 16 &&
+		       offsetof(struct xfer_cqe, seq) == 22 &&
+		       offsetof(struct xfer_cqe, handle) == 24, "CQE layout");
+	stamped.seq = ring_cq_seq(v, index);
+	memcpy(&word, &stamped.flags, sizeof(word));
+	e->user_data = cqe->user_data;
+	e->result = cqe->result;
+	e->handle = cqe->handle;
+	/* (G) pairs with the acquire in ring_cqe_ready(). */
+	__atomic_store_n((uint64_t *)&e->flags, word, __ATOMIC_RELEASE);
+}
+
 /* Publish completions up to tail; true if the client asked for a wake-up. */
 static inline bool ring_cq_publish(const struct ring_view *v, uint32_t tail)
 {
@@ -236,6 +350,14 @@ static inline uint32_t ring_cq_avail(const struct ring_view *v,
 {
 	/* (C) pairs with the release in ring_cq_publish(). */
 	return atomic_load_explicit(v->cq_tail, memory_order_acquire) - head;
+}
+
+/* With phase: is the entry at index there (G)? */
+static inline bool ring_cqe_ready(const struct ring_view *v, uint32_t index)
+{
+	/* (G) pairs with the release in ring_cqe_write(). */
+	return __atomic_load_n(&ring_cqe_at(v, index)->seq, __ATOMIC_ACQUIRE) ==
+	       ring_cq_seq(v, index);
 }
 
 static inline void ring_cq_release(const struct ring_view *v, uint32_t head)

@@ -424,6 +424,7 @@ static int send_hello_reply(struct client *c, uint64_t seq,
 	rep.uid = c->uid;
 	rep.daemon_pid = (uint32_t)getpid();
 	rep.ring = &rl;
+	rep.ring_phase = c->pc.ring.phase;
 	rep.n_addresses = naddr;
 	rep.addresses = naddr ? addrp : NULL;
 	rep.node_name = (char *)peers_node_name(c->d->peers);
@@ -576,6 +577,9 @@ void client_accept(struct xferd *d, int sock, const struct ucred *cred,
 		client_free(c);
 		goto out;
 	}
+	/* Per-entry phase ((F), (G) of common/ring.h): for a client that
+	 * asks; one that does not gets tails only, as before. */
+	c->pc.ring.phase = m->hello->ring_phase;
 	err = send_hello_reply(c, seq, &off, ring_fd, cq_fd);
 	/* Our mapping stays, and our doorbells; the client has its own
 	 * fds, and xferd keeps no copy of the client's CQ end. */

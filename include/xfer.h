@@ -42,6 +42,9 @@ struct xfer_dlist;  /* a prepared descriptor list */
  * protocol version mismatch, -EUSERS when xferd serves max_clients
  * clients, -EMFILE when this user has max_connections_per_uid contexts
  * open (xferd.conf(5)).
+ * The ring uses per-entry phase (xfer_ring.h, ring 5) where xferd agrees;
+ * XFER_RING_PHASE=0 in the environment asks for the tails-only protocol
+ * of ring 4 (to compare the two, or to test as an older client would).
  */
 int xfer_open(const char *socket_path, struct xfer_ctx **out);
 /*

@@ -40,7 +40,8 @@
  * for them; 2: the CQ sender area (cq_senders); 1: none.  A client reads
  * what the offsets say is there, not this number. */
 /* 4: the SQE's class bits (XFER_SQE_F_CLASS_MASK), same layout as 3. */
-#define XFER_RING_VERSION 4u
+/* 5: per-entry phase (XFER_SQE_F_PHASE_MASK, xfer_cqe.seq), same layout. */
+#define XFER_RING_VERSION 5u
 /* For programs built against several versions of this header: struct
  * xfer_cqe_sender, xfer_cqe_sender(), xfer_stream_peer() exist. */
 #define XFER_HAVE_CQE_SENDER 1
@@ -51,6 +52,10 @@
 /* ... and traffic classes: enum xfer_class, xfer_sqe_set_class(),
  * xfer_open_class(). */
 #define XFER_HAVE_CLASSES 1
+/* ... and per-entry phase: XFER_SQE_F_PHASE_MASK, xfer_cqe.seq (the
+ * protocol libxfer and xferd agree on in the hello, when both know it;
+ * applications see no difference). */
+#define XFER_HAVE_RING_PHASE 1
 
 /*
  * The longest message a notification carries, in bytes (any bytes): a
@@ -125,9 +130,21 @@ enum {
 	 * older than classes refuses the bits with -EINVAL.
 	 */
 	XFER_SQE_F_CLASS_MASK = 3u << 2,
-	XFER_SQE_F__ALL = (1u << 4) - 1
+	XFER_SQE_F__ALL = (1u << 4) - 1,
+	/*
+	 * Bits 4-5: the entry's phase (ring 5, XFER_HAVE_RING_PHASE), only
+	 * on a ring whose hello negotiated it, and written only by libxfer
+	 * (xfer_submit), never by an application: the xfer_prep_* helpers
+	 * clear them, the xfer_sqe_set_* helpers leave them alone.  1 in
+	 * even laps of the SQ (index / sq_entries), 3 in odd ones, 0 never:
+	 * a slot is published when its phase is its lap's, so xferd polls
+	 * the slot at its head instead of sq_tail ((F) in common/ring.h).
+	 * Without the negotiation the bits are refused like any unknown.
+	 */
+	XFER_SQE_F_PHASE_MASK = 3u << 4,
 };
 #define XFER_SQE_CLASS_SHIFT 2
+#define XFER_SQE_PHASE_SHIFT 4
 
 /*
  * Traffic classes: how xferd schedules a descriptor against others on
@@ -223,7 +240,19 @@ struct xfer_cqe {
 	int64_t result;    /* bytes moved (>= 0) or a negative errno */
 	uint32_t flags;    /* XFER_CQE_F_* */
 	uint16_t path;     /* enum xfer_path */
-	uint16_t reserved;
+	union {
+		/*
+		 * Ring 5, a ring whose hello negotiated phase: xferd stores
+		 * (uint16_t)(index / cq_entries + 1) here last, with
+		 * release, after the rest of the entry (and its records);
+		 * the entry at index is there when this field holds that
+		 * value, so the client polls the slot at its head instead
+		 * of cq_tail ((G) in common/ring.h).  0 from an xferd that
+		 * did not agree; never a value to trust.
+		 */
+		uint16_t seq;
+		uint16_t reserved;  /* its name before phase */
+	};
 	uint64_t handle;   /* XFER_CQE_F_NOTIFY: the region notified */
 };
 XFER_STATIC_ASSERT(sizeof(struct xfer_cqe) == 32, "two CQEs per cache line");
@@ -340,11 +369,15 @@ struct xfer_ring_offsets {
 	uint32_t cq_entries; /* power of two, 2 * sq_entries */
 	uint32_t magic;      /* u32 at this offset == XFER_RING_MAGIC */
 	uint32_t sq_head;    /* xferd: consumed up to here (release) */
-	uint32_t sq_tail;    /* client: published up to here (release) */
+	/* client: published up to here (release); also with phase, for
+	 * the doorbell (E) and for an xferd that polls it */
+	uint32_t sq_tail;
 	uint32_t sq_flags;   /* xferd: XFER_SQ_* */
 	uint32_t sqes;       /* array of sq_entries struct xfer_sqe */
 	uint32_t cq_head;    /* client: consumed up to here (release) */
-	uint32_t cq_tail;    /* xferd: published up to here (release) */
+	/* xferd: published up to here (release); also with phase, for the
+	 * doorbell (E) and for counting what is there */
+	uint32_t cq_tail;
 	uint32_t cq_flags;   /* client: XFER_CQ_* */
 	/* xferd: notifications lost (0 since xferd holds those that find
 	 * the CQ full; see xfer_cq_overflow() in xfer.h) */

@@ -33,7 +33,7 @@ void exec_publish(struct prog_client *pc)
  * A notification's CQE and, before it, the sender and message records of
  * its slot: the release store of cq_tail in exec_publish() publishes
  * them all (C in common/ring.h; the client reads them after its
- * acquire).  Completions of a client's own descriptors (exec_write_cqe)
+ * acquire), and on a ring with phase already the CQE's seq (G).  Completions of a client's own descriptors (exec_write_cqe)
  * leave the records alone.  A ring without a message area (a client
  * that did not ask for messages) gets the CQE and sender as before.
  */

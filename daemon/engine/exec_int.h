@@ -35,7 +35,7 @@ static inline void exec_write_cqe(struct prog_client *pc,
 				 (uint32_t)__rdtsc();
 	cqe = &stamped;
 #endif
-	*ring_cqe_at(&pc->ring, pc->cq_tail) = *cqe;
+	ring_cqe_write(&pc->ring, pc->cq_tail, cqe);
 	pc->cq_tail++;
 	pc->cq_dirty = true;
 }

@@ -86,12 +86,29 @@ static bool client_may_start(struct progress *p,
 	       atomic_load_explicit(&p->max_inflight, memory_order_relaxed);
 }
 
+/*
+ * SQEs the client published past our head: by their phase (F) where it
+ * negotiated that, so the poll reads the slot it then copies and not
+ * the line of sq_tail too; else by sq_tail (A), untrusted (may exceed
+ * sq_entries).  Every look at a client's SQ (drain, work, sleep) goes
+ * through here, so a client whose sq_tail and stamps disagree is seen
+ * one way only and cannot keep this thread spinning.
+ */
+static uint32_t sq_avail(const struct prog_client *pc, uint32_t max)
+{
+	if (pc->ring.phase)
+		return ring_sq_ready_run(&pc->ring, pc->sq_head, max);
+	return ring_sq_avail(&pc->ring, pc->sq_head);
+}
+
 /* Run what one client submitted; true if anything was done. */
 static bool drain(struct progress *p, struct prog_client *pc)
 {
-	uint32_t avail = ring_sq_avail(&pc->ring, pc->sq_head);
+	if (pc->broken)
+		return false;
+	uint32_t avail = sq_avail(pc, DRAIN_BUDGET);
 
-	if (avail == 0 || pc->broken)
+	if (avail == 0)
 		return false;
 	if (avail > pc->ring.sq_entries) {
 		progress_mark_broken(p, pc, "SQ tail beyond the ring");
@@ -116,6 +133,10 @@ static bool drain(struct progress *p, struct prog_client *pc)
 		pc->stage_taken = (uint32_t)__rdtsc();
 #endif
 		ring_sqe_copy(&pc->ring, pc->sq_head + i, &sqe);
+		/* The phase said "published" and has done its job; a client
+		 * without phase that sets the bits is refused (exec.c). */
+		if (pc->ring.phase)
+			sqe.flags &= (uint8_t)~XFER_SQE_F_PHASE_MASK;
 		p->exec.sqe_index = pc->sq_head + i;  /* its message's slot */
 		if (!exec_run_step(p, pc, &sqe))
 			exec_sqe(p, pc, &sqe);
@@ -280,7 +301,7 @@ static bool client_has_work(struct progress *p, struct prog_client *pc)
 		return false;
 	if (nq_len(&pc->notify) && exec_cq_room(pc))
 		return true;
-	return ring_sq_avail(&pc->ring, pc->sq_head) && exec_cq_room(pc) &&
+	return sq_avail(pc, 1) && exec_cq_room(pc) &&
 	       client_may_start(p, pc);
 }
 
@@ -313,7 +334,7 @@ static void set_wakeup(struct progress *p, bool on)
 		}
 		bool stalled = !pc->broken &&
 			       (nq_len(&pc->notify) ||
-				ring_sq_avail(&pc->ring, pc->sq_head)) &&
+				sq_avail(pc, 1)) &&
 			       !exec_cq_room(pc);
 		ring_flag_set(pc->ring.sq_flags,
 			      stalled ? flags : XFER_SQ_NEED_WAKEUP);

@@ -157,7 +157,10 @@ static void bad_descriptors(void)
 	s = rw(255, lh, 0, rh, 0, OP_LEN);
 	expect_sqe(&s, -EINVAL, "opcode 255");
 	s = rw(XFER_OP_WRITE, lh, 0, rh, 0, OP_LEN);
-	s.flags = XFER_SQE_F__ALL + 1;  /* the bit after the last known */
+	/* The bit after the last known: past the phase bits, which libxfer
+	 * owns on a ring that negotiated phase (old_client_flags() has a
+	 * ring without). */
+	s.flags = (XFER_SQE_F__ALL | XFER_SQE_F_PHASE_MASK) + 1;
 	expect_sqe(&s, -EINVAL, "first unknown flag");
 	s.flags = XFER_SQE_F_CLASS_MASK;  /* class 3: none such */
 	expect_sqe(&s, -EINVAL, "unknown class");
@@ -939,6 +942,37 @@ static void abuse_ring(void)
 	after_abuse("an SQ tail 100000 entries ahead");
 }
 
+/*
+ * A client that did not ask for phase (XFER_RING_PHASE=0: the hello of
+ * ring 4) has no phase bits: xferd refuses them like any unknown flag,
+ * and its other descriptors still run.
+ */
+static void old_client_flags(void)
+{
+	struct xfer_ctx *old;
+
+	T_ASSERT(setenv("XFER_RING_PHASE", "0", 1) == 0, "setenv");
+	old = tl_open();
+	unsetenv("XFER_RING_PHASE");
+	for (unsigned bit = 4; bit < 8; bit++) {
+		struct xfer_sqe *sqe = xfer_get_sqe(old);
+		T_ASSERT(sqe, "old client: no SQE");
+		xfer_prep_nop(sqe, 0x01d0 + bit);
+		sqe->flags = (uint8_t)(1u << bit);
+		struct xfer_cqe c = tl_submit_wait(old);
+		T_ASSERT(c.user_data == 0x01d0 + bit && c.result == -EINVAL,
+			 "old client, flag bit %u: %lld", bit,
+			 (long long)c.result);
+	}
+	struct xfer_sqe *sqe = xfer_get_sqe(old);
+	T_ASSERT(sqe, "old client: no SQE");
+	xfer_prep_nop(sqe, 0x01d9);
+	struct xfer_cqe c = tl_submit_wait(old);
+	T_ASSERT(c.user_data == 0x01d9 && c.result == 0,
+		 "old client, NOP: %lld", (long long)c.result);
+	xfer_close(old);
+}
+
 int main(void)
 {
 	static const enum tl_kind kinds[NREGIONS] = { TL_HOST, TL_MALLOC,
@@ -959,6 +993,7 @@ int main(void)
 	reset_background();
 
 	bad_descriptors();
+	old_client_flags();
 	bad_tokens();
 
 	/* The raw handshake also tells us xferd's pid. */

@@ -15,6 +15,7 @@ int main(void)
 	log_init(LOG_LVL_ERR);
 
 	SRunner *sr = srunner_create(ring_suite());
+	srunner_add_suite(sr, ring_phase_suite());
 	srunner_add_suite(sr, wire_suite());
 	srunner_add_suite(sr, token_suite());
 	srunner_add_suite(sr, config_suite());

@@ -9,6 +9,7 @@
 #include <check.h>
 
 Suite *ring_suite(void);
+Suite *ring_phase_suite(void);
 Suite *wire_suite(void);
 Suite *token_suite(void);
 Suite *config_suite(void);
