@@ -102,10 +102,12 @@ XFER_EXPORT int xfer_submit(struct xfer_ctx *ctx)
 		return -ENOTCONN;
 	if (n == 0)
 		return 0;
-	/* (F): each entry by its phase, then sq_tail as always. */
+	/* (F): each entry by its phase, the last first: xferd, polling the
+	 * first, then finds the whole run and takes it in one pass (not
+	 * one entry a pass, chasing the stamps).  Then sq_tail as always. */
 	if (ctx->ring.phase)
-		for (uint32_t i = ctx->sq_published; i != tail; i++)
-			ring_sqe_stamp(&ctx->ring, i);
+		for (uint32_t i = tail; i != ctx->sq_published; i--)
+			ring_sqe_stamp(&ctx->ring, i - 1);
 	ctx->sq_published = tail;
 	if (ring_sq_publish(&ctx->ring, tail))
 		ring_doorbell(ctx->sq_efd);

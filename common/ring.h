@@ -27,15 +27,21 @@
  *   (F) SQ phase:  (ring 5, when the hello negotiated it) the client
  *                  writes an entry (and its message), then store-release
  *                  the entry's flags byte with its lap's phase
- *                  (ring_sqe_stamp); xferd load-acquires the flags byte
- *                  of the slot at its head (ring_sqe_ready), then copies
- *                  the entry.  sq_tail is still stored after the
+ *                  (ring_sqe_stamp), the entries of one submit the last
+ *                  first; xferd load-acquires the flags byte of the slot
+ *                  at its head (ring_sqe_ready), then copies the entry
+ *                  (and finds the whole submit there).  sq_tail is still stored after the
  *                  stamps, for (E) and for xferds that poll it.
- *   (G) CQ phase:  xferd writes an entry (and its records) except seq,
- *                  then store-release seq = its lap + 1
- *                  (ring_cqe_write); the client load-acquires seq of the
- *                  slot at its head (ring_cqe_ready), then reads the
- *                  entry.  cq_tail is still published after, for (E).
+ *   (G) CQ phase:  xferd writes an entry (and its records) except seq
+ *                  (ring_cqe_write); when it publishes, where it would
+ *                  store cq_tail, it store-releases each new entry's seq
+ *                  = its lap + 1 (ring_cqe_stamp), the last first, so
+ *                  the client load-acquires seq of the slot at its head
+ *                  (ring_cqe_ready) and finds the whole run there, then
+ *                  reads the entries.  cq_tail is still published after,
+ *                  for (E).  A CQE becomes visible exactly where cq_tail
+ *                  would make it so: after sq_head passed the SQEs it
+ *                  completes, with phase as without.
  *
  * Why phase: polling the tail and then reading the entry crosses two
  * cache lines per hand-over; polling the entry crosses one.  Why a
@@ -302,11 +308,10 @@ static inline uint16_t ring_cq_seq(const struct ring_view *v, uint32_t index)
 }
 
 /*
- * Write the entry at index (room checked by the caller).  With phase seq
- * goes in last (G), in one store with flags and path (the 8 bytes at
- * offset 16): a copy of the whole struct would store a seq of its own
- * first (0 is lap 65535's), and fewer stores into a line the client
- * polls take it from the client fewer times.
+ * Write the entry at index (room checked by the caller).  With phase all
+ * of it but seq, which keeps the last lap's value (never this lap's):
+ * ring_cqe_stamp() makes it visible when xferd publishes (a copy of the
+ * whole struct would store a seq of its own, and 0 is lap 65535's).
  */
 static inline void ring_cqe_write(const struct ring_view *v, uint32_t index,
 				  const struct xfer_cqe *cqe)
@@ -317,17 +322,35 @@ static inline void ring_cqe_write(const struct ring_view *v, uint32_t index,
 		*e = *cqe;
 		return;
 	}
-	struct xfer_cqe stamped = *cqe;
-	uint64_t word;
+	e->user_data = cqe->user_data;
+	e->result = cqe->result;
+	e->flags = cqe->flags;
+	e->path = cqe->path;
+	e->handle = cqe->handle;
+}
+
+/*
+ * With phase: make the entry at index (and its records) visible (G):
+ * seq in one release store with flags and path (the 8 bytes at offset
+ * 16, as written by ring_cqe_write; a client that changed them since
+ * fools only itself).
+ */
+static inline void ring_cqe_stamp(const struct ring_view *v, uint32_t index)
+{
+	struct xfer_cqe *e = ring_cqe_at(v, index);
+	struct xfer_cqe_word {
+		uint32_t flags;
+		uint16_t path, seq;
+	} w;
 
 	_Static_assert(offsetof(struct xfer_cqe, flags) == 16 &&
 		       offsetof(struct xfer_cqe, seq) == 22 &&
 		       offsetof(struct xfer_cqe, handle) == 24, "CQE layout");
-	stamped.seq = ring_cq_seq(v, index);
-	memcpy(&word, &stamped.flags, sizeof(word));
-	e->user_data = cqe->user_data;
-	e->result = cqe->result;
-	e->handle = cqe->handle;
+	w.flags = e->flags;
+	w.path = e->path;
+	w.seq = ring_cq_seq(v, index);
+	uint64_t word;
+	memcpy(&word, &w, sizeof(word));
 	/* (G) pairs with the acquire in ring_cqe_ready(). */
 	__atomic_store_n((uint64_t *)&e->flags, word, __ATOMIC_RELEASE);
 }

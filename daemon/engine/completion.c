@@ -25,6 +25,14 @@ void exec_publish(struct prog_client *pc)
 	if (!pc->cq_dirty)
 		return;
 	pc->cq_dirty = false;
+	/* (G): the entries written since the last publish get their seq
+	 * now, where cq_tail moves, the last first (the client at its head
+	 * then finds the whole run). */
+	if (pc->ring.phase) {
+		for (uint32_t t = pc->cq_tail; t != pc->cq_stamped; t--)
+			ring_cqe_stamp(&pc->ring, t - 1);
+		pc->cq_stamped = pc->cq_tail;
+	}
 	if (ring_cq_publish(&pc->ring, pc->cq_tail))
 		ring_client(pc->cq_sock);
 }

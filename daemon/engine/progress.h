@@ -94,6 +94,7 @@ struct prog_client {
 	/* progress thread only, from attach to detach */
 	struct event *ev_wake;    /* sq_efd in the thread's event base */
 	uint32_t sq_head, cq_tail;
+	uint32_t cq_stamped;      /* phase: entries up to here have seq (G) */
 	uint32_t cq_head_seen;    /* the client's cq_head when last read */
 #ifdef XFERD_STAGE_STAMPS
 	uint32_t stage_taken;  /* TSC when the SQE being run was taken */

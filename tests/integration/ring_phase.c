@@ -10,6 +10,9 @@
  * slot, stamped; phase bits flipped after publishing; stamps on entries
  * it never submitted; garbage in its CQEs' seq.  The two honest clients
  * must finish in time, and xferd must still serve a new client after.
+ * Last, for both protocols: a CQE seen means the SQ slots of what it
+ * completes are free again (linked batches of the whole ring, each
+ * followed at once by the next), as cq_tail always meant.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -133,6 +136,57 @@ static void honest_open(struct honest *h, const char *name, bool phase)
 	tl_buf_alloc(h->ctx, TL_MALLOC, MAX_LEN, &h->dst);
 }
 
+/* One linked batch of n 16-byte writes; false if a slot was not free. */
+static bool submit_batch(struct honest *h, unsigned n, uint64_t tag)
+{
+	for (unsigned k = 0; k < n; k++) {
+		struct xfer_sqe *sqe = xfer_get_sqe(h->ctx);
+		if (!sqe)
+			return false;
+		xfer_prep_write(sqe, h->src.handle, (k % 16) * 16,
+				h->dst.handle, (k % 16) * 16, 16, tag);
+		if (k + 1 < n)
+			sqe->flags |= XFER_SQE_F_LINK;
+	}
+	T_ASSERT(xfer_submit(h->ctx) >= 0, "%s: submit", h->name);
+	return true;
+}
+
+/* Two linked batches of half the SQ each in flight: as soon as one's
+ * CQE is there, the next batch must find its slots free, although
+ * xferd may still be taking the other batch's entries. */
+static void whole_ring_batches(struct honest *h)
+{
+	unsigned half = h->sq_entries / 2;
+	uint64_t next = 0, seen = 0;
+
+	T_ASSERT(submit_batch(h, half, next++) && submit_batch(h, half, next++),
+		 "%s: the first two batches", h->name);
+	while (seen < 400) {
+		struct xfer_cqe *cqe;
+		int rc = xfer_wait_cqe(h->ctx, &cqe, 10000);
+		T_ASSERT(rc == 0, "%s: no CQE (%d)", h->name, rc);
+		T_ASSERT(cqe->user_data == seen &&
+			 cqe->result == 16 * (int64_t)half,
+			 "%s: batch %llu -> %lld", h->name,
+			 (unsigned long long)cqe->user_data,
+			 (long long)cqe->result);
+		xfer_cq_advance(h->ctx, 1);
+		seen++;
+		T_ASSERT(submit_batch(h, half, next),
+			 "%s: batch %llu's CQE seen, its slots not free",
+			 h->name, (unsigned long long)seen - 1);
+		next++;
+	}
+	while (seen < next) {
+		struct xfer_cqe *cqe;
+		T_ASSERT(xfer_wait_cqe(h->ctx, &cqe, 10000) == 0, "%s: tail",
+			 h->name);
+		xfer_cq_advance(h->ctx, 1);
+		seen++;
+	}
+}
+
 static void honest_close(struct honest *h)
 {
 	tl_buf_free(h->ctx, &h->src);
@@ -176,6 +230,9 @@ int main(void)
 	T_ASSERT(c.result == 64 && !tl_check(late.dst.ptr, 64, 77),
 		 "late: %lld", (long long)c.result);
 	honest_close(&late);
+
+	for (unsigned i = 0; i < 2; i++)
+		whole_ring_batches(&h[i]);
 
 	xfer_close(lc);
 	for (unsigned i = 0; i < 2; i++)
