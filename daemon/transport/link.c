@@ -49,10 +49,6 @@
 #define SMALL_PAYLOAD 4096u            /* copied rather than referenced */
 #define OUT_CAP      (4 * LINK_OUT_HIGH) /* stop reading the peer above this */
 #define READS_PER_CALL 32
-/* Bytes read per call at most: the event loop then comes back to the
- * clients' rings and the other links (a latency lane's frame, most of
- * all) after about as long as one write call takes (LINK_SINGLE_IO). */
-#define READ_BUDGET  LINK_SINGLE_IO
 #define RXBUF        (LINK_FRAME_PREFIX + PEER_MAX_HEADER + (256u << 10))
 
 /* Control headers are small: a 1 KiB stack buffer holds them. */
@@ -214,6 +210,19 @@ uint64_t link_gen(const struct link *l)
 bool link_is_lane(const struct link *l)
 {
 	return l->is_lane;
+}
+
+size_t link_io_budget(struct link *l)
+{
+	size_t b = l->lane_busy_until_ns > now_ns() ? LINK_LANE_IO
+						    : LINK_SINGLE_IO;
+
+	/* The bufferevent's own writes (on_writable) keep to it too. */
+	if (b != l->io_budget && l->bev) {
+		l->io_budget = b;
+		bufferevent_set_max_single_write(l->bev, b);
+	}
+	return b;
 }
 
 struct rpeer *link_find_peer(struct linkset *ls, const uint8_t *id,
@@ -459,8 +468,10 @@ static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 	}
 	/* A bounded number of reads and bytes per call: the event is
 	 * level-triggered and fires again, and rings, timers and other
-	 * links get their turn in between. */
-	size_t budget = READ_BUDGET;
+	 * links (a latency lane, most of all) get their turn in between. */
+	if (l->is_lane && l->of)
+		l->of->lane_busy_until_ns = l->last_rx_ns + LINK_LANE_HOLD_NS;
+	size_t budget = link_io_budget(l);
 	for (int round = 0; round < READS_PER_CALL && budget; round++) {
 		if (!consume(l))
 			return;
@@ -560,7 +571,7 @@ void link_flush(struct link *l)
 	 * what is left it writes as the socket drains. */
 	if (!l->bev || !evbuffer_get_length(out = bufferevent_get_output(l->bev)))
 		return;
-	if (evbuffer_write_atmost(out, l->fd, LINK_SINGLE_IO) > 0)
+	if (evbuffer_write_atmost(out, l->fd, link_io_budget(l)) > 0)
 		/* The bufferevent calls on_writable only after writes of its
 		 * own: what this one drained must not leave reading paused. */
 		(void)resume_reading(l);
@@ -709,7 +720,8 @@ struct link *link_open(struct linkset *ls, struct rpeer *rp, int fd,
 	bufferevent_setcb(l->bev, NULL, on_writable, on_event, l);
 	/* libevent writes 16 KiB per system call by default: far too
 	 * little for a link that moves megabyte chunks. */
-	bufferevent_set_max_single_write(l->bev, LINK_SINGLE_IO);
+	l->io_budget = LINK_SINGLE_IO;
+	bufferevent_set_max_single_write(l->bev, l->io_budget);
 	bufferevent_setwatermark(l->bev, EV_WRITE, OUT_LOW, 0);
 	bufferevent_disable(l->bev, EV_READ);
 	bufferevent_enable(l->bev, EV_WRITE);

@@ -28,9 +28,13 @@ struct evbuffer;
 struct Xfer__Peer__PeerMsg;
 
 #define LINK_OUT_HIGH   (4u << 20)   /* stop queueing frames above this */
-/* Bytes per write call, and per read call: each is about as long as a
- * frame of a latency lane waits for the progress thread (link_lane.c). */
-#define LINK_SINGLE_IO  (256u << 10)
+/* Bytes per write call, and per read call, at most: LINK_SINGLE_IO, or
+ * LINK_LANE_IO while the link's latency lane carries traffic (and for
+ * LINK_LANE_HOLD_NS after): each call is about as long as a lane's frame
+ * may wait for the progress thread (link_lane.c).  link_io_budget(). */
+#define LINK_SINGLE_IO  (1u << 20)
+#define LINK_LANE_IO    (256u << 10)
+#define LINK_LANE_HOLD_NS 1000000000ull
 
 /*
  * What the session calls of its data client.  arg is the client_arg of
@@ -102,7 +106,10 @@ size_t link_out_bytes(const struct link *l);
  * small first frame still goes at once); uncork writes them. */
 void link_cork(struct link *l);
 void link_uncork(struct link *l);
-/* Write what is queued now, up to LINK_SINGLE_IO bytes in one writev. */
+/* Bytes per read or write call on l now (LINK_SINGLE_IO or, with its
+ * lane busy, LINK_LANE_IO). */
+size_t link_io_budget(struct link *l);
+/* Write what is queued now, up to link_io_budget() bytes in one writev. */
 void link_flush(struct link *l);
 /* Has the link not failed? */
 bool link_alive(const struct link *l);

@@ -369,7 +369,7 @@ void tcp_fill(void *cl)
 	link_cork(tl->l);
 	while (link_alive(tl->l) && link_out_bytes(tl->l) < LINK_OUT_HIGH) {
 		size_t out = link_out_bytes(tl->l);
-		if (out >= LINK_SINGLE_IO) {
+		if (out >= link_io_budget(tl->l)) {
 			/* One write call here, one at the uncork: the rest
 			 * goes as the socket drains (on_writable), so the
 			 * thread is back at the rings and the other links
