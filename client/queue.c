@@ -75,6 +75,9 @@ XFER_EXPORT struct xfer_sqe *xfer_get_sqe(struct xfer_ctx *ctx)
 		if (ctx->sq_tail - ctx->sq_head_cache >= ctx->ring.sq_entries)
 			return NULL;
 	}
+	/* (F): no phase in the slot until its submit stamps it. */
+	if (ctx->ring.phase)
+		ring_sqe_unstamp(&ctx->ring, ctx->sq_tail);
 	return ring_sqe_at(&ctx->ring, ctx->sq_tail++);
 }
 
@@ -102,12 +105,10 @@ XFER_EXPORT int xfer_submit(struct xfer_ctx *ctx)
 		return -ENOTCONN;
 	if (n == 0)
 		return 0;
-	/* (F): each entry by its phase, the last first: xferd, polling the
-	 * first, then finds the whole run and takes it in one pass (not
-	 * one entry a pass, chasing the stamps).  Then sq_tail as always. */
+	/* (F): the first entry stamped, with RUN when more follow (xferd
+	 * then counts by sq_tail), then sq_tail as always. */
 	if (ctx->ring.phase)
-		for (uint32_t i = tail; i != ctx->sq_published; i--)
-			ring_sqe_stamp(&ctx->ring, i - 1);
+		ring_sqe_stamp(&ctx->ring, ctx->sq_published, n > 1);
 	ctx->sq_published = tail;
 	if (ring_sq_publish(&ctx->ring, tail))
 		ring_doorbell(ctx->sq_efd);

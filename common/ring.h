@@ -25,13 +25,19 @@
  *                  the flag.  With both fences at least one side sees the
  *                  other's store, so a wake-up is never lost.
  *   (F) SQ phase:  (ring 5, when the hello negotiated it) the client
- *                  writes an entry (and its message), then store-release
- *                  the entry's flags byte with its lap's phase
- *                  (ring_sqe_stamp), the entries of one submit the last
- *                  first; xferd load-acquires the flags byte of the slot
- *                  at its head (ring_sqe_ready), then copies the entry
- *                  (and finds the whole submit there).  sq_tail is still stored after the
- *                  stamps, for (E) and for xferds that poll it.
+ *                  clears the phase bits of each slot as it hands it
+ *                  out (ring_sqe_unstamp), writes the entries of a
+ *                  submit (and their messages), then store-releases the
+ *                  first one's flags byte with its lap's phase, and RUN
+ *                  when more follow (ring_sqe_stamp), then sq_tail as
+ *                  always.  xferd, at a head no count it learned covers,
+ *                  load-acquires that slot's flags byte: a phase alone
+ *                  publishes that entry, with RUN it load-acquires
+ *                  sq_tail for the count ((A); not there yet: it looks
+ *                  again); after a run it polls sq_tail alone until a
+ *                  lone entry comes (ring_sq_phase_avail).  One stamp a
+ *                  submit: a lone entry crosses one line, the slot xferd
+ *                  then copies; a batch costs what it did without.
  *   (G) CQ phase:  xferd writes an entry (and its records) except seq
  *                  (ring_cqe_write); when it publishes, where it would
  *                  store cq_tail, it store-releases each new entry's seq
@@ -45,17 +51,21 @@
  *
  * Why phase: polling the tail and then reading the entry crosses two
  * cache lines per hand-over; polling the entry crosses one.  Why a
- * stale stamp never matches: a slot is written once per lap, in index
- * order, so what it holds before index's entry arrives is the previous
- * lap's stamp or, in lap 0, zero.  The SQ stamp is 1 in even laps and 3
- * in odd ones, never 0, and consecutive laps differ in parity even
- * where the 32-bit index wraps (2^32 / sq_entries laps is even).  The
- * CQ stamp is (lap + 1) mod 2^16: consecutive laps differ by 1 mod 2^16
- * across the wrap too (2^32 / cq_entries laps is a multiple of 2^16
- * since cq_entries <= 2^16), and 0 arrives only in lap 65535, whose
- * slots lap 65534 has written.  A stamp that lies (a client writing its
- * own ring) lies to that client only: xferd never reads more than
- * sq_entries past its head and treats the copy as untrusted as ever.
+ * stale stamp never matches: xferd reads the stamp of a slot only at a
+ * head, where the slot's lap is the current one; its phase bits are set
+ * only by a submit that starts there and cleared whenever libxfer hands
+ * the slot out, so before this lap's submit stamps it the slot holds 0
+ * (handed out, or a fresh ring) or the last lap's stamp (it began a
+ * submit then and has not been handed out since), never this lap's: the
+ * SQ stamp is 1 in even laps and 3 in odd ones, never 0, and
+ * consecutive laps differ in parity even where the 32-bit index wraps
+ * (2^32 / sq_entries laps is even).  The CQ stamp is (lap + 1) mod 2^16:
+ * consecutive laps differ by 1 mod 2^16 across the wrap too (2^32 /
+ * cq_entries laps is a multiple of 2^16 since cq_entries <= 2^16), and 0
+ * arrives only in lap 65535, whose slots lap 65534 has written.  A
+ * stamp that lies (a client writing its own ring) lies to that client
+ * only: xferd never takes more than sq_entries past its head and treats
+ * the copy as untrusted as ever.
  *
  * xferd treats every value it reads from the ring as untrusted: a client
  * can only corrupt its own ring, and xferd checks indices before use.
@@ -148,16 +158,28 @@ static inline uint8_t ring_sq_phase(const struct ring_view *v, uint32_t index)
 			 << XFER_SQE_PHASE_SHIFT);
 }
 
-/* Publish one written entry by its phase (F); before ring_sq_publish(). */
-static inline void ring_sqe_stamp(const struct ring_view *v, uint32_t index)
+/* A slot handed out (F): no phase of any lap until its submit stamps
+ * it (the client's own line, about to be written). */
+static inline void ring_sqe_unstamp(const struct ring_view *v, uint32_t index)
 {
 	struct xfer_sqe *e = ring_sqe_at(v, index);
-	uint8_t flags = (uint8_t)(e->flags & ~XFER_SQE_F_PHASE_MASK);
 
-	/* (F) pairs with the acquire in ring_sqe_ready(): the entry's other
-	 * bytes and its message are written before its phase. */
-	__atomic_store_n(&e->flags, (uint8_t)(flags | ring_sq_phase(v, index)),
-			 __ATOMIC_RELEASE);
+	e->flags = (uint8_t)(e->flags & ~XFER_SQE_F_PHASE_BITS);
+}
+
+/* Publish the submit that starts at index (F): its entries written, run
+ * when more than this one; before ring_sq_publish(). */
+static inline void ring_sqe_stamp(const struct ring_view *v, uint32_t index,
+				  bool run)
+{
+	struct xfer_sqe *e = ring_sqe_at(v, index);
+	uint8_t flags = (uint8_t)((e->flags & ~XFER_SQE_F_PHASE_BITS) |
+				  ring_sq_phase(v, index) |
+				  (run ? XFER_SQE_F_PHASE_RUN : 0));
+
+	/* (F) pairs with the acquire in ring_sq_phase_avail(): the entries
+	 * and their messages are written before the stamp. */
+	__atomic_store_n(&e->flags, flags, __ATOMIC_RELEASE);
 }
 
 /* Publish entries up to tail; true if xferd asked to be woken. */
@@ -181,28 +203,48 @@ static inline uint32_t ring_sq_avail(const struct ring_view *v,
 	return atomic_load_explicit(v->sq_tail, memory_order_acquire) - head;
 }
 
-/* With phase: is the entry at index published (F)?  Untrusted like all
- * the ring: true only means "the client says so". */
-static inline bool ring_sqe_ready(const struct ring_view *v, uint32_t index)
+/*
+ * With phase: how many entries from head on are published (F).  *known
+ * is where the count xferd learned last ends (start it at head): inside
+ * it nothing is read.  At its end, by the stamp of the slot at head
+ * (none: 0; a lone entry: 1; a run: sq_tail's count, 0 while the tail
+ * is not there yet), or by sq_tail alone while *by_tail: the client's
+ * last submit was a run.  A client writing a batch writes the slot at
+ * the head first and stamps it last; polled meanwhile, that line would
+ * go back and forth between the two for every field the client writes,
+ * so after a run xferd polls sq_tail, written once a submit, and after
+ * a lone entry the slot again.  Untrusted like all the ring: a count
+ * past sq_entries (a lying tail) is returned as it is, for the caller
+ * to refuse, and not remembered.
+ */
+static inline uint32_t ring_sq_phase_avail(const struct ring_view *v,
+					   uint32_t head, uint32_t *known,
+					   bool *by_tail)
 {
-	/* (F) pairs with the release in ring_sqe_stamp(). */
-	uint8_t flags = __atomic_load_n(&ring_sqe_at(v, index)->flags,
-					__ATOMIC_ACQUIRE);
-	return (flags & XFER_SQE_F_PHASE_MASK) == ring_sq_phase(v, index);
-}
+	uint32_t left = *known - head, n;
 
-/* With phase: how many entries from head on are published, at most max
- * and never more than the ring holds (so never an entry past what the
- * client may have written since xferd released head). */
-static inline uint32_t ring_sq_ready_run(const struct ring_view *v,
-					 uint32_t head, uint32_t max)
-{
-	uint32_t n = 0;
-
-	if (max > v->sq_entries)
-		max = v->sq_entries;
-	while (n < max && ring_sqe_ready(v, head + n))
-		n++;
+	if (left && left <= v->sq_entries)
+		return left;
+	if (*by_tail) {
+		/* (A): the tail, stored after the stamps it covers. */
+		n = ring_sq_avail(v, head);
+		if (n == 0 || n > v->sq_entries)
+			return n;
+		uint8_t flags = __atomic_load_n(&ring_sqe_at(v, head)->flags,
+						__ATOMIC_RELAXED);
+		*by_tail = n > 1 || (flags & XFER_SQE_F_PHASE_RUN);
+	} else {
+		/* (F) pairs with the release in ring_sqe_stamp(). */
+		uint8_t flags = __atomic_load_n(&ring_sqe_at(v, head)->flags,
+						__ATOMIC_ACQUIRE);
+		if ((flags & XFER_SQE_F_PHASE_MASK) != ring_sq_phase(v, head))
+			return 0;
+		*by_tail = flags & XFER_SQE_F_PHASE_RUN;
+		n = *by_tail ? ring_sq_avail(v, head) : 1;
+		if (n > v->sq_entries)
+			return n;
+	}
+	*known = head + n;
 	return n;
 }
 
@@ -220,7 +262,14 @@ static inline void ring_sqe_copy(const struct ring_view *v, uint32_t index,
 	/* Spelled out: a loop of atomic loads is not unrolled, and its
 	 * counter cost as much as the loads (callgrind). */
 	_Static_assert(sizeof(*out) == 8 * sizeof(uint64_t), "SQE size");
-	dst[0] = __atomic_load_n(&src[0], __ATOMIC_RELAXED);
+	_Static_assert(offsetof(struct xfer_sqe, flags) == 1, "SQE flags");
+	uint64_t w0 = __atomic_load_n(&src[0], __ATOMIC_RELAXED);
+	/* With phase the phase bits said "published" and are done: the copy
+	 * goes without them (masked here, in the register: a byte store to
+	 * the copy would stall the next read of its first word). */
+	if (v->phase)
+		w0 &= ~((uint64_t)XFER_SQE_F_PHASE_BITS << 8);
+	dst[0] = w0;
 	dst[1] = __atomic_load_n(&src[1], __ATOMIC_RELAXED);
 	dst[2] = __atomic_load_n(&src[2], __ATOMIC_RELAXED);
 	dst[3] = __atomic_load_n(&src[3], __ATOMIC_RELAXED);

@@ -132,16 +132,22 @@ enum {
 	XFER_SQE_F_CLASS_MASK = 3u << 2,
 	XFER_SQE_F__ALL = (1u << 4) - 1,
 	/*
-	 * Bits 4-5: the entry's phase (ring 5, XFER_HAVE_RING_PHASE), only
-	 * on a ring whose hello negotiated it, and written only by libxfer
-	 * (xfer_submit), never by an application: the xfer_prep_* helpers
-	 * clear them, the xfer_sqe_set_* helpers leave them alone.  1 in
-	 * even laps of the SQ (index / sq_entries), 3 in odd ones, 0 never:
-	 * a slot is published when its phase is its lap's, so xferd polls
-	 * the slot at its head instead of sq_tail ((F) in common/ring.h).
-	 * Without the negotiation the bits are refused like any unknown.
+	 * Bits 4-6: the phase of the first entry of a submit (ring 5,
+	 * XFER_HAVE_RING_PHASE), only on a ring whose hello negotiated it,
+	 * and written only by libxfer, never by an application: the
+	 * xfer_prep_* helpers clear them, the xfer_sqe_set_* helpers leave
+	 * them alone, xfer_get_sqe() clears them in the slot it hands out,
+	 * xfer_submit() sets them in the first entry it publishes.  Bits
+	 * 4-5: 1 in even laps of the SQ (index / sq_entries), 3 in odd
+	 * ones, 0 never; bit 6 (RUN): more entries follow in this submit,
+	 * sq_tail says how many.  So xferd polls the slot at its head,
+	 * which it then copies, instead of sq_tail, and reads sq_tail only
+	 * for a submit of several entries ((F) in common/ring.h).  Without
+	 * the negotiation the bits are refused like any unknown.
 	 */
 	XFER_SQE_F_PHASE_MASK = 3u << 4,
+	XFER_SQE_F_PHASE_RUN = 1u << 6,
+	XFER_SQE_F_PHASE_BITS = 7u << 4,
 };
 #define XFER_SQE_CLASS_SHIFT 2
 #define XFER_SQE_PHASE_SHIFT 4

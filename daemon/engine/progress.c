@@ -87,17 +87,21 @@ static bool client_may_start(struct progress *p,
 }
 
 /*
- * SQEs the client published past our head: by their phase (F) where it
- * negotiated that, so the poll reads the slot it then copies and not
- * the line of sq_tail too; else by sq_tail (A), untrusted (may exceed
- * sq_entries).  Every look at a client's SQ (drain, work, sleep) goes
- * through here, so a client whose sq_tail and stamps disagree is seen
- * one way only and cannot keep this thread spinning.
+ * SQEs the client published past our head, untrusted (may exceed
+ * sq_entries): by the stamp of the slot at our head (F) where it
+ * negotiated phase, so the poll of an idle ring reads the slot it then
+ * copies and not the line of sq_tail too; else by sq_tail (A).  Every
+ * look at a client's SQ (drain, work, sleep) goes through here, so a
+ * client whose sq_tail and stamps disagree is seen one way only and
+ * cannot keep this thread spinning.  A client's stamp precedes its
+ * fence of (E) as its tail does, so the sleeper's look by stamp loses
+ * no wake-up.
  */
-static uint32_t sq_avail(const struct prog_client *pc, uint32_t max)
+static uint32_t sq_avail(struct prog_client *pc)
 {
 	if (pc->ring.phase)
-		return ring_sq_ready_run(&pc->ring, pc->sq_head, max);
+		return ring_sq_phase_avail(&pc->ring, pc->sq_head,
+					   &pc->sq_known, &pc->sq_by_tail);
 	return ring_sq_avail(&pc->ring, pc->sq_head);
 }
 
@@ -106,7 +110,7 @@ static bool drain(struct progress *p, struct prog_client *pc)
 {
 	if (pc->broken)
 		return false;
-	uint32_t avail = sq_avail(pc, DRAIN_BUDGET);
+	uint32_t avail = sq_avail(pc);
 
 	if (avail == 0)
 		return false;
@@ -132,11 +136,9 @@ static bool drain(struct progress *p, struct prog_client *pc)
 #ifdef XFERD_STAGE_STAMPS
 		pc->stage_taken = (uint32_t)__rdtsc();
 #endif
+		/* With phase, without the phase bits; a client without phase
+		 * that sets them is refused (exec.c). */
 		ring_sqe_copy(&pc->ring, pc->sq_head + i, &sqe);
-		/* The phase said "published" and has done its job; a client
-		 * without phase that sets the bits is refused (exec.c). */
-		if (pc->ring.phase)
-			sqe.flags &= (uint8_t)~XFER_SQE_F_PHASE_MASK;
 		p->exec.sqe_index = pc->sq_head + i;  /* its message's slot */
 		if (!exec_run_step(p, pc, &sqe))
 			exec_sqe(p, pc, &sqe);
@@ -301,7 +303,7 @@ static bool client_has_work(struct progress *p, struct prog_client *pc)
 		return false;
 	if (nq_len(&pc->notify) && exec_cq_room(pc))
 		return true;
-	return sq_avail(pc, 1) && exec_cq_room(pc) &&
+	return sq_avail(pc) && exec_cq_room(pc) &&
 	       client_may_start(p, pc);
 }
 
@@ -334,7 +336,7 @@ static void set_wakeup(struct progress *p, bool on)
 		}
 		bool stalled = !pc->broken &&
 			       (nq_len(&pc->notify) ||
-				sq_avail(pc, 1)) &&
+				sq_avail(pc)) &&
 			       !exec_cq_room(pc);
 		ring_flag_set(pc->ring.sq_flags,
 			      stalled ? flags : XFER_SQ_NEED_WAKEUP);

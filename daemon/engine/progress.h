@@ -95,6 +95,8 @@ struct prog_client {
 	struct event *ev_wake;    /* sq_efd in the thread's event base */
 	uint32_t sq_head, cq_tail;
 	uint32_t cq_stamped;      /* phase: entries up to here have seq (G) */
+	uint32_t sq_known;        /* phase: published up to here, known (F) */
+	bool sq_by_tail;          /* phase: the last submit was a run (F) */
 	uint32_t cq_head_seen;    /* the client's cq_head when last read */
 #ifdef XFERD_STAGE_STAMPS
 	uint32_t stage_taken;  /* TSC when the SQE being run was taken */

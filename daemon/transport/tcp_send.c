@@ -369,12 +369,13 @@ void tcp_fill(void *cl)
 	link_cork(tl->l);
 	while (link_alive(tl->l) && link_out_bytes(tl->l) < LINK_OUT_HIGH) {
 		size_t out = link_out_bytes(tl->l);
-		if (out >= link_io_budget(tl->l)) {
-			/* One write call here, one at the uncork: the rest
-			 * goes as the socket drains (on_writable), so the
-			 * thread is back at the rings and the other links
-			 * (a latency lane) soon. */
-			if (flushed)
+		size_t budget = link_io_budget(tl->l);
+		if (out >= budget) {
+			/* While the lane is busy, one write call here and
+			 * one at the uncork: the rest goes as the socket
+			 * drains (on_writable), so the thread is back at the
+			 * rings and the lane soon. */
+			if (flushed && budget < LINK_SINGLE_IO)
 				break;
 			link_flush(tl->l);
 			flushed = true;

@@ -160,7 +160,7 @@ static void bad_descriptors(void)
 	/* The bit after the last known: past the phase bits, which libxfer
 	 * owns on a ring that negotiated phase (old_client_flags() has a
 	 * ring without). */
-	s.flags = (XFER_SQE_F__ALL | XFER_SQE_F_PHASE_MASK) + 1;
+	s.flags = (XFER_SQE_F__ALL | XFER_SQE_F_PHASE_BITS) + 1;
 	expect_sqe(&s, -EINVAL, "first unknown flag");
 	s.flags = XFER_SQE_F_CLASS_MASK;  /* class 3: none such */
 	expect_sqe(&s, -EINVAL, "unknown class");

@@ -5,7 +5,7 @@
  * across the 32-bit wrap of the indices and the 16-bit wrap of the CQ
  * seq; a zeroed ring never reads as ready; a slot reused after a full
  * lap is not ready until stamped again; what a client writes before
- * xfer_submit is not taken.  One thread, both halves; test_ring.c tests
+ * xfer_submit is not taken; a run waits for its tail; lies are bounded.  One thread, both halves; test_ring.c tests
  * the tails-only protocol.
  */
 #include <stdlib.h>
@@ -13,6 +13,8 @@
 
 #include "common/ring.h"
 #include "suites.h"
+
+static bool by_tail;  /* xferd's mode, for sq_ready() (F); per ring */
 
 struct phase_ring {
 	struct xfer_ring_offsets off;
@@ -31,6 +33,7 @@ static void phase_ring_open(struct phase_ring *r, uint32_t sq_entries)
 					&r->off), 0);
 	ck_assert(!r->v.phase);  /* only a negotiation turns it on */
 	r->v.phase = true;
+	by_tail = false;
 }
 
 static void phase_ring_close(struct phase_ring *r)
@@ -86,15 +89,23 @@ START_TEST(stamps_differ_between_laps)
 }
 END_TEST
 
+/* With phase, entries published past head (F), as xferd counts them. */
+
+static uint32_t sq_ready(struct phase_ring *r, uint32_t head, uint32_t *known)
+{
+	return ring_sq_phase_avail(&r->v, head, known, &by_tail);
+}
+
 /* A zeroed ring shows nothing ready on either queue. */
 START_TEST(zeroed_ring_not_ready)
 {
 	struct phase_ring r;
 
 	phase_ring_open(&r, 64);
-	ck_assert_uint_eq(ring_sq_ready_run(&r.v, 0, UINT32_MAX), 0);
-	for (uint32_t i = 0; i < r.v.sq_entries; i++)
-		ck_assert(!ring_sqe_ready(&r.v, i));
+	for (uint32_t i = 0; i < r.v.sq_entries; i++) {
+		uint32_t known = i;
+		ck_assert_uint_eq(sq_ready(&r, i, &known), 0);
+	}
 	for (uint32_t i = 0; i < r.v.cq_entries; i++)
 		ck_assert(!ring_cqe_ready(&r.v, i));
 	phase_ring_close(&r);
@@ -102,116 +113,168 @@ START_TEST(zeroed_ring_not_ready)
 END_TEST
 
 /*
- * The SQ over many laps: what a client wrote but did not stamp yet
- * (xfer_prep_* clears the phase bits) is not taken; a stamped run is
- * taken in order; a slot written again a lap later keeps the old lap's
- * stamp, which is not ready.
+ * The SQ over many laps, as libxfer and xferd use it: slots handed out
+ * (unstamped), written with stale-looking flags, submitted in runs of
+ * 1..n (one stamp each, RUN past one), taken in parts.  What was written
+ * but not submitted is never taken; what is taken comes in order.
  */
 START_TEST(sq_phase_across_laps)
 {
 	struct phase_ring r;
 	const uint32_t n = 8;
-	uint32_t tail = 0, head = 0;
+	uint32_t tail = 0, published = 0, head = 0, known = 0;
 	uint64_t produced = 0, consumed = 0;
 
 	phase_ring_open(&r, n);
-	for (unsigned round = 0; round < 1000; round++) {
+	for (unsigned round = 0; round < 3000; round++) {
 		uint32_t want = 1 + round % n;
 		uint32_t space = ring_sq_space(&r.v, tail);
-		uint32_t from = tail;
 		for (uint32_t i = 0; i < want && i < space; i++) {
-			struct xfer_sqe *s = ring_sqe_at(&r.v, tail);
-			/* The slot holds its previous lap: not ready. */
-			ck_assert(!ring_sqe_ready(&r.v, tail));
-			*s = (struct xfer_sqe){ .opcode = XFER_OP_WRITE,
-						.flags = XFER_SQE_F_LINK,
-						.user_data = produced++ };
-			ck_assert(!ring_sqe_ready(&r.v, tail));
+			ring_sqe_unstamp(&r.v, tail);
+			struct xfer_sqe *e = ring_sqe_at(&r.v, tail);
+			/* An application that ORs its flags in keeps the
+			 * cleared phase bits cleared. */
+			e->opcode = XFER_OP_WRITE;
+			e->flags |= XFER_SQE_F_LINK;
+			e->user_data = produced++;
 			tail++;
 		}
 		/* Written, not submitted: xferd takes nothing new. */
-		ck_assert_uint_eq(ring_sq_ready_run(&r.v, head, n), from - head);
-		for (uint32_t i = from; i != tail; i++)
-			ring_sqe_stamp(&r.v, i);
-		ring_sq_publish(&r.v, tail);
-		uint32_t run = ring_sq_ready_run(&r.v, head, UINT32_MAX);
-		ck_assert_uint_eq(run, tail - head);
-		/* Take all but one in odd rounds: the rest stays ready. */
-		uint32_t take = round % 2 && run ? run - 1 : run;
+		ck_assert_uint_eq(sq_ready(&r, head, &known), published - head);
+		if (tail != published) {
+			ring_sqe_stamp(&r.v, published, tail - published > 1);
+			/* Stamped, the tail not stored yet: a lone entry is
+			 * there if xferd polls stamps, a run waits for the
+			 * tail either way. */
+			bool mode = by_tail;
+			uint32_t k = known, seen = sq_ready(&r, head, &k);
+			if (head == published)
+				ck_assert_uint_eq(seen, tail - published > 1 || mode
+							? 0 : 1);
+			by_tail = mode;
+			published = tail;
+			ring_sq_publish(&r.v, tail);
+		}
+		uint32_t avail = sq_ready(&r, head, &known);
+		ck_assert_uint_le(avail, tail - head);
+		/* Take all but one in odd rounds: the rest stays counted. */
+		uint32_t take = round % 2 && avail ? avail - 1 : avail;
 		for (uint32_t i = 0; i < take; i++) {
 			struct xfer_sqe c;
 			ring_sqe_copy(&r.v, head, &c);
 			ck_assert_uint_eq(c.user_data, consumed++);
-			ck_assert_uint_eq(c.flags & ~XFER_SQE_F_PHASE_MASK,
+			ck_assert_uint_eq(c.flags & ~XFER_SQE_F_PHASE_BITS,
 					  XFER_SQE_F_LINK);
 			head++;
 		}
 		ring_sq_release(&r.v, head);
-		ck_assert_uint_eq(ring_sq_ready_run(&r.v, head, n), run - take);
+		/* Take the rest of what the runs published. */
+		while ((avail = sq_ready(&r, head, &known)) != 0) {
+			struct xfer_sqe c;
+			ck_assert_uint_le(avail, n);
+			ring_sqe_copy(&r.v, head, &c);
+			ck_assert_uint_eq(c.user_data, consumed++);
+			head++;
+		}
+		ck_assert_uint_eq(head, tail);
+		ring_sq_release(&r.v, head);
 	}
 	ck_assert_uint_gt(consumed, 100 * n);  /* many laps */
 	phase_ring_close(&r);
 }
 END_TEST
 
-/* The same, with every index near the 32-bit wrap: the ring primed as
- * the laps before would have left it. */
+/* The same, one entry a submit, every index near the 32-bit wrap: the
+ * ring primed as the laps before would have left it (every slot the
+ * start of a submit, stamped, then handed out again or not). */
 START_TEST(sq_phase_wraps_uint32)
 {
 	struct phase_ring r;
 	const uint32_t n = 16;
-	uint32_t start = UINT32_MAX - 3 * n + 5, tail = start, head = start;
+	uint32_t start = UINT32_MAX - 3 * n + 5, tail = start, head = start,
+		 known = start;
 
 	phase_ring_open(&r, n);
 	for (uint32_t i = start - n; i != start; i++)
-		ring_sqe_stamp(&r.v, i);  /* the lap before start */
-	ck_assert_uint_eq(ring_sq_ready_run(&r.v, head, n), 0);
+		ring_sqe_stamp(&r.v, i, false);  /* the lap before start */
+	ck_assert_uint_eq(sq_ready(&r, head, &known), 0);
 	for (unsigned round = 0; round < 6 * n; round++) {
-		*ring_sqe_at(&r.v, tail) = (struct xfer_sqe){
-			.user_data = tail };
-		ck_assert(!ring_sqe_ready(&r.v, tail));
-		ring_sqe_stamp(&r.v, tail);
+		ring_sqe_unstamp(&r.v, tail);
+		ring_sqe_at(&r.v, tail)->user_data = tail;
+		ck_assert_uint_eq(sq_ready(&r, head, &known), 0);
+		ring_sqe_stamp(&r.v, tail, false);
 		tail++;
-		ck_assert_uint_eq(ring_sq_ready_run(&r.v, head, n), 1);
+		ck_assert_uint_eq(sq_ready(&r, head, &known), 1);
 		struct xfer_sqe c;
 		ring_sqe_copy(&r.v, head, &c);
 		ck_assert_uint_eq(c.user_data, head);
 		head++;
-		ck_assert_uint_eq(ring_sq_ready_run(&r.v, head, n), 0);
+		/* The tail never stored: the next slot still is not there. */
+		ck_assert_uint_eq(sq_ready(&r, head, &known), 0);
 	}
 	ck_assert_uint_lt(tail, start);  /* it wrapped */
 	phase_ring_close(&r);
 }
 END_TEST
 
-/* A run is never longer than the ring, whatever the client stamps. */
-START_TEST(sq_ready_run_bounded)
+/*
+ * Lies: a slot holding the other lap's stamp, or garbage without this
+ * lap's phase, is not there; a run whose tail is past the ring is
+ * returned as it is (for xferd to refuse) and not remembered; a run
+ * stamped before its tail counts 0 until the tail comes.
+ */
+START_TEST(sq_phase_lies)
 {
 	struct phase_ring r;
 	const uint32_t n = 8;
+	uint32_t known = 0;
 
 	phase_ring_open(&r, n);
-	for (uint32_t i = 0; i < n; i++)
-		ring_sqe_stamp(&r.v, i);
-	ck_assert_uint_eq(ring_sq_ready_run(&r.v, 0, UINT32_MAX), n);
-	ck_assert_uint_eq(ring_sq_ready_run(&r.v, 0, 3), 3);
-	/* Lap 1 would need phase 3: the slots say 1, nothing is ready. */
-	ck_assert_uint_eq(ring_sq_ready_run(&r.v, n, UINT32_MAX), 0);
-	/* Lap 1 stamped everywhere: lap 0's entries are gone, lap 1's are
-	 * there, and the run stops where lap 2 would begin. */
-	for (uint32_t i = n; i < 2 * n; i++)
-		ring_sqe_stamp(&r.v, i);
-	ck_assert_uint_eq(ring_sq_ready_run(&r.v, 4, UINT32_MAX), 0);
-	ck_assert_uint_eq(ring_sq_ready_run(&r.v, n + 4, UINT32_MAX), 4);
-	ck_assert_uint_eq(ring_sq_ready_run(&r.v, n, UINT32_MAX), n);
-	/* Garbage in the phase bits (0, or the other lap's) reads as not
-	 * published, never as more. */
-	ring_sqe_at(&r.v, n + 2)->flags = 0;
-	ck_assert_uint_eq(ring_sq_ready_run(&r.v, n, UINT32_MAX), 2);
-	ring_sqe_at(&r.v, n + 2)->flags = 0xff;
-	ck_assert_uint_eq(ring_sq_ready_run(&r.v, n, UINT32_MAX), n);
-	ring_sqe_at(&r.v, n + 2)->flags = 1u << XFER_SQE_PHASE_SHIFT;
-	ck_assert_uint_eq(ring_sq_ready_run(&r.v, n, UINT32_MAX), 2);
+	ring_sqe_at(&r.v, 0)->flags = 3u << XFER_SQE_PHASE_SHIFT; /* lap 1's */
+	ck_assert_uint_eq(sq_ready(&r, 0, &known), 0);
+	ring_sqe_at(&r.v, 0)->flags = 0xcf;  /* everything but the phase */
+	ck_assert_uint_eq(sq_ready(&r, 0, &known), 0);
+	ring_sqe_stamp(&r.v, 0, true);
+	ck_assert_uint_eq(sq_ready(&r, 0, &known), 0);  /* no tail yet */
+	ck_assert_uint_eq(known, 0);
+	ring_sq_publish(&r.v, 5 * n);
+	ck_assert_uint_eq(sq_ready(&r, 0, &known), 5 * n);
+	ck_assert_uint_eq(known, 0);  /* not remembered */
+	ring_sq_publish(&r.v, 3);
+	ck_assert_uint_eq(sq_ready(&r, 0, &known), 3);
+	ck_assert_uint_eq(known, 3);
+	/* Inside a known run nothing is read: the slots may say anything. */
+	ring_sqe_at(&r.v, 1)->flags = 0xff;
+	ring_sqe_at(&r.v, 2)->flags = 0;
+	ck_assert_uint_eq(sq_ready(&r, 1, &known), 2);
+	ck_assert_uint_eq(sq_ready(&r, 2, &known), 1);
+	ck_assert_uint_eq(sq_ready(&r, 3, &known), 0);
+	phase_ring_close(&r);
+}
+END_TEST
+
+/* After a run xferd polls sq_tail; the lone entry that then comes is
+ * seen by the tail, and the one after it by its stamp alone again. */
+START_TEST(sq_phase_mode_switch)
+{
+	struct phase_ring r;
+	uint32_t known = 0, head = 0;
+
+	phase_ring_open(&r, 8);
+	ring_sqe_stamp(&r.v, 0, true);
+	ring_sq_publish(&r.v, 3);
+	ck_assert_uint_eq(sq_ready(&r, head, &known), 3);
+	ck_assert(by_tail);
+	head = 3;
+	ring_sqe_stamp(&r.v, 3, false);  /* a lone entry, tail not yet */
+	ck_assert_uint_eq(sq_ready(&r, head, &known), 0);
+	ring_sq_publish(&r.v, 4);
+	ck_assert_uint_eq(sq_ready(&r, head, &known), 1);
+	ck_assert(!by_tail);
+	head = 4;
+	ring_sqe_stamp(&r.v, 4, false);  /* by its stamp alone now */
+	ck_assert_uint_eq(sq_ready(&r, head, &known), 1);
+	ck_assert(!by_tail);
 	phase_ring_close(&r);
 }
 END_TEST
@@ -293,7 +356,8 @@ Suite *ring_phase_suite(void)
 	tcase_add_test(tc, zeroed_ring_not_ready);
 	tcase_add_test(tc, sq_phase_across_laps);
 	tcase_add_test(tc, sq_phase_wraps_uint32);
-	tcase_add_test(tc, sq_ready_run_bounded);
+	tcase_add_test(tc, sq_phase_lies);
+	tcase_add_test(tc, sq_phase_mode_switch);
 	tcase_add_test(tc, cq_phase_wraps_seq);
 	tcase_add_test(tc, cq_write_without_phase);
 	suite_add_tcase(s, tc);
