@@ -60,6 +60,16 @@
  * pfifo_fast queueing discipline puts the lane's packets ahead of the
  * link's.  Allowed without CAP_NET_ADMIN. */
 #define LANE_SO_PRIORITY 6
+/*
+ * Socket buffers of a lane, both ways (the kernel caps them at
+ * net.core.[rw]mem_max, doubled: 416 KiB by default).  Left to
+ * autotuning, a lane that carries a 64 KiB frame now and then never
+ * grows past its first window (about 64 KiB on loopback, less than a
+ * frame with its header): the frame's tail then waits for a window
+ * update the receiver sends only with a delayed ACK, 40-200 ms, every
+ * other frame.
+ */
+#define LANE_SOCKBUF (1 << 20)
 
 static const char *peer_hex(const struct link *l, char out[9])
 {
@@ -69,12 +79,15 @@ static const char *peer_hex(const struct link *l, char out[9])
 	return out;
 }
 
+/* Before connect() on the dialer's side, so the window scale fits. */
 static void lane_socket_opts(int fd)
 {
-	int one = 1, prio = LANE_SO_PRIORITY;
+	int one = 1, prio = LANE_SO_PRIORITY, buf = LANE_SOCKBUF;
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio));
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
 }
 
 static bool secret_equal(const uint8_t *a, const uint8_t *b)
