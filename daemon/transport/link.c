@@ -25,6 +25,7 @@
  * here by the progress thread for the main thread); no locks.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -466,12 +467,15 @@ static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 		l->ls->client->fill(l->cl);
 		return;
 	}
-	/* A bounded number of reads and bytes per call: the event is
-	 * level-triggered and fires again, and rings, timers and other
-	 * links (a latency lane, most of all) get their turn in between. */
+	/* A bounded number of reads per call, and of bytes while the lane
+	 * is busy: the event is level-triggered and fires again, and rings,
+	 * timers and other links (the lane, most of all) get their turn in
+	 * between. */
 	if (l->is_lane && l->of)
 		l->of->lane_busy_until_ns = l->last_rx_ns + LINK_LANE_HOLD_NS;
 	size_t budget = link_io_budget(l);
+	if (budget == LINK_SINGLE_IO)
+		budget = SIZE_MAX;
 	for (int round = 0; round < READS_PER_CALL && budget; round++) {
 		if (!consume(l))
 			return;
