@@ -206,6 +206,8 @@ static int handshake(struct xfer_ctx *ctx, const char *sender_name,
 		goto out;
 	/* An xferd that predates phase leaves the field false. */
 	ctx->ring.phase = hello.ring_phase && hr->ring_phase;
+	/* XFER_RING_PHASE=sq: the SQ by phase, the CQ by cq_tail. */
+	ctx->cq_by_seq = ctx->ring.phase && !(phase && !strcmp(phase, "sq"));
 	close(fds[0]);
 	ctx->sq_efd = fds[1];
 	ctx->cq_efd = fds[2];

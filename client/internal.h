@@ -48,6 +48,7 @@ struct xfer_ctx {
 	char node_name[TOKEN_NODE_NAME_MAX];
 	unsigned spin_us;
 	unsigned empty_peeks;     /* since the last look at the socket */
+	bool cq_by_seq;           /* CQEs found by their seq (G), not cq_tail */
 	/* The ring's index area, handed out as a circular buffer (dlist.c):
 	 * free-running byte counters, and the allocations not yet released
 	 * (the SQE each belongs to, where it ends), oldest first. */

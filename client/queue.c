@@ -135,7 +135,7 @@ static void check_socket(struct xfer_ctx *ctx)
  * we then read; else by cq_tail (C), a line of its own. */
 static bool cqe_there(const struct xfer_ctx *ctx)
 {
-	if (ctx->ring.phase)
+	if (ctx->cq_by_seq)
 		return ring_cqe_ready(&ctx->ring, ctx->cq_head);
 	return ring_cq_avail(&ctx->ring, ctx->cq_head) != 0;
 }
