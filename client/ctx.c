@@ -208,6 +208,14 @@ static int handshake(struct xfer_ctx *ctx, const char *sender_name,
 	ctx->ring.phase = hello.ring_phase && hr->ring_phase;
 	/* XFER_RING_PHASE=sq: the SQ by phase, the CQ by cq_tail. */
 	ctx->cq_by_seq = ctx->ring.phase && !(phase && !strcmp(phase, "sq"));
+	if (ctx->ring.phase) {
+		ctx->sq_stamped = calloc((ctx->ring.sq_entries + 63) / 64,
+					 sizeof(*ctx->sq_stamped));
+		if (!ctx->sq_stamped) {
+			err = -ENOMEM;
+			goto out;
+		}
+	}
 	close(fds[0]);
 	ctx->sq_efd = fds[1];
 	ctx->cq_efd = fds[2];
@@ -314,6 +322,7 @@ XFER_EXPORT void xfer_close(struct xfer_ctx *ctx)
 	if (ctx->ring_map)
 		munmap(ctx->ring_map, ctx->ring_len);
 	free(ctx->idx_allocs);
+	free(ctx->sq_stamped);
 	if (ctx->sq_efd >= 0)
 		close(ctx->sq_efd);
 	if (ctx->cq_efd >= 0)

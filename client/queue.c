@@ -75,9 +75,17 @@ XFER_EXPORT struct xfer_sqe *xfer_get_sqe(struct xfer_ctx *ctx)
 		if (ctx->sq_tail - ctx->sq_head_cache >= ctx->ring.sq_entries)
 			return NULL;
 	}
-	/* (F): no phase in the slot until its submit stamps it. */
-	if (ctx->ring.phase)
-		ring_sqe_unstamp(&ctx->ring, ctx->sq_tail);
+	/* (F): no phase in the slot until its submit stamps it.  Only a
+	 * slot we stamped can hold one (an application that writes the
+	 * bits itself fools itself). */
+	if (ctx->ring.phase) {
+		uint32_t slot = ctx->sq_tail & (ctx->ring.sq_entries - 1);
+		uint64_t bit = 1ull << (slot % 64);
+		if (ctx->sq_stamped[slot / 64] & bit) {
+			ctx->sq_stamped[slot / 64] &= ~bit;
+			ring_sqe_unstamp(&ctx->ring, ctx->sq_tail);
+		}
+	}
 	return ring_sqe_at(&ctx->ring, ctx->sq_tail++);
 }
 
@@ -107,8 +115,11 @@ XFER_EXPORT int xfer_submit(struct xfer_ctx *ctx)
 		return 0;
 	/* (F): the first entry stamped, with RUN when more follow (xferd
 	 * then counts by sq_tail), then sq_tail as always. */
-	if (ctx->ring.phase)
+	if (ctx->ring.phase) {
+		uint32_t slot = ctx->sq_published & (ctx->ring.sq_entries - 1);
+		ctx->sq_stamped[slot / 64] |= 1ull << (slot % 64);
 		ring_sqe_stamp(&ctx->ring, ctx->sq_published, n > 1);
+	}
 	ctx->sq_published = tail;
 	if (ring_sq_publish(&ctx->ring, tail))
 		ring_doorbell(ctx->sq_efd);

@@ -25,8 +25,9 @@
  *                  the flag.  With both fences at least one side sees the
  *                  other's store, so a wake-up is never lost.
  *   (F) SQ phase:  (ring 5, when the hello negotiated it) the client
- *                  clears the phase bits of each slot as it hands it
- *                  out (ring_sqe_unstamp), writes the entries of a
+ *                  clears the phase bits of each slot it stamped as it
+ *                  hands it out again (ring_sqe_unstamp), writes the
+ *                  entries of a
  *                  submit (and their messages), then store-releases the
  *                  first one's flags byte with its lap's phase, and RUN
  *                  when more follow (ring_sqe_stamp), then sq_tail as
@@ -53,10 +54,12 @@
  * cache lines per hand-over; polling the entry crosses one.  Why a
  * stale stamp never matches: xferd reads the stamp of a slot only at a
  * head, where the slot's lap is the current one; its phase bits are set
- * only by a submit that starts there and cleared whenever libxfer hands
- * the slot out, so before this lap's submit stamps it the slot holds 0
- * (handed out, or a fresh ring) or the last lap's stamp (it began a
- * submit then and has not been handed out since), never this lap's: the
+ * only by a submit that starts there and cleared when libxfer hands the
+ * slot out again, so before this lap's submit stamps it the slot holds 0
+ * (never stamped, handed out since, or a fresh ring) or the last lap's
+ * stamp (it began a submit then and has not been handed out since),
+ * never this lap's (an application that writes the bits itself fools
+ * only itself): the
  * SQ stamp is 1 in even laps and 3 in odd ones, never 0, and
  * consecutive laps differ in parity even where the 32-bit index wraps
  * (2^32 / sq_entries laps is even).  The CQ stamp is (lap + 1) mod 2^16:

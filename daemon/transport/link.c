@@ -215,8 +215,9 @@ bool link_is_lane(const struct link *l)
 
 size_t link_io_budget(struct link *l)
 {
-	size_t b = l->lane_busy_until_ns > now_ns() ? LINK_LANE_IO
-						    : LINK_SINGLE_IO;
+	/* A link whose lane never carried anything looks at no clock. */
+	size_t b = l->lane_busy_until_ns && l->lane_busy_until_ns > now_ns()
+			   ? LINK_LANE_IO : LINK_SINGLE_IO;
 
 	/* The bufferevent's own writes (on_writable) keep to it too. */
 	if (b != l->io_budget && l->bev) {

@@ -361,6 +361,7 @@ void tcp_fill(void *cl)
 	bool was_filling = tl->filling;
 	uint64_t now = now_ns(), wait = 0;
 	bool flushed = false;
+	size_t budget = link_io_budget(tl->l);
 
 	/* A staged owner unparked meanwhile (its chunk came back inside a
 	 * buffer's cleanup, say) is picked up by this loop, or kicked. */
@@ -369,7 +370,6 @@ void tcp_fill(void *cl)
 	link_cork(tl->l);
 	while (link_alive(tl->l) && link_out_bytes(tl->l) < LINK_OUT_HIGH) {
 		size_t out = link_out_bytes(tl->l);
-		size_t budget = link_io_budget(tl->l);
 		if (out >= budget) {
 			/* While the lane is busy, one write call here and
 			 * one at the uncork: the rest goes as the socket
