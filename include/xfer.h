@@ -44,7 +44,8 @@ struct xfer_dlist;  /* a prepared descriptor list */
  * open (xferd.conf(5)).
  * The ring uses per-entry phase (xfer_ring.h, ring 5) where xferd agrees;
  * XFER_RING_PHASE=0 in the environment asks for the tails-only protocol
- * of ring 4 (to compare the two, or to test as an older client would).
+ * of ring 4 (to compare the two, or to test as an older client would);
+ * XFER_RING_PHASE=sq uses phase on the SQ only (the CQ by cq_tail).
  */
 int xfer_open(const char *socket_path, struct xfer_ctx **out);
 /*
