@@ -264,7 +264,11 @@ static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
 	case XFER__PEER__PEER_MSG__BODY_NOTIFY:
 	case XFER__PEER__PEER_MSG__BODY_ABORT:
 	case XFER__PEER__PEER_MSG__BODY_CHECK:
-		/* Data frames and token checks: the data client's. */
+		/* Data frames and token checks: the data client's.  On a
+		 * lane they make its link small-stepped for a while (a
+		 * keepalive does not). */
+		if (l->is_lane && l->of)
+			l->of->lane_busy_until_ns = now_ns() + LINK_LANE_HOLD_NS;
 		err = l->ls->client->frame(l->cl, m, plen, why);
 		break;
 	case XFER__PEER__PEER_MSG__BODY_PING: {
@@ -472,8 +476,6 @@ static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 	 * is busy: the event is level-triggered and fires again, and rings,
 	 * timers and other links (the lane, most of all) get their turn in
 	 * between. */
-	if (l->is_lane && l->of)
-		l->of->lane_busy_until_ns = l->last_rx_ns + LINK_LANE_HOLD_NS;
 	size_t budget = link_io_budget(l);
 	if (budget == LINK_SINGLE_IO)
 		budget = SIZE_MAX;

@@ -64,7 +64,7 @@ struct link {
 	 * ends with its link; a link outlives its lane.
 	 */
 	bool is_lane, lane_ready, initiator;
-	/* A link: its lane received something lately (until then, its
+	/* A link: its lane received a data frame lately (until then, its
 	 * reads and writes go LINK_LANE_IO at a time); io_budget is what
 	 * the bufferevent was told. */
 	uint64_t lane_busy_until_ns;
