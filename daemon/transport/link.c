@@ -16,10 +16,11 @@
  * RDMA sets its queue pairs up over it (linkset_send_ctl).  It knows no
  * mover by name: struct link is this file's alone.
  *
- * Its frames' packing and stateless checks are link_frame.c's.  About
- * 820 lines: sending, receiving, back-pressure and the link's life are
- * one state machine over struct link, kept in one file so its fields
- * stay private to it.
+ * Its frames' packing and stateless checks are link_frame.c's, its
+ * latency lane's set-up link_lane.c's (struct link is shared between
+ * the two through link_int.h only).  About 860 lines: sending,
+ * receiving, back-pressure and the link's life are one state machine
+ * over struct link.
  *
  * Progress thread only (linkset_attach/_close/_send_ctl are applied
  * here by the progress thread for the main thread); no locks.
