@@ -14,7 +14,8 @@
  * keepalives, applies back-pressure, and declares the link dead when
  * the peer stays silent for peer_timeout_ms or breaks the protocol.
  * RDMA sets its queue pairs up over it (linkset_send_ctl).  It knows no
- * mover by name: struct link is this file's alone.
+ * mover by name: struct link is the session's alone (this file's and
+ * link_lane.c's).
  *
  * Its frames' packing and stateless checks are link_frame.c's, its
  * latency lane's set-up link_lane.c's (struct link is shared between
