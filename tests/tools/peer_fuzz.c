@@ -14,6 +14,11 @@
  * the link - and it must still be alive afterwards: a fresh connection
  * gets a Welcome to a fresh Hello and completes the handshake.
  *
+ * The lane cases complete a handshake whose Hello says lanes, take the
+ * daemon's LaneOffer and open lanes with it (transport/link_lane.c):
+ * replays, other links' secrets, guessing, frames at the wrong time and
+ * on the wrong connection, either connection closed.
+ *
  * Cases after the handshake that need a real region (a bad key, a range
  * outside the token, a payload past it) take a token of the attacked
  * node from --token-file; without one they are skipped.  Whether the
@@ -1189,6 +1194,388 @@ static bool case_huge_after_handshake(int fd, char *how, size_t howlen)
 	return send_then_closed(fd, rc, how, howlen);
 }
 
+/* --- the latency lane (transport/link_lane.c) --- */
+
+#define LANE_SECRET_LEN 16
+
+/* A link whose Hello said lanes, up to the daemon's LaneOffer: its
+ * instance id and the offer's secret.  0 or -1 with `why`. */
+struct lane_link {
+	int fd;
+	uint8_t id[ID_LEN], secret[LANE_SECRET_LEN];
+};
+
+static int lane_link_open(struct lane_link *k)
+{
+	Xfer__Peer__PeerMsg m, *r;
+	Xfer__Peer__Hello h;
+	Xfer__Peer__Ready ready = XFER__PEER__READY__INIT;
+	uint8_t challenge[CHALLENGE_LEN];
+
+	if ((k->fd = conn_open()) < 0)
+		return -1;
+	make_hello(&m, &h, k->id, challenge);
+	h.lanes = true;
+	if (send_msg(k->fd, &m, NULL, 0) ||
+	    !(r = expect_msg(k->fd, XFER__PEER__PEER_MSG__BODY_WELCOME,
+			     "Welcome")))
+		return -1;
+	xfer__peer__peer_msg__free_unpacked(r, NULL);
+	msg_init(&m);
+	m.body_case = XFER__PEER__PEER_MSG__BODY_READY;
+	m.ready = &ready;
+	if (send_msg(k->fd, &m, NULL, 0) ||
+	    !(r = expect_msg(k->fd, XFER__PEER__PEER_MSG__BODY_ESTABLISHED,
+			     "Established")))
+		return -1;
+	xfer__peer__peer_msg__free_unpacked(r, NULL);
+	if (!(r = expect_msg(k->fd, XFER__PEER__PEER_MSG__BODY_LANE_OFFER,
+			     "LaneOffer")))
+		return -1;
+	bool ok = r->lane_offer->secret.len == LANE_SECRET_LEN;
+	if (ok)
+		memcpy(k->secret, r->lane_offer->secret.data, LANE_SECRET_LEN);
+	else
+		set_why("LaneOffer with a %zu-byte secret",
+			r->lane_offer->secret.len);
+	xfer__peer__peer_msg__free_unpacked(r, NULL);
+	return ok ? 0 : -1;
+}
+
+static void lane_link_close(struct lane_link *k)
+{
+	if (k->fd >= 0)
+		close(k->fd);
+	k->fd = -1;
+}
+
+static int send_lane_hello(int fd, const uint8_t id[ID_LEN],
+			   const uint8_t secret[LANE_SECRET_LEN])
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__LaneHello h = XFER__PEER__LANE_HELLO__INIT;
+
+	h.instance_id = (ProtobufCBinaryData){ ID_LEN, (uint8_t *)id };
+	h.secret = (ProtobufCBinaryData){ LANE_SECRET_LEN, (uint8_t *)secret };
+	msg_init(&m);
+	m.body_case = XFER__PEER__PEER_MSG__BODY_LANE_HELLO;
+	m.lane_hello = &h;
+	return send_msg(fd, &m, NULL, 0);
+}
+
+/* A lane for k with secret: its socket once LaneReady came, or -1. */
+static int lane_dial(const struct lane_link *k, const uint8_t *secret)
+{
+	int fd = conn_open();
+	Xfer__Peer__PeerMsg *r;
+
+	if (fd < 0)
+		return -1;
+	if (send_lane_hello(fd, k->id, secret) ||
+	    !(r = expect_msg(fd, XFER__PEER__PEER_MSG__BODY_LANE_READY,
+			     "LaneReady"))) {
+		close(fd);
+		return -1;
+	}
+	xfer__peer__peer_msg__free_unpacked(r, NULL);
+	return fd;
+}
+
+/* A LaneHello on a fresh connection that must be closed. */
+static bool lane_hello_refused(const uint8_t *id, const uint8_t *secret,
+			       char *how, size_t howlen)
+{
+	int fd = conn_open();
+
+	if (fd < 0)
+		return false;
+	bool ok = send_then_closed(fd, send_lane_hello(fd, id, secret), how,
+				   howlen);
+	close(fd);
+	return ok;
+}
+
+/* Both the link and its lane answer a Ping (the lane: -1 none). */
+static bool lane_and_link_answer(const struct lane_link *k, int lane)
+{
+	if (link_answers(k->fd)) {
+		snprintf(why + strlen(why), sizeof(why) - strlen(why),
+			 " (on the link)");
+		return false;
+	}
+	if (lane >= 0 && link_answers(lane)) {
+		snprintf(why + strlen(why), sizeof(why) - strlen(why),
+			 " (on the lane)");
+		return false;
+	}
+	return true;
+}
+
+/* The lane taken, its LaneHello again (a replay) is closed; the lane and
+ * the link stay. */
+static bool case_lane_replay(int fd, char *how, size_t howlen)
+{
+	struct lane_link k = { .fd = -1 };
+	int lane = -1;
+	bool ok = false;
+
+	close(fd);
+	if (lane_link_open(&k) || (lane = lane_dial(&k, k.secret)) < 0)
+		goto out;
+	ok = lane_hello_refused(k.id, k.secret, how, howlen) &&
+	     lane_and_link_answer(&k, lane);
+out:
+	if (lane >= 0)
+		close(lane);
+	lane_link_close(&k);
+	return ok;
+}
+
+/* The secret of one link's offer, presented for another link: closed;
+ * the offer stands (its own lane still comes). */
+static bool case_lane_other_link(int fd, char *how, size_t howlen)
+{
+	struct lane_link k1 = { .fd = -1 }, k2 = { .fd = -1 };
+	int lane = -1;
+	bool ok = false;
+
+	close(fd);
+	if (lane_link_open(&k1) || lane_link_open(&k2))
+		goto out;
+	if (!lane_hello_refused(k1.id, k2.secret, how, howlen))
+		goto out;
+	if ((lane = lane_dial(&k1, k1.secret)) < 0)
+		goto out;
+	ok = lane_and_link_answer(&k1, lane) && lane_and_link_answer(&k2, -1);
+out:
+	if (lane >= 0)
+		close(lane);
+	lane_link_close(&k1);
+	lane_link_close(&k2);
+	return ok;
+}
+
+/* LaneReady on the link itself: the link is dropped. */
+static bool case_lane_ready_on_link(int fd, char *how, size_t howlen)
+{
+	struct lane_link k = { .fd = -1 };
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__LaneReady r = XFER__PEER__LANE_READY__INIT;
+	bool ok = false;
+
+	close(fd);
+	if (lane_link_open(&k) == 0) {
+		msg_init(&m);
+		m.body_case = XFER__PEER__PEER_MSG__BODY_LANE_READY;
+		m.lane_ready = &r;
+		ok = send_then_closed(k.fd, send_msg(k.fd, &m, NULL, 0), how,
+				      howlen);
+	}
+	lane_link_close(&k);
+	return ok;
+}
+
+static int send_lane_offer(int fd)
+{
+	Xfer__Peer__PeerMsg m;
+	Xfer__Peer__LaneOffer o = XFER__PEER__LANE_OFFER__INIT;
+	uint8_t secret[LANE_SECRET_LEN];
+
+	random_bytes(secret, sizeof(secret));
+	o.secret = (ProtobufCBinaryData){ sizeof(secret), secret };
+	msg_init(&m);
+	m.body_case = XFER__PEER__PEER_MSG__BODY_LANE_OFFER;
+	m.lane_offer = &o;
+	return send_msg(fd, &m, NULL, 0);
+}
+
+/* LaneOffers to the side that offers (three of them): ignored, the link
+ * stays and the daemon dials nothing. */
+static bool case_lane_offer_back(int fd, char *how, size_t howlen)
+{
+	struct lane_link k = { .fd = -1 };
+	bool ok = false;
+
+	close(fd);
+	if (lane_link_open(&k) == 0 && !send_lane_offer(k.fd) &&
+	    !send_lane_offer(k.fd) && !send_lane_offer(k.fd) &&
+	    lane_and_link_answer(&k, -1)) {
+		snprintf(how, howlen, "ignored, the link still answers a Ping");
+		ok = true;
+	}
+	lane_link_close(&k);
+	return ok;
+}
+
+/* Frames no lane may carry, on a ready lane: it is dropped, its link
+ * stays.  which: 0 a LaneOffer, 1 a second LaneHello, 2 a Hello. */
+static bool lane_wrong_frame(int which, char *how, size_t howlen)
+{
+	struct lane_link k = { .fd = -1 };
+	int lane = -1, rc;
+	bool ok = false;
+
+	if (lane_link_open(&k) || (lane = lane_dial(&k, k.secret)) < 0)
+		goto out;
+	if (which == 0) {
+		rc = send_lane_offer(lane);
+	} else if (which == 1) {
+		rc = send_lane_hello(lane, k.id, k.secret);
+	} else {
+		Xfer__Peer__PeerMsg m;
+		Xfer__Peer__Hello h;
+		uint8_t id[ID_LEN], ch[CHALLENGE_LEN];
+		make_hello(&m, &h, id, ch);
+		rc = send_msg(lane, &m, NULL, 0);
+	}
+	ok = send_then_closed(lane, rc, how, howlen) &&
+	     lane_and_link_answer(&k, -1);
+out:
+	if (lane >= 0)
+		close(lane);
+	lane_link_close(&k);
+	return ok;
+}
+
+static bool case_lane_offer_on_lane(int fd, char *how, size_t howlen)
+{
+	close(fd);
+	return lane_wrong_frame(0, how, howlen);
+}
+
+static bool case_lane_hello_on_lane(int fd, char *how, size_t howlen)
+{
+	close(fd);
+	return lane_wrong_frame(1, how, howlen);
+}
+
+static bool case_lane_hello_frame(int fd, char *how, size_t howlen)
+{
+	close(fd);
+	return lane_wrong_frame(2, how, howlen);
+}
+
+/* The link closed: its lane is closed by the daemon too. */
+static bool case_lane_link_dies(int fd, char *how, size_t howlen)
+{
+	struct lane_link k = { .fd = -1 };
+	int lane = -1;
+	bool ok = false;
+
+	close(fd);
+	if (lane_link_open(&k) == 0 && (lane = lane_dial(&k, k.secret)) >= 0) {
+		lane_link_close(&k);
+		ok = closes(lane, how, howlen);
+	}
+	if (lane >= 0)
+		close(lane);
+	lane_link_close(&k);
+	return ok;
+}
+
+/* The lane closed (then half-closed, on a second link): the link stays. */
+static bool case_lane_closed(int fd, char *how, size_t howlen)
+{
+	struct lane_link k = { .fd = -1 };
+	int lane = -1;
+	bool ok = false;
+
+	close(fd);
+	if (lane_link_open(&k) || (lane = lane_dial(&k, k.secret)) < 0)
+		goto out;
+	close(lane);
+	lane = -1;
+	if (!lane_and_link_answer(&k, -1))
+		goto out;
+	lane_link_close(&k);
+	if (lane_link_open(&k) || (lane = lane_dial(&k, k.secret)) < 0)
+		goto out;
+	shutdown(lane, SHUT_WR);
+	ok = closes(lane, how, howlen) && lane_and_link_answer(&k, -1);
+out:
+	if (lane >= 0)
+		close(lane);
+	lane_link_close(&k);
+	return ok;
+}
+
+/* How many descriptors xferd holds (--pid), or -1. */
+static int daemon_fds(void)
+{
+	char line[64];
+	int n = -1;
+
+	snprintf(line, sizeof(line), "ls /proc/%d/fd | wc -l", (int)opt.pid);
+	FILE *p = opt.pid > 0 ? popen(line, "r") : NULL;
+	if (p) {
+		if (fscanf(p, "%d", &n) != 1)
+			n = -1;
+		pclose(p);
+	}
+	return n;
+}
+
+/* Many LaneHellos with wrong secrets for a live link (guessing): each
+ * closed; xferd holds no more descriptors after than before; the offer
+ * still stands. */
+#define LANE_GUESSES 300
+static bool case_lane_guessing(int fd, char *how, size_t howlen)
+{
+	struct lane_link k = { .fd = -1 };
+	int lane = -1, before, after = -1, fds[LANE_GUESSES];
+	unsigned closed = 0;
+	bool ok = false;
+
+	close(fd);
+	for (int i = 0; i < LANE_GUESSES; i++)
+		fds[i] = -1;
+	if (lane_link_open(&k))
+		goto out;
+	before = daemon_fds();
+	for (int i = 0; i < LANE_GUESSES; i++) {
+		uint8_t guess[LANE_SECRET_LEN];
+		random_bytes(guess, sizeof(guess));
+		if ((fds[i] = conn_open()) < 0 ||
+		    send_lane_hello(fds[i], k.id, guess))
+			goto out;
+	}
+	for (int i = 0; i < LANE_GUESSES; i++) {
+		char h[256];
+		closed += expect_closed(fds[i], opt.deadline_ms, h, sizeof(h));
+		close(fds[i]);
+		fds[i] = -1;
+	}
+	if (closed != LANE_GUESSES) {
+		set_why("%u of %d guesses closed", closed, LANE_GUESSES);
+		goto out;
+	}
+	for (int tries = 0; tries < 50; tries++) {
+		after = daemon_fds();
+		if (after <= before)
+			break;
+		usleep(100000);
+	}
+	if (after > before) {
+		set_why("xferd holds %d descriptors after the guesses, %d before",
+			after, before);
+		goto out;
+	}
+	if ((lane = lane_dial(&k, k.secret)) < 0 ||
+	    !lane_and_link_answer(&k, lane))
+		goto out;
+	snprintf(how, howlen, "%d guesses closed, descriptors %d -> %d, the "
+		 "lane still comes", LANE_GUESSES, before, after);
+	ok = true;
+out:
+	for (int i = 0; i < LANE_GUESSES; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	if (lane >= 0)
+		close(lane);
+	lane_link_close(&k);
+	return ok;
+}
+
 static const struct fuzz_case cases[] = {
 	{ "garbage-http", "an HTTP request instead of frames", false,
 	  case_garbage_http },
@@ -1251,6 +1638,26 @@ static const struct fuzz_case cases[] = {
 	  case_read_past_range },
 	{ "notify-bad-key", "a Notify with a wrong key", true,
 	  case_notify_bad_key },
+	{ "lane-replay", "a lane's LaneHello again once the lane is up",
+	  false, case_lane_replay },
+	{ "lane-other-link", "one link's lane secret for another link", false,
+	  case_lane_other_link },
+	{ "lane-ready-on-link", "LaneReady on the link itself", false,
+	  case_lane_ready_on_link },
+	{ "lane-offer-back", "LaneOffers to the side that offers", false,
+	  case_lane_offer_back },
+	{ "lane-offer-on-lane", "a LaneOffer on a ready lane", false,
+	  case_lane_offer_on_lane },
+	{ "lane-hello-on-lane", "a second LaneHello on a ready lane", false,
+	  case_lane_hello_on_lane },
+	{ "lane-hello-frame", "a Hello on a ready lane", false,
+	  case_lane_hello_frame },
+	{ "lane-link-dies", "the link closed while its lane is up", false,
+	  case_lane_link_dies },
+	{ "lane-closed", "the lane closed, then half-closed", false,
+	  case_lane_closed },
+	{ "lane-guessing", "300 LaneHellos with wrong secrets", false,
+	  case_lane_guessing },
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
