@@ -258,6 +258,16 @@ static int dispatch(struct link *l, const uint8_t *hdr, size_t hlen,
 
 	if (!m)
 		return -EPROTO;
+	/* A lane we dialed takes nothing but LaneReady (and keepalives)
+	 * until it is ready. */
+	if (l->is_lane && !l->lane_ready &&
+	    m->body_case != XFER__PEER__PEER_MSG__BODY_LANE_READY &&
+	    m->body_case != XFER__PEER__PEER_MSG__BODY_PING &&
+	    m->body_case != XFER__PEER__PEER_MSG__BODY_PONG) {
+		*why = "a frame on a lane before LaneReady";
+		xfer__peer__peer_msg__free_unpacked(m, NULL);
+		return -EPROTO;
+	}
 	switch (m->body_case) {
 	case XFER__PEER__PEER_MSG__BODY_WRITE:
 	case XFER__PEER__PEER_MSG__BODY_WRITE_ACK:
@@ -608,6 +618,13 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 		link_fail(l, -ETIMEDOUT, "no traffic from the peer within peer_timeout_ms");
 		return;
 	}
+	/* A lane whose LaneReady does not come (a peer that only answers
+	 * pings) is not kept. */
+	if (l->is_lane && !l->lane_ready &&
+	    now - l->opened_ns > 1000000ull * l->ls->cfg.peer_timeout_ms) {
+		link_fail(l, -ETIMEDOUT, "no LaneReady within peer_timeout_ms");
+		return;
+	}
 	Xfer__Peer__PeerMsg m = XFER__PEER__PEER_MSG__INIT;
 	Xfer__Peer__Ping ping = XFER__PEER__PING__INIT;
 	ping.sent_ns = now;
@@ -706,7 +723,7 @@ struct link *link_open(struct linkset *ls, struct rpeer *rp, int fd,
 	l->is_lane = is_lane;
 	l->dial_fd = -1;
 	l->cl = ls->client->link_new(ls->client_arg, l, rp->id);
-	l->last_rx_ns = now_ns();
+	l->opened_ns = l->last_rx_ns = now_ns();
 	l->fd = fd;
 	l->rxbuf = pending_len <= RXBUF ? malloc(RXBUF) : NULL;
 	l->bev = bufferevent_socket_new(ls->base, fd, BEV_OPT_CLOSE_ON_FREE);

@@ -38,6 +38,8 @@ struct link {
 	struct bufferevent *bev;     /* NULL once the link failed */
 	struct link_stats *stats;
 	uint64_t last_rx_ns;
+	uint64_t opened_ns;          /* a lane: LaneReady is due within
+				      * peer_timeout_ms of this */
 	struct event *tick;
 
 	/* Receiving is done here, not by the bufferevent: payloads go from

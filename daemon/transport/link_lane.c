@@ -133,6 +133,7 @@ static void dial_end(struct link *l)
 		close(l->dial_fd);
 		l->dial_fd = -1;
 	}
+	memset(l->lane_secret, 0, sizeof(l->lane_secret));
 }
 
 /* The lane's connect ended: open with LaneHello and wait for LaneReady. */
@@ -258,7 +259,8 @@ void linkset_attach_lane(struct linkset *ls, int fd,
 
 	if (!l || !l->bev || !l->lane_offered || l->lane ||
 	    !secret_equal(l->lane_secret, secret)) {
-		log_info("a latency lane refused: no link offered it");
+		/* Debug: anyone may knock, and the log is not theirs to fill. */
+		log_debug("a latency lane refused: no link offered it");
 		close(fd);
 		return;
 	}
