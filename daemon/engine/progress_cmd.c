@@ -275,6 +275,18 @@ static struct cmd *new_cmd(enum cmd_kind kind)
 	return c;
 }
 
+/* A copy of len bytes at data for the progress thread (none for 0). */
+static void cmd_set_data(struct cmd *c, const void *data, size_t len)
+{
+	if (!len)
+		return;
+	c->data = malloc(len);
+	if (!c->data)
+		abort();  /* as new_cmd */
+	memcpy(c->data, data, len);
+	c->len = len;
+}
+
 static void push_cmd(struct progress *p, enum cmd_kind kind,
 		     struct prog_client *pc)
 {
@@ -323,13 +335,7 @@ void progress_link_attach(struct progress *p, int fd,
 	c->gen = gen;
 	memcpy(c->id, id, LINK_ID_LEN);
 	c->stats = stats;
-	if (pending_len) {
-		c->data = malloc(pending_len);
-		if (!c->data)
-			abort();
-		memcpy(c->data, pending, pending_len);
-		c->len = pending_len;
-	}
+	cmd_set_data(c, pending, pending_len);
 	push(p, c);
 }
 
@@ -343,13 +349,7 @@ void progress_lane_attach(struct progress *p, int fd,
 	c->fd = fd;
 	memcpy(c->id, id, LINK_ID_LEN);
 	memcpy(c->secret, secret, LINK_LANE_SECRET);
-	if (pending_len) {
-		c->data = malloc(pending_len);
-		if (!c->data)
-			abort();
-		memcpy(c->data, pending, pending_len);
-		c->len = pending_len;
-	}
+	cmd_set_data(c, pending, pending_len);
 	push(p, c);
 }
 
@@ -370,11 +370,7 @@ void progress_link_send(struct progress *p, const uint8_t id[LINK_ID_LEN],
 	struct cmd *c = new_cmd(CMD_LINK_SEND);
 
 	memcpy(c->id, id, LINK_ID_LEN);
-	c->data = malloc(len);
-	if (!c->data)
-		abort();
-	memcpy(c->data, msg, len);
-	c->len = len;
+	cmd_set_data(c, msg, len);
 	push(p, c);
 }
 

@@ -210,6 +210,14 @@ uint64_t link_gen(const struct link *l)
 	return l->gen;
 }
 
+const char *link_peer_hex(const struct link *l, char out[9])
+{
+	const uint8_t *id = l->peer->id;
+
+	snprintf(out, 9, "%02x%02x%02x%02x", id[0], id[1], id[2], id[3]);
+	return out;
+}
+
 bool link_is_lane(const struct link *l)
 {
 	return l->is_lane;
@@ -682,9 +690,8 @@ void link_fail(struct link *l, int err, const char *why)
 
 	if (!l->bev)
 		return;
-	snprintf(id, sizeof(id), "%02x%02x%02x%02x", rp->id[0], rp->id[1],
-		 rp->id[2], rp->id[3]);
-	log_info("%s to %s: %s", l->is_lane ? "latency lane" : "link", id, why);
+	log_info("%s to %s: %s", l->is_lane ? "latency lane" : "link",
+		 link_peer_hex(l, id), why);
 	/* No more frames: Aborts are pointless now. */
 	event_free(l->ev_read);
 	l->ev_read = NULL;

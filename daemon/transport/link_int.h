@@ -111,6 +111,8 @@ struct link *link_open(struct linkset *ls, struct rpeer *rp, int fd,
 		       const void *pending, size_t pending_len);
 /* Read what waits on l (after link_open and the client's link_up). */
 void link_read_now(struct link *l);
+/* The first 4 bytes of l's peer's instance id in hex, for the log. */
+const char *link_peer_hex(const struct link *l, char out[9]);
 /* Queue bytes for the peer (sent now if they can be). */
 int link_queue_bytes(struct link *l, const uint8_t *p, size_t n);
 

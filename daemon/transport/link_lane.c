@@ -71,14 +71,6 @@
  */
 #define LANE_SOCKBUF (1 << 20)
 
-static const char *peer_hex(const struct link *l, char out[9])
-{
-	const uint8_t *id = l->peer->id;
-
-	snprintf(out, 9, "%02x%02x%02x%02x", id[0], id[1], id[2], id[3]);
-	return out;
-}
-
 /* Before connect() on the dialer's side, so the window scale fits. */
 static void lane_socket_opts(int fd)
 {
@@ -152,7 +144,7 @@ static void on_dialed(evutil_socket_t fd, short what, void *arg)
 		err = errno;
 	if (err) {
 		log_info("link to %s: no latency lane (%s): the latency class "
-			 "stays on the link", peer_hex(l, hex), strerror(err));
+			 "stays on the link", link_peer_hex(l, hex), strerror(err));
 		dial_end(l);
 		return;
 	}
@@ -177,7 +169,7 @@ static void on_dialed(evutil_socket_t fd, short what, void *arg)
 	memset(l->lane_secret, 0, sizeof(l->lane_secret));
 	if (k != n) {
 		log_info("link to %s: no latency lane (its hello did not go)",
-			 peer_hex(l, hex));
+			 link_peer_hex(l, hex));
 		close(fd);
 		return;
 	}
@@ -202,13 +194,13 @@ static void dial(struct link *l)
 	if (getpeername(l->fd, (struct sockaddr *)&sa, &len) ||
 	    (fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK |
 					       SOCK_CLOEXEC, 0)) < 0) {
-		log_info("link to %s: no latency lane (%s)", peer_hex(l, hex),
+		log_info("link to %s: no latency lane (%s)", link_peer_hex(l, hex),
 			 strerror(errno));
 		return;
 	}
 	lane_socket_opts(fd);
 	if (connect(fd, (struct sockaddr *)&sa, len) && errno != EINPROGRESS) {
-		log_info("link to %s: no latency lane (%s)", peer_hex(l, hex),
+		log_info("link to %s: no latency lane (%s)", link_peer_hex(l, hex),
 			 strerror(errno));
 		close(fd);
 		return;
@@ -231,7 +223,7 @@ int lane_frame(struct link *l, const Xfer__Peer__PeerMsg *m, const char **why)
 		l->lane_ready = true;
 		atomic_store_explicit(&l->stats->lane_up, true,
 				      memory_order_relaxed);
-		log_info("link to %s: latency lane up", peer_hex(l, hex));
+		log_info("link to %s: latency lane up", link_peer_hex(l, hex));
 		l->ls->client->link_up(l->cl);
 		return 0;
 	}
@@ -283,7 +275,7 @@ void linkset_attach_lane(struct linkset *ls, int fd,
 		return;
 	}
 	atomic_store_explicit(&l->stats->lane_up, true, memory_order_relaxed);
-	log_info("link to %s: latency lane up", peer_hex(l, hex));
+	log_info("link to %s: latency lane up", link_peer_hex(l, hex));
 	ls->client->link_up(lane->cl);
 	link_read_now(lane);
 }

@@ -72,6 +72,21 @@ static void submit_bulk(struct xfer_ctx *ctx, const struct gl_buf *src,
 	T_ASSERT(xfer_submit(ctx) >= 0, "bulk submit");
 }
 
+/* Reap the bulk writes that ended and submit as many again, so that
+ * BULK_INFLIGHT are out (*out counts them): how many ended. */
+static unsigned top_up_bulk(struct xfer_ctx *cb, const struct gl_buf *src,
+			    const struct gl_buf *dst, unsigned *out)
+{
+	unsigned ended = reap_bulk(cb);
+
+	*out -= ended;
+	if (*out < BULK_INFLIGHT) {
+		submit_bulk(cb, src, dst, BULK_INFLIGHT - *out);
+		*out = BULK_INFLIGHT;
+	}
+	return ended;
+}
+
 /* Wait for bulk writes to end (up to 60 s): how many did. */
 static unsigned drain_bulk(struct xfer_ctx *cb, unsigned out,
 			   const char *what)
@@ -109,13 +124,9 @@ static double bulk_alone(unsigned cls, uint64_t ms)
 	submit_bulk(cb, &bsrc, &bdst, BULK_INFLIGHT);
 	out = BULK_INFLIGHT;
 	while (now_ns() - t0 < ms * 1000000ull) {
-		unsigned ended = reap_bulk(cb);
+		unsigned ended = top_up_bulk(cb, &bsrc, &bdst, &out);
 		done += ended;
-		out -= ended;
-		if (out < BULK_INFLIGHT) {
-			submit_bulk(cb, &bsrc, &bdst, BULK_INFLIGHT - out);
-			out = BULK_INFLIGHT;
-		} else if (!ended) {
+		if (!ended) {
 			struct xfer_cqe *cqe;
 			(void)xfer_wait_cqe(cb, &cqe, 1);
 		}
@@ -154,13 +165,7 @@ static void run(const char *what, unsigned bulk_cls, unsigned lat_cls,
 	out = BULK_INFLIGHT;
 	for (unsigned i = 0; i < LAT_COPIES; i++) {
 		/* Keep the GPU busy with bulk: top it up before each copy. */
-		unsigned ended = reap_bulk(cb);
-		bulk_done += ended;
-		out -= ended;
-		if (out < BULK_INFLIGHT) {
-			submit_bulk(cb, &bsrc, &bdst, BULK_INFLIGHT - out);
-			out = BULK_INFLIGHT;
-		}
+		bulk_done += top_up_bulk(cb, &bsrc, &bdst, &out);
 		gl_fill(&lsrc, 0, LAT_LEN, 1000 + i, 0);
 		uint64_t c0 = now_ns();
 		struct xfer_cqe c = gl_rw(cl, XFER_OP_WRITE, lsrc.handle, 0,

@@ -12,34 +12,18 @@
 #include <string.h>
 
 #include "common/ring.h"
+#include "ring_fixture.h"
 #include "suites.h"
 
 static bool by_tail;  /* xferd's mode, for sq_ready() (F); per ring */
 
-struct phase_ring {
-	struct xfer_ring_offsets off;
-	void *mem;
-	struct ring_view v;
-};
-
-static void phase_ring_open(struct phase_ring *r, uint32_t sq_entries)
+/* A fresh ring, as a negotiation with phase leaves it. */
+static void phase_ring_open(struct test_ring *r, uint32_t sq_entries)
 {
-	ck_assert_int_eq(ring_layout(sq_entries, 0, &r->off), 0);
-	r->mem = aligned_alloc(4096, (r->off.map_size + 4095) & ~4095u);
-	ck_assert_ptr_nonnull(r->mem);
-	memset(r->mem, 0, r->off.map_size);
-	*(uint32_t *)((char *)r->mem + r->off.magic) = XFER_RING_MAGIC;
-	ck_assert_int_eq(ring_view_init(&r->v, r->mem, r->off.map_size,
-					&r->off), 0);
+	test_ring_open(r, sq_entries);
 	ck_assert(!r->v.phase);  /* only a negotiation turns it on */
 	r->v.phase = true;
 	by_tail = false;
-}
-
-static void phase_ring_close(struct phase_ring *r)
-{
-	free(r->mem);
-	r->mem = NULL;
 }
 
 /* Indices worth checking for a queue of n entries: the start, every
@@ -91,7 +75,7 @@ END_TEST
 
 /* With phase, entries published past head (F), as xferd counts them. */
 
-static uint32_t sq_ready(struct phase_ring *r, uint32_t head, uint32_t *known)
+static uint32_t sq_ready(struct test_ring *r, uint32_t head, uint32_t *known)
 {
 	return ring_sq_phase_avail(&r->v, head, known, &by_tail);
 }
@@ -99,7 +83,7 @@ static uint32_t sq_ready(struct phase_ring *r, uint32_t head, uint32_t *known)
 /* A zeroed ring shows nothing ready on either queue. */
 START_TEST(zeroed_ring_not_ready)
 {
-	struct phase_ring r;
+	struct test_ring r;
 
 	phase_ring_open(&r, 64);
 	for (uint32_t i = 0; i < r.v.sq_entries; i++) {
@@ -108,7 +92,7 @@ START_TEST(zeroed_ring_not_ready)
 	}
 	for (uint32_t i = 0; i < r.v.cq_entries; i++)
 		ck_assert(!ring_cqe_ready(&r.v, i));
-	phase_ring_close(&r);
+	test_ring_close(&r);
 }
 END_TEST
 
@@ -120,7 +104,7 @@ END_TEST
  */
 START_TEST(sq_phase_across_laps)
 {
-	struct phase_ring r;
+	struct test_ring r;
 	const uint32_t n = 8;
 	uint32_t tail = 0, published = 0, head = 0, known = 0;
 	uint64_t produced = 0, consumed = 0;
@@ -180,7 +164,7 @@ START_TEST(sq_phase_across_laps)
 		ring_sq_release(&r.v, head);
 	}
 	ck_assert_uint_gt(consumed, 100 * n);  /* many laps */
-	phase_ring_close(&r);
+	test_ring_close(&r);
 }
 END_TEST
 
@@ -189,7 +173,7 @@ END_TEST
  * start of a submit, stamped, then handed out again or not). */
 START_TEST(sq_phase_wraps_uint32)
 {
-	struct phase_ring r;
+	struct test_ring r;
 	const uint32_t n = 16;
 	uint32_t start = UINT32_MAX - 3 * n + 5, tail = start, head = start,
 		 known = start;
@@ -213,7 +197,7 @@ START_TEST(sq_phase_wraps_uint32)
 		ck_assert_uint_eq(sq_ready(&r, head, &known), 0);
 	}
 	ck_assert_uint_lt(tail, start);  /* it wrapped */
-	phase_ring_close(&r);
+	test_ring_close(&r);
 }
 END_TEST
 
@@ -225,7 +209,7 @@ END_TEST
  */
 START_TEST(sq_phase_lies)
 {
-	struct phase_ring r;
+	struct test_ring r;
 	const uint32_t n = 8;
 	uint32_t known = 0;
 
@@ -249,7 +233,7 @@ START_TEST(sq_phase_lies)
 	ck_assert_uint_eq(sq_ready(&r, 1, &known), 2);
 	ck_assert_uint_eq(sq_ready(&r, 2, &known), 1);
 	ck_assert_uint_eq(sq_ready(&r, 3, &known), 0);
-	phase_ring_close(&r);
+	test_ring_close(&r);
 }
 END_TEST
 
@@ -257,7 +241,7 @@ END_TEST
  * seen by the tail, and the one after it by its stamp alone again. */
 START_TEST(sq_phase_mode_switch)
 {
-	struct phase_ring r;
+	struct test_ring r;
 	uint32_t known = 0, head = 0;
 
 	phase_ring_open(&r, 8);
@@ -275,7 +259,7 @@ START_TEST(sq_phase_mode_switch)
 	ring_sqe_stamp(&r.v, 4, false);  /* by its stamp alone now */
 	ck_assert_uint_eq(sq_ready(&r, head, &known), 1);
 	ck_assert(!by_tail);
-	phase_ring_close(&r);
+	test_ring_close(&r);
 }
 END_TEST
 
@@ -287,7 +271,7 @@ END_TEST
  */
 START_TEST(cq_phase_wraps_seq)
 {
-	struct phase_ring r;
+	struct test_ring r;
 	uint32_t tail = 0, head = 0, stamped = 0;
 
 	phase_ring_open(&r, RING_MIN_SQ_ENTRIES);
@@ -327,7 +311,7 @@ START_TEST(cq_phase_wraps_seq)
 		ring_cq_release(&r.v, head);
 	}
 	ck_assert_uint_eq(ring_cq_avail(&r.v, head), 0);
-	phase_ring_close(&r);
+	test_ring_close(&r);
 }
 END_TEST
 
@@ -335,14 +319,14 @@ END_TEST
  * sees seq as the reserved 0). */
 START_TEST(cq_write_without_phase)
 {
-	struct phase_ring r;
+	struct test_ring r;
 
 	phase_ring_open(&r, 8);
 	r.v.phase = false;
 	ring_cqe_write(&r.v, 3, &(struct xfer_cqe){ .user_data = 9 });
 	ck_assert_uint_eq(ring_cqe_at(&r.v, 3)->user_data, 9);
 	ck_assert_uint_eq(ring_cqe_at(&r.v, 3)->reserved, 0);
-	phase_ring_close(&r);
+	test_ring_close(&r);
 }
 END_TEST
 
