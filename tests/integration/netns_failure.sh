@@ -11,8 +11,10 @@
 #    next write from a reconnects and succeeds (bytes verified).
 #  - b's xferd hangs (SIGSTOP) mid-stream: the same; once it continues,
 #    the next write from a succeeds again.
-#  - b's xferd is killed (SIGKILL) mid-stream: the same; b's own client
-#    learns that its xferd is gone and exits instead of hanging.
+#  - b's xferd is killed (SIGKILL) mid-stream: the same, and a write
+#    submitted after the reset may also end -ECONNREFUSED (a dials b
+#    again); b's own client learns that its xferd is gone and exits
+#    instead of hanging.
 #  - b's xferd restarts at the same address (a new instance) and the name
 #    is published again: a looks it up, and the next write reconnects and
 #    succeeds, notified and verified on b; a token of the dead instance
@@ -38,14 +40,14 @@ no_link_up() {
 		length == 0' <<<"$out" >/dev/null
 }
 
-# stream_through TAG WHAT CMD...: a stream of writes a -> b/t; once it
-# runs, CMD breaks things; the stream must end (all writes completed, the
-# errors as expected, none hung).
+# stream_through TAG WHAT ERRS CMD...: a stream of writes a -> b/t; once it
+# runs, CMD breaks things; the stream must end (all writes completed, each
+# error one of ERRS, none hung), the first error a reset or a timeout.
 stream_through() {
-	local tag=$1 what=$2 rc
-	shift 2
+	local tag=$1 what=$2 errs=$3 rc
+	shift 3
 	bg_start "$tag" a "$XNODE" stream --socket "${XD_SOCK[a]}" --lookup b/t \
-		--seed 7 "${STREAM[@]}"
+		--seed 7 "${STREAM[@]}" --expect-error "$errs"
 	bg_wait_line "$tag" '^streaming: first write ok' 60
 	note "writes are flowing; now: $what"
 	"$@"
@@ -69,7 +71,7 @@ xnode_ok a write --lookup b/t --size $MiB --offset 0 --seed 1 \
 	--timeout-ms 3000 --expect-path tcp
 
 step "the veth goes down in the middle of a stream of writes"
-stream_through s-down "link a/to-b down" link_down a to-b
+stream_through s-down "link a/to-b down" ECONNRESET,ETIMEDOUT link_down a to-b
 wait_for 10 no_link_up a b || fail "a still shows its link to b up"
 note "a shows b down"
 link_up a to-b
@@ -82,7 +84,7 @@ xnode_ok a read --lookup b/t --size $MiB --offset 4096 --seed 2 \
 
 step "b's xferd hangs (SIGSTOP) in the middle of a stream of writes"
 freeze() { kill -STOP "${XD_PID[$1]}"; note "xferd $1 stopped (SIGSTOP)"; }
-stream_through s-stop "SIGSTOP b's xferd" freeze b
+stream_through s-stop "SIGSTOP b's xferd" ECONNRESET,ETIMEDOUT freeze b
 wait_for 10 no_link_up a b || fail "a still shows its link to b up"
 note "a shows b down"
 kill -CONT "${XD_PID[b]}"
@@ -93,7 +95,10 @@ xnode_ok a read --lookup b/t --size $MiB --offset 8192 --seed 3 \
 	--timeout-ms 5000 --expect-path tcp
 
 step "b's xferd is killed (SIGKILL) in the middle of a stream of writes"
-stream_through s-kill "kill -9 b's xferd" kill_xferd b
+# A write submitted after the reset dials b again and is refused: nothing
+# listens at b's address any more.
+stream_through s-kill "kill -9 b's xferd" ECONNRESET,ETIMEDOUT,ECONNREFUSED \
+	kill_xferd b
 wait_for 10 no_link_up a b || fail "a still shows its link to b up"
 note "a shows b down"
 bg_wait t 30
