@@ -226,7 +226,15 @@ bool tcp_host_reachable(const struct region *r);
 void tcp_sched_init(struct tcp_link *tl);
 /* op (not in any queue) goes to the tail of its class's or tenant's. */
 void tcp_sched_push(struct tcp_link *tl, struct xop *op);
+/* op leaves its queue for good (ended, sent, parked): a tenant left
+ * with nothing queued gives its share to the others. */
 void tcp_sched_remove(struct tcp_link *tl, struct xop *op);
+/* op leaves its queue while one frame of it is queued on the link; its
+ * tenant keeps its turn and what it has left of its share, so that a
+ * tenant with one operation queued still gets its weight.  Then
+ * tcp_sched_push (more frames) and tcp_sched_settle, always. */
+void tcp_sched_take(struct tcp_link *tl, struct xop *op);
+void tcp_sched_settle(struct tcp_link *tl, unsigned tenant);
 /* Queue i of the link (0: latency, 1..TENANT_MAX: the tenants'), NULL
  * past the last: for walks that end operations. */
 struct xop_list *tcp_sched_queue(struct tcp_link *tl, unsigned i);

@@ -59,17 +59,28 @@ void tcp_sched_push(struct tcp_link *tl, struct xop *op)
 	}
 }
 
-void tcp_sched_remove(struct tcp_link *tl, struct xop *op)
+void tcp_sched_take(struct tcp_link *tl, struct xop *op)
 {
-	if (is_latency(op)) {
+	if (is_latency(op))
 		TAILQ_REMOVE(&tl->sendq, op, q);
-		return;
-	}
-	struct tcp_flow *fl = &tl->flows[op->tenant];
-	TAILQ_REMOVE(&fl->q, op, q);
+	else
+		TAILQ_REMOVE(&tl->flows[op->tenant].q, op, q);
+}
+
+void tcp_sched_settle(struct tcp_link *tl, unsigned tenant)
+{
+	struct tcp_flow *fl = &tl->flows[tenant];
+
 	/* Its share goes to the others at once (a client gone, say). */
 	if (TAILQ_EMPTY(&fl->q))
 		fairq_deactivate(&tl->fq, &fl->f);
+}
+
+void tcp_sched_remove(struct tcp_link *tl, struct xop *op)
+{
+	tcp_sched_take(tl, op);
+	if (!is_latency(op))
+		tcp_sched_settle(tl, op->tenant);
 }
 
 struct xop_list *tcp_sched_queue(struct tcp_link *tl, unsigned i)

@@ -333,16 +333,19 @@ static void fill_op(struct tcp_link *tl, struct xop *op, uint64_t now)
 {
 	struct tcp_op *to = tcp_op(op);
 	uint64_t before = to->done;
+	const unsigned tenant = op->tenant;
 
-	tcp_sched_remove(tl, op);
+	tcp_sched_take(tl, op);
 	to->sent_all = true;  /* out of the queue while we look */
-	if (!send_frame(tl, op))
-		return;  /* op ended (or the link: bev is NULL) */
-	/* A read's bytes come back from the peer: they count now. */
-	tcp_sched_sent(tl, op, op->opcode == XFER_OP_READ
-				       ? op->len : to->done - before, now);
-	if (!to->sent_all && !to->parked)
-		tcp_sched_push(tl, op);
+	if (send_frame(tl, op)) {
+		/* A read's bytes come back from the peer: they count now. */
+		tcp_sched_sent(tl, op, op->opcode == XFER_OP_READ
+					       ? op->len : to->done - before,
+			       now);
+		if (!to->sent_all && !to->parked)
+			tcp_sched_push(tl, op);
+	}  /* else op ended (or the link: bev is NULL) */
+	tcp_sched_settle(tl, tenant);
 }
 
 /*

@@ -30,6 +30,7 @@ int main(void)
 	srunner_add_suite(sr, rdma_dev_suite());
 	srunner_add_suite(sr, rdma_land_suite());
 	srunner_add_suite(sr, rdma_sched_suite());
+	srunner_add_suite(sr, tcp_sched_suite());
 	srunner_add_suite(sr, path_suite());
 	srunner_add_suite(sr, movers_suite());
 	srunner_add_suite(sr, staging_suite());

@@ -37,5 +37,6 @@ Suite *http_request_suite(void);
 Suite *fairq_suite(void);
 Suite *rdma_land_suite(void);
 Suite *rdma_sched_suite(void);
+Suite *tcp_sched_suite(void);
 
 #endif /* XFER_UNIT_SUITES_H */
