@@ -150,6 +150,9 @@ hostile duplicate lookup ETIMEDOUT
 hostile slowloris lookup ETIMEDOUT
 hostile other-instance import ESTALE
 hostile mute lookup ETIMEDOUT
+hostile bad-name lookup EPROTO
+! xferd_log_has a '^00:00:00.000 xferd info: forged' ||
+	fail "a peer's node name forged a line of a's log"
 hostile flood write ETIMEDOUT
 hostile lane-nowhere lookup-ok ok '^lane offered'
 hostile lane-silent lookup-ok ok '^lane dropped'

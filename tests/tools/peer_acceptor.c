@@ -613,6 +613,16 @@ static void run_mute(int fd, int *lfd, char *said, size_t len)
 	after_handshake(fd, lfd, AFTER_SERVE, said, len);
 }
 
+/* A node name no xferd can have: a line break and a forged log line
+ * after it (peers name nodes in xferd's log, xferctl and lookups). */
+#define FORGED_LINE "00:00:00.000 xferd info: forged by a peer's name"
+
+static void run_bad_name(int fd, int *lfd, char *said, size_t len)
+{
+	opt.node = "b\n" FORGED_LINE;
+	after_handshake(fd, lfd, AFTER_SERVE, said, len);
+}
+
 static void run_flood(int fd, int *lfd, char *said, size_t len)
 {
 	after_handshake(fd, lfd, AFTER_FLOOD, said, len);
@@ -651,6 +661,8 @@ static const struct hostile_case cases[] = {
 	  "--token-out's", run_other_instance },
 	{ "mute", "a real handshake, keepalives answered, lookups never",
 	  run_mute },
+	{ "bad-name", "a real handshake whose node name holds a line break "
+	  "and a forged log line", run_bad_name },
 	{ "flood", "a real handshake, lookups and token checks answered, "
 	  "writes never, a flood of frames nobody waits for", run_flood },
 	{ "lane-nowhere", "a real handshake, a LaneOffer, nothing listens "
