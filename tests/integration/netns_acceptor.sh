@@ -5,9 +5,10 @@
 # tests/tools/peer_acceptor, answering each connection the way one case
 # says (closed at once, silence, garbage, a 4 GiB header, a Welcome of
 # another version, claiming a cluster key, with a's own instance id, an
-# Error, a byte a second, another instance than a token named, a real
-# link that never answers, floods, lanes that lead nowhere or to a mute
-# or garbage listener).  For every case:
+# Error, a byte a second, another instance than a token named, a node
+# name with a forged log line in it, a real link that never answers,
+# floods, lanes that lead nowhere or to a mute or garbage listener).
+# For every case:
 #  - the client's operation on a (a lookup at 10.0.1.2:7474, a token
 #    import, a write) ends with an error from the case's set within its
 #    deadline: op_timeout_ms 3 s + 2 s of grace;
@@ -20,13 +21,16 @@
 #
 # The errno sets, and why:
 #  - the connection ends in the handshake (closed, garbage, bad lengths,
-#    wrong version): ECONNRESET or EPROTO, as the handshake names them;
+#    wrong version, a node name no node may have): ECONNRESET or EPROTO,
+#    as the handshake names them;
 #  - the acceptor is silent or too slow: ETIMEDOUT (connect_timeout_ms);
 #  - it claims a cluster key (a has none), or refuses with an Error:
 #    EACCES / ECONNREFUSED; with a's own id: ELOOP;
 #  - it says "duplicate link": the dialer waits for the other link,
 #    which never comes, so the lookup ends at its deadline (ETIMEDOUT);
-#  - a real link that never answers: ETIMEDOUT at the deadline;
+#  - a real link that never answers, or floods a with frames nobody
+#    waits for (a serves a same-node client meanwhile): ETIMEDOUT at the
+#    deadline;
 #  - another instance than the token's: the import fails ESTALE;
 #  - a lookup while a's backoff after the previous failure runs is
 #    refused at once (EHOSTUNREACH) without a dial: the test then tries
@@ -100,12 +104,15 @@ client_op() {
 		fail "the operation took $TOOK ms, past its deadline"
 }
 
-# hostile CASE MODE ERRS [WAIT]: the acceptor runs CASE; a's client
-# (MODE) must end with one of ERRS (comma-separated, "ok": success) in
-# time, the acceptor must have seen a's connection; WAIT: an ERE of a
-# line the acceptor prints before the client goes (lane cases).
+# hostile CASE MODE ERRS [WAIT [DURING]]: the acceptor runs CASE; a's
+# client (MODE) must end with one of ERRS (comma-separated, "ok":
+# success) in time, the acceptor must have seen a's connection; WAIT: an
+# ERE of a line the acceptor prints once a lookup linked it, before the
+# client goes (lane cases, flood); DURING: a must serve another client
+# while the case runs on its link (flood: its progress thread is not
+# stalled by the frames).
 hostile() {
-	local c=$1 mode=$2 errs=$3 wait=${4:-} tries=0
+	local c=$1 mode=$2 errs=$3 wait=${4:-} during=${5:-} tries=0
 	step "hostile acceptor: $c"
 	bg_start "h-$c" b "$ACCEPTOR" --listen "$B" --case "$c" --node b \
 		--token-out "$TMP/other.tok"
@@ -118,6 +125,7 @@ hostile() {
 			client_op lookup-ok
 			[ "$GOT" = ok ] || { sleep 0.3; continue; }
 			bg_wait_line "h-$c" "$wait" 10
+			[ -z "$during" ] || a_serves
 		fi
 		client_op "$mode"
 		if [ "$GOT" = EHOSTUNREACH ] && ! bg_has "h-$c" '^(conn|lane) '; then
@@ -153,7 +161,7 @@ hostile mute lookup ETIMEDOUT
 hostile bad-name lookup EPROTO
 ! xferd_log_has a '^00:00:00.000 xferd info: forged' ||
 	fail "a peer's node name forged a line of a's log"
-hostile flood write ETIMEDOUT
+hostile flood write ETIMEDOUT '^listening' during
 hostile lane-nowhere lookup-ok ok '^lane offered'
 hostile lane-silent lookup-ok ok '^lane dropped'
 hostile lane-garbage lookup-ok ok '^lane dropped'
