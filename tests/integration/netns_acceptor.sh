@@ -56,7 +56,7 @@ ND_CLUSTER_KEY=off
 start_xferd a a 10.0.1.1 peer=$B connect_timeout_ms=1000 \
 	op_timeout_ms=$OP_MS keepalive_ms=200 peer_timeout_ms=1000 link_lanes=on
 
-fd_count() { ls "/proc/${XD_PID[a]}/fd" | wc -l; }
+fd_count() { find "/proc/${XD_PID[a]}/fd" -mindepth 1 -maxdepth 1 | wc -l; }
 fds_back() { [ "$(fd_count)" -le $((FD0 + FD_SLACK)) ]; }
 
 # a_serves: a is alive and serves another client at once.
