@@ -42,6 +42,7 @@
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 
+#include "common/pubname.h"
 #include "common/wire.h"
 #include "engine/progress.h"
 #include "core/log.h"
@@ -152,6 +153,18 @@ bool peer_intro_valid(const ProtobufCBinaryData *id,
 		      const ProtobufCBinaryData *challenge)
 {
 	return id->len == LINK_ID_LEN && challenge->len == AUTH_CHALLENGE_LEN;
+}
+
+/*
+ * The node name a Hello or Welcome says: none, or one that a node may
+ * have (pubname_node_valid: printable, no spaces; every configured name
+ * and host name is).  It goes into the log, the journal's XFERD_PEER,
+ * xferctl and "node/name" lookups, so a line break or a control byte
+ * there is a broken or hostile peer, refused like any malformed field.
+ */
+static bool peer_name_valid(const char *name)
+{
+	return !name || !name[0] || pubname_node_valid(name, strlen(name));
 }
 
 /* --- frames on a handshaking connection --- */
@@ -402,7 +415,8 @@ static int on_hello(struct conn *c, const Xfer__Peer__Hello *h)
 	struct peers *ps = c->ps;
 	char label[128];
 
-	if (!peer_intro_valid(&h->instance_id, &h->challenge))
+	if (!peer_intro_valid(&h->instance_id, &h->challenge) ||
+	    !peer_name_valid(h->node_name))
 		return -EPROTO;
 	if (!auth_ok(ps, h->auth, c))
 		return -EPERM;
@@ -446,7 +460,8 @@ static int on_welcome(struct conn *c, const Xfer__Peer__Welcome *w)
 
 	if (!pe)
 		return -ECANCELED;
-	if (!peer_intro_valid(&w->instance_id, &w->challenge))
+	if (!peer_intro_valid(&w->instance_id, &w->challenge) ||
+	    !peer_name_valid(w->node_name))
 		return -EPROTO;
 	if (!auth_ok(ps, w->auth, c))
 		return -EPERM;
