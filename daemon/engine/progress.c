@@ -349,6 +349,8 @@ static void *progress_main(void *arg)
 	return NULL;
 }
 
+/* --- the thread's start (its making and end: progress_life.c) --- */
+
 int progress_start(struct progress *p)
 {
 	int err = pthread_create(&p->thread, NULL, progress_main, p);
@@ -358,6 +360,8 @@ int progress_start(struct progress *p)
 	p->running = true;
 	return 0;
 }
+
+/* --- settings and gauges: written and read by the main thread --- */
 
 void progress_set_spin(struct progress *p, uint32_t spin_us)
 {
@@ -381,7 +385,6 @@ void progress_set_notify_uid_max(struct progress *p, uint32_t max)
 	/* Relaxed: as notify_queue_max. */
 	atomic_store_explicit(&p->notify_uid_max, max, memory_order_relaxed);
 }
-
 
 const struct path_stats *progress_path_stats(const struct progress *p)
 {

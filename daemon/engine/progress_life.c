@@ -33,7 +33,8 @@
 #include "transport/rdma_grant.h"
 #include "transport/tcp.h"
 
-/* --- the deadline timer (progress_op_started): each mover's own --- */
+/* --- the deadline timer, armed while operations are out on links
+ * (progress_op_started): each mover ends its own --- */
 
 static void on_expire(evutil_socket_t fd, short what, void *arg)
 {
@@ -145,8 +146,8 @@ static int hook_notify_local(void *arg, struct region *r, uint64_t value,
 				 &note->msg);
 }
 
-
-/* The main thread's command doorbell (push()). */
+/* The main thread's command doorbell (push()): read down, on the
+ * progress thread, so that it wakes the loop once per ring. */
 static void on_doorbell(evutil_socket_t fd, short what, void *arg)
 {
 	uint64_t v;
