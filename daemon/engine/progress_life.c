@@ -147,7 +147,7 @@ static int hook_notify_local(void *arg, struct region *r, uint64_t value,
 }
 
 /* The main thread's command doorbell (push()): read down, on the
- * progress thread, so that it wakes the loop once per ring. */
+ * progress thread, so that it fires again only at the next ring. */
 static void on_doorbell(evutil_socket_t fd, short what, void *arg)
 {
 	uint64_t v;
