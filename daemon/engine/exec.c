@@ -78,6 +78,22 @@ void exec_op_set_class(struct progress *p, struct prog_client *pc,
 	op->tenant = pc->tenant < TENANT_MAX ? pc->tenant : 0;
 }
 
+/*
+ * Bursts of a frame and 20 ms of the rate, so that a paced tenant still
+ * sends whole frames.  A bucket whose rate and burst stay the same
+ * keeps its tokens over a reload (rate_cap_set).
+ */
+void exec_caps_set(struct progress *p, const struct tenant_table *tt,
+		   uint32_t frame)
+{
+	uint64_t now = now_ns();
+
+	for (uint32_t i = 0; i < TENANT_MAX; i++) {
+		uint64_t rate = i < tt->n ? tt->t[i].rate : 0;
+		rate_cap_set(&p->exec.caps[i], rate, frame + rate / 50, now);
+	}
+}
+
 static void exec_op_classify(struct progress *p, struct prog_client *pc,
 			     const struct xfer_sqe *sqe, struct xop *op)
 {

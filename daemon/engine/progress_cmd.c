@@ -227,6 +227,7 @@ bool progress_apply_cmds(struct progress *p)
 			linkset_send_ctl(p->links, c->id, c->data, c->len);
 			break;
 		case CMD_NET_CFG:
+			exec_caps_set(p, &c->net.tenants, c->net.tcp_chunk);
 			for (int i = 0; i < p->nmovers; i++)
 				p->movers[i].ops->set_cfg(
 					p->movers[i].impl, &c->net);

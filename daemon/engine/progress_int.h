@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fairq.h"
 #include "core/log.h"
 #include "core/mover.h"
 #include "core/notify_msg.h"
@@ -49,6 +50,10 @@ struct exec_state {
 	/* Per class and tenant (core/traffic_class.h); the movers that
 	 * schedule write their wait times into it too. */
 	struct class_stats classes;
+	/* Each tenant's byte-rate bucket over every link and rail: the
+	 * movers that schedule by tenant charge them (tcp_sched.c,
+	 * rdma_sched.c), so a cap holds whichever way the bytes go. */
+	struct rate_cap caps[TENANT_MAX];
 	/* Whose descriptor exec_sqe() runs now: the client an op a
 	 * same-node mover begins (exec_hook_op_begin) is of. */
 	struct prog_client *running;
@@ -221,6 +226,10 @@ struct xop *exec_hook_op_begin(void *arg, const struct move_req *rq);
 void exec_op_set_class(struct progress *p, struct prog_client *pc,
 		       const struct xfer_sqe *sqe, struct xop *op,
 		       uint64_t len);
+/* The tenants' byte-rate caps (p->exec.caps) from tt, at start and at
+ * each reload; frame: the largest frame a mover sends at once. */
+void exec_caps_set(struct progress *p, const struct tenant_table *tt,
+		   uint32_t frame);
 void exec_hook_op_abandon(void *arg, struct xop *op);
 void exec_forget_batch(void *arg, struct abatch *ab);
 /* The client goes: end everything it has out, free its open batch. */

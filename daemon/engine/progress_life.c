@@ -308,9 +308,8 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 				.stage_ahead = cfg->tcp_stage_ahead,
 				.bulk_queue = cfg->link_bulk_queue,
 				.tenants = cfg->tenants,
-				.stats = &p->exec.classes };
-	/* The TCP mover's tenant buckets are RDMA's too (rdma_share_tenants):
-	 * a cap holds over all links. */
+				.stats = &p->exec.classes,
+				.caps = p->exec.caps };
 	const struct rdma_cfg rcfg = { .qps = cfg->rdma_qps,
 				       .stripe = cfg->rdma_stripe,
 				       .bulk_depth = cfg->rdma_bulk_depth,
@@ -337,6 +336,7 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 
 	memcpy(tcfg.self_id, cfg->self_id, LINK_ID_LEN);
 	memcpy(lcfg.self_id, cfg->self_id, LINK_ID_LEN);
+	exec_caps_set(p, &cfg->tenants, cfg->tcp_chunk);
 	/* TCP moves data on the links as their data client. */
 	struct tcp_mover *tcp = tcp_mover_create(p->regs, &tcfg, &hooks);
 	if (!tcp)
@@ -364,7 +364,7 @@ int progress_enable_net(struct progress *p, const struct transport_cfg *cfg,
 				       .gpu = p->res.gpu, .regs = p->regs };
 	memcpy(sres.self_id, cfg->self_id, LINK_ID_LEN);
 	p->rdma = rdma_create(p->base, p->links, &rcfg, &hooks, &sres);
-	rdma_share_tenants(p->rdma, tcp_tenant_caps(tcp), &p->exec.classes);
+	rdma_share_tenants(p->rdma, p->exec.caps, &p->exec.classes);
 	if (p->rdma) {
 		p->movers[p->nmovers++] = (struct mover){
 			route_ops(p, ROUTE_RDMA, &rdma_mover_ops), p->rdma,

@@ -123,9 +123,9 @@ struct rdma *rdma_create(struct event_base *base, struct linkset *links,
 void rdma_destroy(struct rdma *t);
 void rdma_set_cfg(struct rdma *t, const struct rdma_cfg *cfg);
 /* The tenants' byte-rate buckets over all links (caps[TENANT_MAX], the
- * TCP mover's: tcp_tenant_caps), charged by every request posted, and
- * the class counters (paced, wait times); both outlive t, and either
- * may be NULL.  Before the progress thread starts. */
+ * executor's, which the TCP mover charges too), charged by every request
+ * posted, and the class counters (paced, wait times); both outlive t,
+ * and either may be NULL.  Before the progress thread starts. */
 struct rate_cap;
 struct class_stats;
 void rdma_share_tenants(struct rdma *t, struct rate_cap *caps,

@@ -14,8 +14,8 @@
  * tenant over its byte-rate cap is passed over (paced, never failed):
  * the pass says when its bucket refills and the transport pumps again
  * then (an event timer).  Latency bytes count against the tenant's
- * share and cap too.  The buckets are the tenants' over all links,
- * shared with the TCP mover (tcp_tenant_caps), so a cap holds whichever
+ * share and cap too.  The buckets are the tenants' over all links, the
+ * executor's, which the TCP mover charges too, so a cap holds whichever
  * way the bytes go.
  *
  * Progress thread only; no locks.  The caller owns the struct.

@@ -109,8 +109,6 @@ void tcp_op_end(struct tcp_link *tl, struct xop *op, int64_t result)
 	tm->hooks.op_done(tm->hooks.arg, op, result);
 }
 
-static void tcp_caps_set(struct tcp_mover *tm);
-
 static struct tcp_peer *find_peer(struct tcp_mover *tm, const uint8_t *id,
 				  bool create)
 {
@@ -364,7 +362,6 @@ struct tcp_mover *tcp_mover_create(struct regtab *regs,
 	tm->regs = regs;
 	tm->cfg = *cfg;
 	tm->hooks = *hooks;
-	tcp_caps_set(tm);
 	return tm;
 }
 
@@ -433,25 +430,6 @@ static bool tcp_needs_loop(const void *impl)
 	return linkset_active(tm->ls);
 }
 
-/* Each tenant's cap as configured: bursts of a chunk and 20 ms of its
- * rate, so that a paced tenant still sends whole frames. */
-static void tcp_caps_set(struct tcp_mover *tm)
-{
-	uint64_t now = now_ns();
-
-	for (uint32_t i = 0; i < TENANT_MAX; i++) {
-		uint64_t rate = i < tm->cfg.tenants.n ? tm->cfg.tenants.t[i].rate
-						       : 0;
-		rate_cap_set(&tm->caps[i], rate, tm->cfg.tcp_chunk + rate / 50,
-			     now);
-	}
-}
-
-struct rate_cap *tcp_tenant_caps(struct tcp_mover *tm)
-{
-	return tm->caps;
-}
-
 static void tcp_set_cfg(void *impl, const struct transport_cfg *cfg)
 {
 	struct tcp_mover *tm = impl;
@@ -467,7 +445,6 @@ static void tcp_set_cfg(void *impl, const struct transport_cfg *cfg)
 	tm->cfg.tenants = cfg->tenants;
 	memcpy(tm->cfg.self_id, cfg->self_id, LINK_ID_LEN);
 	memcpy(c.self_id, cfg->self_id, LINK_ID_LEN);
-	tcp_caps_set(tm);
 	linkset_set_cfg(tm->ls, &c);
 }
 

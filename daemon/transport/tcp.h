@@ -41,6 +41,10 @@ struct tcp_cfg {
 	uint32_t bulk_queue;
 	struct tenant_table tenants;
 	struct class_stats *stats;
+	/* Each tenant's byte-rate bucket over all links and movers
+	 * ([TENANT_MAX], the executor's, which sets them from the
+	 * tenants' caps; NULL: no caps). */
+	struct rate_cap *caps;
 	uint8_t self_id[LINK_ID_LEN];
 };
 
@@ -59,9 +63,4 @@ void tcp_mover_bind(struct tcp_mover *tm, struct linkset *ls);
  * (-ENOTSUP).  Before the progress thread starts. */
 void tcp_set_staging(struct tcp_mover *tm, struct staging_pool *sp,
 		     struct gpu_copies *gpu);
-/* Each tenant's byte-rate bucket over all links ([TENANT_MAX], set from
- * cfg.tenants here, also on reload), for the RDMA transport to charge
- * as well (progress thread, like the mover). */
-struct rate_cap *tcp_tenant_caps(struct tcp_mover *tm);
-
 #endif /* XFERD_TCP_H */

@@ -201,8 +201,6 @@ struct tcp_peer {
 struct tcp_mover {
 	struct regtab *regs;
 	struct tcp_cfg cfg;
-	/* Each tenant's byte-rate cap over all links (cfg.tenants). */
-	struct rate_cap caps[TENANT_MAX];
 	struct mover_hooks hooks;
 	struct linkset *ls;          /* the session it is the client of */
 	struct tcp_peer *peers;

@@ -111,7 +111,7 @@ void tcp_sched_tick(struct tcp_link *tl, uint64_t now)
 
 static bool within_cap(struct tcp_mover *tm, unsigned tenant, uint64_t now)
 {
-	bool ok = rate_cap_ok(&tm->caps[tenant], now);
+	bool ok = !tm->cfg.caps || rate_cap_ok(&tm->cfg.caps[tenant], now);
 
 	if (!ok && tm->cfg.stats)
 		stat_add(&tm->cfg.stats->paced[tenant], 1);
@@ -152,10 +152,10 @@ struct xop *tcp_sched_bulk(struct tcp_link *tl, uint64_t now,
 	if (f)
 		return TAILQ_FIRST(&((struct tcp_flow *)(void *)f)->q);
 	/* All active tenants are over their caps: the soonest refill. */
-	for (unsigned i = 0; i < TENANT_MAX; i++) {
+	for (unsigned i = 0; tl->tm->cfg.caps && i < TENANT_MAX; i++) {
 		if (!tl->flows[i].f.active)
 			continue;
-		uint64_t w = rate_cap_wait_ns(&tl->tm->caps[i]);
+		uint64_t w = rate_cap_wait_ns(&tl->tm->cfg.caps[i]);
 		if (w && (!*wait_ns || w < *wait_ns))
 			*wait_ns = w;
 	}
@@ -170,7 +170,8 @@ void tcp_sched_sent(struct tcp_link *tl, struct xop *op, uint64_t bytes,
 
 	/* Latency bytes count against the tenant's share too. */
 	fairq_charge(&tl->flows[op->tenant].f, bytes);
-	rate_cap_charge(&tl->tm->caps[op->tenant], bytes);
+	if (tl->tm->cfg.caps)
+		rate_cap_charge(&tl->tm->cfg.caps[op->tenant], bytes);
 	if (to->waited || !cs)
 		return;
 	to->waited = true;
