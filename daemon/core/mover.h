@@ -25,7 +25,7 @@
  *
  * A mover's table names only what the mover has, and carries the
  * version of this header it was written for.  Registration
- * (engine/progress.c, before the progress thread starts) copies it into
+ * (engine/progress_life.c, before the progress thread starts) copies it into
  * the route's own table with mover_ops_fill(), which points every entry
  * the mover left NULL to a stub (mover_stub_*): as in UCX's uct and
  * NCCL's net plugins, the table the progress thread calls through is

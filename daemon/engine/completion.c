@@ -599,7 +599,7 @@ void exec_cancel_client(struct progress *p, struct prog_client *pc)
 	exec_run_deferred(p);
 	/* Every mover ends what it holds of it.  The GPU copies run on
 	 * (their regions are held) but end into nothing: the GPU mover,
-	 * last of the same-node ones (progress.c keeps it there), frees
+	 * last of the same-node ones (progress_life.c keeps it there), frees
 	 * their batches (exec_forget_batch), which ops the others end here
 	 * may still count.  The ring and pc are freed once the main thread
 	 * hears that the client was detached. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * progress_int.h - the progress thread's state, shared by progress.c
- * (the thread: its loop, sleeping and waking, its life),
+ * (the thread: its loop, sleeping and waking), progress_life.c (its
+ * making, its movers' set-up and its end),
  * progress_cmd.c (commands and notices to and from the main thread)
  * and the executor (exec.c, completion.c, exec_dlist.c: exec_int.h).
  * Nothing else includes it (but the fuzzer of exec_sqe).
@@ -33,7 +34,7 @@ struct event;
 struct linkset;
 struct rdma;
 
-/* The executor's own state (exec_int.h; progress.c sets it up and tears
+/* The executor's own state (exec_int.h; progress_life.c sets it up and tears
  * it down around the thread's life). */
 struct exec_state {
 	struct regtab_memo memo;   /* handles of the latest descriptors */

@@ -2,13 +2,15 @@
 /*
  * link_int.h - what the session's files share; nothing else includes it.
  *
- *   link.c       a link: framing, sending, receiving, dispatch,
- *                back-pressure, keepalives, its life and failure
+ *   link.c       a link: receiving, dispatch, back-pressure,
+ *                keepalives, its life and failure
+ *   link_send.c  a link's sending side: frames queued and written in
+ *                order, mapped payloads by reference, corking
  *   link_lane.c  a link's latency lane: the second connection that
  *                carries the latency class's data frames (offered,
  *                dialed, accepted, ready)
  *
- * struct link stays private to these two files: the data client reaches
+ * struct link stays private to these files: the data client reaches
  * it only through link_client.h.  Progress thread only; no locks.
  */
 #ifndef XFERD_LINK_INT_H
@@ -99,7 +101,7 @@ struct linkset {
 	struct event *ev_reap;
 };
 
-/* --- link.c, for link_lane.c --- */
+/* --- link.c and link_send.c, for each other and link_lane.c --- */
 
 struct rpeer *link_find_peer(struct linkset *ls, const uint8_t *id,
 			     bool create);
@@ -113,8 +115,12 @@ struct link *link_open(struct linkset *ls, struct rpeer *rp, int fd,
 void link_read_now(struct link *l);
 /* The first 4 bytes of l's peer's instance id in hex, for the log. */
 const char *link_peer_hex(const struct link *l, char out[9]);
-/* Queue bytes for the peer (sent now if they can be). */
+/* Queue bytes for the peer (sent now if they can be; link_send.c). */
 int link_queue_bytes(struct link *l, const uint8_t *p, size_t n);
+/* Read the peer again if reading was paused for our output and that
+ * has drained (link_flush, after a write of its own): false if the
+ * link failed. */
+bool link_resume_reading(struct link *l);
 
 /* --- link_lane.c, for link.c --- */
 

@@ -20,9 +20,12 @@
  *                  and READ stages, and each operation's stream
  *   rdma_land.c    owner-side staging (ROUTE_RDMA_OWNER_STAGED): memory
  *                  the owner's NICs cannot reach, through landing
- *                  chunks the owner lends; both sides of it (the
- *                  owner's streams and lend stage, the requester's
- *                  grants) and its frames
+ *                  chunks the owner lends; the protocol, the owner's
+ *                  side (its streams and lend stage) and the one
+ *                  dispatch of its frames
+ *   rdma_land_requester.c  its requester's side: LandOpen, the owner's
+ *                  grants matched to pieces and given back, its mover
+ *                  table
  *   rdma_land_pool.c  the owner's landing pools, one per peer lent to
  *
  * Everything here runs in the progress thread, except the tables'
@@ -417,7 +420,19 @@ void rdma_land_peer_down(struct rdma *t, const uint8_t id[LINK_ID_LEN]);
  * to us closed first); pools drained or unused go.  True if anything
  * ended. */
 bool rdma_land_expire(struct rdma *t, uint64_t now);
-/* The requester's side: s (owner) starts, LandOpen to the owner. */
+/* Peer p's queue pairs toward us (passive) are destroyed: nothing of it
+ * reaches our memory any more (rdma.c, for rdma_land_expire). */
+void rdma_peer_close_passive(struct rdma *t, struct rpeer *p);
+
+/* --- rdma_land_requester.c: owner-side staging, the requester's side --- */
+/* The owner's LandGrant and LandDone (from rdma_land_frame). */
+struct Xfer__Peer__LandGrant;
+struct Xfer__Peer__LandDone;
+void rdma_land_on_grant(struct rdma *t, const uint8_t *from,
+			const struct Xfer__Peer__LandGrant *g);
+void rdma_land_on_done(struct rdma *t, const uint8_t *from,
+		       const struct Xfer__Peer__LandDone *d);
+/* s (owner) starts: LandOpen to the owner. */
 void rdma_land_stream_open(struct rdma_stream *s);
 /* A grant of s for the piece pc (by its chunk's place in the stream),
  * now pc's: false if none came yet. */
@@ -429,8 +444,5 @@ void rdma_land_piece_done(struct rdma *t, struct rdma_piece *pc, int err);
 /* s is being reaped: grants it did not use go back; LandAbort unless it
  * ended well. */
 void rdma_land_stream_end(struct rdma_stream *s);
-/* Peer p's queue pairs toward us (passive) are destroyed: nothing of it
- * reaches our memory any more (rdma.c). */
-void rdma_peer_close_passive(struct rdma *t, struct rpeer *p);
 
 #endif /* XFERD_RDMA_INT_H */

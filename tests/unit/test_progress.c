@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * test_progress.c - the descriptor engine (daemon/engine/progress.c with
+ * test_progress.c - the descriptor engine (daemon/engine/progress*.c with
  * region.c and the same-node movers of daemon/local/) in-process,
  * without sockets: a real progress thread, two fake clients with memfd
  * regions and rings in heap memory, and the test playing both clients
