@@ -98,19 +98,19 @@ static uint32_t sq_avail(struct prog_client *pc)
 	return ring_sq_avail(&pc->ring, pc->sq_head);
 }
 
-/* Run what one client submitted; true if anything was done. */
+/*
+ * Run what one client submitted, up to DRAIN_BUDGET; true if anything
+ * was done.  sq_avail() is asked again after each count it gave: with
+ * phase a count covers one submit (a lone entry, or a run), and a client
+ * that submits one entry at a time (a window of writes refilled as each
+ * completes) has several such submits waiting.  Taking one a pass left
+ * the rest in the ring for as long as a pass runs (a link's fill, say),
+ * so such a client had one operation out instead of its window.
+ */
 static bool drain(struct progress *p, struct prog_client *pc)
 {
 	if (pc->broken)
 		return false;
-	uint32_t avail = sq_avail(pc);
-
-	if (avail == 0)
-		return false;
-	if (avail > pc->ring.sq_entries) {
-		progress_mark_broken(p, pc, "SQ tail beyond the ring");
-		return false;
-	}
 	/*
 	 * Every SQE may end a batch and need a CQE: take only as many as
 	 * the CQ has room for, so completions are never dropped.  Counting
@@ -121,31 +121,52 @@ static bool drain(struct progress *p, struct prog_client *pc)
 	 * batch completes into its reserved slot: both differences are
 	 * taken modulo 2^32, so that completion counts once.) */
 	uint32_t room = exec_cq_room(pc);
-	uint32_t n = avail < DRAIN_BUDGET ? avail : DRAIN_BUDGET;
-	uint32_t tail0 = pc->cq_tail, res0 = pc->cq_reserved, i;
-	for (i = 0; i < n && (pc->cq_tail - tail0) + (pc->cq_reserved - res0) <
-				     room && client_may_start(p, pc); i++) {
-		struct xfer_sqe sqe;
+	uint32_t tail0 = pc->cq_tail, res0 = pc->cq_reserved, taken = 0;
+	bool looked = false, blocked = false;
+
+	while (!blocked && !pc->broken && taken < DRAIN_BUDGET) {
+		uint32_t avail = sq_avail(pc), i;
+		if (avail == 0)
+			break;
+		if (avail > pc->ring.sq_entries) {
+			progress_mark_broken(p, pc, "SQ tail beyond the ring");
+			break;
+		}
+		looked = true;
+		uint32_t n = avail < DRAIN_BUDGET - taken ? avail
+							  : DRAIN_BUDGET - taken;
+		for (i = 0; i < n; i++) {
+			if ((pc->cq_tail - tail0) + (pc->cq_reserved - res0) >=
+				    room ||
+			    !client_may_start(p, pc)) {
+				blocked = true;
+				break;
+			}
+			struct xfer_sqe sqe;
 #ifdef XFERD_STAGE_STAMPS
-		pc->stage_taken = (uint32_t)__rdtsc();
+			pc->stage_taken = (uint32_t)__rdtsc();
 #endif
-		/* With phase, without the phase bits; a client without phase
-		 * that sets them is refused (exec.c). */
-		ring_sqe_copy(&pc->ring, pc->sq_head + i, &sqe);
-		p->exec.sqe_index = pc->sq_head + i;  /* its message's slot */
-		if (!exec_run_step(p, pc, &sqe))
-			exec_sqe(p, pc, &sqe);
-		if (sqe.len >= PUBLISH_EARLY_BYTES)
-			exec_publish(pc);
+			/* With phase, without the phase bits; a client
+			 * without phase that sets them is refused (exec.c). */
+			ring_sqe_copy(&pc->ring, pc->sq_head + i, &sqe);
+			p->exec.sqe_index = pc->sq_head + i;  /* its message */
+			if (!exec_run_step(p, pc, &sqe))
+				exec_sqe(p, pc, &sqe);
+			if (sqe.len >= PUBLISH_EARLY_BYTES)
+				exec_publish(pc);
+		}
+		pc->sq_head += i;
+		taken += i;
 	}
+	if (!looked)
+		return false;
 	exec_run_end(p);  /* the memo is another client's next */
-	pc->sq_head += i;
 	ring_sq_release(&pc->ring, pc->sq_head);
 	/* The GPU copies queued so far are launched after this pass and may
 	 * end before the batch's next entries arrive: those get a new op. */
 	pc->batch.gpu_op = NULL;
 	exec_publish(pc);
-	return i > 0;
+	return taken > 0;
 }
 
 /* --- operations out on links: the deadline timer runs while any is --- */
