@@ -47,6 +47,7 @@
 #define OUT_LOW      (1u << 20)        /* queue frames again below this */
 #define OUT_CAP      (4 * LINK_OUT_HIGH) /* stop reading the peer above this */
 #define READS_PER_CALL 32
+#define LINK_TURN_NS 500000ull          /* link_turn_over */
 #define RXBUF        (LINK_FRAME_PREFIX + PEER_MAX_HEADER + (256u << 10))
 
 
@@ -401,6 +402,7 @@ static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	l->ls->client->fill(l->cl);
+	link_turn_over(l->ls);
 }
 
 /* Read the peer again once our output has drained; false if the link
@@ -425,6 +427,7 @@ static void on_writable(struct bufferevent *bev, void *arg)
 	l->ls->events++;
 	if (link_resume_reading(l))
 		l->ls->client->fill(l->cl);
+	link_turn_over(l->ls);
 }
 
 
@@ -663,7 +666,23 @@ uint64_t linkset_take_events(struct linkset *ls)
 	uint64_t n = ls->events;
 
 	ls->events = 0;
+	ls->turn_start_ns = now_ns();
 	return n;
+}
+
+/*
+ * A turn of the event loop that ran LINK_TURN_NS ends after this
+ * callback; the events still active run in the next.  While a socket
+ * takes every write, each write a trip through the kernel's TCP stack
+ * (on loopback or a veth the receiver's as well), the write events of a
+ * busy link follow each other within one turn, and the thread looked at
+ * its rings (a latency write waiting to start), its lane and its acks
+ * only after tens of milliseconds.
+ */
+void link_turn_over(struct linkset *ls)
+{
+	if (now_ns() - ls->turn_start_ns > LINK_TURN_NS)
+		event_base_loopbreak(ls->base);
 }
 
 struct linkset *linkset_create(struct event_base *base,

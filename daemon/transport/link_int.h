@@ -96,6 +96,9 @@ struct linkset {
 	struct rpeer *peers;
 	size_t nlinks;
 	uint64_t events;
+	/* When the event loop's turn began, as near as the links know: the
+	 * last linkset_take_events (link_turn_over). */
+	uint64_t turn_start_ns;
 	/* Failed links are freed from the event loop (see link_fail). */
 	struct link *dead;
 	struct event *ev_reap;
@@ -121,6 +124,9 @@ int link_queue_bytes(struct link *l, const uint8_t *p, size_t n);
  * has drained (link_flush, after a write of its own): false if the
  * link failed. */
 bool link_resume_reading(struct link *l);
+/* After a read or write callback: ends the event loop's turn once it
+ * ran long enough (link.c). */
+void link_turn_over(struct linkset *ls);
 
 /* --- link_lane.c, for link.c --- */
 
