@@ -32,6 +32,7 @@
 #include "engine/progress_int.h"
 #include "gpu/gpu.h"
 #include "mem/copy_workers.h"
+#include "transport/link.h"
 #ifdef XFERD_STAGE_STAMPS
 #include <x86intrin.h>
 #endif
@@ -120,18 +121,23 @@ static bool drain(struct progress *p, struct prog_client *pc)
 	/* (cq_reserved can also drop during the loop, when an async
 	 * batch completes into its reserved slot: both differences are
 	 * taken modulo 2^32, so that completion counts once.) */
-	uint32_t room = exec_cq_room(pc);
-	uint32_t tail0 = pc->cq_tail, res0 = pc->cq_reserved, taken = 0;
+	uint32_t room = 0, tail0 = pc->cq_tail, res0 = pc->cq_reserved;
+	uint32_t taken = 0;
 	bool looked = false, blocked = false;
 
 	while (!blocked && !pc->broken && taken < DRAIN_BUDGET) {
 		uint32_t avail = sq_avail(pc), i;
 		if (avail == 0)
 			break;
-		if (avail > pc->ring.sq_entries) {
+		/* The slots taken so far go back to the client only at the
+		 * end (ring_sq_release): an honest client has published at
+		 * most the rest of the ring past them. */
+		if (avail > pc->ring.sq_entries - taken) {
 			progress_mark_broken(p, pc, "SQ tail beyond the ring");
 			break;
 		}
+		if (!looked)  /* an idle client's CQ is not looked at */
+			room = exec_cq_room(pc);
 		looked = true;
 		uint32_t n = avail < DRAIN_BUDGET - taken ? avail
 							  : DRAIN_BUDGET - taken;
@@ -264,8 +270,11 @@ static void sleep_until_rung(struct progress *p)
 	/* (E) in ring.h: flags first, then one more look at every tail. */
 	set_wakeup(p, true);
 	/* Work requests out: their completions ring the CQ's channel. */
-	if (!any_work(p) && arm_transports(p))
+	if (!any_work(p) && arm_transports(p)) {
+		if (p->links)
+			linkset_turn_begin(p->links);
 		event_base_loop(p->base, EVLOOP_ONCE);
+	}
 	set_wakeup(p, false);
 }
 
@@ -309,6 +318,8 @@ static bool poll_net(struct progress *p, bool busy)
 			      : p->async_ops ? 0 : NET_IDLE_POLL_NS;
 	if (now - p->last_net_poll_ns >= every) {
 		p->last_net_poll_ns = now;
+		if (p->links)
+			linkset_turn_begin(p->links);
 		event_base_loop(p->base, EVLOOP_NONBLOCK);
 	}
 	for (int i = 0; i < p->nmovers; i++)

@@ -47,7 +47,6 @@
 #define OUT_LOW      (1u << 20)        /* queue frames again below this */
 #define OUT_CAP      (4 * LINK_OUT_HIGH) /* stop reading the peer above this */
 #define READS_PER_CALL 32
-#define LINK_TURN_NS 500000ull          /* link_turn_over */
 #define RXBUF        (LINK_FRAME_PREFIX + PEER_MAX_HEADER + (256u << 10))
 
 
@@ -301,8 +300,10 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
 	(void)fd, (void)what;
 
 	l->ls->events++;
+	link_turn_mark(l->ls);
 	if (l->bev)
 		l->ls->client->fill(l->cl);
+	link_turn_over(l->ls);
 }
 
 void link_kick(struct link *l)
@@ -337,10 +338,12 @@ static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 
 	l->ls->events++;
+	link_turn_mark(l->ls);
 	l->last_rx_ns = now_ns();
 	if (l->rx_stalled) {
 		event_del(l->ev_read);
 		l->ls->client->fill(l->cl);
+		link_turn_over(l->ls);
 		return;
 	}
 	/* A bounded number of reads per call, and of bytes while the lane
@@ -425,6 +428,7 @@ static void on_writable(struct bufferevent *bev, void *arg)
 	(void)bev;
 
 	l->ls->events++;
+	link_turn_mark(l->ls);
 	if (link_resume_reading(l))
 		l->ls->client->fill(l->cl);
 	link_turn_over(l->ls);
@@ -666,13 +670,25 @@ uint64_t linkset_take_events(struct linkset *ls)
 	uint64_t n = ls->events;
 
 	ls->events = 0;
-	ls->turn_start_ns = now_ns();
 	return n;
 }
 
+void linkset_turn_begin(struct linkset *ls)
+{
+	ls->turn_start_ns = 0;
+}
+
+void link_turn_mark(struct linkset *ls)
+{
+	if (!ls->turn_start_ns)
+		ls->turn_start_ns = now_ns();
+}
+
 /*
- * A turn of the event loop that ran LINK_TURN_NS ends after this
- * callback; the events still active run in the next.  While a socket
+ * A turn of the event loop whose link callbacks ran LINK_TURN_NS ends
+ * after this callback; the events still active run in the next (first:
+ * libevent keeps them in order, and a turn with active events does not
+ * wait in epoll).  While a socket
  * takes every write, each write a trip through the kernel's TCP stack
  * (on loopback or a veth the receiver's as well), the write events of a
  * busy link follow each other within one turn, and the thread looked at
@@ -681,7 +697,7 @@ uint64_t linkset_take_events(struct linkset *ls)
  */
 void link_turn_over(struct linkset *ls)
 {
-	if (now_ns() - ls->turn_start_ns > LINK_TURN_NS)
+	if (ls->turn_start_ns && now_ns() - ls->turn_start_ns > LINK_TURN_NS)
 		event_base_loopbreak(ls->base);
 }
 

@@ -34,6 +34,9 @@ struct Xfer__Peer__PeerMsg;
  * may wait for the progress thread (link_lane.c).  link_io_budget(). */
 #define LINK_SINGLE_IO  (1u << 20)
 #define LINK_LANE_IO    (256u << 10)
+/* The links' callbacks in one turn of the event loop, and one fill of a
+ * link's output, run this long at most (link_turn_over). */
+#define LINK_TURN_NS    500000ull
 #define LINK_LANE_HOLD_NS 1000000000ull
 
 /*

@@ -96,8 +96,8 @@ struct linkset {
 	struct rpeer *peers;
 	size_t nlinks;
 	uint64_t events;
-	/* When the event loop's turn began, as near as the links know: the
-	 * last linkset_take_events (link_turn_over). */
+	/* When the first link callback of this turn of the event loop
+	 * began (0: none yet; linkset_turn_begin, link_turn_over). */
 	uint64_t turn_start_ns;
 	/* Failed links are freed from the event loop (see link_fail). */
 	struct link *dead;
@@ -124,8 +124,11 @@ int link_queue_bytes(struct link *l, const uint8_t *p, size_t n);
  * has drained (link_flush, after a write of its own): false if the
  * link failed. */
 bool link_resume_reading(struct link *l);
-/* After a read or write callback: ends the event loop's turn once it
- * ran long enough (link.c). */
+/* At the start of a read, write or kick callback: the turn's links
+ * start to run (the first sets the turn's start). */
+void link_turn_mark(struct linkset *ls);
+/* At its end: ends the event loop's turn once the links' callbacks in
+ * it ran LINK_TURN_NS (link.c). */
 void link_turn_over(struct linkset *ls);
 
 /* --- link_lane.c, for link.c --- */

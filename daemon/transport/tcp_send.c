@@ -335,6 +335,8 @@ static void fill_op(struct tcp_link *tl, struct xop *op, uint64_t now)
 	uint64_t before = to->done;
 	const unsigned tenant = op->tenant;
 
+	const bool latency = op->cls == XFER_CLASS_LATENCY;
+
 	tcp_sched_take(tl, op);
 	to->sent_all = true;  /* out of the queue while we look */
 	if (send_frame(tl, op)) {
@@ -345,7 +347,8 @@ static void fill_op(struct tcp_link *tl, struct xop *op, uint64_t now)
 		if (!to->sent_all && !to->parked)
 			tcp_sched_push(tl, op);
 	}  /* else op ended (or the link: bev is NULL) */
-	tcp_sched_settle(tl, tenant);
+	if (!latency)
+		tcp_sched_settle(tl, tenant);
 }
 
 /*
@@ -375,10 +378,12 @@ void tcp_fill(void *cl)
 		size_t out = link_out_bytes(tl->l);
 		if (out >= budget) {
 			/* While the lane is busy, one write call here and
-			 * one at the uncork: the rest goes as the socket
-			 * drains (on_writable), so the thread is back at the
-			 * rings and the lane soon. */
-			if (flushed && budget < LINK_SINGLE_IO)
+			 * one at the uncork, else as many as LINK_TURN_NS
+			 * allows: the rest goes as the socket drains
+			 * (on_writable), so the thread is back at the rings
+			 * and the lane soon. */
+			if (flushed && (budget < LINK_SINGLE_IO ||
+					now_ns() - now > LINK_TURN_NS))
 				break;
 			link_flush(tl->l);
 			flushed = true;
