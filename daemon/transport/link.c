@@ -97,6 +97,12 @@ size_t link_io_budget(struct link *l)
 	return b;
 }
 
+uint64_t link_turn_ns(struct link *l)
+{
+	return link_io_budget(l) == LINK_LANE_IO ? LINK_TURN_LANE_NS
+						 : LINK_TURN_NS;
+}
+
 struct rpeer *link_find_peer(struct linkset *ls, const uint8_t *id,
 			     bool create)
 {
@@ -303,7 +309,7 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
 	link_turn_mark(l->ls);
 	if (l->bev)
 		l->ls->client->fill(l->cl);
-	link_turn_over(l->ls);
+	link_turn_over(l);
 }
 
 void link_kick(struct link *l)
@@ -343,7 +349,7 @@ static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 	if (l->rx_stalled) {
 		event_del(l->ev_read);
 		l->ls->client->fill(l->cl);
-		link_turn_over(l->ls);
+		link_turn_over(l);
 		return;
 	}
 	/* A bounded number of reads per call, and of bytes while the lane
@@ -405,7 +411,7 @@ static void on_fd_read(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	l->ls->client->fill(l->cl);
-	link_turn_over(l->ls);
+	link_turn_over(l);
 }
 
 /* Read the peer again once our output has drained; false if the link
@@ -431,7 +437,7 @@ static void on_writable(struct bufferevent *bev, void *arg)
 	link_turn_mark(l->ls);
 	if (link_resume_reading(l))
 		l->ls->client->fill(l->cl);
-	link_turn_over(l->ls);
+	link_turn_over(l);
 }
 
 
@@ -685,7 +691,7 @@ void link_turn_mark(struct linkset *ls)
 }
 
 /*
- * A turn of the event loop whose link callbacks ran LINK_TURN_NS ends
+ * A turn of the event loop whose link callbacks ran link_turn_ns() ends
  * after this callback; the events still active run in the next (first:
  * libevent keeps them in order, and a turn with active events does not
  * wait in epoll).  While a socket
@@ -695,9 +701,12 @@ void link_turn_mark(struct linkset *ls)
  * its rings (a latency write waiting to start), its lane and its acks
  * only after tens of milliseconds.
  */
-void link_turn_over(struct linkset *ls)
+void link_turn_over(struct link *l)
 {
-	if (ls->turn_start_ns && now_ns() - ls->turn_start_ns > LINK_TURN_NS)
+	struct linkset *ls = l->ls;
+
+	if (ls->turn_start_ns &&
+	    now_ns() - ls->turn_start_ns > link_turn_ns(l))
 		event_base_loopbreak(ls->base);
 }
 

@@ -119,7 +119,7 @@ bool linkset_active(const struct linkset *ls);
 /* Events handled since the last call (progress made by the network). */
 uint64_t linkset_take_events(struct linkset *ls);
 /* A turn of the event loop begins (before each event_base_loop): the
- * links' callbacks in it end it once they ran LINK_TURN_NS. */
+ * links' callbacks in it end it once they ran link_turn_ns(). */
 void linkset_turn_begin(struct linkset *ls);
 
 /* Pack one frame header (PeerMsg) + payload length prefix; used by

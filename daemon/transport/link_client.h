@@ -35,8 +35,11 @@ struct Xfer__Peer__PeerMsg;
 #define LINK_SINGLE_IO  (1u << 20)
 #define LINK_LANE_IO    (256u << 10)
 /* The links' callbacks in one turn of the event loop, and one fill of a
- * link's output, run this long at most (link_turn_over). */
-#define LINK_TURN_NS    500000ull
+ * link's output, run this long at most (link_turn_over): a latency write
+ * waits up to one turn before the thread takes it from its ring, so the
+ * turn is shorter while the link's lane carries traffic (link_turn_ns). */
+#define LINK_TURN_NS      500000ull
+#define LINK_TURN_LANE_NS 100000ull
 #define LINK_LANE_HOLD_NS 1000000000ull
 
 /*
@@ -112,6 +115,9 @@ void link_uncork(struct link *l);
 /* Bytes per read or write call on l now (LINK_SINGLE_IO or, with its
  * lane busy, LINK_LANE_IO). */
 size_t link_io_budget(struct link *l);
+/* How long a turn of the event loop, or a fill, may give l now:
+ * LINK_TURN_NS, or LINK_TURN_LANE_NS while its lane is busy. */
+uint64_t link_turn_ns(struct link *l);
 /* Write what is queued now, up to link_io_budget() bytes in one writev. */
 void link_flush(struct link *l);
 /* Has the link not failed? */

@@ -128,8 +128,8 @@ bool link_resume_reading(struct link *l);
  * start to run (the first sets the turn's start). */
 void link_turn_mark(struct linkset *ls);
 /* At its end: ends the event loop's turn once the links' callbacks in
- * it ran LINK_TURN_NS (link.c). */
-void link_turn_over(struct linkset *ls);
+ * it ran link_turn_ns(l) (link.c). */
+void link_turn_over(struct link *l);
 
 /* --- link_lane.c, for link.c --- */
 

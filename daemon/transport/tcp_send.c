@@ -368,6 +368,7 @@ void tcp_fill(void *cl)
 	uint64_t now = now_ns(), wait = 0;
 	bool flushed = false;
 	size_t budget = link_io_budget(tl->l);
+	const uint64_t turn = link_turn_ns(tl->l);
 
 	/* A staged owner unparked meanwhile (its chunk came back inside a
 	 * buffer's cleanup, say) is picked up by this loop, or kicked. */
@@ -378,12 +379,12 @@ void tcp_fill(void *cl)
 		size_t out = link_out_bytes(tl->l);
 		if (out >= budget) {
 			/* While the lane is busy, one write call here and
-			 * one at the uncork, else as many as LINK_TURN_NS
-			 * allows: the rest goes as the socket drains
-			 * (on_writable), so the thread is back at the rings
-			 * and the lane soon. */
+			 * one at the uncork, else as many as a turn allows:
+			 * the rest goes as the socket drains (on_writable),
+			 * so the thread is back at the rings and the lane
+			 * soon. */
 			if (flushed && (budget < LINK_SINGLE_IO ||
-					now_ns() - now > LINK_TURN_NS))
+					now_ns() - now > turn))
 				break;
 			link_flush(tl->l);
 			flushed = true;
