@@ -694,12 +694,11 @@ void link_turn_mark(struct linkset *ls)
  * A turn of the event loop whose link callbacks ran link_turn_ns() ends
  * after this callback; the events still active run in the next (first:
  * libevent keeps them in order, and a turn with active events does not
- * wait in epoll).  While a socket
- * takes every write, each write a trip through the kernel's TCP stack
- * (on loopback or a veth the receiver's as well), the write events of a
- * busy link follow each other within one turn, and the thread looked at
- * its rings (a latency write waiting to start), its lane and its acks
- * only after tens of milliseconds.
+ * wait in epoll).  While a socket takes every write, each write a trip
+ * through the kernel's TCP stack (on loopback or a veth the receiver's
+ * as well), the write events of a busy link follow each other within one
+ * turn, and the thread looked at its rings (a latency write waiting to
+ * start), its lane and its acks only after tens of milliseconds.
  */
 void link_turn_over(struct link *l)
 {
