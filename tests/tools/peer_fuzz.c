@@ -1080,6 +1080,13 @@ static int lane_dial(const struct lane_link *k, const uint8_t *secret)
 	return fd;
 }
 
+/* A link whose lane is offered, and its lane dialed with the offer's
+ * secret: the lane's fd, or -1. */
+static int lane_link_dialed(struct lane_link *k)
+{
+	return lane_link_open(k) ? -1 : lane_dial(k, k->secret);
+}
+
 /* A LaneHello on a fresh connection that must be closed. */
 static bool lane_hello_refused(const uint8_t *id, const uint8_t *secret,
 			       char *how, size_t howlen)
@@ -1119,7 +1126,7 @@ static bool case_lane_replay(int fd, char *how, size_t howlen)
 	bool ok = false;
 
 	close(fd);
-	if (lane_link_open(&k) || (lane = lane_dial(&k, k.secret)) < 0)
+	if ((lane = lane_link_dialed(&k)) < 0)
 		goto out;
 	ok = lane_hello_refused(k.id, k.secret, how, howlen) &&
 	     lane_and_link_answer(&k, lane);
@@ -1214,7 +1221,7 @@ static bool lane_wrong_frame(int which, char *how, size_t howlen)
 	int lane = -1, rc;
 	bool ok = false;
 
-	if (lane_link_open(&k) || (lane = lane_dial(&k, k.secret)) < 0)
+	if ((lane = lane_link_dialed(&k)) < 0)
 		goto out;
 	if (which == 0) {
 		rc = send_lane_offer(lane);
@@ -1262,7 +1269,7 @@ static bool case_lane_link_dies(int fd, char *how, size_t howlen)
 	bool ok = false;
 
 	close(fd);
-	if (lane_link_open(&k) == 0 && (lane = lane_dial(&k, k.secret)) >= 0) {
+	if ((lane = lane_link_dialed(&k)) >= 0) {
 		lane_link_close(&k);
 		ok = closes(lane, how, howlen);
 	}
@@ -1280,14 +1287,14 @@ static bool case_lane_closed(int fd, char *how, size_t howlen)
 	bool ok = false;
 
 	close(fd);
-	if (lane_link_open(&k) || (lane = lane_dial(&k, k.secret)) < 0)
+	if ((lane = lane_link_dialed(&k)) < 0)
 		goto out;
 	close(lane);
 	lane = -1;
 	if (!lane_and_link_answer(&k, -1))
 		goto out;
 	lane_link_close(&k);
-	if (lane_link_open(&k) || (lane = lane_dial(&k, k.secret)) < 0)
+	if ((lane = lane_link_dialed(&k)) < 0)
 		goto out;
 	shutdown(lane, SHUT_WR);
 	ok = closes(lane, how, howlen) && lane_and_link_answer(&k, -1);
